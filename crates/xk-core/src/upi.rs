@@ -1,0 +1,226 @@
+//! The uniform protocol interface: the verbs every protocol implements.
+//!
+//! | x-kernel | here | who calls it |
+//! |---|---|---|
+//! | `xOpen` | [`Protocol::open`] | an upper protocol or the application (active open) |
+//! | `xOpenEnable` / `xOpenDisable` | [`Protocol::open_enable`] / [`Protocol::open_disable`] | upper layer, to accept sessions created by arriving messages (passive open) |
+//! | `xDemux` | [`Protocol::demux`] | the dispatcher, with a message from a lower session or the device; picks the session |
+//! | `xPop` | [`Protocol::pop`] | the dispatcher, right after `demux`, with the session it picked |
+//! | `xPush` | [`Protocol::push`] | the session's upper layer, with a message to send |
+//! | `xControl` | [`Protocol::control`] | anyone; typed request, typed reply |
+//! | `xClose` | [`Protocol::close`] | the session's upper layer |
+//! | `xOpenDone` / `xCloseDone` | [`Protocol::open_done`] / [`Protocol::close_done`] | events, queued to the upper layer |
+//!
+//! Protocols never call each other's `push`/`demux` directly: they ask the
+//! [`Ctx`](crate::Ctx), which queues the message for the dispatcher. So no
+//! protocol is ever re-entered while it is running, and a stack of any depth
+//! uses constant call depth. `open`, `open_enable` and `control` are synchronous
+//! calls into another protocol (they return a value); a cycle is refused.
+
+use core::fmt;
+
+use xk_msg::{Msg, TooShort};
+
+use crate::addr::{Addr, Participants};
+use crate::arena::ArenaId;
+use crate::graph::Ctx;
+
+/// Index of a protocol in its graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProtocolId(pub(crate) u16);
+
+impl ProtocolId {
+    /// Position of the protocol in the graph (order of addition).
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A session: the protocol that owns it and its slot in that protocol's arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId {
+    /// The protocol that owns the session.
+    pub protocol: ProtocolId,
+    /// The session's slot in the protocol's own arena.
+    pub slot: ArenaId,
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "p{}/s{}.{}", self.protocol.0, self.slot.index(), self.slot.generation())
+    }
+}
+
+/// Whoever sits above a session: another protocol or the application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Upper {
+    /// The application, which receives [`Event`](crate::Event)s.
+    App,
+    /// A protocol of the same graph.
+    Protocol(ProtocolId),
+}
+
+/// Typed control requests (`xControl` opcodes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Largest message a session can push.
+    GetMaxPacket,
+    /// Bytes of header this protocol adds.
+    GetHeaderLen,
+    /// This end's address component.
+    GetMyAddr,
+    /// The peer's address component.
+    GetPeerAddr,
+    /// Number of open sessions.
+    GetSessionCount,
+}
+
+/// Typed control replies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlReply {
+    /// A size in bytes.
+    Size(usize),
+    /// An address component.
+    Addr(Addr),
+    /// A count.
+    Count(usize),
+}
+
+/// Why a control request failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlError {
+    /// The protocol does not implement this request.
+    Unsupported(Control),
+    /// The session does not exist (closed, or never opened).
+    NoSession,
+}
+
+/// Why an open, open_enable or open_disable failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpenError {
+    /// A participant lacks the component this layer needs.
+    MissingAddr(&'static str),
+    /// The address is already bound.
+    InUse(Addr),
+    /// open_disable of something never enabled.
+    NotEnabled(Addr),
+    /// The protocol does not support this kind of open.
+    Unsupported(&'static str),
+    /// The protocol has no lower protocol to open through.
+    NoLowerProtocol,
+    /// The call would re-enter a protocol that is running (a cycle in the graph).
+    Cycle(ProtocolId),
+    /// A lower protocol refused.
+    Lower(Box<OpenError>),
+}
+
+/// Why a message was not accepted on the way up. Every such message is counted
+/// and dropped, never a panic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DemuxError {
+    /// Shorter than the header.
+    Truncated(TooShort),
+    /// No session and no enabled listener for the key.
+    NoBinding(String),
+    /// The header is inconsistent.
+    Malformed(&'static str),
+    /// The session it was meant for no longer exists.
+    StaleSession,
+    /// The target protocol is running (only possible with a cyclic graph).
+    Busy(ProtocolId),
+}
+
+/// Why a push failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PushError {
+    /// The session does not exist.
+    NoSession,
+    /// The message is longer than the session can carry.
+    TooLong {
+        /// Message length.
+        len: usize,
+        /// Largest acceptable length.
+        max: usize,
+    },
+    /// The target protocol is running (only possible with a cyclic graph).
+    Busy(ProtocolId),
+}
+
+/// Why a close failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseError {
+    /// The session does not exist.
+    NoSession,
+    /// The target protocol is running (only possible with a cyclic graph).
+    Busy(ProtocolId),
+}
+
+macro_rules! display_via_debug {
+    ($($t:ty),*) => {$(
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(self, f)
+            }
+        }
+        impl std::error::Error for $t {}
+    )*};
+}
+display_via_debug!(ControlError, OpenError, DemuxError, PushError, CloseError);
+
+impl From<TooShort> for DemuxError {
+    fn from(e: TooShort) -> Self {
+        DemuxError::Truncated(e)
+    }
+}
+
+/// A protocol: the object that owns sessions of one kind.
+///
+/// `M` is the message representation chosen for the whole graph ([`xk_msg::Contig`]
+/// or [`xk_msg::Rope`]): a type parameter, not a feature flag, so both can be
+/// built and compared in one binary (experiment E10).
+pub trait Protocol<M: Msg> {
+    /// Short name for traces and graph dumps.
+    fn name(&self) -> &'static str;
+
+    /// Called once, bottom protocols first, when the graph is built: the place to
+    /// `open_enable` lower protocols.
+    fn init(&mut self, _cx: &mut Ctx<'_, M>) -> Result<(), OpenError> {
+        Ok(())
+    }
+
+    /// Active open: create a session from `upper` to the remote participant.
+    fn open(&mut self, cx: &mut Ctx<'_, M>, upper: Upper, parts: &Participants) -> Result<SessionId, OpenError>;
+
+    /// Passive open: sessions for messages matching `parts.local` are created
+    /// on arrival and announced to `upper` with `open_done`.
+    fn open_enable(&mut self, cx: &mut Ctx<'_, M>, upper: Upper, parts: &Participants) -> Result<(), OpenError>;
+
+    /// Withdraws an `open_enable`.
+    fn open_disable(&mut self, cx: &mut Ctx<'_, M>, upper: Upper, parts: &Participants) -> Result<(), OpenError>;
+
+    /// Picks (or creates) the session for a message arriving from `lower`
+    /// (`None`: from the device). May inspect but should not consume the header;
+    /// `pop` does that.
+    fn demux(&mut self, cx: &mut Ctx<'_, M>, lower: Option<SessionId>, msg: &mut M) -> Result<SessionId, DemuxError>;
+
+    /// Processes a message for `session`: strip the header, deliver upward.
+    fn pop(&mut self, cx: &mut Ctx<'_, M>, session: SessionId, lower: Option<SessionId>, msg: M) -> Result<(), DemuxError>;
+
+    /// Sends a message on `session`: add the header, hand it down.
+    fn push(&mut self, cx: &mut Ctx<'_, M>, session: SessionId, msg: M) -> Result<(), PushError>;
+
+    /// A control request on a session or (with `None`) on the protocol.
+    fn control(&mut self, cx: &mut Ctx<'_, M>, session: Option<SessionId>, req: Control) -> Result<ControlReply, ControlError>;
+
+    /// Closes a session opened by (or announced to) the caller. Completion is
+    /// reported with a `close_done` event to the session's upper layer.
+    fn close(&mut self, cx: &mut Ctx<'_, M>, session: SessionId) -> Result<(), CloseError>;
+
+    /// A lower protocol created `lower` for this protocol (after `open_enable`).
+    fn open_done(&mut self, _cx: &mut Ctx<'_, M>, _lower: SessionId, _parts: &Participants) -> Result<(), OpenError> {
+        Err(OpenError::Unsupported("open_done"))
+    }
+
+    /// A lower session of this protocol has been closed.
+    fn close_done(&mut self, _cx: &mut Ctx<'_, M>, _lower: SessionId) {}
+}

@@ -1,0 +1,143 @@
+//! Experiment E4 (seed 003, Table 5.2, Fig 5.1): lookup time of the demux map
+//! against the number of bindings and the key size, for a cache hit, a cache
+//! miss and a map without the cache.
+//!
+//! Method: for every (key size, bindings) cell one map with the cache and one
+//! without are filled with distinct random keys. "hit" resolves the same bound
+//! key `lookups` times; "miss" resolves bound keys in random order (the cache
+//! never matches, so the table is searched and the cache refilled); "nocache"
+//! resolves the same sequence on the map without the cache. Each cell is timed
+//! `reps` times and the median is reported, in nanoseconds per lookup.
+
+use std::hint::black_box;
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use clap::Args;
+use serde_json::json;
+use xk_core::DemuxMap;
+use xk_core::keys::distinct_keys;
+
+const KEY_SIZES: [usize; 5] = [4, 7, 8, 12, 14];
+const BINDINGS: [usize; 5] = [100, 1_000, 10_000, 100_000, 1_000_000];
+
+#[derive(Args)]
+pub(crate) struct MapArgs {
+    /// Largest number of bindings measured (from 100, 1000, … 1000000).
+    #[arg(long, default_value_t = 1_000_000)]
+    max_bindings: usize,
+    /// Lookups timed per repetition.
+    #[arg(long, default_value_t = 1_000_000)]
+    lookups: usize,
+    /// Repetitions per cell (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Median nanoseconds per lookup of one cell, for the three modes.
+struct Cell {
+    key: usize,
+    bindings: usize,
+    hit: f64,
+    miss: f64,
+    nocache: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Times `lookups` calls of `f(i)`, where `i` cycles through `0..n` (by
+/// increment and wrap: a `%` per lookup would cost more than a cache hit).
+fn time_per_op(lookups: usize, n: usize, mut f: impl FnMut(usize) -> Option<u32>) -> f64 {
+    let start = Instant::now();
+    let mut acc = 0u32;
+    let mut i = 0;
+    for _ in 0..lookups {
+        acc = acc.wrapping_add(f(i).unwrap_or(0));
+        i += 1;
+        if i == n {
+            i = 0;
+        }
+    }
+    black_box(acc);
+    start.elapsed().as_nanos() as f64 / lookups as f64
+}
+
+fn measure<const K: usize>(n: usize, args: &MapArgs) -> Cell {
+    let keys = distinct_keys::<K>(n, (n * 31 + K) as u64);
+    let mut cached = DemuxMap::new(7);
+    let mut plain = DemuxMap::without_cache(7);
+    cached.reserve(n);
+    plain.reserve(n);
+    for (i, k) in keys.iter().enumerate() {
+        cached.install(*k, i as u32);
+        plain.install(*k, i as u32);
+    }
+    let hot = keys[n / 2];
+    let (mut hit, mut miss, mut nocache) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..args.reps {
+        hit.push(time_per_op(args.lookups, n, |_| cached.resolve(black_box(&hot))));
+        miss.push(time_per_op(args.lookups, n, |i| cached.resolve(black_box(&keys[i]))));
+        nocache.push(time_per_op(args.lookups, n, |i| plain.resolve(black_box(&keys[i]))));
+    }
+    Cell { key: K, bindings: n, hit: median(hit), miss: median(miss), nocache: median(nocache) }
+}
+
+pub(crate) fn run(args: &MapArgs) -> Result<(), String> {
+    if args.lookups == 0 || args.reps == 0 {
+        return Err("--lookups and --reps must be at least 1".into());
+    }
+    let sizes: Vec<usize> = BINDINGS.into_iter().filter(|&n| n <= args.max_bindings).collect();
+    if sizes.is_empty() {
+        return Err(format!("--max-bindings {} is below the smallest table size (100)", args.max_bindings));
+    }
+    let progress = !args.json && std::io::stderr().is_terminal();
+    let mut cells = Vec::new();
+    for &n in &sizes {
+        for k in KEY_SIZES {
+            if progress {
+                eprint!("\rmeasuring {n} bindings, {k}-byte keys   ");
+            }
+            cells.push(match k {
+                4 => measure::<4>(n, args),
+                7 => measure::<7>(n, args),
+                8 => measure::<8>(n, args),
+                12 => measure::<12>(n, args),
+                _ => measure::<14>(n, args),
+            });
+        }
+    }
+    if args.json {
+        let rows: Vec<_> = cells
+            .iter()
+            .map(|c| json!({"key_bytes": c.key, "bindings": c.bindings, "hit_ns": c.hit, "miss_ns": c.miss, "nocache_ns": c.nocache}))
+            .collect();
+        println!("{}", json!({"experiment": "E4", "lookups": args.lookups, "reps": args.reps, "rows": rows}));
+        return Ok(());
+    }
+    if progress {
+        eprint!("\r{:60}\r", "");
+    }
+    println!("E4 — demux map lookup, ns per lookup (median of {} × {} lookups)", args.reps, args.lookups);
+    println!("seed 003 Table 5.2 measured the same three cases on a 2003 PC; see docs/PERF.md\n");
+    print!("{:>10} {:>5}", "bindings", "key");
+    for h in ["hit", "miss", "nocache"] {
+        print!(" {h:>9}");
+    }
+    println!();
+    for c in &cells {
+        println!("{:>10} {:>4}B {:>9.2} {:>9.2} {:>9.2}", c.bindings, c.key, c.hit, c.miss, c.nocache);
+    }
+    println!("\ncache hit, flatness over table sizes per key size (max/min; goal <= 1.5):");
+    for k in KEY_SIZES {
+        let hits: Vec<f64> = cells.iter().filter(|c| c.key == k).map(|c| c.hit).collect();
+        let (lo, hi) = hits.iter().fold((f64::MAX, 0f64), |(lo, hi), &h| (lo.min(h), hi.max(h)));
+        println!("  {k:>2}-byte keys: {lo:.2}–{hi:.2} ns, max/min {:.2}", hi / lo);
+    }
+    Ok(())
+}

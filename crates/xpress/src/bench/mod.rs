@@ -1,0 +1,18 @@
+//! `xpress bench …`: framework micro-benchmarks with printed tables.
+
+mod map;
+
+use clap::Subcommand;
+
+/// Benchmarks available under `xpress bench`.
+#[derive(Subcommand)]
+pub(crate) enum BenchCommand {
+    /// Experiment E4: demux map lookup time vs bindings and key size.
+    Map(map::MapArgs),
+}
+
+pub(crate) fn run(cmd: BenchCommand) -> Result<(), String> {
+    match cmd {
+        BenchCommand::Map(args) => map::run(&args),
+    }
+}

@@ -1,0 +1,38 @@
+//! `xpress`: the command-line front end of the project.
+//!
+//! Every part of the laboratory adds a subcommand here. The binary is the one
+//! place (with the driver and lab crates) allowed to read the wall clock.
+
+mod bench;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xpress", version, about = "XTP 4.0 in user space, and the laboratory that measures it")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Micro-benchmarks of the framework mechanisms.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(cmd) => bench::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xpress: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
