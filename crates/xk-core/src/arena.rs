@@ -102,9 +102,7 @@ impl<T> Arena<T> {
     /// The live object at slot `index`, whatever its generation.
     pub fn get_by_index(&self, index: u32) -> Option<(ArenaId, &T)> {
         match self.slots.get(index as usize)? {
-            Slot::Occupied { generation, value } => {
-                Some((ArenaId { index, generation: *generation }, value))
-            }
+            Slot::Occupied { generation, value } => Some((ArenaId { index, generation: *generation }, value)),
             Slot::Vacant { .. } => None,
         }
     }

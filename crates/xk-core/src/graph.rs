@@ -152,7 +152,12 @@ impl<M: Msg> Ctx<'_, M> {
     }
 
     /// A control request to protocol `p` (on `session` if given).
-    pub fn control(&mut self, p: ProtocolId, session: Option<SessionId>, req: Control) -> Result<ControlReply, ControlError> {
+    pub fn control(
+        &mut self,
+        p: ProtocolId,
+        session: Option<SessionId>,
+        req: Control,
+    ) -> Result<ControlReply, ControlError> {
         call(self.table, self.queues, p, |proto, cx| proto.control(cx, session, req))
             .unwrap_or(Err(ControlError::Unsupported(req)))
     }
@@ -160,7 +165,8 @@ impl<M: Msg> Ctx<'_, M> {
     /// Closes a lower session the running protocol opened.
     pub fn close(&mut self, session: SessionId) -> Result<(), CloseError> {
         let p = session.protocol;
-        call(self.table, self.queues, p, |proto, cx| proto.close(cx, session)).unwrap_or(Err(CloseError::Busy(p)))
+        call(self.table, self.queues, p, |proto, cx| proto.close(cx, session))
+            .unwrap_or(Err(CloseError::Busy(p)))
     }
 }
 
@@ -253,16 +259,18 @@ impl<M: Msg> Graph<M> {
 
     /// Passive open of protocol `p` by the application.
     pub fn open_enable(&mut self, p: ProtocolId, parts: &Participants) -> Result<(), OpenError> {
-        let r = call(&mut self.table, &mut self.queues, p, |proto, cx| proto.open_enable(cx, Upper::App, parts))
-            .unwrap_or(Err(OpenError::Cycle(p)));
+        let r =
+            call(&mut self.table, &mut self.queues, p, |proto, cx| proto.open_enable(cx, Upper::App, parts))
+                .unwrap_or(Err(OpenError::Cycle(p)));
         self.run();
         r
     }
 
     /// Withdraws a passive open of protocol `p` by the application.
     pub fn open_disable(&mut self, p: ProtocolId, parts: &Participants) -> Result<(), OpenError> {
-        let r = call(&mut self.table, &mut self.queues, p, |proto, cx| proto.open_disable(cx, Upper::App, parts))
-            .unwrap_or(Err(OpenError::Cycle(p)));
+        let r =
+            call(&mut self.table, &mut self.queues, p, |proto, cx| proto.open_disable(cx, Upper::App, parts))
+                .unwrap_or(Err(OpenError::Cycle(p)));
         self.run();
         r
     }
@@ -275,7 +283,12 @@ impl<M: Msg> Graph<M> {
     }
 
     /// A control request on a protocol (and session, if given).
-    pub fn control(&mut self, p: ProtocolId, session: Option<SessionId>, req: Control) -> Result<ControlReply, ControlError> {
+    pub fn control(
+        &mut self,
+        p: ProtocolId,
+        session: Option<SessionId>,
+        req: Control,
+    ) -> Result<ControlReply, ControlError> {
         let r = call(&mut self.table, &mut self.queues, p, |proto, cx| proto.control(cx, session, req))
             .unwrap_or(Err(ControlError::Unsupported(req)));
         self.run();
@@ -373,7 +386,9 @@ impl<M: Msg> Graph<M> {
                 }
                 Work::Up { to, lower, msg } => self.up(to, lower, msg),
                 Work::OpenDone { to, lower, parts } => {
-                    let r = call(&mut self.table, &mut self.queues, to, |proto, cx| proto.open_done(cx, lower, &parts));
+                    let r = call(&mut self.table, &mut self.queues, to, |proto, cx| {
+                        proto.open_done(cx, lower, &parts)
+                    });
                     if let Some(Err(e)) = r {
                         self.table[to.index()].last_drop = Some(format!("open_done refused: {e}"));
                     }

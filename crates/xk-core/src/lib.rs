@@ -67,6 +67,6 @@ pub use arena::{Arena, ArenaId};
 pub use graph::{Ctx, Event, Graph, GraphBuilder, ProtocolStats};
 pub use map::DemuxMap;
 pub use upi::{
-    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, ProtocolId, PushError, SessionId,
-    Upper,
+    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, ProtocolId, PushError,
+    SessionId, Upper,
 };

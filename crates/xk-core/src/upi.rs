@@ -189,35 +189,71 @@ pub trait Protocol<M: Msg> {
     }
 
     /// Active open: create a session from `upper` to the remote participant.
-    fn open(&mut self, cx: &mut Ctx<'_, M>, upper: Upper, parts: &Participants) -> Result<SessionId, OpenError>;
+    fn open(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        upper: Upper,
+        parts: &Participants,
+    ) -> Result<SessionId, OpenError>;
 
     /// Passive open: sessions for messages matching `parts.local` are created
     /// on arrival and announced to `upper` with `open_done`.
-    fn open_enable(&mut self, cx: &mut Ctx<'_, M>, upper: Upper, parts: &Participants) -> Result<(), OpenError>;
+    fn open_enable(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        upper: Upper,
+        parts: &Participants,
+    ) -> Result<(), OpenError>;
 
     /// Withdraws an `open_enable`.
-    fn open_disable(&mut self, cx: &mut Ctx<'_, M>, upper: Upper, parts: &Participants) -> Result<(), OpenError>;
+    fn open_disable(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        upper: Upper,
+        parts: &Participants,
+    ) -> Result<(), OpenError>;
 
     /// Picks (or creates) the session for a message arriving from `lower`
     /// (`None`: from the device). May inspect but should not consume the header;
     /// `pop` does that.
-    fn demux(&mut self, cx: &mut Ctx<'_, M>, lower: Option<SessionId>, msg: &mut M) -> Result<SessionId, DemuxError>;
+    fn demux(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        lower: Option<SessionId>,
+        msg: &mut M,
+    ) -> Result<SessionId, DemuxError>;
 
     /// Processes a message for `session`: strip the header, deliver upward.
-    fn pop(&mut self, cx: &mut Ctx<'_, M>, session: SessionId, lower: Option<SessionId>, msg: M) -> Result<(), DemuxError>;
+    fn pop(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        session: SessionId,
+        lower: Option<SessionId>,
+        msg: M,
+    ) -> Result<(), DemuxError>;
 
     /// Sends a message on `session`: add the header, hand it down.
     fn push(&mut self, cx: &mut Ctx<'_, M>, session: SessionId, msg: M) -> Result<(), PushError>;
 
     /// A control request on a session or (with `None`) on the protocol.
-    fn control(&mut self, cx: &mut Ctx<'_, M>, session: Option<SessionId>, req: Control) -> Result<ControlReply, ControlError>;
+    fn control(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        session: Option<SessionId>,
+        req: Control,
+    ) -> Result<ControlReply, ControlError>;
 
     /// Closes a session opened by (or announced to) the caller. Completion is
     /// reported with a `close_done` event to the session's upper layer.
     fn close(&mut self, cx: &mut Ctx<'_, M>, session: SessionId) -> Result<(), CloseError>;
 
     /// A lower protocol created `lower` for this protocol (after `open_enable`).
-    fn open_done(&mut self, _cx: &mut Ctx<'_, M>, _lower: SessionId, _parts: &Participants) -> Result<(), OpenError> {
+    fn open_done(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        _lower: SessionId,
+        _parts: &Participants,
+    ) -> Result<(), OpenError> {
         Err(OpenError::Unsupported("open_done"))
     }
 

@@ -3,7 +3,8 @@
 
 use xk_core::protocols::{Echo, LoopLink, Mux};
 use xk_core::{
-    Addr, Control, ControlReply, Event, Graph, GraphBuilder, OpenError, Part, Participants, ProtocolId, PushError,
+    Addr, Control, ControlReply, Event, Graph, GraphBuilder, OpenError, Part, Participants, ProtocolId,
+    PushError,
 };
 use xk_msg::{Bytes, BytesMut, Contig, Msg, Rope, copy_stats, reset_copy_stats};
 
@@ -122,10 +123,7 @@ fn passive_open_announces_the_session_to_the_app() {
     // Close: the app hears close_done, the session id goes stale.
     b.g.close(server).unwrap();
     assert!(matches!(b.g.poll_event(), Some(Event::CloseDone { session }) if session == server));
-    assert_eq!(
-        b.g.push(server, Rope::from_payload(Bytes::from_static(b"x"), 64)),
-        Err(PushError::NoSession)
-    );
+    assert_eq!(b.g.push(server, Rope::from_payload(Bytes::from_static(b"x"), 64)), Err(PushError::NoSession));
 }
 
 #[test]

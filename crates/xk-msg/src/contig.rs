@@ -171,8 +171,7 @@ impl Msg for Contig {
             (Store::Unique(a), Store::Unique(b)) => {
                 // Zero copy when `tail` starts exactly where `self` ends (undoing
                 // a split of one allocation); otherwise the tail is copied.
-                let adjacent =
-                    tail_head == 0 && a.as_ptr() as usize + a.len() == b.as_ptr() as usize;
+                let adjacent = tail_head == 0 && a.as_ptr() as usize + a.len() == b.as_ptr() as usize;
                 if adjacent {
                     a.unsplit(b);
                 } else {

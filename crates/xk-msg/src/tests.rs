@@ -14,7 +14,10 @@ enum Op {
     Extend(Vec<u8>),
     Truncate(usize),
     /// Split off at `at`, keep the front or the tail.
-    SplitOff { at: usize, keep_front: bool },
+    SplitOff {
+        at: usize,
+        keep_front: bool,
+    },
     /// Split at `at` and join the two halves back.
     SplitRejoin(usize),
     /// Append a separately built message.

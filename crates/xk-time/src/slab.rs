@@ -45,9 +45,7 @@ impl<E> Slab<E> {
 
     /// Whether `id` names a live entry.
     pub(crate) fn contains(&self, id: TimerId) -> bool {
-        self.slots
-            .get(id.index as usize)
-            .is_some_and(|s| s.generation == id.generation && s.entry.is_some())
+        self.slots.get(id.index as usize).is_some_and(|s| s.generation == id.generation && s.entry.is_some())
     }
 
     /// Removes the entry named by `id`, if it is still live.

@@ -49,14 +49,7 @@ enum Op {
 }
 
 fn delta() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        0..4u64,
-        0..70u64,
-        0..5_000u64,
-        0..(1u64 << 20),
-        0..(1u64 << 40),
-        any::<u64>(),
-    ]
+    prop_oneof![0..4u64, 0..70u64, 0..5_000u64, 0..(1u64 << 20), 0..(1u64 << 40), any::<u64>(),]
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -77,8 +70,7 @@ fn check<Q: TimerQueue<u32>>(mut q: Q, start: u64, ops: &[Op]) -> Result<(), Tes
         let value = i as u32;
         match *op {
             Op::Schedule { delta, past } => {
-                let deadline =
-                    if past { now.saturating_sub(delta) } else { now.saturating_add(delta) };
+                let deadline = if past { now.saturating_sub(delta) } else { now.saturating_add(delta) };
                 let key = reference.schedule(deadline, value);
                 let id = q.schedule(Instant::from_nanos(deadline), value);
                 issued.push((key, id));
@@ -156,8 +148,7 @@ fn equal_deadlines_fire_in_scheduling_order() {
         for v in 0..10 {
             q.schedule(Instant::from_nanos(1_000_000), v);
         }
-        let fired: Vec<u32> =
-            std::iter::from_fn(|| q.poll_expired(Instant::MAX).map(|e| e.value)).collect();
+        let fired: Vec<u32> = std::iter::from_fn(|| q.poll_expired(Instant::MAX).map(|e| e.value)).collect();
         assert_eq!(fired, (0..10).collect::<Vec<_>>(), "{name}");
     }
 }

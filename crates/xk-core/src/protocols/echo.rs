@@ -11,7 +11,8 @@ use crate::arena::{Arena, ArenaId};
 use crate::graph::Ctx;
 use crate::map::DemuxMap;
 use crate::upi::{
-    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, PushError, SessionId, Upper,
+    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, PushError, SessionId,
+    Upper,
 };
 
 /// An echo server on one port. See the module documentation.
@@ -39,19 +40,39 @@ impl<M: Msg> Protocol<M> for Echo {
         cx.open_enable(cx.lower()?, &parts)
     }
 
-    fn open(&mut self, _cx: &mut Ctx<'_, M>, _upper: Upper, _parts: &Participants) -> Result<SessionId, OpenError> {
+    fn open(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        _upper: Upper,
+        _parts: &Participants,
+    ) -> Result<SessionId, OpenError> {
         Err(OpenError::Unsupported("echo is passive only"))
     }
 
-    fn open_enable(&mut self, _cx: &mut Ctx<'_, M>, _upper: Upper, _parts: &Participants) -> Result<(), OpenError> {
+    fn open_enable(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        _upper: Upper,
+        _parts: &Participants,
+    ) -> Result<(), OpenError> {
         Err(OpenError::Unsupported("echo has nothing above it"))
     }
 
-    fn open_disable(&mut self, _cx: &mut Ctx<'_, M>, _upper: Upper, _parts: &Participants) -> Result<(), OpenError> {
+    fn open_disable(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        _upper: Upper,
+        _parts: &Participants,
+    ) -> Result<(), OpenError> {
         Err(OpenError::Unsupported("echo has nothing above it"))
     }
 
-    fn open_done(&mut self, _cx: &mut Ctx<'_, M>, lower: SessionId, _parts: &Participants) -> Result<(), OpenError> {
+    fn open_done(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        lower: SessionId,
+        _parts: &Participants,
+    ) -> Result<(), OpenError> {
         let slot = self.sessions.insert(lower);
         self.by_lower.install(lower, slot);
         Ok(())
@@ -63,13 +84,24 @@ impl<M: Msg> Protocol<M> for Echo {
         }
     }
 
-    fn demux(&mut self, cx: &mut Ctx<'_, M>, lower: Option<SessionId>, _msg: &mut M) -> Result<SessionId, DemuxError> {
+    fn demux(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        lower: Option<SessionId>,
+        _msg: &mut M,
+    ) -> Result<SessionId, DemuxError> {
         let lower = lower.ok_or(DemuxError::Malformed("echo needs a lower session"))?;
         let slot = self.by_lower.resolve(&lower).ok_or(DemuxError::StaleSession)?;
         Ok(SessionId { protocol: cx.me(), slot })
     }
 
-    fn pop(&mut self, cx: &mut Ctx<'_, M>, session: SessionId, _lower: Option<SessionId>, msg: M) -> Result<(), DemuxError> {
+    fn pop(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        session: SessionId,
+        _lower: Option<SessionId>,
+        msg: M,
+    ) -> Result<(), DemuxError> {
         let lower = *self.sessions.get(session.slot).ok_or(DemuxError::StaleSession)?;
         self.echoed += 1;
         cx.push(lower, msg);
@@ -80,7 +112,12 @@ impl<M: Msg> Protocol<M> for Echo {
         Err(PushError::NoSession)
     }
 
-    fn control(&mut self, _cx: &mut Ctx<'_, M>, _session: Option<SessionId>, req: Control) -> Result<ControlReply, ControlError> {
+    fn control(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        _session: Option<SessionId>,
+        req: Control,
+    ) -> Result<ControlReply, ControlError> {
         match req {
             Control::GetSessionCount => Ok(ControlReply::Count(self.sessions.len())),
             _ => Err(ControlError::Unsupported(req)),

@@ -13,7 +13,8 @@ use crate::arena::Arena;
 use crate::graph::Ctx;
 use crate::map::DemuxMap;
 use crate::upi::{
-    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, PushError, SessionId, Upper,
+    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, PushError, SessionId,
+    Upper,
 };
 
 const HEADER: usize = 2;
@@ -56,7 +57,12 @@ impl<M: Msg> Protocol<M> for LoopLink {
         "looplink"
     }
 
-    fn open(&mut self, cx: &mut Ctx<'_, M>, upper: Upper, parts: &Participants) -> Result<SessionId, OpenError> {
+    fn open(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        upper: Upper,
+        parts: &Participants,
+    ) -> Result<SessionId, OpenError> {
         let ty = Self::take_type(parts)?;
         if let Some(s) = self.active.resolve(&ty.to_be_bytes()) {
             return Ok(s); // one session per type, shared by its openers
@@ -64,7 +70,12 @@ impl<M: Msg> Protocol<M> for LoopLink {
         Ok(self.new_session(cx, ty, upper))
     }
 
-    fn open_enable(&mut self, _cx: &mut Ctx<'_, M>, upper: Upper, parts: &Participants) -> Result<(), OpenError> {
+    fn open_enable(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        upper: Upper,
+        parts: &Participants,
+    ) -> Result<(), OpenError> {
         let ty = Self::take_type(parts)?;
         if self.passive.contains(&ty.to_be_bytes()) {
             return Err(OpenError::InUse(Addr::Type(ty)));
@@ -73,18 +84,31 @@ impl<M: Msg> Protocol<M> for LoopLink {
         Ok(())
     }
 
-    fn open_disable(&mut self, _cx: &mut Ctx<'_, M>, _upper: Upper, parts: &Participants) -> Result<(), OpenError> {
+    fn open_disable(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        _upper: Upper,
+        parts: &Participants,
+    ) -> Result<(), OpenError> {
         let ty = Self::take_type(parts)?;
         self.passive.erase(&ty.to_be_bytes()).map(|_| ()).ok_or(OpenError::NotEnabled(Addr::Type(ty)))
     }
 
-    fn demux(&mut self, cx: &mut Ctx<'_, M>, _lower: Option<SessionId>, msg: &mut M) -> Result<SessionId, DemuxError> {
+    fn demux(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        _lower: Option<SessionId>,
+        msg: &mut M,
+    ) -> Result<SessionId, DemuxError> {
         let key: [u8; 2] = msg.peek(HEADER)?.try_into().map_err(|_| DemuxError::Malformed("type"))?;
         if let Some(s) = self.active.resolve(&key) {
             return Ok(s);
         }
         let upper = self.passive.resolve(&key).ok_or_else(|| {
-            DemuxError::NoBinding(format!("no session or listener for link type {:#06x}", u16::from_be_bytes(key)))
+            DemuxError::NoBinding(format!(
+                "no session or listener for link type {:#06x}",
+                u16::from_be_bytes(key)
+            ))
         })?;
         let ty = u16::from_be_bytes(key);
         let sid = self.new_session(cx, ty, upper);
@@ -92,7 +116,13 @@ impl<M: Msg> Protocol<M> for LoopLink {
         Ok(sid)
     }
 
-    fn pop(&mut self, cx: &mut Ctx<'_, M>, session: SessionId, _lower: Option<SessionId>, mut msg: M) -> Result<(), DemuxError> {
+    fn pop(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        session: SessionId,
+        _lower: Option<SessionId>,
+        mut msg: M,
+    ) -> Result<(), DemuxError> {
         let upper = self.sessions.get(session.slot).ok_or(DemuxError::StaleSession)?.upper;
         msg.pop(HEADER)?;
         cx.deliver(upper, session, msg);
@@ -109,7 +139,12 @@ impl<M: Msg> Protocol<M> for LoopLink {
         Ok(())
     }
 
-    fn control(&mut self, _cx: &mut Ctx<'_, M>, session: Option<SessionId>, req: Control) -> Result<ControlReply, ControlError> {
+    fn control(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        session: Option<SessionId>,
+        req: Control,
+    ) -> Result<ControlReply, ControlError> {
         match req {
             Control::GetMaxPacket => Ok(ControlReply::Size(self.mtu - HEADER)),
             Control::GetHeaderLen => Ok(ControlReply::Size(HEADER)),

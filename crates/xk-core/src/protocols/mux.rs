@@ -11,7 +11,8 @@ use crate::arena::Arena;
 use crate::graph::Ctx;
 use crate::map::DemuxMap;
 use crate::upi::{
-    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, PushError, SessionId, Upper,
+    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, PushError, SessionId,
+    Upper,
 };
 
 const HEADER: usize = 4;
@@ -71,7 +72,14 @@ impl Mux {
         Ok(s)
     }
 
-    fn new_session<M: Msg>(&mut self, cx: &Ctx<'_, M>, local: u16, remote: u16, upper: Upper, lower: SessionId) -> SessionId {
+    fn new_session<M: Msg>(
+        &mut self,
+        cx: &Ctx<'_, M>,
+        local: u16,
+        remote: u16,
+        upper: Upper,
+        lower: SessionId,
+    ) -> SessionId {
         let slot = self.sessions.insert(Session { local, remote, upper, lower });
         let sid = SessionId { protocol: cx.me(), slot };
         self.active.install(key(local, remote), sid);
@@ -89,7 +97,12 @@ impl<M: Msg> Protocol<M> for Mux {
         cx.open_enable(cx.lower()?, &parts)
     }
 
-    fn open(&mut self, cx: &mut Ctx<'_, M>, upper: Upper, parts: &Participants) -> Result<SessionId, OpenError> {
+    fn open(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        upper: Upper,
+        parts: &Participants,
+    ) -> Result<SessionId, OpenError> {
         let local = port(&parts.local, "local port")?;
         let remote = port(&parts.remote, "remote port")?;
         if self.active.contains(&key(local, remote)) {
@@ -99,7 +112,12 @@ impl<M: Msg> Protocol<M> for Mux {
         Ok(self.new_session(cx, local, remote, upper, lower))
     }
 
-    fn open_enable(&mut self, _cx: &mut Ctx<'_, M>, upper: Upper, parts: &Participants) -> Result<(), OpenError> {
+    fn open_enable(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        upper: Upper,
+        parts: &Participants,
+    ) -> Result<(), OpenError> {
         let local = port(&parts.local, "local port")?;
         if self.passive.contains(&local.to_be_bytes()) {
             return Err(OpenError::InUse(Addr::Port(local)));
@@ -108,12 +126,22 @@ impl<M: Msg> Protocol<M> for Mux {
         Ok(())
     }
 
-    fn open_disable(&mut self, _cx: &mut Ctx<'_, M>, _upper: Upper, parts: &Participants) -> Result<(), OpenError> {
+    fn open_disable(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        _upper: Upper,
+        parts: &Participants,
+    ) -> Result<(), OpenError> {
         let local = port(&parts.local, "local port")?;
         self.passive.erase(&local.to_be_bytes()).map(|_| ()).ok_or(OpenError::NotEnabled(Addr::Port(local)))
     }
 
-    fn demux(&mut self, cx: &mut Ctx<'_, M>, lower: Option<SessionId>, msg: &mut M) -> Result<SessionId, DemuxError> {
+    fn demux(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        lower: Option<SessionId>,
+        msg: &mut M,
+    ) -> Result<SessionId, DemuxError> {
         let h = msg.peek(HEADER)?;
         let (src, dst) = (u16::from_be_bytes([h[0], h[1]]), u16::from_be_bytes([h[2], h[3]]));
         if let Some(s) = self.active.resolve(&key(dst, src)) {
@@ -131,7 +159,13 @@ impl<M: Msg> Protocol<M> for Mux {
         Ok(sid)
     }
 
-    fn pop(&mut self, cx: &mut Ctx<'_, M>, session: SessionId, _lower: Option<SessionId>, mut msg: M) -> Result<(), DemuxError> {
+    fn pop(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        session: SessionId,
+        _lower: Option<SessionId>,
+        mut msg: M,
+    ) -> Result<(), DemuxError> {
         let upper = self.sessions.get(session.slot).ok_or(DemuxError::StaleSession)?.upper;
         msg.pop(HEADER)?;
         cx.deliver(upper, session, msg);
@@ -145,7 +179,12 @@ impl<M: Msg> Protocol<M> for Mux {
         Ok(())
     }
 
-    fn control(&mut self, cx: &mut Ctx<'_, M>, session: Option<SessionId>, req: Control) -> Result<ControlReply, ControlError> {
+    fn control(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        session: Option<SessionId>,
+        req: Control,
+    ) -> Result<ControlReply, ControlError> {
         match req {
             Control::GetHeaderLen => Ok(ControlReply::Size(HEADER)),
             Control::GetSessionCount => Ok(ControlReply::Count(self.sessions.len())),
