@@ -63,3 +63,24 @@ pub use segment::{
     TrafficControlSegment, TrafficSegment, TrafficSpec, aformat, diag_code, diag_code_name, diag_value,
     diag_value_name,
 };
+
+/// The checks the fuzz target runs on every input, shared with the ordinary
+/// test that replays the fuzz corpus.
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::{PacketRepr, Pretty, Verify};
+
+    /// Parses `data` every way the crate offers; a packet that parses must
+    /// re-emit to bytes that parse to the same representation.
+    pub fn check_packet_bytes(data: &[u8]) {
+        let _ = Pretty(data).to_string();
+        let _ = PacketRepr::parse_with(data, Verify::Skip);
+        if let Ok(p) = PacketRepr::parse(data) {
+            let _ = p.to_string();
+            let mut buf = vec![0u8; p.buffer_len()];
+            let n = p.emit(&mut buf).expect("a parsed packet re-emits");
+            let again = PacketRepr::parse(&buf[..n]).expect("re-emitted packet parses");
+            assert_eq!(again, p, "re-emitted packet parses differently");
+        }
+    }
+}
