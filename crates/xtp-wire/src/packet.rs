@@ -66,13 +66,6 @@ impl Body<'_> {
         }
     }
 
-    fn btag(&self) -> Option<u64> {
-        match *self {
-            Body::Data { btag, .. } | Body::First { btag, .. } => btag,
-            _ => None,
-        }
-    }
-
     /// Bytes of the body (the packet's `dlen`).
     pub fn buffer_len(&self) -> usize {
         let tag = |b: Option<u64>| if b.is_some() { 8 } else { 0 };
@@ -196,8 +189,13 @@ impl<'a> PacketRepr<'a> {
             return Err(EmitError::BufferTooSmall { needed: len, available: buf.len() });
         }
         let dlen = u32::try_from(self.body.buffer_len()).map_err(|_| EmitError::TooLong("packet body"))?;
+        // BTAG says whether a DATA or FIRST body starts with a tag, so the body
+        // decides it there; on other types the bit means nothing and is kept
+        // as given (a parsed packet re-emits to the same representation).
         let mut options = self.header.options;
-        options.set(Options::BTAG, self.body.btag().is_some());
+        if let Body::Data { btag, .. } | Body::First { btag, .. } = self.body {
+            options.set(Options::BTAG, btag.is_some());
+        }
         let cmd = (options.bits() << 8) | (u32::from(VERSION) << 5) | u32::from(self.body.ptype().code());
         let out = &mut buf[..len];
         let mut w = Writer::new(out);
