@@ -29,7 +29,9 @@ fn checksums(c: &mut Criterion) {
     for size in [64usize, FULL, 65_536] {
         let buf: Vec<u8> = (0..size).map(|i| (i * 131 + 7) as u8).collect();
         group.throughput(Throughput::Bytes(size as u64));
-        group.bench_with_input(BenchmarkId::new("fast", size), &buf, |b, buf| b.iter(|| checksum(black_box(buf))));
+        group.bench_with_input(BenchmarkId::new("fast", size), &buf, |b, buf| {
+            b.iter(|| checksum(black_box(buf)))
+        });
         group.bench_with_input(BenchmarkId::new("naive", size), &buf, |b, buf| {
             b.iter(|| checksum_naive(black_box(buf)))
         });

@@ -21,9 +21,15 @@ fn main() -> std::io::Result<()> {
     let path = std::env::args().nth(1).unwrap_or_else(|| "vectors.pcap".into());
     let mut w = PcapWriter::new(BufWriter::new(File::create(&path)?))?;
     for (i, v) in VECTORS.iter().enumerate() {
-        let bytes: Vec<u8> = (0..v.len()).step_by(2).map(|j| u8::from_str_radix(&v[j..j + 2], 16).unwrap()).collect();
+        let bytes: Vec<u8> =
+            (0..v.len()).step_by(2).map(|j| u8::from_str_radix(&v[j..j + 2], 16).unwrap()).collect();
         println!("{}", xtp_wire::Pretty(&bytes));
-        w.write_packet(i as u64 * 1_000_000, Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(192, 0, 2, 2), &bytes)?;
+        w.write_packet(
+            i as u64 * 1_000_000,
+            Ipv4Addr::new(192, 0, 2, 1),
+            Ipv4Addr::new(192, 0, 2, 2),
+            &bytes,
+        )?;
     }
     w.into_inner()?;
     eprintln!("wrote {path}");

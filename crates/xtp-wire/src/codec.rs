@@ -73,10 +73,8 @@ impl<'a> Writer<'a> {
     pub(crate) fn put(&mut self, data: &[u8]) -> Result<(), EmitError> {
         let end = self.pos + data.len();
         let available = self.buf.len();
-        let dst = self
-            .buf
-            .get_mut(self.pos..end)
-            .ok_or(EmitError::BufferTooSmall { needed: end, available })?;
+        let dst =
+            self.buf.get_mut(self.pos..end).ok_or(EmitError::BufferTooSmall { needed: end, available })?;
         dst.copy_from_slice(data);
         self.pos = end;
         Ok(())

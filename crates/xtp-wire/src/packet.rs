@@ -130,7 +130,8 @@ impl<'a> PacketRepr<'a> {
         }
         let ptype = PacketType::from_code(p.ptype_code())?;
         let options = p.options();
-        let header = HeaderRepr { key: p.key(), options, ptype, sort: p.sort(), sync: p.sync(), seq: p.seq() };
+        let header =
+            HeaderRepr { key: p.key(), options, ptype, sort: p.sort(), sync: p.sync(), seq: p.seq() };
         let body_bytes = bytes.get(HEADER_LEN..HEADER_LEN + p.dlen() as usize).unwrap_or(&[]);
         let mut r = Reader::new(body_bytes);
         let has_btag = options.contains(Options::BTAG);

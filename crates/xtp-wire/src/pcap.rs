@@ -20,8 +20,9 @@ const SNAPLEN: u32 = 65_535;
 
 /// The 20-byte IPv4 header for an XTP packet of `xtp_len` bytes.
 pub fn ipv4_header(src: Ipv4Addr, dst: Ipv4Addr, id: u16, xtp_len: usize) -> io::Result<[u8; 20]> {
-    let total = u16::try_from(20 + xtp_len)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "XTP packet too long for one IPv4 datagram"))?;
+    let total = u16::try_from(20 + xtp_len).map_err(|_| {
+        io::Error::new(io::ErrorKind::InvalidInput, "XTP packet too long for one IPv4 datagram")
+    })?;
     let mut h = [0u8; 20];
     h[0] = 0x45;
     h[2..4].copy_from_slice(&total.to_be_bytes());
@@ -59,7 +60,13 @@ impl<W: Write> PcapWriter<W> {
 
     /// Appends one XTP packet sent from `src` to `dst` at `ts_nanos` (any
     /// epoch; the simulator's virtual time is fine).
-    pub fn write_packet(&mut self, ts_nanos: u64, src: Ipv4Addr, dst: Ipv4Addr, xtp: &[u8]) -> io::Result<()> {
+    pub fn write_packet(
+        &mut self,
+        ts_nanos: u64,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        xtp: &[u8],
+    ) -> io::Result<()> {
         let ip = ipv4_header(src, dst, self.next_id, xtp.len())?;
         self.next_id = self.next_id.wrapping_add(1);
         let len = (ip.len() + xtp.len()) as u32;

@@ -98,7 +98,11 @@ impl<'a> AddressSegment<'a> {
             if alen == n {
                 Ok(())
             } else {
-                Err(ParseError::SegmentLength { segment: "address", len: alen, reason: "does not match aformat" })
+                Err(ParseError::SegmentLength {
+                    segment: "address",
+                    len: alen,
+                    reason: "does not match aformat",
+                })
             }
         };
         let addr = match format {
@@ -279,7 +283,11 @@ impl TrafficSegment {
             format => return Err(ParseError::UnknownFormat { segment: "traffic", format }),
         };
         if tlen != want {
-            return Err(ParseError::SegmentLength { segment: "traffic", len: tlen, reason: "does not match tformat" });
+            return Err(ParseError::SegmentLength {
+                segment: "traffic",
+                len: tlen,
+                reason: "does not match tformat",
+            });
         }
         let spec = if format == 0 {
             TrafficSpec::Null(r.u32("traffic spec")?)
@@ -327,10 +335,9 @@ impl fmt::Display for TrafficSegment {
         write!(f, "svc {}", self.service.code())?;
         match self.spec {
             TrafficSpec::Null(v) => write!(f, " null({v:#x})"),
-            TrafficSpec::Explicit { maxdata, inrate, inburst, outrate, outburst } => write!(
-                f,
-                " maxdata {maxdata} in {inrate}B/s/{inburst} out {outrate}B/s/{outburst}"
-            ),
+            TrafficSpec::Explicit { maxdata, inrate, inburst, outrate, outburst } => {
+                write!(f, " maxdata {maxdata} in {inrate}B/s/{inburst} out {outrate}B/s/{outburst}")
+            }
         }
     }
 }
@@ -408,7 +415,9 @@ impl<'a> Spans<'a> {
             Spans::List(l) => (&[], l),
         };
         let be = |b: &[u8]| u64::from_be_bytes(b.try_into().unwrap_or([0; 8]));
-        wire.chunks_exact(16).map(move |c| Span { left: be(&c[..8]), right: be(&c[8..])}).chain(list.iter().copied())
+        wire.chunks_exact(16)
+            .map(move |c| Span { left: be(&c[..8]), right: be(&c[8..]) })
+            .chain(list.iter().copied())
     }
 
     /// Checks the shape digest G2 requires of a span list: each span non-empty,
@@ -422,7 +431,11 @@ impl<'a> Spans<'a> {
                 return Err("empty or reversed span");
             }
             if s.left < floor || (!first && s.left == floor) {
-                return Err(if first { "span below rseq" } else { "spans unsorted, overlapping or adjacent" });
+                return Err(if first {
+                    "span below rseq"
+                } else {
+                    "spans unsorted, overlapping or adjacent"
+                });
             }
             floor = s.right;
             first = false;
@@ -454,7 +467,7 @@ impl<'a> ErrorControlSegment<'a> {
         let control = ControlSegment::parse(r)?;
         let nspan = r.u32("nspan")?;
         let rest = r.remaining();
-        if rest % 16 != 0 || (rest / 16) as u64 != u64::from(nspan) {
+        if !rest.is_multiple_of(16) || (rest / 16) as u64 != u64::from(nspan) {
             return Err(ParseError::SpanCount { nspan, span_bytes: rest });
         }
         let spans = Spans::Wire(r.bytes(rest, "spans")?);

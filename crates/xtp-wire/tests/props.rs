@@ -7,8 +7,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use proptest::prelude::*;
 use xtp_wire::{
     Address, AddressSegment, Body, ControlSegment, DiagSegment, ErrorControlSegment, HeaderRepr, Options,
-    Packet, PacketRepr, Pretty, Service, Span, Spans, TrafficControlSegment, TrafficSegment,
-    TrafficSpec, Verify,
+    Packet, PacketRepr, Pretty, Service, Span, Spans, TrafficControlSegment, TrafficSegment, TrafficSpec,
+    Verify,
 };
 
 /// An owned body from which a borrowed `Body` is built.
@@ -52,7 +52,9 @@ impl Owned {
         match self {
             Owned::Data(btag, d) => Body::Data { btag: *btag, data: d },
             Owned::Cntl(c) => Body::Cntl(*c),
-            Owned::First(a, t, btag, d) => Body::First { address: a.seg(), traffic: *t, btag: *btag, data: d },
+            Owned::First(a, t, btag, d) => {
+                Body::First { address: a.seg(), traffic: *t, btag: *btag, data: d }
+            }
             Owned::Ecntl(c, s) => Body::Ecntl(ErrorControlSegment { control: *c, spans: Spans::List(s) }),
             Owned::Tcntl(c, t) => Body::Tcntl { control: *c, traffic: *t },
             Owned::Jcntl(c, a, t) => Body::Jcntl { control: *c, address: a.seg(), traffic: *t },
@@ -62,7 +64,11 @@ impl Owned {
 }
 
 fn control() -> impl Strategy<Value = ControlSegment> {
-    (any::<u64>(), any::<u64>(), any::<u32>()).prop_map(|(rseq, alloc, echo)| ControlSegment { rseq, alloc, echo })
+    (any::<u64>(), any::<u64>(), any::<u32>()).prop_map(|(rseq, alloc, echo)| ControlSegment {
+        rseq,
+        alloc,
+        echo,
+    })
 }
 
 fn tcontrol() -> impl Strategy<Value = TrafficControlSegment> {
@@ -76,12 +82,8 @@ fn tcontrol() -> impl Strategy<Value = TrafficControlSegment> {
 fn traffic() -> impl Strategy<Value = TrafficSegment> {
     let spec = prop_oneof![
         any::<u32>().prop_map(TrafficSpec::Null),
-        any::<[u32; 5]>().prop_map(|[maxdata, inrate, inburst, outrate, outburst]| TrafficSpec::Explicit {
-            maxdata,
-            inrate,
-            inburst,
-            outrate,
-            outburst
+        any::<[u32; 5]>().prop_map(|[maxdata, inrate, inburst, outrate, outburst]| {
+            TrafficSpec::Explicit { maxdata, inrate, inburst, outrate, outburst }
         }),
     ];
     (any::<u8>(), spec).prop_map(|(s, spec)| TrafficSegment { service: Service::from_code(s), spec })
@@ -205,7 +207,10 @@ fn short_buffers_and_bad_fields_name_the_problem() {
     let mut bad = buf.clone();
     bad[11] = (2 << 5) | 1; // version 2
     assert_eq!(PacketRepr::parse(&bad), Err(ParseError::BadVersion(2)));
-    assert!(matches!(PacketRepr::parse(&buf[..40]), Err(ParseError::DlenMismatch { dlen: 20, available: 8 })));
+    assert!(matches!(
+        PacketRepr::parse(&buf[..40]),
+        Err(ParseError::DlenMismatch { dlen: 20, available: 8 })
+    ));
     let mut bad = buf.clone();
     bad[11] = (1 << 5) | 6; // JOIN
     Packet::new_unchecked(&mut bad[..]).fill_checksum();
@@ -228,5 +233,8 @@ fn short_buffers_and_bad_fields_name_the_problem() {
     Packet::new_unchecked(&mut odd[..]).fill_checksum();
     assert!(matches!(PacketRepr::parse(&odd), Err(ParseError::SegmentLength { segment: "control", .. })));
     let mut small = [0u8; 8];
-    assert!(matches!(r.emit(&mut small), Err(xtp_wire::EmitError::BufferTooSmall { needed: 52, available: 8 })));
+    assert!(matches!(
+        r.emit(&mut small),
+        Err(xtp_wire::EmitError::BufferTooSmall { needed: 52, available: 8 })
+    ));
 }

@@ -143,7 +143,8 @@ fn v7_data_nocheck_btag() {
         "DATA key=0x8000000000abcdef rtn seq=10 sync=0 [NOCHECK|BTAG] btag=0x102030405060708 data=3 \"xyz\"",
     );
     // NOCHECK: the data is not covered, so corrupting it still parses...
-    let mut bytes = hex("8000000000abcdef400100200000000b712e000000000000000000000000000a010203040506070878797a");
+    let mut bytes =
+        hex("8000000000abcdef400100200000000b712e000000000000000000000000000a010203040506070878797a");
     *bytes.last_mut().unwrap() ^= 0xff;
     assert!(PacketRepr::parse(&bytes).is_ok());
     // ...while the header is.

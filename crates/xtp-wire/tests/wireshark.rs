@@ -37,7 +37,9 @@ const OPTION_SETS: [Options; 7] = [
     Options::EMPTY,
     Options::from_bits(Options::SREQ.bits() | Options::EOM.bits()),
     Options::from_bits(Options::FASTNAK.bits() | Options::NOFLOW.bits() | Options::SORT.bits()),
-    Options::from_bits(Options::NOERR.bits() | Options::WCLOSE.bits() | Options::RCLOSE.bits() | Options::END.bits()),
+    Options::from_bits(
+        Options::NOERR.bits() | Options::WCLOSE.bits() | Options::RCLOSE.bits() | Options::END.bits(),
+    ),
     Options::from_bits(Options::MULTI.bits() | Options::RES.bits() | Options::DREQ.bits()),
     Options::from_bits(Options::NOCHECK.bits() | Options::EOM.bits()),
     Options::from_bits(Options::EDGE.bits() | Options::SREQ.bits() | Options::DREQ.bits()),
@@ -50,7 +52,13 @@ fn ipv4(dst: [u8; 4], src: [u8; 4], dport: u16, sport: u16) -> AddressSegment<'s
 fn explicit(service: Service) -> TrafficSegment {
     TrafficSegment {
         service,
-        spec: TrafficSpec::Explicit { maxdata: 1400, inrate: 125_000, inburst: 4096, outrate: 250_000, outburst: 8192 },
+        spec: TrafficSpec::Explicit {
+            maxdata: 1400,
+            inrate: 125_000,
+            inburst: 4096,
+            outrate: 250_000,
+            outburst: 8192,
+        },
     }
 }
 
@@ -92,7 +100,10 @@ fn hexs(b: &[u8]) -> String {
 fn expected(p: &PacketRepr<'_>) -> Expect {
     let h = &p.header;
     let mut options = h.options;
-    options.set(Options::BTAG, matches!(p.body, Body::Data { btag: Some(_), .. } | Body::First { btag: Some(_), .. }));
+    options.set(
+        Options::BTAG,
+        matches!(p.body, Body::Data { btag: Some(_), .. } | Body::First { btag: Some(_), .. }),
+    );
     let mut e: Expect = vec![
         ("xtp.key", format!("{:#018x}", h.key)),
         ("xtp.cmd.options", format!("{:#08x}", options.bits())),
@@ -168,13 +179,21 @@ fn expected(p: &PacketRepr<'_>) -> Expect {
 }
 
 fn packets() -> Vec<Vec<u8>> {
-    let spans3 = [Span { left: 1000, right: 2000 }, Span { left: 3000, right: 3500 }, Span { left: 1 << 40, right: (1 << 40) + 7 }];
+    let spans3 = [
+        Span { left: 1000, right: 2000 },
+        Span { left: 3000, right: 3500 },
+        Span { left: 1 << 40, right: (1 << 40) + 7 },
+    ];
     let data: Vec<u8> = (0..100u8).collect();
     let mut out = Vec::new();
     for (i, &options) in OPTION_SETS.iter().enumerate() {
         let i = i as u64;
         let header = |seq: u64| HeaderRepr {
-            key: if i % 2 == 0 { 0x8000_0000_0000_0000 | (i << 32) | 0x1234_5678 } else { 0x0000_0042_dead_beef + i },
+            key: if i.is_multiple_of(2) {
+                0x8000_0000_0000_0000 | (i << 32) | 0x1234_5678
+            } else {
+                0x0000_0042_dead_beef + i
+            },
             options,
             ptype: xtp_wire::PacketType::Data,
             sort: (i * 1000) as u16,
@@ -199,14 +218,21 @@ fn packets() -> Vec<Vec<u8>> {
                 btag: None,
                 data: &[],
             },
-            Body::Ecntl(ErrorControlSegment { control: ctl, spans: Spans::List(&spans3[..(i as usize % 4)]) }),
+            Body::Ecntl(ErrorControlSegment {
+                control: ctl,
+                spans: Spans::List(&spans3[..(i as usize % 4)]),
+            }),
             Body::Tcntl { control: tc, traffic: explicit(Service::Stream) },
             Body::Jcntl {
                 control: tc,
                 address: ipv4([224, 0, 0, 7], [10, 1, 1, 1], 5000, 5001),
                 traffic: explicit(Service::ReliableMulticast),
             },
-            Body::Diag(DiagSegment { code: 1 + (i as u32 % 7), value: i as u32 * 2, text: b"context refused: no listener" }),
+            Body::Diag(DiagSegment {
+                code: 1 + (i as u32 % 7),
+                value: i as u32 * 2,
+                text: b"context refused: no listener",
+            }),
         ];
         for (j, body) in bodies.into_iter().enumerate() {
             let mut h = header(1000 * i + j as u64);
@@ -228,7 +254,9 @@ fn tshark_decodes_every_packet_type_as_we_do() {
             std::env::var_os("XPRESS_REQUIRE_TSHARK").is_none(),
             "XPRESS_REQUIRE_TSHARK is set but `{tshark}` cannot be run"
         );
-        eprintln!("SKIPPED: tshark not installed (apt-get install tshark); the Wireshark cross-check did not run");
+        eprintln!(
+            "SKIPPED: tshark not installed (apt-get install tshark); the Wireshark cross-check did not run"
+        );
         return;
     }
     let packets = packets();
@@ -249,7 +277,16 @@ fn tshark_decodes_every_packet_type_as_we_do() {
     fields.extend(["_ws.malformed", "_ws.expert.message", "xtp.bad_checksum", "xtp.spans_bad"]);
 
     let mut cmd = Command::new(&tshark);
-    cmd.arg("-r").arg(&path).args(["-T", "fields", "-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=,"]);
+    cmd.arg("-r").arg(&path).args([
+        "-T",
+        "fields",
+        "-E",
+        "separator=\t",
+        "-E",
+        "occurrence=a",
+        "-E",
+        "aggregator=,",
+    ]);
     for f in &fields {
         cmd.args(["-e", f]);
     }
@@ -258,7 +295,13 @@ fn tshark_decodes_every_packet_type_as_we_do() {
     assert!(out.status.success(), "tshark failed: {}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), packets.len(), "tshark printed {} lines for {} packets", lines.len(), packets.len());
+    assert_eq!(
+        lines.len(),
+        packets.len(),
+        "tshark printed {} lines for {} packets",
+        lines.len(),
+        packets.len()
+    );
 
     let mut failures = Vec::new();
     for (n, (line, expect)) in lines.iter().zip(&expects).enumerate() {

@@ -1,0 +1,341 @@
+//! Link configuration as a netem-like one-liner or as TOML — both map to the
+//! same [`LinkSpec`], through the same keyword handlers.
+//!
+//! One-liner grammar (keywords in any order; `at T` starts a scheduled change
+//! that inherits everything before it):
+//!
+//! ```text
+//! profile NAME                      start from a named profile
+//! delay T [J] [dist uniform|normal|pareto]
+//! jitter J                          jitter-reorders (flag: jitter may reorder)
+//! rate R                            R = 1200bit, 64kbit, 45mbit, 10gbit
+//! overhead BYTES                    per-packet bytes counted by the rate limit
+//! limit PACKETS                     limit-bytes SIZE (1500, 64k, 1m)
+//! loss P | loss ge P R [LOSS_BAD [LOSS_GOOD]] [burst N]
+//! corrupt P                         ber X (e.g. 1e-6)
+//! duplicate P                       reorder P
+//! mtu BYTES                         blackout T1-T2 (repeatable)
+//! at T ...                          change parameters T after start
+//! ```
+//!
+//! Times take a unit (`ns`, `us`, `ms`, `s`); probabilities are `1%` or `0.01`.
+//! TOML uses the same keywords as keys (`delay = "50ms"`, `loss = "ge 1% 30%"`,
+//! `blackout = ["1s-2s"]`, `[[at]]` tables with an `at` key for changes).
+
+use xk_time::Duration;
+
+use crate::link::Change;
+use crate::params::{Blackout, ConfigError, Corrupt, JitterDist, LinkParams, Loss};
+use crate::profiles;
+
+/// A parsed configuration: base parameters and scheduled changes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkSpec {
+    /// Parameters from the start.
+    pub params: LinkParams,
+    /// Later changes.
+    pub changes: Vec<Change>,
+}
+
+/// Parses a time with unit: `50ms`, `1.5s`, `200us`, `100ns`.
+pub fn parse_duration(param: &str, s: &str) -> Result<Duration, ConfigError> {
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 =
+        num.parse().map_err(|_| ConfigError::new(param, s, "expected a number with a unit, like 50ms"))?;
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "" => return Err(ConfigError::new(param, s, "time needs a unit: ns, us, ms or s")),
+        _ => return Err(ConfigError::new(param, s, "unknown time unit (use ns, us, ms or s)")),
+    };
+    let ns = v * scale;
+    if !ns.is_finite() || ns < 0.0 || ns > u64::MAX as f64 {
+        return Err(ConfigError::new(param, s, "time out of range"));
+    }
+    Ok(Duration::from_nanos(ns.round() as u64))
+}
+
+/// Parses a rate in bits per second: `45mbit`, `1200bit`, `10gbit`, `64kbit`.
+pub fn parse_rate(param: &str, s: &str) -> Result<u64, ConfigError> {
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().map_err(|_| ConfigError::new(param, s, "expected a rate like 45mbit"))?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "bit" => 1.0,
+        "kbit" => 1e3,
+        "mbit" => 1e6,
+        "gbit" => 1e9,
+        "tbit" => 1e12,
+        "" => return Err(ConfigError::new(param, s, "rate needs a unit: bit, kbit, mbit or gbit")),
+        _ => return Err(ConfigError::new(param, s, "unknown rate unit (use bit, kbit, mbit, gbit)")),
+    };
+    let bps = v * scale;
+    if !bps.is_finite() || bps < 1.0 || bps > u64::MAX as f64 {
+        return Err(ConfigError::new(param, s, "rate must be at least 1 bit/s"));
+    }
+    Ok(bps.round() as u64)
+}
+
+/// Parses a probability: `1%`, `0.5%`, `0.01`.
+pub fn parse_prob(param: &str, s: &str) -> Result<f64, ConfigError> {
+    let (num, pct) = match s.strip_suffix('%') {
+        Some(n) => (n, true),
+        None => (s, false),
+    };
+    let v: f64 =
+        num.parse().map_err(|_| ConfigError::new(param, s, "expected a probability like 1% or 0.01"))?;
+    let p = if pct { v / 100.0 } else { v };
+    if !(0.0..=1.0).contains(&p) {
+        return Err(ConfigError::new(param, s, "must be between 0% and 100%"));
+    }
+    Ok(p)
+}
+
+/// Parses a byte size: `1500`, `64k`, `1m` (powers of 1024).
+pub fn parse_size(param: &str, s: &str) -> Result<usize, ConfigError> {
+    let lower = s.to_ascii_lowercase();
+    let (num, scale) = if let Some(n) = lower.strip_suffix('k') {
+        (n, 1024)
+    } else if let Some(n) = lower.strip_suffix('m') {
+        (n, 1024 * 1024)
+    } else if let Some(n) = lower.strip_suffix('b') {
+        (n, 1)
+    } else {
+        (lower.as_str(), 1)
+    };
+    let v: usize =
+        num.parse().map_err(|_| ConfigError::new(param, s, "expected a size like 1500, 64k or 1m"))?;
+    v.checked_mul(scale).ok_or_else(|| ConfigError::new(param, s, "size too large"))
+}
+
+fn parse_count(param: &str, s: &str) -> Result<usize, ConfigError> {
+    s.parse().map_err(|_| ConfigError::new(param, s, "expected a whole number"))
+}
+
+/// Token cursor with error context.
+struct Tokens<'a> {
+    toks: Vec<&'a str>,
+    pos: usize,
+}
+
+impl<'a> Tokens<'a> {
+    fn next(&mut self) -> Option<&'a str> {
+        let t = self.toks.get(self.pos).copied();
+        self.pos += 1;
+        t
+    }
+    fn peek(&self) -> Option<&'a str> {
+        self.toks.get(self.pos).copied()
+    }
+    fn value(&mut self, param: &str) -> Result<&'a str, ConfigError> {
+        self.next().ok_or_else(|| ConfigError::new(param, "", "missing value"))
+    }
+    /// The next token if it looks like a value (not a keyword).
+    fn optional_value(&mut self, looks: impl Fn(&str) -> bool) -> Option<&'a str> {
+        let t = self.peek()?;
+        if looks(t) {
+            self.pos += 1;
+            Some(t)
+        } else {
+            None
+        }
+    }
+}
+
+fn starts_numeric(t: &str) -> bool {
+    t.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+}
+
+/// Applies one keyword and its values to `p`.
+fn apply(p: &mut LinkParams, kw: &str, t: &mut Tokens<'_>) -> Result<(), ConfigError> {
+    match kw {
+        "profile" => {
+            let name = t.value("profile")?;
+            *p = profiles::profile(name)?;
+        }
+        "delay" => {
+            p.delay = parse_duration("delay", t.value("delay")?)?;
+            if let Some(j) = t.optional_value(starts_numeric) {
+                p.jitter = parse_duration("jitter", j)?;
+            }
+            if matches!(t.peek(), Some("dist" | "distribution")) {
+                t.next();
+                apply(p, "dist", t)?;
+            }
+        }
+        "jitter" => p.jitter = parse_duration("jitter", t.value("jitter")?)?,
+        "dist" | "distribution" => {
+            let v = t.value("dist")?;
+            p.jitter_dist = match v {
+                "uniform" => JitterDist::Uniform,
+                "normal" => JitterDist::Normal,
+                "pareto" => JitterDist::Pareto,
+                _ => return Err(ConfigError::new("dist", v, "expected uniform, normal or pareto")),
+            };
+        }
+        "jitter-reorders" => p.jitter_reorders = true,
+        "rate" => p.rate_bps = parse_rate("rate", t.value("rate")?)?,
+        "overhead" => {
+            let v = t.value("overhead")?;
+            p.overhead =
+                v.parse().map_err(|_| ConfigError::new("overhead", v, "expected bytes (0 to 4294967295)"))?;
+        }
+        "limit" => p.limit_packets = parse_count("limit", t.value("limit")?)?,
+        "limit-bytes" => p.limit_bytes = parse_size("limit-bytes", t.value("limit-bytes")?)?,
+        "loss" => {
+            let v = t.value("loss")?;
+            p.loss = match v {
+                "ge" | "gemodel" | "gilbert-elliott" => {
+                    let gp = parse_prob("loss ge p", t.value("loss ge p")?)?;
+                    let r = parse_prob("loss ge r", t.value("loss ge r")?)?;
+                    let looks = |s: &str| starts_numeric(s);
+                    let loss_bad = match t.optional_value(looks) {
+                        Some(s) => parse_prob("loss ge loss_bad", s)?,
+                        None => 1.0,
+                    };
+                    let loss_good = match t.optional_value(looks) {
+                        Some(s) => parse_prob("loss ge loss_good", s)?,
+                        None => 0.0,
+                    };
+                    let mut max_burst = 0;
+                    if t.peek() == Some("burst") {
+                        t.next();
+                        let b = t.value("loss ge burst")?;
+                        max_burst = b
+                            .parse()
+                            .map_err(|_| ConfigError::new("loss ge burst", b, "expected a whole number"))?;
+                    }
+                    Loss::GilbertElliott { p: gp, r, loss_bad, loss_good, max_burst }
+                }
+                "random" => Loss::Bernoulli(parse_prob("loss", t.value("loss")?)?),
+                v => Loss::Bernoulli(parse_prob("loss", v)?),
+            };
+        }
+        "corrupt" => p.corrupt = Corrupt::PerPacket(parse_prob("corrupt", t.value("corrupt")?)?),
+        "ber" => {
+            let v = t.value("ber")?;
+            let b: f64 = v.parse().map_err(|_| ConfigError::new("ber", v, "expected a number like 1e-6"))?;
+            p.corrupt = Corrupt::BitErrorRate(b);
+        }
+        "duplicate" => p.duplicate = parse_prob("duplicate", t.value("duplicate")?)?,
+        "reorder" => p.reorder = parse_prob("reorder", t.value("reorder")?)?,
+        "mtu" => p.mtu = parse_count("mtu", t.value("mtu")?)?,
+        "blackout" => {
+            let v = t.value("blackout")?;
+            let (a, b) = v
+                .split_once('-')
+                .ok_or_else(|| ConfigError::new("blackout", v, "expected START-END, like 1s-2s"))?;
+            p.blackouts.push(Blackout {
+                start: parse_duration("blackout", a)?,
+                end: parse_duration("blackout", b)?,
+            });
+        }
+        other => {
+            return Err(ConfigError::new(
+                "keyword",
+                other,
+                "unknown (expected profile, delay, jitter, dist, rate, overhead, limit, limit-bytes, loss, corrupt, ber, duplicate, reorder, mtu, blackout, at)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Parses a netem-like one-liner.
+pub fn parse_line(line: &str) -> Result<LinkSpec, ConfigError> {
+    let mut t = Tokens { toks: line.split_whitespace().collect(), pos: 0 };
+    let mut params = LinkParams::default();
+    let mut changes: Vec<Change> = Vec::new();
+    while let Some(kw) = t.next() {
+        if kw == "at" {
+            let at = parse_duration("at", t.value("at")?)?;
+            let base = changes.last().map_or(&params, |c| &c.params).clone();
+            changes.push(Change { at, params: base });
+            continue;
+        }
+        let target = match changes.last_mut() {
+            Some(c) => &mut c.params,
+            None => &mut params,
+        };
+        apply(target, kw, &mut t)?;
+    }
+    params.validate()?;
+    for (i, c) in changes.iter().enumerate() {
+        c.params.validate().map_err(|e| ConfigError { param: format!("at[{i}].{}", e.param), ..e })?;
+    }
+    Ok(LinkSpec { params, changes })
+}
+
+fn toml_tokens(key: &str, v: &toml::Value) -> Result<Vec<String>, ConfigError> {
+    let scalar = |v: &toml::Value| -> Result<String, ConfigError> {
+        match v {
+            toml::Value::String(s) => Ok(s.clone()),
+            toml::Value::Integer(i) => Ok(i.to_string()),
+            toml::Value::Float(f) => Ok(f.to_string()),
+            toml::Value::Boolean(b) => Ok(b.to_string()),
+            other => Err(ConfigError::new(key, other, "expected a string or a number")),
+        }
+    };
+    match (key, v) {
+        ("jitter-reorders" | "jitter_reorders", toml::Value::Boolean(b)) => {
+            Ok(if *b { vec!["jitter-reorders".into()] } else { vec![] })
+        }
+        ("blackout" | "blackouts", toml::Value::Array(items)) => {
+            let mut out = Vec::new();
+            for it in items {
+                out.push("blackout".into());
+                out.push(scalar(it)?);
+            }
+            Ok(out)
+        }
+        _ => {
+            let kw = key.replace('_', "-");
+            let mut out = vec![kw];
+            out.extend(scalar(v)?.split_whitespace().map(str::to_string));
+            Ok(out)
+        }
+    }
+}
+
+fn table_line(table: &toml::Table, skip_at: bool) -> Result<String, ConfigError> {
+    let mut words: Vec<String> = Vec::new();
+    // `profile` first so other keys refine it.
+    if let Some(v) = table.get("profile") {
+        words.extend(toml_tokens("profile", v)?);
+    }
+    for (k, v) in table {
+        if k == "profile" || (skip_at && k == "at") || (k == "at" && v.is_array()) {
+            continue;
+        }
+        if k == "at" {
+            continue;
+        }
+        words.extend(toml_tokens(k, v)?);
+    }
+    Ok(words.join(" "))
+}
+
+/// Parses TOML; keys are the one-liner keywords, `[[at]]` tables carry
+/// scheduled changes (each with an `at = "5s"` key).
+pub fn parse_toml(text: &str) -> Result<LinkSpec, ConfigError> {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        ConfigError::new("toml", e.message().lines().next().unwrap_or(""), "not valid TOML")
+    })?;
+    let mut line = table_line(&table, false)?;
+    if let Some(at) = table.get("at") {
+        let list = at.as_array().ok_or_else(|| ConfigError::new("at", at, "expected [[at]] tables"))?;
+        for (i, item) in list.iter().enumerate() {
+            let t = item
+                .as_table()
+                .ok_or_else(|| ConfigError::new(format!("at[{i}]"), item, "expected a table"))?;
+            let when = t.get("at").and_then(toml::Value::as_str).ok_or_else(|| {
+                ConfigError::new(format!("at[{i}].at"), "", "missing time, like at = \"5s\"")
+            })?;
+            line.push_str(&format!(" at {when} {}", table_line(t, true)?));
+        }
+    }
+    parse_line(&line)
+}

@@ -1,0 +1,458 @@
+//! One direction of an emulated link, in virtual time.
+//!
+//! # Stage order
+//!
+//! A packet offered at time `now` goes through, in this order:
+//!
+//! 1. **schedule** — parameter changes due at or before `now` take effect;
+//! 2. **MTU** — longer than `mtu`: dropped (`DropReason::Mtu`);
+//! 3. **blackout** — `now` inside an outage window: dropped;
+//! 4. **loss** — Bernoulli or Gilbert–Elliott: dropped;
+//! 5. **duplication** — with probability `duplicate` a second copy follows the
+//!    same remaining stages independently;
+//! 6. **corruption** — per copy: one random bit, or each bit at the BER;
+//! 7. **queue and rate** — the copy joins the bottleneck queue if that keeps it
+//!    within `limit_packets` / `limit_bytes` (tail drop otherwise) and is
+//!    serialised at `rate_bps` after the packets ahead of it:
+//!    `done = max(now, link_free) + ceil((len + overhead) · 8 · 10⁹ / rate)` ns;
+//! 8. **delay and jitter** — `arrival = done + delay + jitter`, clamped to be no
+//!    earlier than `done`; unless jitter may reorder, also no earlier than the
+//!    previous arrival;
+//! 9. **reordering** — with probability `reorder`, the copy skips stage 8 and
+//!    arrives at `done`, ahead of earlier packets still in the delay line.
+//!
+//! All times are integer nanoseconds. Each random process has its own stream
+//! derived from the link's seed, so turning one impairment on or off does not
+//! change the draws of another.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, VecDeque};
+
+use xk_rand::Rng;
+use xk_time::{Duration, Instant, duration_nanos};
+
+use crate::params::{ConfigError, Corrupt, JitterDist, LinkParams, Loss};
+
+/// A packet the link can carry.
+pub trait LinkPacket: Sized {
+    /// Length in bytes.
+    fn len(&self) -> usize;
+    /// Whether the packet is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Flips bit `bit` (0 = most significant bit of byte 0).
+    fn flip_bit(&mut self, bit: usize);
+    /// A copy for duplication.
+    fn duplicate(&self) -> Self;
+}
+
+impl LinkPacket for Vec<u8> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn flip_bit(&mut self, bit: usize) {
+        if let Some(b) = self.get_mut(bit / 8) {
+            *b ^= 0x80 >> (bit % 8);
+        }
+    }
+    fn duplicate(&self) -> Self {
+        self.clone()
+    }
+}
+
+/// Why the link dropped a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// Longer than the MTU.
+    Mtu,
+    /// Sent during an outage.
+    Blackout,
+    /// The loss process.
+    Loss,
+    /// The queue was full.
+    QueueFull,
+}
+
+/// What happened to an offered packet (the first copy; see `duplicated`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// In flight; arrives at the given time.
+    Scheduled(Instant),
+    /// Dropped.
+    Dropped(DropReason),
+}
+
+/// The outcome of [`Link::send`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendOutcome {
+    /// Fate of the packet.
+    pub fate: Fate,
+    /// Fate of its duplicate, if one was made.
+    pub duplicate: Option<Fate>,
+    /// Whether the first copy was corrupted.
+    pub corrupted: bool,
+}
+
+/// A packet coming out of the link.
+#[derive(Debug)]
+pub struct Delivery<P> {
+    /// When it arrives.
+    pub at: Instant,
+    /// Sequence number assigned at `send` (duplicates share it).
+    pub id: u64,
+    /// The packet (possibly corrupted).
+    pub packet: P,
+    /// Whether bits were flipped.
+    pub corrupted: bool,
+    /// Whether this is the duplicate copy.
+    pub duplicate: bool,
+}
+
+/// Counters of one link direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Packets offered.
+    pub offered: u64,
+    /// Bytes offered.
+    pub offered_bytes: u64,
+    /// Copies delivered by `poll`.
+    pub delivered: u64,
+    /// Bytes delivered.
+    pub delivered_bytes: u64,
+    /// Dropped: MTU.
+    pub drop_mtu: u64,
+    /// Dropped: outage.
+    pub drop_blackout: u64,
+    /// Dropped: loss process.
+    pub drop_loss: u64,
+    /// Dropped: queue full.
+    pub drop_queue: u64,
+    /// Copies made by duplication.
+    pub duplicated: u64,
+    /// Copies corrupted.
+    pub corrupted: u64,
+    /// Copies that skipped the delay line.
+    pub reordered: u64,
+    /// Largest queue seen, in packets.
+    pub max_queue: usize,
+}
+
+struct InFlight<P> {
+    at: Instant,
+    order: u64,
+    delivery: Delivery<P>,
+}
+
+impl<P> PartialEq for InFlight<P> {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.order) == (o.at, o.order)
+    }
+}
+impl<P> Eq for InFlight<P> {}
+impl<P> PartialOrd for InFlight<P> {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<P> Ord for InFlight<P> {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (self.at, self.order).cmp(&(o.at, o.order))
+    }
+}
+
+struct Streams {
+    loss: Rng,
+    dup: Rng,
+    corrupt: Rng,
+    jitter: Rng,
+    reorder: Rng,
+}
+
+/// A timed change of parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    /// Offset from the link's start.
+    pub at: Duration,
+    /// The parameters from then on.
+    pub params: LinkParams,
+}
+
+/// One direction of a link. Sans-I/O: `send` packets in, `poll` them out,
+/// `next_arrival` says when to poll next.
+pub struct Link<P> {
+    params: LinkParams,
+    changes: VecDeque<Change>,
+    start: Instant,
+    rng: Streams,
+    ge_bad: bool,
+    ge_run: u32,
+    /// Serialisation end times and sizes of queued packets, oldest first.
+    queue: VecDeque<(Instant, usize)>,
+    queue_bytes: usize,
+    link_free: Instant,
+    last_arrival: Instant,
+    flight: BinaryHeap<Reverse<InFlight<P>>>,
+    next_id: u64,
+    next_order: u64,
+    stats: LinkStats,
+}
+
+impl<P: LinkPacket> Link<P> {
+    /// A link that starts at `start` with `params`, then applies `changes` (in
+    /// any order) at their offsets. Random streams derive from `seed` and
+    /// `label` (use a different label per direction).
+    pub fn new(
+        params: LinkParams,
+        mut changes: Vec<Change>,
+        start: Instant,
+        seed: u64,
+        label: &str,
+    ) -> Result<Self, ConfigError> {
+        params.validate()?;
+        for (i, c) in changes.iter().enumerate() {
+            c.params
+                .validate()
+                .map_err(|e| ConfigError { param: format!("schedule[{i}].{}", e.param), ..e })?;
+        }
+        changes.sort_by_key(|c| c.at);
+        let s = |what: &str| Rng::derive(seed, &format!("{label}/{what}"));
+        Ok(Link {
+            params,
+            changes: changes.into(),
+            start,
+            rng: Streams {
+                loss: s("loss"),
+                dup: s("dup"),
+                corrupt: s("corrupt"),
+                jitter: s("jitter"),
+                reorder: s("reorder"),
+            },
+            ge_bad: false,
+            ge_run: 0,
+            queue: VecDeque::new(),
+            queue_bytes: 0,
+            link_free: start,
+            last_arrival: start,
+            flight: BinaryHeap::new(),
+            next_id: 0,
+            next_order: 0,
+            stats: LinkStats::default(),
+        })
+    }
+
+    /// The parameters in force.
+    pub fn params(&self) -> &LinkParams {
+        &self.params
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> LinkStats {
+        self.stats
+    }
+
+    /// Packets in flight (queued or in the delay line).
+    pub fn in_flight(&self) -> usize {
+        self.flight.len()
+    }
+
+    /// When the next packet arrives, if any is in flight.
+    pub fn next_arrival(&self) -> Option<Instant> {
+        self.flight.peek().map(|Reverse(f)| f.at)
+    }
+
+    /// The next packet that has arrived by `now`.
+    pub fn poll(&mut self, now: Instant) -> Option<Delivery<P>> {
+        if self.flight.peek()?.0.at > now {
+            return None;
+        }
+        let Reverse(f) = self.flight.pop()?;
+        self.stats.delivered += 1;
+        self.stats.delivered_bytes += f.delivery.packet.len() as u64;
+        Some(f.delivery)
+    }
+
+    /// Offers a packet to the link at `now` (non-decreasing across calls).
+    pub fn send(&mut self, now: Instant, packet: P) -> SendOutcome {
+        while self.changes.front().is_some_and(|c| self.start + c.at <= now) {
+            if let Some(c) = self.changes.pop_front() {
+                self.params = c.params;
+            }
+        }
+        let len = packet.len();
+        self.stats.offered += 1;
+        self.stats.offered_bytes += len as u64;
+        let dropped = |s: &mut Self, r: DropReason| {
+            match r {
+                DropReason::Mtu => s.stats.drop_mtu += 1,
+                DropReason::Blackout => s.stats.drop_blackout += 1,
+                DropReason::Loss => s.stats.drop_loss += 1,
+                DropReason::QueueFull => s.stats.drop_queue += 1,
+            }
+            SendOutcome { fate: Fate::Dropped(r), duplicate: None, corrupted: false }
+        };
+        if self.params.mtu > 0 && len > self.params.mtu {
+            return dropped(self, DropReason::Mtu);
+        }
+        let since = now.saturating_since(self.start);
+        if self.params.blackouts.iter().any(|b| b.start <= since && since < b.end) {
+            return dropped(self, DropReason::Blackout);
+        }
+        if self.lose() {
+            return dropped(self, DropReason::Loss);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let dup = if self.rng.dup.chance(self.params.duplicate) { Some(packet.duplicate()) } else { None };
+        let (fate, corrupted) = self.carry(now, id, packet, false);
+        let duplicate = dup.map(|d| {
+            self.stats.duplicated += 1;
+            self.carry(now, id, d, true).0
+        });
+        SendOutcome { fate, duplicate, corrupted }
+    }
+
+    /// Stage 4: the loss process.
+    fn lose(&mut self) -> bool {
+        match self.params.loss {
+            Loss::None => false,
+            Loss::Bernoulli(p) => self.rng.loss.chance(p),
+            Loss::GilbertElliott { p, r, loss_bad, loss_good, max_burst } => {
+                // Transition first, then decide in the new state (netem order).
+                let flip = if self.ge_bad { r } else { p };
+                if self.rng.loss.chance(flip) {
+                    self.ge_bad = !self.ge_bad;
+                }
+                let lost = self.rng.loss.chance(if self.ge_bad { loss_bad } else { loss_good });
+                if lost && max_burst > 0 && self.ge_run >= max_burst {
+                    self.ge_bad = false;
+                    self.ge_run = 0;
+                    return false;
+                }
+                self.ge_run = if lost { self.ge_run + 1 } else { 0 };
+                lost
+            }
+        }
+    }
+
+    /// Stage 6: corruption; returns whether bits were flipped.
+    fn corrupt(&mut self, packet: &mut P) -> bool {
+        let bits = packet.len() * 8;
+        if bits == 0 {
+            return false;
+        }
+        match self.params.corrupt {
+            Corrupt::None => false,
+            Corrupt::PerPacket(p) => {
+                if self.rng.corrupt.chance(p) {
+                    packet.flip_bit(self.rng.corrupt.below(bits as u64) as usize);
+                    true
+                } else {
+                    false
+                }
+            }
+            Corrupt::BitErrorRate(ber) => {
+                if ber <= 0.0 {
+                    return false;
+                }
+                // Jump from error to error with geometric gaps.
+                let ln_q = (1.0 - ber).ln();
+                let mut pos = 0usize;
+                let mut any = false;
+                loop {
+                    let u = 1.0 - self.rng.corrupt.unit();
+                    let gap = (u.ln() / ln_q).floor();
+                    if !gap.is_finite() || gap >= (bits - pos) as f64 {
+                        break;
+                    }
+                    pos += gap as usize;
+                    packet.flip_bit(pos);
+                    any = true;
+                    pos += 1;
+                    if pos >= bits {
+                        break;
+                    }
+                }
+                any
+            }
+        }
+    }
+
+    fn jitter_ns(&mut self) -> i64 {
+        let j = duration_nanos(self.params.jitter) as f64;
+        if j == 0.0 {
+            return 0;
+        }
+        let x = match self.params.jitter_dist {
+            JitterDist::Uniform => (self.rng.jitter.unit() * 2.0 - 1.0) * j,
+            JitterDist::Normal => self.rng.jitter.normal() * j,
+            JitterDist::Pareto => {
+                // Shape 3: std = xm·√3/2, mean = 1.5·xm.
+                let xm = 2.0 * j / 3f64.sqrt();
+                self.rng.jitter.pareto(xm, 3.0) - 1.5 * xm
+            }
+        };
+        x.round() as i64
+    }
+
+    /// Stages 6–9 for one copy.
+    fn carry(&mut self, now: Instant, id: u64, mut packet: P, duplicate: bool) -> (Fate, bool) {
+        let corrupted = self.corrupt(&mut packet);
+        // Stage 7: queue and rate.
+        while self.queue.front().is_some_and(|&(done, _)| done <= now) {
+            if let Some((_, b)) = self.queue.pop_front() {
+                self.queue_bytes -= b;
+            }
+        }
+        let len = packet.len();
+        let p = &self.params;
+        if (p.limit_packets > 0 && self.queue.len() + 1 > p.limit_packets)
+            || (p.limit_bytes > 0 && self.queue_bytes + len > p.limit_bytes)
+        {
+            self.stats.drop_queue += 1;
+            return (Fate::Dropped(DropReason::QueueFull), false);
+        }
+        let done = if p.rate_bps > 0 {
+            let bits = (len as u128 + u128::from(p.overhead)) * 8;
+            let ns = (bits * 1_000_000_000).div_ceil(u128::from(p.rate_bps));
+            let start = self.link_free.max(now);
+            let done = start + Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
+            self.link_free = done;
+            self.queue.push_back((done, len));
+            self.queue_bytes += len;
+            self.stats.max_queue = self.stats.max_queue.max(self.queue.len());
+            done
+        } else {
+            now
+        };
+        // Stages 8–9: delay line, or skip it.
+        let at = if self.rng.reorder.chance(self.params.reorder) {
+            self.stats.reordered += 1;
+            done
+        } else {
+            let base = done + self.params.delay;
+            let j = self.jitter_ns();
+            let mut at = if j >= 0 {
+                base + Duration::from_nanos(j as u64)
+            } else {
+                Instant::from_nanos(base.as_nanos().saturating_sub(j.unsigned_abs())).max(done)
+            };
+            if !self.params.jitter_reorders {
+                at = at.max(self.last_arrival);
+            }
+            self.last_arrival = self.last_arrival.max(at);
+            at
+        };
+        if corrupted {
+            self.stats.corrupted += 1;
+        }
+        let order = self.next_order;
+        self.next_order += 1;
+        self.flight.push(Reverse(InFlight {
+            at,
+            order,
+            delivery: Delivery { at, id, packet, corrupted, duplicate },
+        }));
+        (Fate::Scheduled(at), corrupted)
+    }
+}

@@ -1,0 +1,109 @@
+//! Configuration: the one-liner and TOML map to the same model; bad values are
+//! refused with the parameter, the value and the reason.
+
+use xk_netemu::{Corrupt, JitterDist, LinkParams, Loss, parse_line, parse_toml, profiles};
+use xk_time::Duration;
+
+#[test]
+fn the_issue_example_parses() {
+    let s = parse_line("delay 50ms 5ms rate 45mbit limit 1000 loss 1%").unwrap();
+    assert_eq!(
+        s.params,
+        LinkParams {
+            delay: Duration::from_millis(50),
+            jitter: Duration::from_millis(5),
+            rate_bps: 45_000_000,
+            limit_packets: 1000,
+            loss: Loss::Bernoulli(0.01),
+            ..LinkParams::default()
+        }
+    );
+    assert!(s.changes.is_empty());
+}
+
+#[test]
+fn toml_and_one_liner_give_the_same_spec() {
+    let line = "profile ds3-45m delay 100ms 2ms dist pareto jitter-reorders overhead 42 limit-bytes 64k \
+                loss ge 1% 30% 90% 0.1% burst 8 ber 1e-7 duplicate 0.5% reorder 1% mtu 9000 \
+                blackout 1s-2s blackout 5s-5.5s at 10s delay 20ms at 20s loss 0%";
+    let toml = r#"
+        profile = "ds3-45m"
+        delay = "100ms 2ms"
+        dist = "pareto"
+        jitter_reorders = true
+        overhead = 42
+        limit_bytes = "64k"
+        loss = "ge 1% 30% 90% 0.1% burst 8"
+        ber = 1e-7
+        duplicate = "0.5%"
+        reorder = "1%"
+        mtu = 9000
+        blackout = ["1s-2s", "5s-5.5s"]
+        [[at]]
+        at = "10s"
+        delay = "20ms"
+        [[at]]
+        at = "20s"
+        loss = "0%"
+    "#;
+    let a = parse_line(line).unwrap();
+    let b = parse_toml(toml).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.params.rate_bps, 45_000_000, "profile applied");
+    assert_eq!(a.params.jitter_dist, JitterDist::Pareto);
+    assert_eq!(a.params.corrupt, Corrupt::BitErrorRate(1e-7));
+    assert_eq!(
+        a.params.loss,
+        Loss::GilbertElliott { p: 0.01, r: 0.3, loss_bad: 0.9, loss_good: 0.001, max_burst: 8 }
+    );
+    assert_eq!(a.changes.len(), 2);
+    assert_eq!(a.changes[1].params.delay, Duration::from_millis(20), "later changes inherit earlier ones");
+    assert_eq!(a.changes[1].params.loss, Loss::Bernoulli(0.0));
+}
+
+#[test]
+fn errors_name_parameter_value_and_reason() {
+    let cases = [
+        ("delay 50", "delay", "50", "unit"),
+        ("delay 50 parsecs", "delay", "50", "unit"),
+        ("rate 45mbps", "rate", "45mbps", "unknown rate unit"),
+        ("loss 150%", "loss", "150%", "between 0% and 100%"),
+        ("loss ge 1%", "loss ge r", "", "missing value"),
+        ("limit lots", "limit", "lots", "whole number"),
+        ("blackout 2s-1s", "blackout[0]", "", "end must be after start"),
+        ("dist zipf", "dist", "zipf", "uniform, normal or pareto"),
+        ("wobble 3", "keyword", "wobble", "unknown"),
+        ("profile packet-radio-1200", "profile", "packet-radio-1200", "not yet implemented"),
+        ("profile token-ring", "profile", "token-ring", "unknown profile"),
+        ("ber 0.7", "ber", "0.7", "bit error rate"),
+        ("delay 1ms at 5s loss ge 1% 0%", "at[0].loss ge r", "0", "bad state forever"),
+    ];
+    for (line, param, value, reason) in cases {
+        let e = parse_line(line).expect_err(line);
+        assert_eq!(e.param, param, "{line}: {e}");
+        if !value.is_empty() {
+            assert_eq!(e.value, value, "{line}: {e}");
+        }
+        assert!(e.reason.contains(reason), "{line}: {e}");
+        assert!(e.to_string().contains(param), "{line}: display names the parameter");
+    }
+    let e = parse_toml("delay = [1, 2]").unwrap_err();
+    assert_eq!(e.param, "delay");
+    assert!(parse_toml("delay = ").is_err());
+}
+
+#[test]
+fn every_profile_loads_or_says_why_not() {
+    for name in profiles::NAMES {
+        match profiles::profile(name) {
+            Ok(p) => {
+                p.validate().unwrap();
+                assert!(p.rate_bps > 0 && p.mtu > 0, "{name}");
+            }
+            Err(e) => assert!(
+                name.starts_with("packet-radio") && e.reason.contains("not yet implemented"),
+                "{name}: {e}"
+            ),
+        }
+    }
+}
