@@ -65,6 +65,7 @@ pub mod upi;
 pub use addr::{Addr, Part, Participants};
 pub use arena::{Arena, ArenaId};
 pub use graph::{Ctx, Event, Graph, GraphBuilder, ProtocolStats};
+pub use keys::WordKey;
 pub use map::DemuxMap;
 pub use upi::{
     CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, ProtocolId, PushError,

@@ -8,6 +8,9 @@
 //! never matches, so the table is searched and the cache refilled); "nocache"
 //! resolves the same sequence on the map without the cache. Each cell is timed
 //! `reps` times and the median is reported, in nanoseconds per lookup.
+//!
+//! Keys are held as `WordKey`s (64-bit words), as the XTP engine holds them;
+//! `--raw-keys` measures plain `[u8; K]` arrays instead, for comparison.
 
 use std::hint::black_box;
 use std::io::IsTerminal;
@@ -15,8 +18,10 @@ use std::time::Instant;
 
 use clap::Args;
 use serde_json::json;
-use xk_core::DemuxMap;
+use core::hash::Hash;
+
 use xk_core::keys::distinct_keys;
+use xk_core::{DemuxMap, WordKey};
 
 const KEY_SIZES: [usize; 5] = [4, 7, 8, 12, 14];
 const BINDINGS: [usize; 5] = [100, 1_000, 10_000, 100_000, 1_000_000];
@@ -35,6 +40,9 @@ pub(crate) struct MapArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Hold keys as plain byte arrays instead of 64-bit words.
+    #[arg(long)]
+    raw_keys: bool,
 }
 
 /// Median nanoseconds per lookup of one cell, for the three modes.
@@ -68,17 +76,17 @@ fn time_per_op(lookups: usize, n: usize, mut f: impl FnMut(usize) -> Option<u32>
     start.elapsed().as_nanos() as f64 / lookups as f64
 }
 
-fn measure<const K: usize>(n: usize, args: &MapArgs) -> Cell {
-    let keys = distinct_keys::<K>(n, (n * 31 + K) as u64);
+fn measure<const K: usize, Key: Eq + Hash + Clone>(n: usize, args: &MapArgs, pack: fn(&[u8; K]) -> Key) -> Cell {
+    let keys: Vec<Key> = distinct_keys::<K>(n, (n * 31 + K) as u64).iter().map(pack).collect();
     let mut cached = DemuxMap::new(7);
     let mut plain = DemuxMap::without_cache(7);
     cached.reserve(n);
     plain.reserve(n);
     for (i, k) in keys.iter().enumerate() {
-        cached.install(*k, i as u32);
-        plain.install(*k, i as u32);
+        cached.install(k.clone(), i as u32);
+        plain.install(k.clone(), i as u32);
     }
-    let hot = keys[n / 2];
+    let hot = keys[n / 2].clone();
     let (mut hit, mut miss, mut nocache) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..args.reps {
         hit.push(time_per_op(args.lookups, n, |_| cached.resolve(black_box(&hot))));
@@ -103,12 +111,20 @@ pub(crate) fn run(args: &MapArgs) -> Result<(), String> {
             if progress {
                 eprint!("\rmeasuring {n} bindings, {k}-byte keys   ");
             }
-            cells.push(match k {
-                4 => measure::<4>(n, args),
-                7 => measure::<7>(n, args),
-                8 => measure::<8>(n, args),
-                12 => measure::<12>(n, args),
-                _ => measure::<14>(n, args),
+            fn word<const K: usize, const W: usize>(k: &[u8; K]) -> WordKey<W> {
+                WordKey::from_bytes(k).unwrap_or(WordKey::from_words([0; W]))
+            }
+            cells.push(match (k, args.raw_keys) {
+                (4, false) => measure::<4, _>(n, args, word::<4, 1>),
+                (7, false) => measure::<7, _>(n, args, word::<7, 1>),
+                (8, false) => measure::<8, _>(n, args, word::<8, 1>),
+                (12, false) => measure::<12, _>(n, args, word::<12, 2>),
+                (_, false) => measure::<14, _>(n, args, word::<14, 2>),
+                (4, true) => measure::<4, _>(n, args, |k| *k),
+                (7, true) => measure::<7, _>(n, args, |k| *k),
+                (8, true) => measure::<8, _>(n, args, |k| *k),
+                (12, true) => measure::<12, _>(n, args, |k| *k),
+                (_, true) => measure::<14, _>(n, args, |k| *k),
             });
         }
     }
@@ -117,13 +133,15 @@ pub(crate) fn run(args: &MapArgs) -> Result<(), String> {
             .iter()
             .map(|c| json!({"key_bytes": c.key, "bindings": c.bindings, "hit_ns": c.hit, "miss_ns": c.miss, "nocache_ns": c.nocache}))
             .collect();
-        println!("{}", json!({"experiment": "E4", "lookups": args.lookups, "reps": args.reps, "rows": rows}));
+        let keys = if args.raw_keys { "bytes" } else { "words" };
+        println!("{}", json!({"experiment": "E4", "keys": keys, "lookups": args.lookups, "reps": args.reps, "rows": rows}));
         return Ok(());
     }
     if progress {
         eprint!("\r{:60}\r", "");
     }
-    println!("E4 — demux map lookup, ns per lookup (median of {} × {} lookups)", args.reps, args.lookups);
+    let form = if args.raw_keys { "plain byte arrays" } else { "64-bit words (WordKey)" };
+    println!("E4 — demux map lookup, ns per lookup (median of {} × {} lookups); keys held as {form}", args.reps, args.lookups);
     println!("seed 003 Table 5.2 measured the same three cases on a 2003 PC; see docs/PERF.md\n");
     print!("{:>10} {:>5}", "bindings", "key");
     for h in ["hit", "miss", "nocache"] {
