@@ -20,10 +20,26 @@ struct Pinger {
 
 impl Pinger {
     fn client(peer: Addr, count: u32, gap: Duration) -> Self {
-        Pinger { peer: Some(peer), count, sent: 0, gap, next: Instant::ZERO, out: VecDeque::new(), got: vec![] }
+        Pinger {
+            peer: Some(peer),
+            count,
+            sent: 0,
+            gap,
+            next: Instant::ZERO,
+            out: VecDeque::new(),
+            got: vec![],
+        }
     }
     fn server() -> Self {
-        Pinger { peer: None, count: 0, sent: 0, gap: Duration::ZERO, next: Instant::MAX, out: VecDeque::new(), got: vec![] }
+        Pinger {
+            peer: None,
+            count: 0,
+            sent: 0,
+            gap: Duration::ZERO,
+            next: Instant::MAX,
+            out: VecDeque::new(),
+            got: vec![],
+        }
     }
 }
 
@@ -102,7 +118,13 @@ fn errors_name_the_seed() {
     let e = sim.run_for(Duration::from_secs(1), 100).unwrap_err();
     assert!(matches!(e, SimError::NoRoute { seed: 777, .. }));
     assert!(e.to_string().contains("seed 777"));
-    sim.connect(c, s, LinkParams::default(), LinkParams { loss: Loss::Bernoulli(0.0), ..LinkParams::default() }).unwrap();
+    sim.connect(
+        c,
+        s,
+        LinkParams::default(),
+        LinkParams { loss: Loss::Bernoulli(0.0), ..LinkParams::default() },
+    )
+    .unwrap();
     let e = sim.run_until(Instant::MAX, 50, |_| false).unwrap_err();
     assert!(matches!(e, SimError::EventBudget { seed: 777, .. }), "{e}");
 }

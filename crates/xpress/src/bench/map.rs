@@ -17,8 +17,8 @@ use std::io::IsTerminal;
 use std::time::Instant;
 
 use clap::Args;
-use serde_json::json;
 use core::hash::Hash;
+use serde_json::json;
 
 use xk_core::keys::distinct_keys;
 use xk_core::{DemuxMap, WordKey};
@@ -76,7 +76,11 @@ fn time_per_op(lookups: usize, n: usize, mut f: impl FnMut(usize) -> Option<u32>
     start.elapsed().as_nanos() as f64 / lookups as f64
 }
 
-fn measure<const K: usize, Key: Eq + Hash + Clone>(n: usize, args: &MapArgs, pack: fn(&[u8; K]) -> Key) -> Cell {
+fn measure<const K: usize, Key: Eq + Hash + Clone>(
+    n: usize,
+    args: &MapArgs,
+    pack: fn(&[u8; K]) -> Key,
+) -> Cell {
     let keys: Vec<Key> = distinct_keys::<K>(n, (n * 31 + K) as u64).iter().map(pack).collect();
     let mut cached = DemuxMap::new(7);
     let mut plain = DemuxMap::without_cache(7);
@@ -134,14 +138,20 @@ pub(crate) fn run(args: &MapArgs) -> Result<(), String> {
             .map(|c| json!({"key_bytes": c.key, "bindings": c.bindings, "hit_ns": c.hit, "miss_ns": c.miss, "nocache_ns": c.nocache}))
             .collect();
         let keys = if args.raw_keys { "bytes" } else { "words" };
-        println!("{}", json!({"experiment": "E4", "keys": keys, "lookups": args.lookups, "reps": args.reps, "rows": rows}));
+        println!(
+            "{}",
+            json!({"experiment": "E4", "keys": keys, "lookups": args.lookups, "reps": args.reps, "rows": rows})
+        );
         return Ok(());
     }
     if progress {
         eprint!("\r{:60}\r", "");
     }
     let form = if args.raw_keys { "plain byte arrays" } else { "64-bit words (WordKey)" };
-    println!("E4 — demux map lookup, ns per lookup (median of {} × {} lookups); keys held as {form}", args.reps, args.lookups);
+    println!(
+        "E4 — demux map lookup, ns per lookup (median of {} × {} lookups); keys held as {form}",
+        args.reps, args.lookups
+    );
     println!("seed 003 Table 5.2 measured the same three cases on a 2003 PC; see docs/PERF.md\n");
     print!("{:>10} {:>5}", "bindings", "key");
     for h in ["hit", "miss", "nocache"] {
