@@ -1,0 +1,312 @@
+//! The receiving half of a context: reassembly, the cumulative `rseq`, spans of
+//! data held beyond it, the allocation edge, and the queue the application
+//! reads from.
+//!
+//! Received payload stays in the `Bytes` of the datagram it came in (slices,
+//! no copy) from arrival until the application reads it.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+use xtp_wire::Span;
+
+/// A piece of in-order data handed to the application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    /// Sequence number of the first byte.
+    pub seq: u64,
+    /// The bytes (a slice of the received datagram).
+    pub data: Bytes,
+    /// The last byte ends a message.
+    pub eom: bool,
+    /// The beginning tag of the message this chunk starts, if any.
+    pub btag: Option<u64>,
+}
+
+struct Seg {
+    data: Bytes,
+    eom: bool,
+    btag: Option<u64>,
+}
+
+/// What one arriving segment did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct RecvOutcome {
+    /// Some new byte was stored.
+    pub(crate) new_data: bool,
+    /// In-order data became readable.
+    pub(crate) readable: bool,
+    /// The segment lies beyond `rseq` (a hole precedes it).
+    pub(crate) out_of_order: bool,
+    /// NOERR only: bytes skipped as lost, `(seq, len)`.
+    pub(crate) gap: Option<(u64, u64)>,
+}
+
+pub(crate) struct RecvBuf {
+    /// Every byte below has been received (`rseq`).
+    pub(crate) nxt: u64,
+    /// Every byte below has been read by the application.
+    pub(crate) read: u64,
+    ooo: BTreeMap<u64, Seg>,
+    ready: VecDeque<Chunk>,
+    /// The peer's end of data, once its WCLOSE arrived.
+    pub(crate) fin: Option<u64>,
+    buffer: u64,
+    noerr: bool,
+}
+
+impl RecvBuf {
+    pub(crate) fn new(buffer: usize, noerr: bool) -> Self {
+        RecvBuf {
+            nxt: 0,
+            read: 0,
+            ooo: BTreeMap::new(),
+            ready: VecDeque::new(),
+            fin: None,
+            buffer: buffer as u64,
+            noerr,
+        }
+    }
+
+    /// The allocation edge we advertise: the peer may send below it.
+    pub(crate) fn alloc(&self) -> u64 {
+        self.read + self.buffer
+    }
+
+    /// Whether all the peer's data up to its WCLOSE has been received.
+    pub(crate) fn complete(&self) -> bool {
+        self.fin == Some(self.nxt)
+    }
+
+    /// Whether data waits to be read.
+    pub(crate) fn readable(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Bytes waiting to be read.
+    pub(crate) fn ready_bytes(&self) -> u64 {
+        self.nxt - self.read
+    }
+
+    /// The peer announced its end of data at `end`.
+    pub(crate) fn set_fin(&mut self, end: u64) {
+        if self.fin.is_none() {
+            self.fin = Some(end);
+        }
+    }
+
+    /// Takes the next readable chunk.
+    pub(crate) fn read_chunk(&mut self) -> Option<Chunk> {
+        let c = self.ready.pop_front()?;
+        self.read += c.data.len() as u64;
+        Some(c)
+    }
+
+    fn push_ready(&mut self, seq: u64, seg: Seg) {
+        self.nxt = seq + seg.data.len() as u64;
+        self.ready.push_back(Chunk { seq, data: seg.data, eom: seg.eom, btag: seg.btag });
+    }
+
+    /// Stores a segment; trims what was already received or lies beyond the
+    /// allocation edge.
+    pub(crate) fn on_data(&mut self, seq: u64, data: Bytes, eom: bool, btag: Option<u64>) -> RecvOutcome {
+        let mut out = RecvOutcome::default();
+        let len = data.len() as u64;
+        if self.noerr {
+            return self.on_data_noerr(seq, data, eom, btag);
+        }
+        let end = seq + len;
+        let alloc = self.alloc();
+        if end <= self.nxt || seq >= alloc {
+            out.out_of_order = seq > self.nxt;
+            return out;
+        }
+        // Trim the front (already received) and the back (beyond alloc).
+        let (mut s, mut seg) = (seq, Seg { data, eom, btag });
+        if s < self.nxt {
+            let cut = (self.nxt - s) as usize;
+            seg.data = seg.data.slice(cut..);
+            seg.btag = None;
+            s = self.nxt;
+        }
+        if s + seg.data.len() as u64 > alloc {
+            seg.data.truncate((alloc - s) as usize);
+            seg.eom = false;
+        }
+        if s > self.nxt {
+            out.out_of_order = true;
+            out.new_data = self.insert_ooo(s, seg);
+            return out;
+        }
+        out.new_data = true;
+        self.push_ready(s, seg);
+        // Pull in whatever is now contiguous.
+        while let Some(entry) = self.ooo.first_entry() {
+            let k = *entry.key();
+            if k > self.nxt {
+                break;
+            }
+            let mut seg = entry.remove();
+            let e = k + seg.data.len() as u64;
+            if e <= self.nxt {
+                continue;
+            }
+            if k < self.nxt {
+                seg.data = seg.data.slice((self.nxt - k) as usize..);
+                seg.btag = None;
+            }
+            let at = self.nxt;
+            self.push_ready(at, seg);
+        }
+        out.readable = true;
+        out
+    }
+
+    /// Inserts beyond `nxt`, keeping stored segments disjoint. Returns whether
+    /// any new byte was stored.
+    fn insert_ooo(&mut self, s: u64, mut seg: Seg) -> bool {
+        let mut start = s;
+        // Trim against the segment before.
+        if let Some((&k, prev)) = self.ooo.range(..=start).next_back() {
+            let pe = k + prev.data.len() as u64;
+            if pe >= start + seg.data.len() as u64 {
+                return false;
+            }
+            if pe > start {
+                seg.data = seg.data.slice((pe - start) as usize..);
+                seg.btag = None;
+                start = pe;
+            }
+        }
+        // Trim against the next one(s): keep only up to the next start; the
+        // rest of the new segment (if any) goes in after it.
+        let mut stored = false;
+        loop {
+            let end = start + seg.data.len() as u64;
+            let next = self.ooo.range(start..end).next().map(|(&k, v)| (k, k + v.data.len() as u64));
+            match next {
+                None => {
+                    if !seg.data.is_empty() {
+                        self.ooo.insert(start, seg);
+                        stored = true;
+                    }
+                    return stored;
+                }
+                Some((nk, ne)) => {
+                    if nk > start {
+                        let head =
+                            Seg { data: seg.data.slice(..(nk - start) as usize), eom: false, btag: seg.btag };
+                        self.ooo.insert(start, head);
+                        stored = true;
+                    }
+                    if ne >= end {
+                        return stored;
+                    }
+                    seg.data = seg.data.slice((ne - start) as usize..);
+                    seg.btag = None;
+                    start = ne;
+                }
+            }
+        }
+    }
+
+    fn on_data_noerr(&mut self, seq: u64, mut data: Bytes, eom: bool, mut btag: Option<u64>) -> RecvOutcome {
+        let mut out = RecvOutcome::default();
+        let end = seq + data.len() as u64;
+        if end <= self.nxt {
+            return out; // late: its place was already reported as a gap
+        }
+        let mut s = seq;
+        if s < self.nxt {
+            data = data.slice((self.nxt - s) as usize..);
+            btag = None;
+            s = self.nxt;
+        }
+        if s > self.nxt {
+            out.gap = Some((self.nxt, s - self.nxt));
+        }
+        out.new_data = true;
+        out.readable = true;
+        self.push_ready(s, Seg { data, eom, btag });
+        out
+    }
+
+    /// Spans of data held beyond `nxt`, merged, at most `max`.
+    pub(crate) fn spans(&self, max: usize) -> Vec<Span> {
+        let mut out: Vec<Span> = Vec::new();
+        for (&k, v) in &self.ooo {
+            let e = k + v.data.len() as u64;
+            match out.last_mut() {
+                Some(last) if last.right == k => last.right = e,
+                _ => {
+                    if out.len() == max {
+                        break;
+                    }
+                    out.push(Span { left: k, right: e });
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn bytes(range: std::ops::Range<u64>) -> Bytes {
+        range.map(|i| (i * 31 % 251) as u8).collect::<Vec<u8>>().into()
+    }
+
+    proptest! {
+        /// Any arrival order with duplicates and overlaps reassembles exactly.
+        #[test]
+        fn reassembles_any_order(cuts in prop::collection::vec(1u64..500, 1..30), order in any::<prop::sample::Index>(), dups in 0usize..10) {
+            let mut pieces: Vec<(u64, u64)> = Vec::new();
+            let mut at = 0;
+            for c in &cuts { pieces.push((at, at + c)); at += c; }
+            let total = at;
+            // Overlapping duplicates.
+            for i in 0..dups { let (s, e) = pieces[(i * 7) % pieces.len()]; pieces.push((s.saturating_sub(3), (e + 5).min(total))); }
+            let k = order.index(pieces.len());
+            pieces.rotate_left(k);
+            pieces.reverse();
+            let mut r = RecvBuf::new(1 << 20, false);
+            for (s, e) in pieces { r.on_data(s, bytes(s..e), e == total, None); }
+            prop_assert_eq!(r.nxt, total);
+            prop_assert!(r.spans(100).is_empty());
+            let mut got = Vec::new();
+            while let Some(c) = r.read_chunk() { got.extend_from_slice(&c.data); }
+            prop_assert_eq!(Bytes::from(got), bytes(0..total));
+        }
+    }
+
+    #[test]
+    fn spans_alloc_and_trimming() {
+        let mut r = RecvBuf::new(1000, false);
+        r.on_data(100, bytes(100..200), false, None);
+        r.on_data(200, bytes(200..300), false, None);
+        r.on_data(500, bytes(500..600), false, None);
+        assert_eq!(r.spans(10), vec![Span { left: 100, right: 300 }, Span { left: 500, right: 600 }]);
+        assert_eq!(r.spans(1).len(), 1);
+        // Beyond alloc (1000) is trimmed.
+        r.on_data(950, bytes(950..1100), true, None);
+        assert_eq!(r.spans(10).last(), Some(&Span { left: 950, right: 1000 }));
+        let o = r.on_data(0, bytes(0..100), false, Some(5));
+        assert!(o.readable && !o.out_of_order);
+        assert_eq!(r.nxt, 300);
+        assert_eq!(r.read_chunk().map(|c| (c.seq, c.btag)), Some((0, Some(5))));
+        assert_eq!(r.alloc(), 1100);
+    }
+
+    #[test]
+    fn noerr_reports_gaps_and_drops_late_data() {
+        let mut r = RecvBuf::new(1000, true);
+        assert_eq!(r.on_data(0, bytes(0..10), false, None).gap, None);
+        assert_eq!(r.on_data(20, bytes(20..30), false, None).gap, Some((10, 10)));
+        assert!(!r.on_data(10, bytes(10..20), false, None).new_data);
+        assert_eq!(r.nxt, 30);
+    }
+}

@@ -1,0 +1,631 @@
+//! The endpoint: owns contexts, routes packets to them, runs their timers and
+//! collects their output. The sans-I/O surface of the crate.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use xk_core::{Arena, ArenaId, DemuxMap};
+use xk_rand::Rng;
+use xk_time::{HeapQueue, Instant, TimerId, TimerQueue};
+use xtp_wire::{
+    Address, Body, DiagSegment, HeaderRepr, Options, PacketRepr, PacketType, RTN, diag_code, diag_value,
+};
+
+use crate::config::{ContextConfig, EndpointConfig};
+use crate::context::{Chunk, Context, Sink, State};
+use crate::events::{DropReason, Event, NoTrace, Subscriber, Trace};
+use crate::rate::TokenBucket;
+
+/// Names a context of an endpoint. Stale once the context is freed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContextId(pub(crate) ArenaId);
+
+impl fmt::Display for ContextId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ctx{}.{}", self.0.index(), self.0.generation())
+    }
+}
+
+/// A datagram to send: `buf[..len]` goes to `dst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination.
+    pub dst: SocketAddr,
+    /// Bytes written into the caller's buffer.
+    pub len: usize,
+}
+
+/// Counters of one context.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContextStats {
+    /// User bytes sent (first transmissions and retransmissions).
+    pub bytes_sent: u64,
+    /// User bytes retransmitted.
+    pub retransmitted: u64,
+    /// User bytes acknowledged by the peer.
+    pub bytes_acked: u64,
+    /// User bytes received (duplicates included).
+    pub bytes_received: u64,
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// WTIMER expiries.
+    pub timeouts: u64,
+    /// Reports that revealed loss.
+    pub loss_reports: u64,
+}
+
+/// Counters of the endpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// Datagrams handed in.
+    pub datagrams_in: u64,
+    /// Datagrams handed out.
+    pub datagrams_out: u64,
+    /// Dropped: did not parse (checksum, length, type, …).
+    pub malformed: u64,
+    /// Dropped: no context for the key.
+    pub unknown_context: u64,
+    /// FIRSTs refused: no listener.
+    pub no_listener: u64,
+    /// DIAG packets sent.
+    pub diags_sent: u64,
+    /// DIAG packets not sent because of the rate limit.
+    pub diags_suppressed: u64,
+}
+
+/// Why `connect` failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnectError {
+    /// The configuration cannot work.
+    InvalidConfig(&'static str),
+}
+
+/// Why `listen` failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListenError {
+    /// Something already listens on the port.
+    PortInUse(u16),
+}
+
+/// Why a write failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteError {
+    /// No such context (closed and freed, or never opened).
+    UnknownContext,
+    /// The writing side is closed or the context has ended.
+    Closed,
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectError::InvalidConfig(w) => write!(f, "invalid context configuration: {w}"),
+        }
+    }
+}
+impl fmt::Display for ListenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListenError::PortInUse(p) => write!(f, "XTP port {p} already has a listener"),
+        }
+    }
+}
+impl fmt::Display for WriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WriteError::UnknownContext => write!(f, "no such context"),
+            WriteError::Closed => write!(f, "the context's writing side is closed"),
+        }
+    }
+}
+impl std::error::Error for ConnectError {}
+impl std::error::Error for ListenError {}
+impl std::error::Error for WriteError {}
+
+struct PendingDiag {
+    dst: SocketAddr,
+    key: u64,
+    code: u32,
+    value: u32,
+    text: &'static str,
+}
+
+/// An XTP endpoint: all contexts bound to one socket (or simulated address).
+///
+/// Call order, as in quinn-proto: feed input with `handle_datagram` and
+/// `handle_timeout`, issue commands, then drain `poll_transmit` until it
+/// returns `None`, read `poll_event`, and come back at `poll_timeout`. `now`
+/// must never go backwards.
+pub struct Endpoint<S: Subscriber = NoTrace> {
+    cfg: EndpointConfig,
+    rng: Rng,
+    contexts: Arena<Context>,
+    by_peer: DemuxMap<(SocketAddr, u64), ArenaId>,
+    per_peer: DemuxMap<SocketAddr, usize>,
+    listeners: DemuxMap<u16, ContextConfig>,
+    timers: HeapQueue<ArenaId>,
+    timer_of: Vec<Option<(TimerId, Instant)>>,
+    ready: VecDeque<ArenaId>,
+    in_ready: Vec<bool>,
+    events: VecDeque<Event>,
+    traces: Vec<Trace>,
+    diags: VecDeque<PendingDiag>,
+    diag_bucket: TokenBucket,
+    subscriber: S,
+    stats: EndpointStats,
+}
+
+impl Endpoint<NoTrace> {
+    /// An endpoint without tracing. `seed` drives key choice and hashing.
+    pub fn new(cfg: EndpointConfig, seed: u64) -> Self {
+        Endpoint::with_subscriber(cfg, seed, NoTrace)
+    }
+}
+
+impl<S: Subscriber> Endpoint<S> {
+    /// An endpoint reporting every protocol action to `subscriber`.
+    pub fn with_subscriber(cfg: EndpointConfig, seed: u64, subscriber: S) -> Self {
+        let mut rng = Rng::derive(seed, "xtp-endpoint");
+        let diag_bucket =
+            TokenBucket::new(u64::from(cfg.diag_rate), u64::from(cfg.diag_rate.max(1)), Instant::ZERO);
+        let h1 = rng.next_u64();
+        let h2 = rng.next_u64();
+        let h3 = rng.next_u64();
+        Endpoint {
+            cfg,
+            rng,
+            contexts: Arena::new(),
+            by_peer: DemuxMap::new(h1),
+            per_peer: DemuxMap::new(h2),
+            listeners: DemuxMap::new(h3),
+            timers: HeapQueue::new(),
+            timer_of: Vec::new(),
+            ready: VecDeque::new(),
+            in_ready: Vec::new(),
+            events: VecDeque::new(),
+            traces: Vec::new(),
+            diags: VecDeque::new(),
+            diag_bucket,
+            subscriber,
+            stats: EndpointStats::default(),
+        }
+    }
+
+    /// The subscriber.
+    pub fn subscriber(&self) -> &S {
+        &self.subscriber
+    }
+
+    /// Mutable access to the subscriber.
+    pub fn subscriber_mut(&mut self) -> &mut S {
+        &mut self.subscriber
+    }
+
+    /// Endpoint counters.
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    /// Counters of a context.
+    pub fn context_stats(&self, ctx: ContextId) -> Option<ContextStats> {
+        self.contexts.get(ctx.0).map(|c| c.stats)
+    }
+
+    /// State of a context (`None` once freed).
+    pub fn state(&self, ctx: ContextId) -> Option<State> {
+        self.contexts.get(ctx.0).map(|c| c.state)
+    }
+
+    /// Number of contexts held (live and lingering).
+    pub fn context_count(&self) -> usize {
+        self.contexts.len()
+    }
+
+    /// Accepts FIRSTs addressed to XTP `port` (0 also catches null addresses),
+    /// creating contexts configured by `cfg` (the FIRST's service and options
+    /// take precedence).
+    pub fn listen(&mut self, port: u16, cfg: ContextConfig) -> Result<(), ListenError> {
+        if self.listeners.contains(&port) {
+            return Err(ListenError::PortInUse(port));
+        }
+        self.listeners.install(port, cfg);
+        Ok(())
+    }
+
+    /// Stops accepting on `port`.
+    pub fn unlisten(&mut self, port: u16) -> bool {
+        self.listeners.erase(&port).is_some()
+    }
+
+    /// Opens a context to XTP `port` at `peer`. Nothing is sent until
+    /// `poll_transmit`; data written before then rides in the FIRST.
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        port: u16,
+        cfg: ContextConfig,
+    ) -> Result<ContextId, ConnectError> {
+        if cfg.mss == 0 {
+            return Err(ConnectError::InvalidConfig("mss must be at least 1"));
+        }
+        if cfg.recv_buffer == 0 {
+            return Err(ConnectError::InvalidConfig("recv_buffer must be at least 1"));
+        }
+        let id = self.new_context(now, peer, port, true, cfg, None);
+        self.wake(id.0, now);
+        Ok(id)
+    }
+
+    fn new_context(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        port: u16,
+        initiator: bool,
+        cfg: ContextConfig,
+        peer_key: Option<u64>,
+    ) -> ContextId {
+        // Reserve the slot first: the key embeds its index (digest §4.2 [P]).
+        let slot = self.contexts.insert(Context::new(peer, port, initiator, cfg, &self.cfg, now));
+        let key = ((u64::from(slot.index()) + 1) << 32 | u64::from(self.rng.next_u32())) & !RTN;
+        let id = ContextId(slot);
+        if let Some(c) = self.contexts.get_mut(slot) {
+            c.id = id;
+            c.local_key = key;
+            if let Some(k) = peer_key {
+                c.set_peer_key(k);
+            }
+        }
+        if let Some(k) = peer_key {
+            self.by_peer.install((peer, k & !RTN), slot);
+        }
+        let n = self.per_peer.get(&peer).copied().unwrap_or(0);
+        self.per_peer.install(peer, n + 1);
+        id
+    }
+
+    /// Queues data on a context. `eom` ends a message; `btag` tags the message
+    /// this write starts.
+    pub fn write(
+        &mut self,
+        now: Instant,
+        ctx: ContextId,
+        data: Bytes,
+        eom: bool,
+        btag: Option<u64>,
+    ) -> Result<(), WriteError> {
+        let c = self.contexts.get_mut(ctx.0).ok_or(WriteError::UnknownContext)?;
+        if !c.state.is_live() || c.state.is_write_closed() || c.send.fin.is_some() {
+            return Err(WriteError::Closed);
+        }
+        c.write(data, eom, btag);
+        self.wake(ctx.0, now);
+        Ok(())
+    }
+
+    /// Takes the next chunk of in-order data.
+    pub fn read(&mut self, now: Instant, ctx: ContextId) -> Option<Chunk> {
+        let c = self.contexts.get_mut(ctx.0)?;
+        let chunk = c.read();
+        self.wake(ctx.0, now);
+        chunk
+    }
+
+    /// Bytes readable now.
+    pub fn readable_bytes(&self, ctx: ContextId) -> u64 {
+        self.contexts.get(ctx.0).map_or(0, |c| c.recv.ready_bytes())
+    }
+
+    /// Bytes written but not yet acknowledged.
+    pub fn unacked_bytes(&self, ctx: ContextId) -> u64 {
+        self.contexts.get(ctx.0).map_or(0, |c| c.send.unacked())
+    }
+
+    /// Closes our writing side (graceful close, digest §5.7).
+    pub fn close(&mut self, now: Instant, ctx: ContextId) {
+        if let Some(c) = self.contexts.get_mut(ctx.0) {
+            let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
+            c.close_write(&mut sink);
+        }
+        self.wake(ctx.0, now);
+    }
+
+    /// Aborts a context: END and a DIAG "context abandoned" go to the peer.
+    pub fn abort(&mut self, now: Instant, ctx: ContextId) {
+        if let Some(c) = self.contexts.get_mut(ctx.0) {
+            let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
+            c.abort(now, &self.cfg, &mut sink);
+        }
+        self.wake(ctx.0, now);
+    }
+
+    /// Sends one datagram: service 1 (unacknowledged) or 2 (acknowledged).
+    /// Returns the context, which ends by itself.
+    pub fn send_datagram(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        port: u16,
+        data: Bytes,
+        acknowledged: bool,
+    ) -> Result<ContextId, ConnectError> {
+        let service =
+            if acknowledged { xtp_wire::Service::AckedDatagram } else { xtp_wire::Service::Datagram };
+        let id = self.connect(now, peer, port, ContextConfig::new(service))?;
+        let _ = self.write(now, id, data, true, None);
+        self.close(now, id);
+        Ok(id)
+    }
+
+    /// The next application event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When to call `handle_timeout` next.
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        self.timers.next_deadline()
+    }
+
+    fn flush_traces(&mut self, now: Instant) {
+        for t in self.traces.drain(..) {
+            self.subscriber.on_trace(now, &t);
+        }
+    }
+
+    /// Re-files a context's timer and queues it for sending if it has output.
+    fn wake(&mut self, slot: ArenaId, now: Instant) {
+        self.refresh(slot, now, true);
+    }
+
+    /// Re-files a context's timer; with `ready`, also queues it for sending
+    /// if it has output. (A context that just produced nothing is blocked —
+    /// by flow, congestion or rate control — until new input wakes it.)
+    fn refresh(&mut self, slot: ArenaId, now: Instant, ready: bool) {
+        let idx = slot.index() as usize;
+        if self.timer_of.len() <= idx {
+            self.timer_of.resize(idx + 1, None);
+            self.in_ready.resize(idx + 1, false);
+        }
+        let Some(c) = self.contexts.get(slot) else { return };
+        let want = c.next_deadline();
+        let have = self.timer_of[idx].map(|(_, t)| t);
+        if want != have {
+            if let Some((id, _)) = self.timer_of[idx].take() {
+                self.timers.cancel(id);
+            }
+            if let Some(t) = want {
+                self.timer_of[idx] = Some((self.timers.schedule(t, slot), t));
+            }
+        }
+        if ready && c.wants_to_send() && !self.in_ready[idx] {
+            self.in_ready[idx] = true;
+            self.ready.push_back(slot);
+        }
+        self.flush_traces(now);
+    }
+
+    fn free(&mut self, slot: ArenaId) {
+        if let Some(c) = self.contexts.remove(slot) {
+            if c.peer_key != 0 && !c.initiator {
+                self.by_peer.erase(&(c.peer, c.peer_key));
+            }
+            if let Some(n) = self.per_peer.get(&c.peer).copied() {
+                if n <= 1 {
+                    self.per_peer.erase(&c.peer);
+                } else {
+                    self.per_peer.install(c.peer, n - 1);
+                }
+            }
+            let idx = slot.index() as usize;
+            if let Some((id, _)) = self.timer_of.get_mut(idx).and_then(Option::take) {
+                self.timers.cancel(id);
+            }
+        }
+    }
+
+    /// Fires every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(e) = self.timers.poll_expired(now) {
+            let slot = e.value;
+            let idx = slot.index() as usize;
+            if self.timer_of.get(idx).and_then(|t| *t).map(|(id, _)| id) == Some(e.id) {
+                self.timer_of[idx] = None;
+            }
+            let free = match self.contexts.get_mut(slot) {
+                Some(c) => {
+                    let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
+                    c.on_timeout(now, &self.cfg, &mut sink)
+                }
+                None => continue,
+            };
+            if free {
+                self.flush_traces(now);
+                self.free(slot);
+            } else {
+                self.wake(slot, now);
+            }
+        }
+    }
+
+    fn queue_diag(&mut self, dst: SocketAddr, key: u64, code: u32, value: u32, text: &'static str) {
+        self.diags.push_back(PendingDiag { dst, key, code, value, text });
+        if self.diags.len() > 64 {
+            self.diags.pop_front();
+            self.stats.diags_suppressed += 1;
+        }
+    }
+
+    fn dropped(&mut self, now: Instant, from: SocketAddr, reason: DropReason) {
+        self.subscriber.on_trace(now, &Trace::PacketDropped { from, reason });
+    }
+
+    /// A datagram arrived from `from`.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Bytes) {
+        self.stats.datagrams_in += 1;
+        let repr = match PacketRepr::parse(&data) {
+            Ok(r) => r,
+            Err(e) => {
+                self.stats.malformed += 1;
+                self.dropped(now, from, DropReason::Malformed(e));
+                return;
+            }
+        };
+        let key = repr.header.key;
+        let o = repr.header.options;
+        let slot = if key & RTN != 0 {
+            let k = key & !RTN;
+            let index = (k >> 32).checked_sub(1).and_then(|i| u32::try_from(i).ok());
+            index
+                .and_then(|i| self.contexts.get_by_index(i))
+                .filter(|(_, c)| c.local_key == k && c.peer == from)
+                .map(|(id, _)| id)
+        } else {
+            self.by_peer.resolve(&(from, key))
+        };
+        let slot = match slot {
+            Some(s) => s,
+            None if repr.header.ptype == PacketType::First && key & RTN == 0 => {
+                match self.accept(now, from, &repr) {
+                    Some(s) => s,
+                    None => return,
+                }
+            }
+            None => {
+                self.stats.unknown_context += 1;
+                self.dropped(now, from, DropReason::UnknownContext);
+                // Tell the sender, unless it is ending anyway or is a DIAG.
+                if !o.contains(Options::END) && repr.header.ptype != PacketType::Diag {
+                    self.queue_diag(
+                        from,
+                        key ^ RTN,
+                        diag_code::INVALID_CONTEXT,
+                        diag_value::UNSPECIFIED,
+                        "no such context",
+                    );
+                }
+                return;
+            }
+        };
+        if let Some(c) = self.contexts.get_mut(slot) {
+            let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
+            c.on_packet(now, &repr, &data, &self.cfg, &mut sink);
+        }
+        self.wake(slot, now);
+    }
+
+    /// Passive open: match a FIRST against the listeners.
+    fn accept(&mut self, now: Instant, from: SocketAddr, repr: &PacketRepr<'_>) -> Option<ArenaId> {
+        let Body::First { address, traffic, .. } = &repr.body else { return None };
+        let key = repr.header.key;
+        let port = match address.addr {
+            Address::Ipv4 { dport, .. } | Address::Ipv6 { dport, .. } => dport,
+            Address::Null(_) => 0,
+            Address::Other { .. } => {
+                self.queue_diag(
+                    from,
+                    key | RTN,
+                    diag_code::CONTEXT_REFUSED,
+                    diag_value::ADDRESS_FORMAT_UNSUPPORTED,
+                    "address format not supported",
+                );
+                return None;
+            }
+        };
+        let Some(mut cfg) = self.listeners.get(&port).cloned() else {
+            self.stats.no_listener += 1;
+            self.dropped(now, from, DropReason::NoListener);
+            if !repr.header.options.contains(Options::END) {
+                self.queue_diag(
+                    from,
+                    key | RTN,
+                    diag_code::CONTEXT_REFUSED,
+                    diag_value::NO_LISTENER,
+                    "no listener",
+                );
+            }
+            return None;
+        };
+        if self.per_peer.get(&from).copied().unwrap_or(0) >= self.cfg.max_contexts_per_peer {
+            self.dropped(now, from, DropReason::PeerLimit);
+            self.queue_diag(
+                from,
+                key | RTN,
+                diag_code::CONTEXT_REFUSED,
+                diag_value::NO_RESOURCE,
+                "too many contexts",
+            );
+            return None;
+        }
+        let o = repr.header.options;
+        cfg.service = traffic.service;
+        cfg.noerr = o.contains(Options::NOERR);
+        cfg.noflow = o.contains(Options::NOFLOW);
+        let id = self.new_context(now, from, port, false, cfg, Some(key));
+        self.events.push_back(Event::Incoming { ctx: id, peer: from, service: traffic.service, port });
+        Some(id.0)
+    }
+
+    /// Writes the next datagram to send into `buf` (at least
+    /// `EndpointConfig::max_packet` bytes).
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        // Context-less DIAGs first, within their rate limit.
+        while let Some(d) = self.diags.pop_front() {
+            if !self.diag_bucket.try_take(now, 1) {
+                self.stats.diags_suppressed += 1;
+                continue;
+            }
+            let p = PacketRepr {
+                header: HeaderRepr {
+                    key: d.key,
+                    options: Options::END,
+                    ptype: PacketType::Diag,
+                    sort: 0,
+                    sync: 0,
+                    seq: 0,
+                },
+                body: Body::Diag(DiagSegment { code: d.code, value: d.value, text: d.text.as_bytes() }),
+            };
+            if let Ok(n) = p.emit(buf) {
+                self.stats.diags_sent += 1;
+                self.stats.datagrams_out += 1;
+                self.subscriber.on_trace(
+                    now,
+                    &Trace::PacketSent { ctx: None, ptype: PacketType::Diag, seq: 0, data: 0, len: n },
+                );
+                return Some(Transmit { dst: d.dst, len: n });
+            }
+        }
+        // SORT: the most urgent ready context goes first; otherwise round robin.
+        while !self.ready.is_empty() {
+            let pick = self
+                .ready
+                .iter()
+                .enumerate()
+                .max_by_key(|(i, s)| {
+                    let prio = self.contexts.get(**s).and_then(|c| c.cfg.sort).map_or(0i32, i32::from);
+                    (prio, -(*i as i64))
+                })
+                .map_or(0, |(i, _)| i);
+            let Some(slot) = self.ready.remove(pick) else { break };
+            let idx = slot.index() as usize;
+            self.in_ready[idx] = false;
+            let Some(c) = self.contexts.get_mut(slot) else { continue };
+            let dst = c.peer;
+            let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
+            let sent = c.poll_packet(now, &self.cfg, buf, &mut sink);
+            if sent.is_some() {
+                c.after_send(now, &self.cfg, &mut sink);
+            }
+            self.refresh(slot, now, sent.is_some());
+            if let Some(len) = sent {
+                self.stats.datagrams_out += 1;
+                return Some(Transmit { dst, len });
+            }
+        }
+        None
+    }
+}

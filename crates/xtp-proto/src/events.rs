@@ -1,0 +1,227 @@
+//! What the engine tells the application ([`Event`]) and the monitor
+//! ([`Trace`] through a [`Subscriber`]).
+
+use std::net::SocketAddr;
+
+use xk_time::{Duration, Instant};
+use xtp_wire::{PacketType, ParseError, Service};
+
+use crate::ContextId;
+use crate::context::State;
+
+/// Why a context ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Both directions closed and acknowledged.
+    Graceful,
+    /// We aborted.
+    LocalAbort,
+    /// The peer ended the context (END without a graceful close, or a DIAG).
+    PeerAbort {
+        /// DIAG code, if the peer sent one.
+        code: Option<u32>,
+        /// DIAG value.
+        value: Option<u32>,
+        /// DIAG text.
+        text: String,
+    },
+    /// The retry limit ran out; `acked` bytes had been acknowledged.
+    Timeout {
+        /// Bytes of ours the peer acknowledged.
+        acked: u64,
+    },
+    /// The peer refused the context (DIAG, e.g. no listener).
+    Refused {
+        /// DIAG code.
+        code: u32,
+        /// DIAG value.
+        value: u32,
+        /// DIAG text.
+        text: String,
+    },
+}
+
+/// Application events, from [`Endpoint::poll_event`](crate::Endpoint::poll_event).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A listener accepted a new context.
+    Incoming {
+        /// The new context.
+        ctx: ContextId,
+        /// Who opened it.
+        peer: SocketAddr,
+        /// Requested service.
+        service: Service,
+        /// XTP port it was addressed to.
+        port: u16,
+    },
+    /// In-order data is ready to [`read`](crate::Endpoint::read).
+    Readable {
+        /// The context.
+        ctx: ContextId,
+    },
+    /// Data was lost on a NOERR context: `len` bytes from `seq` will never come.
+    Gap {
+        /// The context.
+        ctx: ContextId,
+        /// First missing byte.
+        seq: u64,
+        /// Missing bytes.
+        len: u64,
+    },
+    /// Everything we wrote has been acknowledged.
+    Acked {
+        /// The context.
+        ctx: ContextId,
+        /// Bytes acknowledged in total.
+        bytes: u64,
+    },
+    /// The peer closed its writing side; all its data has been read or is
+    /// readable.
+    PeerFinished {
+        /// The context.
+        ctx: ContextId,
+    },
+    /// The context is over.
+    Closed {
+        /// The context.
+        ctx: ContextId,
+        /// Why.
+        reason: CloseReason,
+    },
+}
+
+/// Timers of a context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimerKind {
+    /// Waiting for the answer to a status request.
+    Wtimer,
+    /// Idle keep-alive probe.
+    Ctimer,
+    /// Linger of an ended context.
+    Ctimeout,
+    /// Rate control: tokens available again.
+    Rtimer,
+}
+
+/// Why a packet was dropped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// It did not parse (checksum, length, …).
+    Malformed(ParseError),
+    /// No context and not a FIRST.
+    UnknownContext,
+    /// A FIRST with no matching listener.
+    NoListener,
+    /// Outside the receive window or already received.
+    OutOfWindow,
+    /// The context has ended.
+    Inactive,
+    /// Too many contexts from one peer.
+    PeerLimit,
+}
+
+/// Events for the tracing monitor: every significant protocol action.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Trace {
+    /// A packet left.
+    PacketSent {
+        /// Context (none for DIAG about unknown contexts).
+        ctx: Option<ContextId>,
+        /// Type.
+        ptype: PacketType,
+        /// `seq` field.
+        seq: u64,
+        /// User data bytes carried.
+        data: usize,
+        /// Bytes on the wire.
+        len: usize,
+    },
+    /// A packet arrived and was accepted.
+    PacketReceived {
+        /// Context.
+        ctx: ContextId,
+        /// Type.
+        ptype: PacketType,
+        /// `seq` field.
+        seq: u64,
+        /// Bytes on the wire.
+        len: usize,
+    },
+    /// A packet arrived and was dropped.
+    PacketDropped {
+        /// Sender.
+        from: SocketAddr,
+        /// Why.
+        reason: DropReason,
+    },
+    /// Data sent again.
+    Retransmit {
+        /// Context.
+        ctx: ContextId,
+        /// First byte.
+        seq: u64,
+        /// Bytes.
+        len: usize,
+    },
+    /// A context changed state.
+    StateChange {
+        /// Context.
+        ctx: ContextId,
+        /// Old state.
+        from: State,
+        /// New state.
+        to: State,
+    },
+    /// A timer fired.
+    TimerFired {
+        /// Context.
+        ctx: ContextId,
+        /// Which.
+        timer: TimerKind,
+    },
+    /// Congestion window changed.
+    WindowChange {
+        /// Context.
+        ctx: ContextId,
+        /// New congestion window in bytes.
+        cwnd: u64,
+    },
+    /// A new RTT sample.
+    RttSample {
+        /// Context.
+        ctx: ContextId,
+        /// The sample.
+        rtt: Duration,
+        /// Smoothed RTT.
+        srtt: Duration,
+    },
+}
+
+/// Receives [`Trace`] events. The default subscriber does nothing and
+/// compiles away.
+pub trait Subscriber {
+    /// One event at `now`.
+    fn on_trace(&mut self, now: Instant, trace: &Trace) {
+        let _ = (now, trace);
+    }
+}
+
+/// The subscriber that ignores everything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoTrace;
+
+impl Subscriber for NoTrace {}
+
+/// A subscriber that keeps every event (tests, small runs).
+#[derive(Clone, Debug, Default)]
+pub struct Recorder {
+    /// The events, in order.
+    pub events: Vec<(Instant, Trace)>,
+}
+
+impl Subscriber for Recorder {
+    fn on_trace(&mut self, now: Instant, trace: &Trace) {
+        self.events.push((now, trace.clone()));
+    }
+}

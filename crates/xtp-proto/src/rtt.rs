@@ -1,0 +1,98 @@
+//! Round-trip estimation and the retransmission timeout, RFC 6298 style.
+//!
+//! XTP 4.0 control segments carry no timestamp (digest §5.3), so samples come
+//! from our own send time of the packet whose `sync` a reply echoes. Only
+//! replies to a `sync` sent once (not re-sent by the synchronising handshake)
+//! give samples, the equivalent of Karn's rule.
+
+use xk_time::Duration;
+
+/// Smoothed RTT, variation and the derived timeout.
+#[derive(Clone, Copy, Debug)]
+pub struct RttEstimator {
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    min_rto: Duration,
+    max_rto: Duration,
+    /// Exponential back-off multiplier exponent (reset on a fresh sample).
+    backoff: u32,
+    latest: Duration,
+}
+
+impl RttEstimator {
+    /// An estimator with the RFC 6298 initial timeout of 1 s, clamped to
+    /// `[min_rto, max_rto]`.
+    pub fn new(min_rto: Duration, max_rto: Duration) -> Self {
+        RttEstimator {
+            srtt: None,
+            rttvar: Duration::ZERO,
+            min_rto,
+            max_rto,
+            backoff: 0,
+            latest: Duration::ZERO,
+        }
+    }
+
+    /// Feeds one sample.
+    pub fn on_sample(&mut self, rtt: Duration) {
+        self.latest = rtt;
+        self.backoff = 0;
+        match self.srtt {
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2;
+            }
+            Some(srtt) => {
+                let delta = srtt.abs_diff(rtt);
+                self.rttvar = (self.rttvar * 3 + delta) / 4;
+                self.srtt = Some((srtt * 7 + rtt) / 8);
+            }
+        }
+    }
+
+    /// Doubles the timeout (after an expiry), up to `max_rto`.
+    pub fn back_off(&mut self) {
+        self.backoff = (self.backoff + 1).min(16);
+    }
+
+    /// The smoothed RTT, if any sample arrived.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+
+    /// The latest sample.
+    pub fn latest(&self) -> Duration {
+        self.latest
+    }
+
+    /// The current retransmission timeout (WTIMER).
+    pub fn rto(&self) -> Duration {
+        let base = match self.srtt {
+            None => Duration::from_secs(1),
+            Some(srtt) => srtt + (self.rttvar * 4).max(Duration::from_millis(1)),
+        };
+        // Clamp first, then back off: a doubled timeout must really double.
+        let rto = base.clamp(self.min_rto, self.max_rto);
+        rto.saturating_mul(1 << self.backoff.min(16)).min(self.max_rto)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn converges_and_backs_off() {
+        let mut r = RttEstimator::new(Duration::from_millis(200), Duration::from_secs(60));
+        assert_eq!(r.rto(), Duration::from_secs(1));
+        for _ in 0..50 {
+            r.on_sample(Duration::from_millis(100));
+        }
+        let rto = r.rto();
+        assert!(rto >= Duration::from_millis(200) && rto < Duration::from_millis(250), "{rto:?}");
+        r.back_off();
+        assert_eq!(r.rto(), rto * 2);
+        r.on_sample(Duration::from_millis(100));
+        assert_eq!(r.rto(), rto);
+    }
+}

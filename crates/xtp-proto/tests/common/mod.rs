@@ -1,0 +1,185 @@
+//! Test harness: XTP endpoints as simulator nodes with a small scripted
+//! application on top.
+
+// Each test binary uses a different part of the harness.
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use xk_netemu::LinkParams;
+use xk_sim::{Node, NodeId, Sim};
+use xk_time::Instant;
+use xtp_proto::{Chunk, CloseReason, ContextConfig, ContextId, Endpoint, EndpointConfig, Event, Service};
+
+/// What the application on a host does.
+#[derive(Clone, Debug)]
+pub enum Role {
+    /// Accept on `port`; read everything; when the peer finishes, write
+    /// `reply` (if any) and close.
+    Server { port: u16, reply: Option<Vec<u8>> },
+    /// Open to `port` at the peer, write `messages` (each with EOM and a BTAG
+    /// equal to its index), then close.
+    Client { port: u16, messages: Vec<Vec<u8>>, cfg: ContextConfig },
+    /// Send one datagram.
+    Datagram { port: u16, data: Vec<u8>, acked: bool },
+}
+
+pub struct Host {
+    pub ep: Endpoint,
+    pub role: Role,
+    pub peer: Option<SocketAddr>,
+    buf: Vec<u8>,
+    pub ctx: Option<ContextId>,
+    /// Everything read, in order, as (data, eom, btag) chunks.
+    pub chunks: Vec<Chunk>,
+    pub closed: Vec<(ContextId, CloseReason)>,
+    pub events: Vec<Event>,
+    pub gaps: u64,
+}
+
+impl Host {
+    pub fn new(role: Role, seed: u64) -> Self {
+        Host {
+            ep: Endpoint::new(EndpointConfig::default(), seed),
+            role,
+            peer: None,
+            buf: vec![0u8; 2048],
+            ctx: None,
+            chunks: Vec::new(),
+            closed: Vec::new(),
+            events: Vec::new(),
+            gaps: 0,
+        }
+    }
+
+    pub fn start(&mut self, now: Instant) {
+        match self.role.clone() {
+            Role::Server { port, .. } => {
+                self.ep.listen(port, ContextConfig::stream()).unwrap();
+            }
+            Role::Client { port, messages, cfg } => {
+                let ctx = self.ep.connect(now, self.peer.unwrap(), port, cfg).unwrap();
+                for (i, m) in messages.into_iter().enumerate() {
+                    self.ep.write(now, ctx, Bytes::from(m), true, Some(i as u64)).unwrap();
+                }
+                self.ep.close(now, ctx);
+                self.ctx = Some(ctx);
+            }
+            Role::Datagram { port, data, acked } => {
+                let ctx =
+                    self.ep.send_datagram(now, self.peer.unwrap(), port, Bytes::from(data), acked).unwrap();
+                self.ctx = Some(ctx);
+            }
+        }
+    }
+
+    /// Bytes read, concatenated.
+    pub fn received(&self) -> Vec<u8> {
+        self.chunks.iter().flat_map(|c| c.data.iter().copied()).collect()
+    }
+
+    /// Messages read: (bytes, btag of the message start).
+    pub fn messages(&self) -> Vec<(Vec<u8>, Option<u64>)> {
+        let mut out = Vec::new();
+        let mut cur: Option<(Vec<u8>, Option<u64>)> = None;
+        for c in &self.chunks {
+            let m = cur.get_or_insert_with(|| (Vec::new(), c.btag));
+            m.0.extend_from_slice(&c.data);
+            if c.eom {
+                out.push(cur.take().unwrap());
+            }
+        }
+        if let Some(m) = cur {
+            out.push(m);
+        }
+        out
+    }
+
+    fn app(&mut self, now: Instant) {
+        while let Some(ev) = self.ep.poll_event() {
+            match &ev {
+                Event::Incoming { ctx, .. } => self.ctx = Some(*ctx),
+                Event::Readable { ctx } => {
+                    while let Some(c) = self.ep.read(now, *ctx) {
+                        self.chunks.push(c);
+                    }
+                }
+                Event::PeerFinished { ctx } => {
+                    while let Some(c) = self.ep.read(now, *ctx) {
+                        self.chunks.push(c);
+                    }
+                    if let Role::Server { reply, .. } = &self.role {
+                        if let Some(r) = reply {
+                            let _ = self.ep.write(now, *ctx, Bytes::from(r.clone()), true, Some(7));
+                        }
+                        self.ep.close(now, *ctx);
+                    }
+                }
+                Event::Gap { len, .. } => self.gaps += len,
+                Event::Closed { ctx, reason } => {
+                    while let Some(c) = self.ep.read(now, *ctx) {
+                        self.chunks.push(c);
+                    }
+                    self.closed.push((*ctx, reason.clone()));
+                }
+                Event::Acked { .. } => {}
+            }
+            self.events.push(ev);
+        }
+    }
+}
+
+impl Node for Host {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Vec<u8>) {
+        self.ep.handle_datagram(now, from, Bytes::from(data));
+        self.app(now);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.ep.handle_timeout(now);
+        self.app(now);
+    }
+    fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
+        let t = self.ep.poll_transmit(now, &mut self.buf)?;
+        let out = self.buf[..t.len].to_vec();
+        if std::env::var_os("XTP_TRACE").is_some() {
+            eprintln!("{now} -> {}: {}", t.dst, xtp_wire::Pretty(&out));
+        }
+        self.app(now);
+        Some((t.dst, out))
+    }
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        self.ep.poll_timeout()
+    }
+}
+
+/// A client and a server joined by `ab` (client → server) and `ba` links.
+pub fn pair(
+    seed: u64,
+    client: Role,
+    server: Role,
+    ab: LinkParams,
+    ba: LinkParams,
+) -> (Sim<Host>, NodeId, NodeId) {
+    let mut sim = Sim::new(seed);
+    let (s, saddr) = sim.add_node(Host::new(server, seed ^ 1));
+    let (c, caddr) = sim.add_node(Host::new(client, seed ^ 2));
+    sim.node_mut(c).peer = Some(saddr);
+    sim.node_mut(s).peer = Some(caddr);
+    sim.connect(c, s, ab, ba).unwrap();
+    sim.node_mut(s).start(Instant::ZERO);
+    sim.node_mut(c).start(Instant::ZERO);
+    (sim, c, s)
+}
+
+pub fn stream_client(port: u16, messages: Vec<Vec<u8>>) -> Role {
+    Role::Client { port, messages, cfg: ContextConfig::stream() }
+}
+
+pub fn transaction_client(port: u16, request: Vec<u8>) -> Role {
+    Role::Client { port, messages: vec![request], cfg: ContextConfig::new(Service::Transaction) }
+}
+
+pub fn pattern(len: usize, salt: u64) -> Vec<u8> {
+    (0..len).map(|i| ((i as u64).wrapping_mul(2_654_435_761).wrapping_add(salt) >> 7) as u8).collect()
+}
