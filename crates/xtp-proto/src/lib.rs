@@ -29,7 +29,7 @@ pub mod rate;
 pub mod rtt;
 
 pub use config::{Congestion, ContextConfig, EndpointConfig};
-pub use context::{Chunk, Input, State};
+pub use context::{Chunk, INITIAL_ALLOC, Input, State};
 pub use endpoint::{
     ConnectError, ContextId, ContextStats, Endpoint, EndpointStats, ListenError, Transmit, WriteError,
 };

@@ -17,6 +17,7 @@ use xtp_wire::{
 };
 
 pub use recv::Chunk;
+
 pub use state::{Input, State};
 
 use crate::cc::{CongestionController, Disabled, NewReno};
@@ -30,7 +31,7 @@ use send::{SendBuf, sync_le};
 
 /// Bytes a new context may send before the peer's first `alloc` arrives (a
 /// decision of ours; the digest is silent).
-pub(crate) const INITIAL_ALLOC: u64 = 64 * 1024;
+pub const INITIAL_ALLOC: u64 = 64 * 1024;
 /// Spans reported in one ECNTL at most.
 const MAX_SPANS: usize = 64;
 /// Remembered SREQ send times (for RTT samples).
@@ -187,7 +188,16 @@ impl Context {
         sink: &mut Sink<'_>,
     ) {
         if self.transition(input, sink) {
-            let linger = ep.linger.max(self.rtt.rto() * 2);
+            // Linger as long as the peer could keep retrying (its WTIMER
+            // schedule, assumed like ours), so a peer that missed our END still
+            // gets it in answer to a probe (see docs/PROTOCOL.md, G16/G17).
+            let mut span = xk_time::Duration::ZERO;
+            let mut rto = self.rtt.rto();
+            for _ in 0..=ep.max_retries {
+                span += rto;
+                rto = (rto * 2).min(ep.max_rto);
+            }
+            let linger = ep.linger.max(span);
             self.ctimeout = Some(now + linger);
             self.wtimer = None;
             self.ctimer = None;
@@ -652,14 +662,18 @@ impl Context {
             let mut o = self.base_options();
             o.set(Options::EOM, seg.eom);
             o.set(Options::NOCHECK, self.cfg.nocheck);
-            o.set(
-                Options::WCLOSE,
-                self.send.fin == Some(end) || self.send.fin.is_some_and(|f| self.send.nxt >= f),
-            );
+            // On data, WCLOSE marks only the packet whose data ends where ours
+            // ends: the receiver takes `seq + len` of a WCLOSE packet as our
+            // end of data, so a retransmitted earlier segment must not carry it.
+            o.set(Options::WCLOSE, self.send.fin == Some(end));
             self.data_since_sreq += 1;
+            // With a small window every reply counts: ask at least every quarter
+            // window, so one lost report does not stall the sender until WTIMER.
+            let window_pkts = (self.cc.window() / mss as u64).max(1);
+            let every = u64::from(self.cfg.sreq_every).min((window_pkts / 4).max(1)) as u32;
             let ask = !self.cfg.noerr
                 && (!more_after
-                    || self.data_since_sreq >= self.cfg.sreq_every
+                    || self.data_since_sreq >= every
                     || o.contains(Options::WCLOSE)
                     || seg.retransmit);
             if ask {

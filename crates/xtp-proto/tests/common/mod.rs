@@ -11,6 +11,7 @@ use xk_netemu::LinkParams;
 use xk_sim::{Node, NodeId, Sim};
 use xk_time::Instant;
 use xtp_proto::{Chunk, CloseReason, ContextConfig, ContextId, Endpoint, EndpointConfig, Event, Service};
+use xtp_wire::{Body, Options, PacketRepr};
 
 /// What the application on a host does.
 #[derive(Clone, Debug)]
@@ -36,12 +37,22 @@ pub struct Host {
     pub closed: Vec<(ContextId, CloseReason)>,
     pub events: Vec<Event>,
     pub gaps: u64,
+    /// Highest `alloc` the peer advertised (seen on packets we received).
+    pub peer_alloc: u64,
+    /// The first data packet we sent beyond the peer's `alloc`, if any.
+    pub flow_violation: Option<String>,
 }
 
 impl Host {
     pub fn new(role: Role, seed: u64) -> Self {
+        Self::with_config(role, seed, EndpointConfig::default())
+    }
+
+    pub fn with_config(role: Role, seed: u64, cfg: EndpointConfig) -> Self {
         Host {
-            ep: Endpoint::new(EndpointConfig::default(), seed),
+            peer_alloc: xtp_proto::INITIAL_ALLOC,
+            flow_violation: None,
+            ep: Endpoint::new(cfg, seed),
             role,
             peer: None,
             buf: vec![0u8; 2048],
@@ -132,6 +143,19 @@ impl Host {
 
 impl Node for Host {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Vec<u8>) {
+        // Watch flow control from outside the engine: remember the largest
+        // allocation the peer advertised in a packet that verifies.
+        if let Ok(p) = PacketRepr::parse(&data) {
+            let alloc = match &p.body {
+                Body::Cntl(c) => Some(c.alloc),
+                Body::Ecntl(e) => Some(e.control.alloc),
+                Body::Tcntl { control, .. } | Body::Jcntl { control, .. } => Some(control.control.alloc),
+                _ => None,
+            };
+            if let Some(a) = alloc {
+                self.peer_alloc = self.peer_alloc.max(a);
+            }
+        }
         self.ep.handle_datagram(now, from, Bytes::from(data));
         self.app(now);
     }
@@ -142,6 +166,17 @@ impl Node for Host {
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
         let t = self.ep.poll_transmit(now, &mut self.buf)?;
         let out = self.buf[..t.len].to_vec();
+        if let Ok(p) = PacketRepr::parse(&out)
+            && let Body::Data { data, .. } | Body::First { data, .. } = &p.body
+        {
+            let end = p.header.seq + data.len() as u64;
+            if end > self.peer_alloc
+                && !p.header.options.contains(Options::NOFLOW)
+                && self.flow_violation.is_none()
+            {
+                self.flow_violation = Some(format!("sent up to {end}, alloc {}", self.peer_alloc));
+            }
+        }
         if std::env::var_os("XTP_TRACE").is_some() {
             eprintln!("{now} -> {}: {}", t.dst, xtp_wire::Pretty(&out));
         }
@@ -161,9 +196,21 @@ pub fn pair(
     ab: LinkParams,
     ba: LinkParams,
 ) -> (Sim<Host>, NodeId, NodeId) {
+    pair_with(seed, client, server, ab, ba, EndpointConfig::default())
+}
+
+/// As [`pair`], with an endpoint configuration for both hosts.
+pub fn pair_with(
+    seed: u64,
+    client: Role,
+    server: Role,
+    ab: LinkParams,
+    ba: LinkParams,
+    cfg: EndpointConfig,
+) -> (Sim<Host>, NodeId, NodeId) {
     let mut sim = Sim::new(seed);
-    let (s, saddr) = sim.add_node(Host::new(server, seed ^ 1));
-    let (c, caddr) = sim.add_node(Host::new(client, seed ^ 2));
+    let (s, saddr) = sim.add_node(Host::with_config(server, seed ^ 1, cfg.clone()));
+    let (c, caddr) = sim.add_node(Host::with_config(client, seed ^ 2, cfg));
     sim.node_mut(c).peer = Some(saddr);
     sim.node_mut(s).peer = Some(caddr);
     sim.connect(c, s, ab, ba).unwrap();
