@@ -177,3 +177,53 @@ fn thousand_seeds() {
 fn long_sweep() {
     sweep(1_000..11_000);
 }
+
+/// NOERR: what arrives is intact and in order, what does not is reported as
+/// a gap, and delivered + gaps account for every byte sent.
+fn run_noerr(seed: u64) -> Result<(), String> {
+    let mut rng = Rng::derive(seed, "noerr");
+    let total = 1 + log_uniform(&mut rng, 2_000_000) as usize;
+    let data = pattern(total, seed);
+    let mut cfg = ContextConfig::stream();
+    cfg.noerr = true;
+    let loss = rng.unit() * 0.3;
+    let p = LinkParams {
+        delay: Duration::from_millis(rng.below(200)),
+        loss: Loss::Bernoulli(loss),
+        ..LinkParams::default()
+    };
+    let back = LinkParams { loss: Loss::Bernoulli(rng.unit() * 0.3), ..p.clone() };
+    let ep = EndpointConfig { max_retries: 30, ..EndpointConfig::default() };
+    let client = Role::Client { port: 7, messages: vec![data.clone()], cfg };
+    let (mut sim, _c, s) = pair_with(seed, client, Role::Server { port: 7, reply: None }, p, back, ep);
+    sim.run_until(Instant::from_secs(12 * 3600), 50_000_000, |sim| !sim.node(s).closed.is_empty())
+        .map_err(|e| format!("seed {seed}: {e}"))?;
+    let server = sim.node(s);
+    let mut delivered = 0u64;
+    let mut at = 0u64;
+    for c in &server.chunks {
+        let (s0, e0) = (c.seq as usize, c.seq as usize + c.data.len());
+        if c.seq < at || e0 > total || c.data[..] != data[s0..e0] {
+            return Err(format!(
+                "seed {seed}: chunk at {} ({} bytes) is not the data sent there",
+                c.seq,
+                c.data.len()
+            ));
+        }
+        at = e0 as u64;
+        delivered += c.data.len() as u64;
+    }
+    if delivered + server.gaps != total as u64 {
+        return Err(format!("seed {seed}: {delivered} delivered + {} in gaps != {total} sent", server.gaps));
+    }
+    if loss > 0.05 && total > 100_000 && server.gaps == 0 {
+        return Err(format!("seed {seed}: no gap at {loss:.2} loss"));
+    }
+    Ok(())
+}
+
+#[test]
+fn noerr_delivers_only_intact_data_and_reports_gaps() {
+    let failures: Vec<String> = (0..200).filter_map(|s| run_noerr(s).err()).collect();
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}

@@ -372,7 +372,9 @@ impl Context {
                 Body::Data { data, .. } | Body::First { data, .. } => data.len() as u64,
                 _ => 0,
             };
-            self.recv.set_fin(h.seq + data_len);
+            if let Some((seq, len)) = self.recv.set_fin(h.seq + data_len) {
+                sink.events.push_back(Event::Gap { ctx: self.id, seq, len });
+            }
         }
         if o.contains(Options::END) {
             self.peer_ended = true;
@@ -444,7 +446,8 @@ impl Context {
         // report for nothing but ignore its echo.
         let echo_valid = sync_le(c.echo, self.sync);
         let answers = self.outstanding.is_some_and(|o| echo_valid && sync_le(o, c.echo));
-        let echo = (echo_valid && self.sreqs.iter().any(|&(s, _)| s == c.echo)).then_some(c.echo);
+        // Echo 0 means the report answers nothing of ours (a window update).
+        let echo = (echo_valid && c.echo != 0).then_some(c.echo);
         let out = self.send.on_report(c.rseq, spans, echo);
         if out.invalid {
             self.need_diag = Some((
@@ -458,7 +461,9 @@ impl Context {
             self.outstanding = None;
             self.wtimer = None;
             self.retries = 0;
-            if let Some(&(_, sent)) = self.sreqs.iter().find(|&&(s, _)| s == c.echo) {
+            // One sample per status request, from its first answer (Karn).
+            if let Some(i) = self.sreqs.iter().position(|&(s, _)| s == c.echo) {
+                let (_, sent) = self.sreqs.remove(i).unwrap_or((0, now));
                 self.rtt.on_sample(now - sent);
                 if let Some(srtt) = self.rtt.srtt() {
                     sink.traces.push(Trace::RttSample { ctx: self.id, rtt: now - sent, srtt });
@@ -477,7 +482,9 @@ impl Context {
             self.peer_alloc = self.peer_alloc.max(c.alloc);
         }
         if h.options.contains(Options::WCLOSE) {
-            self.recv.set_fin(h.seq);
+            if let Some((seq, len)) = self.recv.set_fin(h.seq) {
+                sink.events.push_back(Event::Gap { ctx: self.id, seq, len });
+            }
         }
         self.stats.bytes_acked = self.send.una;
     }
@@ -542,8 +549,20 @@ impl Context {
         o
     }
 
-    fn bump_sync(&mut self, now: Instant) -> u32 {
+    /// Advances `sync`. Every data packet and every status request gets a
+    /// fresh value (digest G11, our rule), so an echo names exactly the packet
+    /// that triggered a report. 0 is skipped: it means "no echo".
+    fn next_sync(&mut self) -> u32 {
         self.sync = self.sync.wrapping_add(1);
+        if self.sync == 0 {
+            self.sync = 1;
+        }
+        self.sync
+    }
+
+    /// Records that the packet about to leave with the current `sync` carries
+    /// SREQ: its answer gives an RTT sample and stops WTIMER.
+    fn record_sreq(&mut self, now: Instant) {
         self.sreqs.push_back((self.sync, now));
         if self.sreqs.len() > SREQ_HISTORY {
             self.sreqs.pop_front();
@@ -553,7 +572,12 @@ impl Context {
             self.wtimer = Some(now + self.rtt.rto());
         }
         self.data_since_sreq = 0;
-        self.sync
+    }
+
+    /// A fresh `sync` for a control packet that asks for status.
+    fn bump_sync(&mut self, now: Instant) {
+        self.next_sync();
+        self.record_sreq(now);
     }
 
     fn control(&self) -> ControlSegment {
@@ -676,8 +700,9 @@ impl Context {
                     || self.data_since_sreq >= every
                     || o.contains(Options::WCLOSE)
                     || seg.retransmit);
+            self.next_sync();
             if ask {
-                self.bump_sync(now);
+                self.record_sreq(now);
                 o |= Options::SREQ;
             }
             let datagram_done = self.cfg.service == Service::Datagram && self.send.fin == Some(end);

@@ -88,11 +88,18 @@ impl RecvBuf {
         self.nxt - self.read
     }
 
-    /// The peer announced its end of data at `end`.
-    pub(crate) fn set_fin(&mut self, end: u64) {
+    /// The peer announced its end of data at `end`. Under NOERR, whatever is
+    /// still missing before it will never come: returned as a gap `(seq, len)`.
+    pub(crate) fn set_fin(&mut self, end: u64) -> Option<(u64, u64)> {
         if self.fin.is_none() {
             self.fin = Some(end);
         }
+        if self.noerr && end > self.nxt && self.fin == Some(end) {
+            let gap = (self.nxt, end - self.nxt);
+            self.nxt = end;
+            return Some(gap);
+        }
+        None
     }
 
     /// Takes the next readable chunk.
