@@ -481,10 +481,10 @@ impl Context {
         if !self.cfg.noflow {
             self.peer_alloc = self.peer_alloc.max(c.alloc);
         }
-        if h.options.contains(Options::WCLOSE) {
-            if let Some((seq, len)) = self.recv.set_fin(h.seq) {
-                sink.events.push_back(Event::Gap { ctx: self.id, seq, len });
-            }
+        if h.options.contains(Options::WCLOSE)
+            && let Some((seq, len)) = self.recv.set_fin(h.seq)
+        {
+            sink.events.push_back(Event::Gap { ctx: self.id, seq, len });
         }
         self.stats.bytes_acked = self.send.una;
     }
