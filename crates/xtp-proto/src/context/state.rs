@@ -64,6 +64,23 @@ pub enum Input {
     LingerExpired,
 }
 
+impl Input {
+    /// What the context does when this input moves it.
+    pub fn action(self) -> &'static str {
+        match self {
+            Input::CloseWrite => "WCLOSE on the packet that ends our data (or a CNTL with WCLOSE and SREQ)",
+            Input::PeerFinished => "RCLOSE on our packets; `PeerFinished` event",
+            Input::AllAcked => "send CNTL with END, WCLOSE, RCLOSE; `Closed(Graceful)`; arm CTIMEOUT",
+            Input::EndReceived => {
+                "no reply; `Closed` (graceful if both directions are complete); arm CTIMEOUT"
+            }
+            Input::Abort => "send DIAG code 2 with END; `Closed(LocalAbort)`; arm CTIMEOUT",
+            Input::RetryLimit => "send DIAG code 2 with END; `Closed(Timeout { acked })`; arm CTIMEOUT",
+            Input::LingerExpired => "free the slot (its key goes stale)",
+        }
+    }
+}
+
 impl State {
     /// Every state, in table order.
     pub const ALL: [State; 6] =
@@ -123,6 +140,10 @@ impl State {
                 }
             }
             s.push('\n');
+        }
+        s.push_str("\n| input | action |\n|---|---|\n");
+        for i in inputs {
+            s.push_str(&format!("| {i:?} | {} |\n", i.action()));
         }
         s
     }
