@@ -73,6 +73,9 @@ pub(crate) struct Context {
     retries: u32,
     wtimer: Option<Instant>,
     ctimer: Option<Instant>,
+    /// Last packet from the peer; CTIMER is re-armed from it lazily, so a
+    /// busy context does not move its timer on every packet.
+    last_activity: Instant,
     ctimeout: Option<Instant>,
     rtimer: Option<Instant>,
     reply_echo: Option<u32>,
@@ -146,6 +149,7 @@ impl Context {
             retries: 0,
             wtimer: None,
             ctimer: Some(now + ep.keepalive),
+            last_activity: now,
             ctimeout: None,
             rtimer: None,
             reply_echo: None,
@@ -285,10 +289,15 @@ impl Context {
             self.stats.timeouts += 1;
         }
         if self.ctimer.is_some_and(|t| t <= now) {
-            sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Ctimer });
-            self.ctimer = Some(now + ep.keepalive);
-            if self.state.is_live() && self.outstanding.is_none() {
-                self.need_probe = true;
+            let idle_until = self.last_activity + ep.keepalive;
+            if now < idle_until {
+                self.ctimer = Some(idle_until); // traffic since: not idle yet
+            } else {
+                sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Ctimer });
+                self.ctimer = Some(now + ep.keepalive);
+                if self.state.is_live() && self.outstanding.is_none() {
+                    self.need_probe = true;
+                }
             }
         }
         false
@@ -312,9 +321,7 @@ impl Context {
         if !self.initiator && h.key & RTN != 0 {
             self.peer_uses_rtn = true;
         }
-        if self.state.is_live() {
-            self.ctimer = Some(now + ep.keepalive);
-        }
+        self.last_activity = now;
         sink.traces.push(Trace::PacketReceived { ctx: self.id, ptype: p.body.ptype(), seq: h.seq, len: 0 });
         if !self.state.is_live() {
             // INACTIVE: answer a status request with END so a peer that missed

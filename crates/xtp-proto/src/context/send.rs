@@ -14,7 +14,7 @@
 //! without spans (a CNTL behind the send point) it degenerates to go-back-N
 //! from `rseq`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 use xtp_wire::Span;
@@ -77,8 +77,10 @@ pub(crate) struct SendBuf {
     pub(crate) fin: Option<u64>,
     retx: RangeSet,
     sacked: RangeSet,
-    /// start → (end, sync of the last transmission), for `[una, nxt)`.
-    sent: BTreeMap<u64, (u64, u32)>,
+    /// `(start, end, sync of the last transmission)` covering `[una, nxt)`,
+    /// sorted and disjoint. New data appends (O(1)), acknowledgement pops from
+    /// the front; only retransmissions splice in the middle.
+    sent: VecDeque<(u64, u64, u32)>,
     at_msg_start: bool,
     /// NOERR: keep nothing once sent.
     noerr: bool,
@@ -94,7 +96,7 @@ impl SendBuf {
             fin: None,
             retx: RangeSet::new(),
             sacked: RangeSet::new(),
-            sent: BTreeMap::new(),
+            sent: VecDeque::new(),
             at_msg_start: true,
             noerr,
         }
@@ -217,23 +219,30 @@ impl SendBuf {
     }
 
     fn stamp(&mut self, s: u64, e: u64, sync: u32) {
-        let mut cut: Vec<(u64, u64, u32)> = Vec::new();
-        if let Some((&a, &(b, y))) = self.sent.range(..s).next_back()
-            && b > s
+        if self.sent.back().is_none_or(|&(_, b, _)| b <= s) {
+            self.sent.push_back((s, e, sync));
+            return;
+        }
+        // Replace whatever overlaps [s, e), keeping the parts outside it.
+        let first = self.sent.partition_point(|&(_, b, _)| b <= s);
+        let last = self.sent.partition_point(|&(a, _, _)| a < e);
+        let mut repl: Vec<(u64, u64, u32)> = Vec::with_capacity(3);
+        if let Some(&(a, _, y)) = self.sent.get(first)
+            && a < s
         {
-            cut.push((a, b, y));
+            repl.push((a, s, y));
         }
-        cut.extend(self.sent.range(s..e).map(|(&a, &(b, y))| (a, b, y)));
-        for (a, b, y) in cut {
-            self.sent.remove(&a);
-            if a < s {
-                self.sent.insert(a, (s, y));
-            }
-            if b > e {
-                self.sent.insert(e, (b, y));
-            }
+        repl.push((s, e, sync));
+        if last > first
+            && let Some(&(_, b, y)) = self.sent.get(last - 1)
+            && b > e
+        {
+            repl.push((e, b, y));
         }
-        self.sent.insert(s, (e, sync));
+        self.sent.drain(first..last);
+        for (i, r) in repl.into_iter().enumerate() {
+            self.sent.insert(first + i, r);
+        }
     }
 
     /// Drops chunks and bookkeeping below `una`.
@@ -243,19 +252,17 @@ impl SendBuf {
         }
         self.retx.clear_below(self.una);
         self.sacked.clear_below(self.una);
-        while let Some((&a, &(b, y))) = self.sent.iter().next() {
+        while let Some(&(a, b, y)) = self.sent.front() {
             if b <= self.una {
-                self.sent.remove(&a);
+                self.sent.pop_front();
             } else {
                 if a < self.una {
-                    self.sent.remove(&a);
-                    self.sent.insert(self.una, (b, y));
+                    self.sent[0] = (self.una, b, y);
                 }
                 break;
             }
         }
     }
-
     /// Applies a status report: cumulative `rseq`, `spans` held beyond it, and
     /// the `echo` telling which of our packets the report reflects (`None`:
     /// the report answers no request of ours, so only acknowledgement is
@@ -289,8 +296,8 @@ impl SendBuf {
         }
         let mut lost: Vec<(u64, u64)> = Vec::new();
         for (hs, he) in holes.iter() {
-            let first = self.sent.range(..=hs).next_back().map_or(hs, |(&a, _)| a);
-            for (&a, &(b, y)) in self.sent.range(first..he) {
+            let first = self.sent.partition_point(|&(_, b, _)| b <= hs);
+            for &(a, b, y) in self.sent.range(first..).take_while(|&&(a, _, _)| a < he) {
                 let (ls, le) = (a.max(hs), b.min(he));
                 if ls < le && sync_le(y, echo) {
                     lost.push((ls, le));
