@@ -1,0 +1,161 @@
+//! Endpoint-level behaviour: SORT priority, DIAG rate limiting, malformed
+//! input, keep-alive, and abandoning a context whose peer vanished.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use common::*;
+use xk_netemu::parse_line;
+use xk_time::Instant;
+use xtp_proto::{CloseReason, ContextConfig, Endpoint, EndpointConfig};
+use xtp_wire::{Body, PacketRepr};
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn drain(ep: &mut Endpoint, now: Instant) -> Vec<(SocketAddr, Vec<u8>)> {
+    let mut buf = vec![0u8; 2048];
+    let mut out = Vec::new();
+    while let Some(t) = ep.poll_transmit(now, &mut buf) {
+        out.push((t.dst, buf[..t.len].to_vec()));
+    }
+    out
+}
+
+#[test]
+fn sort_sends_the_most_urgent_context_first() {
+    let mut ep = Endpoint::new(EndpointConfig::default(), 1);
+    let now = Instant::ZERO;
+    let mut low = ContextConfig::stream();
+    low.sort = Some(1);
+    let mut high = ContextConfig::stream();
+    high.sort = Some(900);
+    let a = ep.connect(now, addr("10.0.0.2:1"), 7, low).unwrap();
+    let b = ep.connect(now, addr("10.0.0.3:1"), 7, high).unwrap();
+    ep.write(now, a, Bytes::from(vec![1u8; 20_000]), true, None).unwrap();
+    ep.write(now, b, Bytes::from(vec![2u8; 20_000]), true, None).unwrap();
+    let sent = drain(&mut ep, now);
+    let firsts: Vec<SocketAddr> = sent.iter().map(|(d, _)| *d).collect();
+    let n_b = firsts.iter().filter(|d| **d == addr("10.0.0.3:1")).count();
+    assert!(n_b > 5);
+    assert!(firsts[..n_b].iter().all(|d| *d == addr("10.0.0.3:1")), "urgent context first: {firsts:?}");
+    // The SORT option and value are on the wire.
+    let p = PacketRepr::parse(&sent[0].1).unwrap();
+    assert_eq!(p.header.sort, 900);
+    assert!(p.header.options.contains(xtp_wire::Options::SORT));
+}
+
+#[test]
+fn bad_input_is_counted_and_diags_are_rate_limited() {
+    let mut ep = Endpoint::new(EndpointConfig { diag_rate: 5, ..EndpointConfig::default() }, 2);
+    let now = Instant::from_secs(1);
+    // Garbage of every length never panics and is counted.
+    for len in 0..200usize {
+        ep.handle_datagram(now, addr("10.0.0.9:1"), Bytes::from(vec![0xa5u8; len]));
+    }
+    assert_eq!(ep.stats().malformed, 200);
+    // 50 valid DATA packets for contexts that do not exist.
+    for key in 0..50u64 {
+        let p = PacketRepr {
+            header: xtp_wire::HeaderRepr {
+                key: (key << 32) | 0x8000_0000_0000_0001,
+                options: xtp_wire::Options::EMPTY,
+                ptype: xtp_wire::PacketType::Data,
+                sort: 0,
+                sync: 1,
+                seq: 0,
+            },
+            body: Body::Data { btag: None, data: b"x" },
+        };
+        let mut buf = vec![0u8; p.buffer_len()];
+        p.emit(&mut buf).unwrap();
+        ep.handle_datagram(now, addr("10.0.0.9:1"), Bytes::from(buf));
+    }
+    assert_eq!(ep.stats().unknown_context, 50);
+    let diags = drain(&mut ep, now);
+    assert!(diags.len() <= 5, "{} DIAGs in one instant with a limit of 5/s", diags.len());
+    assert!(ep.stats().diags_suppressed >= 45);
+    for (_, d) in &diags {
+        let p = PacketRepr::parse(d).unwrap();
+        assert!(matches!(p.body, Body::Diag(xtp_wire::DiagSegment { code: 3, .. })));
+    }
+}
+
+#[test]
+fn peer_killed_mid_transfer_reports_acknowledged_bytes() {
+    let dark = parse_line("delay 5ms rate 1mbit blackout 2s-100000s").unwrap().params;
+    let client =
+        Role::Client { port: 7, messages: vec![pattern(2_000_000, 1)], cfg: ContextConfig::stream() };
+    let (mut sim, c, _s) = pair(32, client, Role::Server { port: 7, reply: None }, dark.clone(), dark);
+    let r = sim.run_until(Instant::from_secs(7200), 1_000_000, |sim| !sim.node(c).closed.is_empty()).unwrap();
+    match &sim.node(c).closed[0].1 {
+        CloseReason::Timeout { acked } => {
+            assert!(*acked > 100_000 && *acked < 2_000_000, "acked {acked} ({r})");
+        }
+        other => panic!("expected a timeout, got {other:?} ({r})"),
+    }
+    // It gave up after the retry limit, well within the hour.
+    assert!(r.now < Instant::from_secs(1800), "{r}");
+}
+
+/// Runs two endpoints joined directly (zero delay) until `until`, jumping
+/// time to the next timeout; returns every packet as (time, sender, packet).
+fn shuttle(a: &mut Endpoint, b: &mut Endpoint, until: Instant) -> Vec<(Instant, char, Vec<u8>)> {
+    let (aa, ba) = (addr("10.0.0.1:1"), addr("10.0.0.2:1"));
+    let mut now = Instant::ZERO;
+    let mut log = Vec::new();
+    loop {
+        let mut moved = true;
+        while moved {
+            moved = false;
+            for dir in 0..2 {
+                let (from, to, name, from_addr) =
+                    if dir == 0 { (&mut *a, &mut *b, 'a', aa) } else { (&mut *b, &mut *a, 'b', ba) };
+                for (_, p) in drain(from, now) {
+                    log.push((now, name, p.clone()));
+                    to.handle_datagram(now, from_addr, Bytes::from(p));
+                    moved = true;
+                }
+                while let Some(ev) = to.poll_event() {
+                    if let xtp_proto::Event::Readable { ctx } = ev {
+                        while to.read(now, ctx).is_some() {}
+                    }
+                }
+            }
+        }
+        let next = [a.poll_timeout(), b.poll_timeout()].into_iter().flatten().min();
+        match next {
+            Some(t) if t <= until => {
+                now = now.max(t);
+                a.handle_timeout(now);
+                b.handle_timeout(now);
+            }
+            _ => return log,
+        }
+    }
+}
+
+#[test]
+fn keepalive_probes_an_idle_context() {
+    let mut a = Endpoint::new(EndpointConfig::default(), 3);
+    let mut b = Endpoint::new(EndpointConfig::default(), 4);
+    b.listen(7, ContextConfig::stream()).unwrap();
+    let ctx = a.connect(Instant::ZERO, addr("10.0.0.2:1"), 7, ContextConfig::stream()).unwrap();
+    a.write(Instant::ZERO, ctx, Bytes::from_static(b"hello"), true, None).unwrap();
+    // The context stays open and idle: after the exchange, nothing until the
+    // 30 s keep-alive, when a status request goes out and is answered.
+    let log = shuttle(&mut a, &mut b, Instant::from_secs(100));
+    let probes: Vec<&(Instant, char, Vec<u8>)> =
+        log.iter().filter(|(t, _, _)| *t >= Instant::from_secs(1)).collect();
+    assert!(!probes.is_empty(), "no keep-alive: {} packets, all in the first second", log.len());
+    let (t, who, p) = probes[0];
+    assert!(*t >= Instant::from_secs(30) && *t < Instant::from_secs(31), "first probe at {t}");
+    let p = PacketRepr::parse(p).unwrap();
+    assert!(p.header.options.contains(xtp_wire::Options::SREQ), "probe {who}: {p}");
+    // Answered: the context is still there and healthy afterwards.
+    assert_eq!(a.state(ctx), Some(xtp_proto::State::Active));
+    assert_eq!(a.context_stats(ctx).unwrap().timeouts, 0);
+}
