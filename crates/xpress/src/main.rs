@@ -4,6 +4,7 @@
 //! place (with the driver and lab crates) allowed to read the wall clock.
 
 mod bench;
+mod emulate;
 
 use std::process::ExitCode;
 
@@ -21,12 +22,15 @@ enum Command {
     /// Micro-benchmarks of the framework mechanisms.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Real-time UDP relay applying the link model in each direction.
+    Emulate(emulate::EmulateArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Emulate(args) => emulate::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,114 @@
+//! The UDP relay on loopback: delay accuracy, release error and rate limit.
+//! Traffic goes only to 127.0.0.1; every loop is bounded in count and time.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::thread;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use xk_driver::relay::{RelayConfig, RelayReport, run_on};
+use xk_netemu::parse_line;
+use xk_time::Duration;
+
+/// The tests measure real time; run them one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn relay(
+    fwd: &str,
+    rev: &str,
+    secs: u64,
+) -> (SocketAddr, SocketAddr, UdpSocket, thread::JoinHandle<RelayReport>) {
+    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let relay_sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (raddr, saddr) = (relay_sock.local_addr().unwrap(), server.local_addr().unwrap());
+    let cfg = RelayConfig {
+        listen: raddr,
+        server: saddr,
+        forward: parse_line(fwd).unwrap(),
+        reverse: parse_line(rev).unwrap(),
+        seed: 1,
+        duration: Duration::from_secs(secs),
+        spin: Duration::from_micros(200),
+        max_p99_error: Duration::from_millis(1),
+    };
+    let h = thread::spawn(move || run_on(relay_sock, &cfg, &mut None).unwrap());
+    (raddr, saddr, server, h)
+}
+
+#[test]
+fn delay_is_applied_with_small_release_error() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (raddr, _saddr, server, h) = relay("delay 20ms", "delay 20ms", 4);
+    // Echo server, bounded by a read timeout.
+    let echo = thread::spawn(move || {
+        server.set_read_timeout(Some(StdDuration::from_millis(500))).unwrap();
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = server.recv_from(&mut buf) {
+            let _ = server.send_to(&buf[..n], from);
+        }
+    });
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client.set_nonblocking(true).unwrap();
+    let t0 = StdInstant::now();
+    let mut rtts = Vec::new();
+    let mut buf = [0u8; 64];
+    let mut i = 0u64;
+    // 10,000 packets/s for 2 s.
+    while t0.elapsed() < StdDuration::from_millis(2500) {
+        let due = StdDuration::from_micros(100 * i);
+        if i < 20_000 && t0.elapsed() >= due {
+            client.send_to(&(t0.elapsed().as_nanos() as u64).to_be_bytes(), raddr).unwrap();
+            i += 1;
+        }
+        while let Ok((n, _)) = client.recv_from(&mut buf) {
+            if n == 8 {
+                let sent = u64::from_be_bytes(buf[..8].try_into().unwrap());
+                rtts.push(t0.elapsed().as_nanos() as u64 - sent);
+            }
+        }
+    }
+    let report = h.join().unwrap();
+    echo.join().unwrap();
+    rtts.sort_unstable();
+    assert!(rtts.len() > 15_000, "only {} echoes", rtts.len());
+    let med = rtts[rtts.len() / 2] as f64 / 1e6;
+    assert!((med - 40.0).abs() < 1.0, "median RTT {med:.3} ms for 2 × 20 ms");
+    let p50 = report.forward.error_quantile(0.5);
+    eprintln!("{}", report.to_json());
+    assert!(p50 <= Duration::from_micros(100), "release error p50 {p50:?}");
+}
+
+#[test]
+fn rate_limit_holds_within_two_percent() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (raddr, _saddr, server, h) = relay("rate 100mbit limit 100000", "delay 1ms", 4);
+    let rx = thread::spawn(move || {
+        server.set_read_timeout(Some(StdDuration::from_millis(500))).unwrap();
+        let mut buf = [0u8; 2048];
+        let (mut first, mut last, mut bytes, mut n) = (None, None, 0usize, 0usize);
+        while let Ok((len, _)) = server.recv_from(&mut buf) {
+            let now = StdInstant::now();
+            if first.is_none() {
+                first = Some(now);
+            } else {
+                bytes += len; // bytes after the first arrival, over the span
+            }
+            last = Some(now);
+            n += 1;
+        }
+        (bytes, last.unwrap().duration_since(first.unwrap()), n)
+    });
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // 12,000 × 1,250 B = 120 Mbit offered in one second, above the limit.
+    let payload = [0x55u8; 1250];
+    let t0 = StdInstant::now();
+    for i in 0..12_000u32 {
+        while t0.elapsed() < StdDuration::from_micros(u64::from(i) * 83) {}
+        client.send_to(&payload, raddr).unwrap();
+    }
+    let report = h.join().unwrap();
+    let (bytes, span, n) = rx.join().unwrap();
+    let mbit = bytes as f64 * 8.0 / span.as_secs_f64() / 1e6;
+    eprintln!("{n} packets, {mbit:.2} Mbit/s; {}", report.to_json());
+    assert!(n > 5000);
+    assert!((mbit / 100.0 - 1.0).abs() < 0.02, "{mbit:.2} Mbit/s through a 100 Mbit/s limit");
+}
