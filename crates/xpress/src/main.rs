@@ -5,6 +5,7 @@
 
 mod bench;
 mod emulate;
+mod tools;
 
 use std::process::ExitCode;
 
@@ -24,6 +25,12 @@ enum Command {
     Bench(bench::BenchCommand),
     /// Real-time UDP relay applying the link model in each direction.
     Emulate(emulate::EmulateArgs),
+    /// Serve `ping` (echo, XTP port 7) and `bulk` (discard, port 9) over UDP.
+    Serve(tools::ServeArgs),
+    /// Message ping-pong over XTP: round-trip time percentiles.
+    Ping(tools::PingArgs),
+    /// Bulk transfer over XTP: goodput and SHA-256 of the data.
+    Bulk(tools::BulkArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +38,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Emulate(args) => emulate::run(&args),
+        Command::Serve(args) => tools::serve(&args),
+        Command::Ping(args) => tools::ping(&args),
+        Command::Bulk(args) => tools::bulk(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

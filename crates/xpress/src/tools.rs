@@ -1,0 +1,282 @@
+//! iperf3-style tools over XTP on UDP: `xpress serve`, `xpress ping`,
+//! `xpress bulk`.
+//!
+//! `serve` accepts on two XTP ports: 7 echoes every message back (for `ping`),
+//! 9 discards, printing a line with the byte count and SHA-256 of what each
+//! context delivered (for `bulk`).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use clap::Args;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use xk_driver::udp::{DEFAULT_PORT, UdpDriver};
+use xk_time::{Duration, Instant};
+use xtp_proto::{CloseReason, ContextConfig, ContextId, EndpointConfig, Event};
+
+const ECHO_PORT: u16 = 7;
+const DISCARD_PORT: u16 = 9;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn seed() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64)
+}
+
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value_t = SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)))]
+    listen: SocketAddr,
+    /// Stop after this many seconds (default: run until killed).
+    #[arg(long)]
+    duration: Option<f64>,
+}
+
+pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
+    let mut d = UdpDriver::bind(a.listen, EndpointConfig::default(), seed())
+        .map_err(|e| format!("bind {}: {e}", a.listen))?;
+    let ep = d.endpoint();
+    ep.listen(ECHO_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    ep.listen(DISCARD_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    println!("listening on {}", d.local_addr().map_err(|e| e.to_string())?);
+    let end = a.duration.map(|s| d.now() + Duration::from_secs_f64(s));
+    let mut port_of: HashMap<ContextId, u16> = HashMap::new();
+    let mut hash: HashMap<ContextId, (u64, Sha256)> = HashMap::new();
+    loop {
+        if end.is_some_and(|e| d.now() >= e) {
+            return Ok(());
+        }
+        d.turn(Duration::from_millis(100)).map_err(|e| format!("socket: {e}"))?;
+        let now = d.now();
+        let ep = d.endpoint();
+        while let Some(ev) = ep.poll_event() {
+            match ev {
+                Event::Incoming { ctx, port, .. } => {
+                    port_of.insert(ctx, port);
+                    hash.insert(ctx, (0, Sha256::new()));
+                }
+                Event::Readable { ctx } => {
+                    while let Some(c) = ep.read(now, ctx) {
+                        if port_of.get(&ctx) == Some(&ECHO_PORT) {
+                            let _ = ep.write(now, ctx, c.data, c.eom, c.btag);
+                        } else if let Some((n, h)) = hash.get_mut(&ctx) {
+                            *n += c.data.len() as u64;
+                            h.update(&c.data);
+                        }
+                    }
+                }
+                Event::PeerFinished { ctx } => ep.close(now, ctx),
+                Event::Closed { ctx, reason } => {
+                    if let Some((n, h)) = hash.remove(&ctx)
+                        && port_of.get(&ctx) == Some(&DISCARD_PORT)
+                    {
+                        println!("received {n} bytes sha256 {} ({reason:?})", hex(&h.finalize()));
+                    }
+                    port_of.remove(&ctx);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[derive(Args)]
+pub(crate) struct PingArgs {
+    /// Server address (`xpress serve`).
+    #[arg(long, default_value_t = SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)))]
+    to: SocketAddr,
+    /// Message size in bytes.
+    #[arg(short = 'l', long, default_value_t = 64)]
+    length: usize,
+    /// Number of round trips.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    count: u32,
+    /// Print JSON.
+    #[arg(short = 'J', long)]
+    json: bool,
+}
+
+fn wait_for<T>(
+    d: &mut UdpDriver,
+    deadline: Instant,
+    mut f: impl FnMut(&mut UdpDriver) -> Option<T>,
+) -> Result<T, String> {
+    loop {
+        if let Some(t) = f(d) {
+            return Ok(t);
+        }
+        if d.now() >= deadline {
+            return Err("timed out".into());
+        }
+        d.turn(Duration::from_millis(50)).map_err(|e| format!("socket: {e}"))?;
+    }
+}
+
+fn closed_error(reason: &CloseReason) -> String {
+    match reason {
+        CloseReason::Refused { code, value, text } => {
+            format!("refused by the peer: DIAG {code}/{value} \"{text}\"")
+        }
+        CloseReason::Timeout { acked } => {
+            format!("peer unreachable: gave up after the retry limit, {acked} bytes acknowledged")
+        }
+        other => format!("context ended: {other:?}"),
+    }
+}
+
+pub(crate) fn ping(a: &PingArgs) -> Result<(), String> {
+    if a.length == 0 || a.count == 0 {
+        return Err("-l and -n must be at least 1".into());
+    }
+    let mut d = UdpDriver::bind("0.0.0.0:0", EndpointConfig::default(), seed()).map_err(|e| e.to_string())?;
+    let now = d.now();
+    let ctx =
+        d.endpoint().connect(now, a.to, ECHO_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    let msg = Bytes::from(vec![0x5au8; a.length]);
+    let mut rtts = Vec::with_capacity(a.count as usize);
+    for _ in 0..a.count {
+        let t0 = d.now();
+        d.endpoint().write(t0, ctx, msg.clone(), true, None).map_err(|e| e.to_string())?;
+        let mut got = 0usize;
+        wait_for(&mut d, t0 + Duration::from_secs(30), |d| {
+            let now = d.now();
+            let ep = d.endpoint();
+            while let Some(ev) = ep.poll_event() {
+                if let Event::Closed { reason, .. } = &ev {
+                    got = usize::MAX;
+                    eprintln!("xpress ping: {}", closed_error(reason));
+                }
+            }
+            while let Some(c) = ep.read(now, ctx) {
+                got += c.data.len();
+            }
+            (got >= a.length).then_some(())
+        })?;
+        if got == usize::MAX {
+            return Err("ping failed".into());
+        }
+        rtts.push((d.now() - t0).as_nanos() as u64);
+    }
+    let now = d.now();
+    d.endpoint().close(now, ctx);
+    let _ = wait_for(&mut d, now + Duration::from_secs(2), |d| {
+        let ep = d.endpoint();
+        let mut done = None;
+        while let Some(ev) = ep.poll_event() {
+            if matches!(ev, Event::Closed { .. }) {
+                done = Some(());
+            }
+        }
+        done
+    });
+    rtts.sort_unstable();
+    let q = |p: f64| rtts[((rtts.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0;
+    if a.json {
+        println!(
+            "{}",
+            json!({"transport": "xtp", "length": a.length, "count": a.count,
+            "rtt_us": {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": q(1.0)}})
+        );
+    } else {
+        println!(
+            "xtp ping {} B × {}: rtt p50 {:.1} µs  p90 {:.1} µs  p99 {:.1} µs  max {:.1} µs",
+            a.length,
+            a.count,
+            q(0.5),
+            q(0.9),
+            q(0.99),
+            q(1.0)
+        );
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub(crate) struct BulkArgs {
+    /// Server address (`xpress serve`).
+    #[arg(long, default_value_t = SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)))]
+    to: SocketAddr,
+    /// Bytes to send.
+    #[arg(short = 'n', long, default_value_t = 100_000_000)]
+    bytes: u64,
+    /// Checksum over headers only (NOCHECK).
+    #[arg(long)]
+    nocheck: bool,
+    /// Rate limit in bytes/s (0 = none).
+    #[arg(long, default_value_t = 0)]
+    rate: u32,
+    /// Receive window (bytes) asked of the peer... and offered by us.
+    #[arg(long, default_value_t = 4 << 20)]
+    window: usize,
+    /// Print JSON.
+    #[arg(short = 'J', long)]
+    json: bool,
+}
+
+pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
+    if a.window == 0 {
+        return Err("--window must be at least 1".into());
+    }
+    let mut d = UdpDriver::bind("0.0.0.0:0", EndpointConfig::default(), seed()).map_err(|e| e.to_string())?;
+    let mut cfg = ContextConfig::stream();
+    cfg.nocheck = a.nocheck;
+    cfg.out_rate = a.rate;
+    cfg.recv_buffer = a.window;
+    let t0 = d.now();
+    let ctx = d.endpoint().connect(t0, a.to, DISCARD_PORT, cfg).map_err(|e| e.to_string())?;
+    // The data: a deterministic pattern, written in 1 MiB chunks as the send
+    // queue drains (bounded memory), hashed as it goes.
+    let mut sha = Sha256::new();
+    let mut written = 0u64;
+    let chunk_len = 1 << 20;
+    let mut closed: Option<CloseReason> = None;
+    while closed.is_none() {
+        let now = d.now();
+        let ep = d.endpoint();
+        while written < a.bytes && ep.unacked_bytes(ctx) < 8 * chunk_len as u64 {
+            let n = (a.bytes - written).min(chunk_len as u64) as usize;
+            let chunk: Vec<u8> =
+                (0..n).map(|i| ((written + i as u64).wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+            sha.update(&chunk);
+            ep.write(now, ctx, Bytes::from(chunk), false, None).map_err(|e| e.to_string())?;
+            written += n as u64;
+            if written == a.bytes {
+                ep.close(now, ctx);
+            }
+        }
+        if a.bytes == 0 && written == 0 {
+            ep.close(now, ctx);
+            written = u64::MAX;
+        }
+        while let Some(ev) = ep.poll_event() {
+            if let Event::Closed { reason, .. } = ev {
+                closed = Some(reason);
+            }
+        }
+        if closed.is_none() {
+            d.turn(Duration::from_millis(50)).map_err(|e| format!("socket: {e}"))?;
+        }
+    }
+    let secs = (d.now() - t0).as_secs_f64();
+    let reason = closed.unwrap_or(CloseReason::LocalAbort);
+    if reason != CloseReason::Graceful {
+        return Err(closed_error(&reason));
+    }
+    let gbps = a.bytes as f64 * 8.0 / secs / 1e9;
+    let digest = hex(&sha.finalize());
+    if a.json {
+        println!(
+            "{}",
+            json!({"transport": "xtp", "bytes": a.bytes, "seconds": secs, "gbit_per_s": gbps,
+            "nocheck": a.nocheck, "sha256": digest, "datagrams_sent": d.counters.0})
+        );
+    } else {
+        println!("sent {} bytes sha256 {digest} in {secs:.3} s: {gbps:.3} Gbit/s", a.bytes);
+    }
+    Ok(())
+}
