@@ -77,6 +77,11 @@ impl UdpDriver {
                 Ok(_) => self.counters.0 += 1,
                 // A full socket buffer loses the datagram like a congested
                 // link would; the protocol recovers. Count it.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    // A signal: the datagram did not leave; count it like a
+                    // full buffer (the protocol retransmits).
+                    self.counters.2 += 1;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.counters.2 += 1,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => self.counters.2 += 1,
                 Err(e) => return Err(e),

@@ -5,6 +5,7 @@
 
 mod bench;
 mod emulate;
+mod floors;
 mod tools;
 
 use std::process::ExitCode;

@@ -3,7 +3,9 @@
 //!
 //! `serve` accepts on two XTP ports: 7 echoes every message back (for `ping`),
 //! 9 discards, printing a line with the byte count and SHA-256 of what each
-//! context delivered (for `bulk`).
+//! context delivered (for `bulk`). For floors measured with the same method it
+//! also serves kernel TCP on the same port number (first byte `e`: echo, `d`:
+//! discard) and a raw UDP echo on the next port up.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -13,6 +15,8 @@ use clap::Args;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use xk_driver::udp::{DEFAULT_PORT, UdpDriver};
+
+use crate::floors::{self, Transport};
 use xk_time::{Duration, Instant};
 use xtp_proto::{CloseReason, ContextConfig, ContextId, EndpointConfig, Event};
 
@@ -43,7 +47,14 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
     let ep = d.endpoint();
     ep.listen(ECHO_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
     ep.listen(DISCARD_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
-    println!("listening on {}", d.local_addr().map_err(|e| e.to_string())?);
+    let local = d.local_addr().map_err(|e| e.to_string())?;
+    let tcp = std::net::TcpListener::bind(local).map_err(|e| format!("tcp bind {local}: {e}"))?;
+    let udp_echo_addr = SocketAddr::new(local.ip(), local.port().wrapping_add(1));
+    let udp_echo = std::net::UdpSocket::bind(udp_echo_addr)
+        .map_err(|e| format!("udp echo bind {udp_echo_addr}: {e}"))?;
+    std::thread::spawn(move || floors::tcp_server(tcp));
+    std::thread::spawn(move || floors::udp_echo(udp_echo));
+    println!("listening on {local}");
     let end = a.duration.map(|s| d.now() + Duration::from_secs_f64(s));
     let mut port_of: HashMap<ContextId, u16> = HashMap::new();
     let mut hash: HashMap<ContextId, (u64, Sha256)> = HashMap::new();
@@ -99,6 +110,9 @@ pub(crate) struct PingArgs {
     /// Print JSON.
     #[arg(short = 'J', long)]
     json: bool,
+    /// What to measure: XTP, or the raw-UDP / kernel-TCP floor.
+    #[arg(long, value_enum, default_value_t = Transport::Xtp)]
+    transport: Transport,
 }
 
 fn wait_for<T>(
@@ -133,6 +147,16 @@ pub(crate) fn ping(a: &PingArgs) -> Result<(), String> {
     if a.length == 0 || a.count == 0 {
         return Err("-l and -n must be at least 1".into());
     }
+    let rtts = match a.transport {
+        Transport::Xtp => ping_xtp(a)?,
+        Transport::Udp => floors::ping_udp(a.to, a.length, a.count)?,
+        Transport::Tcp => floors::ping_tcp(a.to, a.length, a.count)?,
+    };
+    report_rtts(a, rtts);
+    Ok(())
+}
+
+fn ping_xtp(a: &PingArgs) -> Result<Vec<u64>, String> {
     let mut d = UdpDriver::bind("0.0.0.0:0", EndpointConfig::default(), seed()).map_err(|e| e.to_string())?;
     let now = d.now();
     let ctx =
@@ -174,6 +198,11 @@ pub(crate) fn ping(a: &PingArgs) -> Result<(), String> {
         }
         done
     });
+    Ok(rtts)
+}
+
+fn report_rtts(a: &PingArgs, mut rtts: Vec<u64>) {
+    let name = a.transport.name();
     rtts.sort_unstable();
     let q = |p: f64| rtts[((rtts.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0;
     if a.json {
@@ -184,7 +213,7 @@ pub(crate) fn ping(a: &PingArgs) -> Result<(), String> {
         );
     } else {
         println!(
-            "xtp ping {} B × {}: rtt p50 {:.1} µs  p90 {:.1} µs  p99 {:.1} µs  max {:.1} µs",
+            "{name} ping {} B × {}: rtt p50 {:.1} µs  p90 {:.1} µs  p99 {:.1} µs  max {:.1} µs",
             a.length,
             a.count,
             q(0.5),
@@ -193,7 +222,6 @@ pub(crate) fn ping(a: &PingArgs) -> Result<(), String> {
             q(1.0)
         );
     }
-    Ok(())
 }
 
 #[derive(Args)]
@@ -216,11 +244,35 @@ pub(crate) struct BulkArgs {
     /// Print JSON.
     #[arg(short = 'J', long)]
     json: bool,
+    /// What to measure: XTP or the kernel-TCP floor.
+    #[arg(long, value_enum, default_value_t = Transport::Xtp)]
+    transport: Transport,
 }
 
 pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
     if a.window == 0 {
         return Err("--window must be at least 1".into());
+    }
+    match a.transport {
+        Transport::Xtp => {}
+        Transport::Tcp => {
+            let secs = floors::bulk_tcp(a.to, a.bytes)?;
+            let gbps = a.bytes as f64 * 8.0 / secs / 1e9;
+            if a.json {
+                println!(
+                    "{}",
+                    json!({"transport": "tcp", "bytes": a.bytes, "seconds": secs, "gbit_per_s": gbps})
+                );
+            } else {
+                println!("tcp: sent {} bytes in {secs:.3} s: {gbps:.3} Gbit/s", a.bytes);
+            }
+            return Ok(());
+        }
+        Transport::Udp => {
+            return Err(
+                "--transport udp: bulk over raw UDP has no reliability to compare; use tcp or xtp".into()
+            );
+        }
     }
     let mut d = UdpDriver::bind("0.0.0.0:0", EndpointConfig::default(), seed()).map_err(|e| e.to_string())?;
     let mut cfg = ContextConfig::stream();

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# XTP over real UDP on loopback against its floors, measured in one run with
+# the same tools: ping-pong RTT (1 B and 1,000 B) for XTP, raw UDP and kernel
+# TCP, and bulk goodput for XTP (checksums / NOCHECK) and kernel TCP.
+# Usage: scripts/bench-udp.sh [BYTES_FOR_BULK]   (default 200000000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -q -p xpress
+X=target/release/xpress
+BYTES=${1:-200000000}
+out=$(mktemp)
+$X serve --listen 127.0.0.1:0 --duration 600 > "$out" &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null; rm -f "$out"' EXIT
+for _ in $(seq 50); do grep -q listening "$out" && break; sleep 0.1; done
+ADDR=$(head -1 "$out" | awk '{print $3}')
+echo "server $ADDR (pid $SERVER), $(nproc) cores, $(uname -r)"
+p50() { $X ping --to "$ADDR" -l "$1" -n 20000 --transport "$2" -J | python3 -c 'import json,sys; r=json.load(sys.stdin)["rtt_us"]; print("%.1f %.1f" % (r["p50"], r["p99"]))'; }
+for len in 1 1000; do
+  read -r xp50 xp99 <<<"$(p50 $len xtp)"
+  read -r up50 up99 <<<"$(p50 $len udp)"
+  read -r tp50 tp99 <<<"$(p50 $len tcp)"
+  python3 -c "print(f'ping {$len:>5} B  p50/p99 µs: xtp {$xp50}/{$xp99}  udp {$up50}/{$up99}  tcp {$tp50}/{$tp99}   xtp/udp {$xp50/$up50:.2f}  xtp/tcp {$xp50/$tp50:.2f}')"
+done
+gb() { $X bulk --to "$ADDR" -n "$BYTES" "$@" -J | python3 -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["gbit_per_s"])'; }
+xc=$(gb); xn=$(gb --nocheck); tc=$(gb --transport tcp)
+python3 -c "print(f'bulk {$BYTES} B Gbit/s: xtp {$xc}  xtp-nocheck {$xn}  tcp {$tc}   xtp/tcp {$xc/$tc:.2f}  nocheck/tcp {$xn/$tc:.2f}')"
