@@ -15,7 +15,7 @@ trap 'kill $SERVER 2>/dev/null; rm -f "$out"' EXIT
 for _ in $(seq 50); do grep -q listening "$out" && break; sleep 0.1; done
 ADDR=$(head -1 "$out" | awk '{print $3}')
 echo "server $ADDR (pid $SERVER), $(nproc) cores, $(uname -r)"
-p50() { $X ping --to "$ADDR" -l "$1" -n 20000 --transport "$2" -J | python3 -c 'import json,sys; r=json.load(sys.stdin)["rtt_us"]; print("%.1f %.1f" % (r["p50"], r["p99"]))'; }
+p50() { $X ping --to "$ADDR" -l "$1" -n 5000 --transport "$2" -J | python3 -c 'import json,sys; r=json.load(sys.stdin)["rtt_us"]; print("%.1f %.1f" % (r["p50"], r["p99"]))'; }
 for len in 1 1000; do
   read -r xp50 xp99 <<<"$(p50 $len xtp)"
   read -r up50 up99 <<<"$(p50 $len udp)"
