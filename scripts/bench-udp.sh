@@ -3,10 +3,16 @@
 # the same tools: ping-pong RTT (1 B and 1,000 B) for XTP, raw UDP and kernel
 # TCP, and bulk goodput for XTP (checksums / NOCHECK) and kernel TCP.
 # Usage: scripts/bench-udp.sh [BYTES_FOR_BULK]   (default 200000000)
+# Every process is pinned to one CPU (PIN, default 0): on this kind of virtual
+# machine a wake-up across CPUs costs ~50 µs, for raw UDP as much as for XTP,
+# and whether the scheduler co-locates client and server would otherwise decide
+# the result. Set PIN=none to let the scheduler choose.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p xpress
 X=target/release/xpress
+PIN=${PIN:-0}
+if [ "$PIN" != none ] && command -v taskset >/dev/null; then X="taskset -c $PIN $X"; fi
 BYTES=${1:-200000000}
 out=$(mktemp)
 $X serve --listen 127.0.0.1:0 --duration 600 > "$out" &
