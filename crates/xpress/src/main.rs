@@ -6,6 +6,7 @@
 mod bench;
 mod emulate;
 mod floors;
+mod report;
 mod tools;
 
 use std::process::ExitCode;
@@ -26,6 +27,8 @@ enum Command {
     Bench(bench::BenchCommand),
     /// Real-time UDP relay applying the link model in each direction.
     Emulate(emulate::EmulateArgs),
+    /// The seeds' experiments reproduced here: HTML and JSON report.
+    Report(report::ReportArgs),
     /// Serve `ping` (echo, XTP port 7) and `bulk` (discard, port 9) over UDP.
     Serve(tools::ServeArgs),
     /// Message ping-pong over XTP: round-trip time percentiles.
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Emulate(args) => emulate::run(&args),
+        Command::Report(args) => report::run(&args),
         Command::Serve(args) => tools::serve(&args),
         Command::Ping(args) => tools::ping(&args),
         Command::Bulk(args) => tools::bulk(&args),

@@ -30,28 +30,28 @@ const BINDINGS: [usize; 5] = [100, 1_000, 10_000, 100_000, 1_000_000];
 pub(crate) struct MapArgs {
     /// Largest number of bindings measured (from 100, 1000, … 1000000).
     #[arg(long, default_value_t = 1_000_000)]
-    max_bindings: usize,
+    pub(crate) max_bindings: usize,
     /// Lookups timed per repetition.
     #[arg(long, default_value_t = 1_000_000)]
-    lookups: usize,
+    pub(crate) lookups: usize,
     /// Repetitions per cell (the median is reported).
     #[arg(long, default_value_t = 5)]
-    reps: usize,
+    pub(crate) reps: usize,
     /// Print JSON instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Hold keys as plain byte arrays instead of 64-bit words.
     #[arg(long)]
-    raw_keys: bool,
+    pub(crate) raw_keys: bool,
 }
 
 /// Median nanoseconds per lookup of one cell, for the three modes.
-struct Cell {
-    key: usize,
-    bindings: usize,
-    hit: f64,
-    miss: f64,
-    nocache: f64,
+pub(crate) struct Cell {
+    pub(crate) key: usize,
+    pub(crate) bindings: usize,
+    pub(crate) hit: f64,
+    pub(crate) miss: f64,
+    pub(crate) nocache: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -100,7 +100,8 @@ fn measure<const K: usize, Key: Eq + Hash + Clone>(
     Cell { key: K, bindings: n, hit: median(hit), miss: median(miss), nocache: median(nocache) }
 }
 
-pub(crate) fn run(args: &MapArgs) -> Result<(), String> {
+/// Measures the whole table.
+pub(crate) fn table(args: &MapArgs, progress: bool) -> Result<Vec<Cell>, String> {
     if args.lookups == 0 || args.reps == 0 {
         return Err("--lookups and --reps must be at least 1".into());
     }
@@ -108,7 +109,6 @@ pub(crate) fn run(args: &MapArgs) -> Result<(), String> {
     if sizes.is_empty() {
         return Err(format!("--max-bindings {} is below the smallest table size (100)", args.max_bindings));
     }
-    let progress = !args.json && std::io::stderr().is_terminal();
     let mut cells = Vec::new();
     for &n in &sizes {
         for k in KEY_SIZES {
@@ -132,6 +132,14 @@ pub(crate) fn run(args: &MapArgs) -> Result<(), String> {
             });
         }
     }
+    if progress {
+        eprint!("\r{:60}\r", "");
+    }
+    Ok(cells)
+}
+
+pub(crate) fn run(args: &MapArgs) -> Result<(), String> {
+    let cells = table(args, !args.json && std::io::stderr().is_terminal())?;
     if args.json {
         let rows: Vec<_> = cells
             .iter()
@@ -143,9 +151,6 @@ pub(crate) fn run(args: &MapArgs) -> Result<(), String> {
             json!({"experiment": "E4", "keys": keys, "lookups": args.lookups, "reps": args.reps, "rows": rows})
         );
         return Ok(());
-    }
-    if progress {
-        eprint!("\r{:60}\r", "");
     }
     let form = if args.raw_keys { "plain byte arrays" } else { "64-bit words (WordKey)" };
     println!(

@@ -1,6 +1,6 @@
 //! `xpress bench …`: framework micro-benchmarks with printed tables.
 
-mod map;
+pub(crate) mod map;
 
 use clap::Subcommand;
 

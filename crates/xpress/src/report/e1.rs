@@ -1,0 +1,209 @@
+//! E1 (seed 000, Tables 1–3): message ping-pong, 10 / 1,000 / 10,000 bytes.
+//!
+//! End-to-end time is one way: half a round trip, as in the seed (whose
+//! network simulator added 0.9 ms per crossing). Processing time is
+//! end-to-end minus the link delay.
+//!
+//! * In the simulator (`xk-sim`): two endpoints joined by a link of 0.9 ms or
+//!   zero delay. Virtual time covers the link; the protocol's own cost is the
+//!   real CPU time the simulation took per round trip (both endpoints on one
+//!   core), added to it.
+//! * Over real UDP on loopback: two endpoints on sockets in this process (the
+//!   server on its own thread), link delay zero.
+
+use std::net::SocketAddr;
+use std::time::Instant as WallInstant;
+
+use bytes::Bytes;
+use xk_driver::udp::UdpDriver;
+use xk_netemu::LinkParams;
+use xk_sim::{Node, Sim};
+use xk_time::{Duration, Instant};
+use xtp_proto::{ContextConfig, ContextId, Endpoint, EndpointConfig, Event};
+
+/// One measured row: samples of the one-way end-to-end time in ns.
+pub(crate) struct Row {
+    pub(crate) setting: String,
+    pub(crate) size: usize,
+    pub(crate) link_delay_ns: u64,
+    pub(crate) e2e_ns: Vec<u64>,
+}
+
+impl Row {
+    pub(crate) fn median_e2e(&self) -> f64 {
+        let mut v = self.e2e_ns.clone();
+        v.sort_unstable();
+        v[v.len() / 2] as f64
+    }
+    pub(crate) fn processing(&self) -> f64 {
+        self.median_e2e() - self.link_delay_ns as f64
+    }
+}
+
+/// Both ends of a ping-pong in the simulator.
+struct PingNode {
+    ep: Endpoint,
+    peer: Option<SocketAddr>,
+    ctx: Option<ContextId>,
+    client: bool,
+    size: usize,
+    remaining: u32,
+    got: usize,
+    sent_at: Instant,
+    rtts: Vec<u64>,
+    buf: Vec<u8>,
+}
+
+impl PingNode {
+    fn app(&mut self, now: Instant) {
+        while let Some(ev) = self.ep.poll_event() {
+            match ev {
+                Event::Incoming { ctx, .. } => self.ctx = Some(ctx),
+                Event::Readable { ctx } => {
+                    while let Some(c) = self.ep.read(now, ctx) {
+                        if self.client {
+                            self.got += c.data.len();
+                        } else {
+                            let _ = self.ep.write(now, ctx, c.data, c.eom, None);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if self.client && self.got >= self.size {
+            self.got = 0;
+            self.rtts.push((now - self.sent_at).as_nanos() as u64);
+            self.send(now);
+        }
+    }
+    fn send(&mut self, now: Instant) {
+        if self.remaining == 0 {
+            return;
+        }
+        self.remaining -= 1;
+        self.sent_at = now;
+        if let Some(ctx) = self.ctx {
+            let _ = self.ep.write(now, ctx, Bytes::from(vec![0x42u8; self.size]), true, None);
+        }
+    }
+}
+
+impl Node for PingNode {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Vec<u8>) {
+        self.ep.handle_datagram(now, from, Bytes::from(data));
+        self.app(now);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.ep.handle_timeout(now);
+        self.app(now);
+    }
+    fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
+        let t = self.ep.poll_transmit(now, &mut self.buf)?;
+        Some((t.dst, self.buf[..t.len].to_vec()))
+    }
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        self.ep.poll_timeout()
+    }
+}
+
+fn node(seed: u64, client: bool, size: usize, count: u32) -> PingNode {
+    PingNode {
+        ep: Endpoint::new(EndpointConfig::default(), seed),
+        peer: None,
+        ctx: None,
+        client,
+        size,
+        remaining: count,
+        got: 0,
+        sent_at: Instant::ZERO,
+        rtts: Vec::new(),
+        buf: vec![0u8; 2048],
+    }
+}
+
+/// E1 in the simulator with the given one-way link delay.
+pub(crate) fn simulated(size: usize, delay: Duration, count: u32, seed: u64) -> Result<Row, String> {
+    let mut sim = Sim::new(seed);
+    let (s, saddr) = sim.add_node(node(seed ^ 1, false, size, 0));
+    let (c, _) = sim.add_node(node(seed ^ 2, true, size, count));
+    let link = LinkParams { delay, ..LinkParams::default() };
+    sim.connect(c, s, link.clone(), link).map_err(|e| e.to_string())?;
+    sim.node_mut(s).ep.listen(7, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    {
+        let n = sim.node_mut(c);
+        n.peer = Some(saddr);
+        let ctx =
+            n.ep.connect(Instant::ZERO, saddr, 7, ContextConfig::stream()).map_err(|e| e.to_string())?;
+        n.ctx = Some(ctx);
+        n.send(Instant::ZERO);
+    }
+    let wall = WallInstant::now();
+    sim.run_until(Instant::from_secs(3600), 50_000_000, |sim| sim.node(c).rtts.len() >= count as usize)
+        .map_err(|e| e.to_string())?;
+    let cpu_per_rt = wall.elapsed().as_nanos() as u64 / u64::from(count.max(1));
+    let rtts = &sim.node(c).rtts;
+    if rtts.len() < count as usize {
+        return Err(format!(
+            "E1 simulated {size} B: only {} of {count} round trips (seed {seed})",
+            rtts.len()
+        ));
+    }
+    // One way = half the virtual round trip + half the CPU time per round trip.
+    let e2e_ns = rtts.iter().map(|r| (r + cpu_per_rt) / 2).collect();
+    let ms = delay.as_secs_f64() * 1e3;
+    Ok(Row {
+        setting: format!("simulator, {ms} ms link"),
+        size,
+        link_delay_ns: delay.as_nanos() as u64,
+        e2e_ns,
+    })
+}
+
+/// E1 over real UDP on loopback. Client and server endpoints run on one
+/// thread, taking turns on their sockets without sleeping: the measurement is
+/// the protocol plus the kernel's UDP path, not the scheduler (on this kind of
+/// virtual machine a cross-CPU wake-up alone costs ~50 µs; docs/PERF.md).
+pub(crate) fn udp(size: usize, count: u32) -> Result<Row, String> {
+    let mut server =
+        UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 11).map_err(|e| e.to_string())?;
+    let saddr = server.local_addr().map_err(|e| e.to_string())?;
+    server.endpoint().listen(7, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    let mut d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 12).map_err(|e| e.to_string())?;
+    let now = d.now();
+    let ctx = d.endpoint().connect(now, saddr, 7, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    let msg = Bytes::from(vec![0x42u8; size]);
+    let serve = |server: &mut UdpDriver| -> Result<(), String> {
+        server.turn(Duration::ZERO).map_err(|e| e.to_string())?;
+        let now = server.now();
+        let ep = server.endpoint();
+        while let Some(ev) = ep.poll_event() {
+            if let Event::Readable { ctx } = ev {
+                while let Some(c) = ep.read(now, ctx) {
+                    let _ = ep.write(now, ctx, c.data, c.eom, None);
+                }
+            }
+        }
+        server.flush().map_err(|e| e.to_string())
+    };
+    let mut e2e_ns = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let t0 = d.now();
+        d.endpoint().write(t0, ctx, msg.clone(), true, None).map_err(|e| e.to_string())?;
+        let mut got = 0;
+        while got < size {
+            if d.now() - t0 > Duration::from_secs(5) {
+                return Err(format!("E1 udp {size} B: no echo within 5 s"));
+            }
+            d.turn(Duration::ZERO).map_err(|e| e.to_string())?;
+            serve(&mut server)?;
+            let now = d.now();
+            while let Some(c) = d.endpoint().read(now, ctx) {
+                got += c.data.len();
+            }
+            while d.endpoint().poll_event().is_some() {}
+        }
+        e2e_ns.push((d.now() - t0).as_nanos() as u64 / 2);
+    }
+    Ok(Row { setting: "real UDP, loopback".into(), size, link_delay_ns: 0, e2e_ns })
+}

@@ -1,0 +1,130 @@
+//! `xpress report`: the seeds' experiments measured here and now, next to the
+//! seeds' own tables, as JSON (every raw sample) and a self-contained HTML page
+//! with SVG plots.
+//!
+//! This first version covers E1 (message ping-pong, seed 000 Tables 1–3) and
+//! E4 (demux map lookup, seed 003 Table 5.2). The other experiments arrive
+//! with the parts they need (issue #7).
+
+mod e1;
+mod html;
+
+use std::fs;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::{Value, json};
+use xk_time::Duration;
+
+use crate::bench::map::{self, MapArgs};
+
+#[derive(Args)]
+pub(crate) struct ReportArgs {
+    /// Small sizes and counts (about a minute; what CI runs).
+    #[arg(long)]
+    quick: bool,
+    /// Directory for report.html and results.json.
+    #[arg(long, default_value = "out/report")]
+    out: PathBuf,
+    /// Master seed of the simulated experiments.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+const SIZES: [usize; 3] = [10, 1000, 10_000];
+
+fn machine() -> Value {
+    let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string());
+    json!({
+        "cpu": cpu,
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "kernel": read("/proc/sys/kernel/osrelease").trim(),
+        "loadavg": read("/proc/loadavg").trim(),
+    })
+}
+
+pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
+    fs::create_dir_all(&a.out).map_err(|e| format!("--out {}: {e}", a.out.display()))?;
+    let before = machine();
+    eprintln!(
+        "xpress report: seed {}, {} run, writing to {}",
+        a.seed,
+        if a.quick { "quick" } else { "full" },
+        a.out.display()
+    );
+
+    // E1.
+    let (sim_n, udp_n) = if a.quick { (200, 500) } else { (2000, 5000) };
+    let mut e1_rows = Vec::new();
+    for (i, &size) in SIZES.iter().enumerate() {
+        eprintln!("  E1 {size} B: simulator 0.9 ms, simulator 0 ms, UDP loopback");
+        e1_rows.push(e1::simulated(size, Duration::from_micros(900), sim_n, a.seed + i as u64)?);
+        e1_rows.push(e1::simulated(size, Duration::ZERO, sim_n, a.seed + 10 + i as u64)?);
+        e1_rows.push(e1::udp(size, udp_n)?);
+    }
+
+    // E4.
+    eprintln!("  E4 demux map lookup");
+    let margs = MapArgs {
+        max_bindings: if a.quick { 10_000 } else { 1_000_000 },
+        lookups: if a.quick { 200_000 } else { 1_000_000 },
+        reps: if a.quick { 3 } else { 5 },
+        json: false,
+        raw_keys: false,
+    };
+    let e4 = map::table(&margs, false)?;
+
+    let after = machine();
+    let results = json!({
+        "xpress": env!("CARGO_PKG_VERSION"),
+        "quick": a.quick,
+        "seed": a.seed,
+        "machine_before": before,
+        "machine_after": after,
+        "experiments": {
+            "E1": {
+                "title": "Message ping-pong: end-to-end (one-way) and processing time",
+                "rows": e1_rows.iter().map(|r| json!({
+                    "setting": r.setting, "size": r.size, "link_delay_ns": r.link_delay_ns,
+                    "median_e2e_ns": r.median_e2e(), "processing_ns": r.processing(), "samples_e2e_ns": r.e2e_ns,
+                })).collect::<Vec<_>>(),
+            },
+            "E4": {
+                "title": "Demux map lookup time vs bindings and key size",
+                "lookups_per_rep": margs.lookups, "reps": margs.reps,
+                "rows": e4.iter().map(|c| json!({
+                    "key_bytes": c.key, "bindings": c.bindings, "hit_ns": c.hit, "miss_ns": c.miss, "nocache_ns": c.nocache,
+                })).collect::<Vec<_>>(),
+            },
+        },
+    });
+    let json_path = a.out.join("results.json");
+    let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
+    fs::write(&json_path, text).map_err(|e| format!("{}: {e}", json_path.display()))?;
+    let html_path = a.out.join("report.html");
+    fs::write(&html_path, html::render(&results)).map_err(|e| format!("{}: {e}", html_path.display()))?;
+
+    println!("E1 processing time per message (one way, median):");
+    for r in &e1_rows {
+        println!(
+            "  {:>24} {:>6} B  e2e {:>10.1} µs  processing {:>8.1} µs",
+            r.setting,
+            r.size,
+            r.median_e2e() / 1e3,
+            r.processing() / 1e3
+        );
+    }
+    println!("  seed 000 Table 3, SandiaXTP (1997): 800 / 1,520 / 2,680 µs for 10 / 1,000 / 10,000 B");
+    let hit_max = e4.iter().map(|c| c.hit).fold(0.0, f64::max);
+    let miss_max = e4.iter().map(|c| c.miss).fold(0.0, f64::max);
+    println!(
+        "E4: cache hit ≤ {hit_max:.2} ns, miss ≤ {miss_max:.1} ns up to {} bindings (seed 003: 17 µs hit, 19–42 µs miss)",
+        margs.max_bindings
+    );
+    println!("wrote {} and {}", html_path.display(), json_path.display());
+    Ok(())
+}

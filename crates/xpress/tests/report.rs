@@ -1,0 +1,85 @@
+//! `xpress report --quick`: the JSON holds every experiment with data, the
+//! HTML shows the tables and plots, and (when Chromium is installed) a
+//! headless browser renders a page with a non-blank plot.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn run_report(dir: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_xpress"))
+        .args(["report", "--quick", "--out"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "report failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("xpress-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn quick_report_has_every_experiment_and_renders() {
+    let dir = tempdir("report");
+    run_report(&dir);
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    let e1 = json["experiments"]["E1"]["rows"].as_array().unwrap();
+    assert_eq!(e1.len(), 9, "3 settings × 3 sizes");
+    for r in e1 {
+        assert!(!r["samples_e2e_ns"].as_array().unwrap().is_empty(), "{r}");
+        assert!(r["processing_ns"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let e4 = json["experiments"]["E4"]["rows"].as_array().unwrap();
+    assert_eq!(e4.len(), 15, "3 table sizes × 5 key sizes in a quick run");
+    assert!(json["machine_before"]["cores"].as_u64().unwrap() >= 1);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for needle in
+        ["E1 — message ping-pong", "E4 — demux map lookup", "Seed 000", "Seed 003", "<svg", "<polyline"]
+    {
+        assert!(html.contains(needle), "report.html lacks {needle:?}");
+    }
+
+    // Headless Chromium, if installed (CI installs it and requires it).
+    let chromium = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok());
+    let Some(chromium) = chromium else {
+        assert!(
+            std::env::var_os("XPRESS_REQUIRE_CHROMIUM").is_none(),
+            "XPRESS_REQUIRE_CHROMIUM set but no chromium"
+        );
+        eprintln!("SKIPPED: chromium not installed; the screenshot check did not run");
+        return;
+    };
+    let shot = dir.join("shot.png");
+    let out = Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1000,1400"])
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", dir.join("report.html").display()))
+        .output()
+        .unwrap();
+    assert!(shot.exists(), "no screenshot: {}", String::from_utf8_lossy(&out.stderr));
+    let dom = Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("file://{}", dir.join("report.html").display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(dom.contains("<table") && dom.contains("<svg"), "rendered DOM lacks tables or plots");
+    // The screenshot is not blank: count coloured (plot line) pixels.
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let coloured = buf[..info.buffer_size()]
+        .chunks(px)
+        .filter(|p| p.len() >= 3 && (i32::from(p[0]) - i32::from(p[2])).abs() > 60)
+        .count();
+    assert!(coloured > 200, "screenshot looks blank: {coloured} coloured pixels");
+    let _ = std::fs::remove_dir_all(&dir);
+}
