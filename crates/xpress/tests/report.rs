@@ -35,6 +35,17 @@ fn quick_report_has_every_experiment_and_renders() {
     }
     let e4 = json["experiments"]["E4"]["rows"].as_array().unwrap();
     assert_eq!(e4.len(), 15, "3 table sizes × 5 key sizes in a quick run");
+    let e9 = json["experiments"]["E9"]["rows"].as_array().unwrap();
+    assert!(e9.len() >= 10, "E9 mechanisms: {}", e9.len());
+    assert!(e9.iter().all(|r| r["ns_per_op"].as_f64().unwrap() > 0.0));
+    // The rope form crosses the stacks without a payload copy; contiguous copies once.
+    let copies = |name: &str| {
+        e9.iter().find(|r| r["mechanism"].as_str().unwrap().contains(name)).unwrap()["copies_per_op"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(copies("(Rope)"), 0.0);
+    assert_eq!(copies("(Contig)"), 1.0);
     assert!(json["machine_before"]["cores"].as_u64().unwrap() >= 1);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     for needle in

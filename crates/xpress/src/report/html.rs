@@ -215,5 +215,20 @@ pub(crate) fn render(r: &Value) -> String {
     ];
     h += &loglog("E4 lookup time vs bindings (14-byte keys)", "bindings", "ns per lookup", &series);
     h += "<p>Reading: as in the seed, a cache hit costs the same at every table size while a miss grows with the table; the absolute times are four orders of magnitude lower.</p>";
+
+    // E9
+    let e9 = r["experiments"]["E9"]["rows"].as_array().cloned().unwrap_or_default();
+    h += "<h2 id=\"e9\">E9 — mechanism benchmark</h2><table><caption>Measured here (median ns per operation)</caption><tr><th>mechanism</th><th>parameter</th><th>ns</th><th>payload copies per operation</th></tr>";
+    for row in &e9 {
+        let copies = row["copies_per_op"].as_f64().map_or("—".to_string(), |c| format!("{c:.2}"));
+        h += &format!(
+            "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{:.1}</td><td>{copies}</td></tr>",
+            esc(row["mechanism"].as_str().unwrap_or("")),
+            esc(row["parameter"].as_str().unwrap_or("")),
+            f(&row["ns_per_op"])
+        );
+    }
+    h += "</table><table><caption>Seed 000 §3–4 (1997): copies of a data packet</caption><tr><th>implementation</th><th>copies</th></tr><tr><td>SandiaXTP (central packet buffers)</td><td>4, end to end</td></tr><tr><td>Estelle specification (EC, PET/DINGO)</td><td>7 on the way down, 7 on the way up</td></tr></table>";
+    h += "<p>Reading: with the rope form a message crosses both stacks and back without one payload copy; the contiguous form copies once per message (building it behind its headroom). The seed counted copies, not nanoseconds, for these mechanisms.</p>";
     h + "</body></html>"
 }

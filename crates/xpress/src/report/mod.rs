@@ -2,11 +2,13 @@
 //! seeds' own tables, as JSON (every raw sample) and a self-contained HTML page
 //! with SVG plots.
 //!
-//! This first version covers E1 (message ping-pong, seed 000 Tables 1–3) and
-//! E4 (demux map lookup, seed 003 Table 5.2). The other experiments arrive
+//! This first version covers E1 (message ping-pong, seed 000 Tables 1–3), E4
+//! (demux map lookup, seed 003 Table 5.2) and E9 (mechanism benchmark, seed 000
+//! §4.2). The other experiments arrive
 //! with the parts they need (issue #7).
 
 mod e1;
+mod e9;
 mod html;
 
 use std::fs;
@@ -78,6 +80,9 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
     };
     let e4 = map::table(&margs, false)?;
 
+    eprintln!("  E9 mechanisms");
+    let e9 = e9::run(a.quick);
+
     let after = machine();
     let results = json!({
         "xpress": env!("CARGO_PKG_VERSION"),
@@ -92,6 +97,10 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
                     "setting": r.setting, "size": r.size, "link_delay_ns": r.link_delay_ns,
                     "median_e2e_ns": r.median_e2e(), "processing_ns": r.processing(), "samples_e2e_ns": r.e2e_ns,
                 })).collect::<Vec<_>>(),
+            },
+            "E9": {
+                "title": "Mechanism benchmark",
+                "rows": e9.iter().map(|m| json!({"mechanism": m.name, "parameter": m.param, "ns_per_op": m.ns, "copies_per_op": m.copies})).collect::<Vec<_>>(),
             },
             "E4": {
                 "title": "Demux map lookup time vs bindings and key size",
@@ -125,6 +134,11 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
         "E4: cache hit ≤ {hit_max:.2} ns, miss ≤ {miss_max:.1} ns up to {} bindings (seed 003: 17 µs hit, 19–42 µs miss)",
         margs.max_bindings
     );
+    println!("E9 mechanisms:");
+    for m in &e9 {
+        let copies = m.copies.map(|c| format!(", {c:.2} payload copies")).unwrap_or_default();
+        println!("  {:>44} {:>14}: {:>10.1} ns{copies}", m.name, m.param, m.ns);
+    }
     println!("wrote {} and {}", html_path.display(), json_path.display());
     Ok(())
 }
