@@ -15,6 +15,8 @@
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration as StdDuration;
 
 use serde_json::json;
@@ -42,6 +44,9 @@ pub struct RelayConfig {
     pub spin: Duration,
     /// p99 release error above which the run is marked invalid.
     pub max_p99_error: Duration,
+    /// Set to stop the relay before `duration` (checked every loop turn, at
+    /// least every 10 ms).
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// Per-direction results.
@@ -144,7 +149,7 @@ pub fn run_on(
     let end = start + cfg.duration;
     loop {
         let now = clock.now();
-        if now >= end {
+        if now >= end || cfg.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
             break;
         }
         // Release everything due.
@@ -206,7 +211,11 @@ pub fn run_on(
                     )?;
                 }
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {} // ICMP from a closed port
             Err(e) => return Err(e),
         }

@@ -29,6 +29,7 @@ fn relay(
         duration: Duration::from_secs(secs),
         spin: Duration::from_micros(200),
         max_p99_error: Duration::from_millis(1),
+        stop: None,
     };
     let h = thread::spawn(move || run_on(relay_sock, &cfg, &mut None).unwrap());
     (raddr, saddr, server, h)

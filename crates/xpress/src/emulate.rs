@@ -72,6 +72,7 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
         duration: Duration::from_secs_f64(a.duration),
         spin: Duration::from_micros(a.spin_us),
         max_p99_error: Duration::from_micros(a.max_p99_error_us),
+        stop: None,
     };
     let mut file = match &a.log {
         Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| format!("--log {p}: {e}"))?)),

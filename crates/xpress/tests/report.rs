@@ -33,6 +33,9 @@ fn quick_report_has_every_experiment_and_renders() {
         assert!(!r["samples_e2e_ns"].as_array().unwrap().is_empty(), "{r}");
         assert!(r["processing_ns"].as_f64().unwrap() > 0.0, "{r}");
     }
+    let e2 = json["experiments"]["E2"]["rows"].as_array().unwrap();
+    assert_eq!(e2.len(), 6, "3 RTTs × checksum on/off in a quick run");
+    assert!(e2.iter().all(|p| p["mbit_per_s"].as_f64().unwrap() > 0.1), "{e2:?}");
     let e4 = json["experiments"]["E4"]["rows"].as_array().unwrap();
     assert_eq!(e4.len(), 15, "3 table sizes × 5 key sizes in a quick run");
     let e9 = json["experiments"]["E9"]["rows"].as_array().unwrap();
@@ -48,9 +51,15 @@ fn quick_report_has_every_experiment_and_renders() {
     assert_eq!(copies("(Contig)"), 1.0);
     assert!(json["machine_before"]["cores"].as_u64().unwrap() >= 1);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
-    for needle in
-        ["E1 — message ping-pong", "E4 — demux map lookup", "Seed 000", "Seed 003", "<svg", "<polyline"]
-    {
+    for needle in [
+        "E1 — message ping-pong",
+        "E2 — throughput vs round-trip delay",
+        "E4 — demux map lookup",
+        "Seed 000",
+        "Seed 003",
+        "<svg",
+        "<polyline",
+    ] {
         assert!(html.contains(needle), "report.html lacks {needle:?}");
     }
 

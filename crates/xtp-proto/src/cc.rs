@@ -62,7 +62,10 @@ impl NewReno {
 impl CongestionController for NewReno {
     fn on_ack(&mut self, _now: Instant, bytes: u64, _srtt: Option<Duration>) {
         if self.cwnd < self.ssthresh {
-            self.cwnd += bytes.min(self.mss * 2);
+            // Slow start counts acknowledged bytes (RFC 3465). No per-report cap:
+            // XTP reports cover many packets (one per status request), so
+            // TCP's "2 MSS per ACK" would turn slow start into a linear ramp.
+            self.cwnd = self.cwnd.saturating_add(bytes);
         } else {
             self.acked_in_ca += bytes;
             if self.acked_in_ca >= self.cwnd {
@@ -107,15 +110,15 @@ mod tests {
         let mut c = NewReno::new(1000);
         assert_eq!(c.window(), 10_000);
         c.on_ack(Instant::ZERO, 10_000, None);
-        assert_eq!(c.window(), 12_000, "slow start grows by at most 2 MSS per ack");
+        assert_eq!(c.window(), 20_000, "slow start grows by the bytes acknowledged");
         c.on_loss(Instant::ZERO, 5_000, 50_000);
-        assert_eq!(c.window(), 6_000);
+        assert_eq!(c.window(), 10_000);
         c.on_loss(Instant::ZERO, 20_000, 60_000);
-        assert_eq!(c.window(), 6_000, "one reduction per episode");
-        c.on_ack(Instant::ZERO, 6_000, None);
-        assert_eq!(c.window(), 7_000, "congestion avoidance: +1 MSS per window");
+        assert_eq!(c.window(), 10_000, "one reduction per episode");
+        c.on_ack(Instant::ZERO, 10_000, None);
+        assert_eq!(c.window(), 11_000, "congestion avoidance: +1 MSS per window");
         c.on_loss(Instant::ZERO, 50_001, 90_000);
-        assert_eq!(c.window(), 3_500);
+        assert_eq!(c.window(), 5_500);
         c.on_timeout(Instant::ZERO);
         assert_eq!(c.window(), 2_000);
     }

@@ -2,12 +2,14 @@
 //! seeds' own tables, as JSON (every raw sample) and a self-contained HTML page
 //! with SVG plots.
 //!
-//! This first version covers E1 (message ping-pong, seed 000 Tables 1–3), E4
+//! This first version covers E1 (message ping-pong, seed 000 Tables 1–3), E2
+//! (throughput vs RTT through the emulator, seed 002 Fig. 3), E4
 //! (demux map lookup, seed 003 Table 5.2) and E9 (mechanism benchmark, seed 000
 //! §4.2). The other experiments arrive
 //! with the parts they need (issue #7).
 
 mod e1;
+mod e2;
 mod e9;
 mod html;
 
@@ -69,6 +71,18 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
         e1_rows.push(e1::udp(size, udp_n)?);
     }
 
+    // E2.
+    let (rtts, e2_bytes): (Vec<u64>, u64) =
+        if a.quick { (vec![0, 100, 200], 2_000_000) } else { ((0..=200).step_by(20).collect(), 4_000_000) };
+    let e2_bytes = std::env::var("XPRESS_E2_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(e2_bytes);
+    let mut e2_points = Vec::new();
+    for &rtt in &rtts {
+        for nocheck in [false, true] {
+            eprintln!("  E2 RTT {rtt} ms, {}", if nocheck { "NOCHECK" } else { "checksums" });
+            e2_points.push(e2::point(rtt, nocheck, e2_bytes)?);
+        }
+    }
+
     // E4.
     eprintln!("  E4 demux map lookup");
     let margs = MapArgs {
@@ -97,6 +111,12 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
                     "setting": r.setting, "size": r.size, "link_delay_ns": r.link_delay_ns,
                     "median_e2e_ns": r.median_e2e(), "processing_ns": r.processing(), "samples_e2e_ns": r.e2e_ns,
                 })).collect::<Vec<_>>(),
+            },
+            "E2": {
+                "title": "Bulk throughput vs round-trip delay through the emulator (45 Mbit/s)",
+                "tcp": "skipped: kernel TCP under the same conditions needs `xpress netns` (root), not built yet",
+                "rows": e2_points.iter().map(|p| json!({"rtt_ms": p.rtt_ms, "nocheck": p.nocheck, "bytes": p.bytes,
+                    "seconds": p.seconds, "mbit_per_s": p.mbit(), "relay_p99_release_error_us": p.relay_p99_error_us})).collect::<Vec<_>>(),
             },
             "E9": {
                 "title": "Mechanism benchmark",
@@ -134,6 +154,15 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
         "E4: cache hit ≤ {hit_max:.2} ns, miss ≤ {miss_max:.1} ns up to {} bindings (seed 003: 17 µs hit, 19–42 µs miss)",
         margs.max_bindings
     );
+    println!("E2 goodput through a 45 Mbit/s emulated path:");
+    for p in &e2_points {
+        println!(
+            "  RTT {:>3} ms {:>9}: {:>6.2} Mbit/s",
+            p.rtt_ms,
+            if p.nocheck { "NOCHECK" } else { "checksums" },
+            p.mbit()
+        );
+    }
     println!("E9 mechanisms:");
     for m in &e9 {
         let copies = m.copies.map(|c| format!(", {c:.2} payload copies")).unwrap_or_default();

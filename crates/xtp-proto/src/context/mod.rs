@@ -464,10 +464,22 @@ impl Context {
             ));
             return;
         }
-        if answers {
+        // An answer to an older status request still shows the peer alive and
+        // the pipe moving: with requests pipelined (several per round trip)
+        // the newest one is rarely the one answered. Restart WTIMER then, as
+        // TCP restarts its timer on every new acknowledgement; only an answer
+        // to the newest request stops it.
+        let progress = echo_valid && c.echo != 0 && self.sreqs.iter().any(|&(s, _)| sync_le(s, c.echo));
+        if progress && !answers && self.outstanding.is_some() {
+            self.retries = 0;
+            self.wtimer = Some(now + self.rtt.rto());
+        }
+        if answers || (progress && self.outstanding.is_none()) {
             self.outstanding = None;
             self.wtimer = None;
             self.retries = 0;
+        }
+        if answers || progress {
             // One sample per status request, from its first answer (Karn).
             if let Some(i) = self.sreqs.iter().position(|&(s, _)| s == c.echo) {
                 let (_, sent) = self.sreqs.remove(i).unwrap_or((0, now));
@@ -476,6 +488,9 @@ impl Context {
                     sink.traces.push(Trace::RttSample { ctx: self.id, rtt: now - sent, srtt });
                 }
             }
+            // Requests at or before the echo are answered (FIFO): forget them.
+            let echo = c.echo;
+            self.sreqs.retain(|&(s, _)| !sync_le(s, echo));
         }
         if out.newly_acked > 0 {
             self.cc.on_ack(now, out.newly_acked, self.rtt.srtt());
