@@ -643,7 +643,7 @@ impl Context {
                 header: header(self, o, PacketType::Diag, self.send.nxt),
                 body: Body::Diag(DiagSegment { code, value, text: text.as_bytes() }),
             };
-            return self.finish(p, buf, None, sink);
+            return self.emit(&p, buf, None, sink);
         }
         if self.need_end {
             self.need_end = false;
@@ -653,7 +653,7 @@ impl Context {
                 body: Body::Cntl(self.control()),
             };
             self.reply_echo = None;
-            return self.finish(p, buf, None, sink);
+            return self.emit(&p, buf, None, sink);
         }
         if !self.state.is_live() {
             return None;
@@ -670,7 +670,7 @@ impl Context {
             };
             self.reply_echo = None;
             self.last_alloc_sent = self.recv.alloc();
-            return self.finish(p, buf, None, sink);
+            return self.emit(&p, buf, None, sink);
         }
         if self.reply_echo.is_some() {
             let spans = if self.cfg.noerr { Vec::new() } else { self.recv.spans(MAX_SPANS) };
@@ -780,13 +780,13 @@ impl Context {
                     data: &[],
                 };
                 let p = PacketRepr { header: header(self, o, PacketType::First, self.send.nxt), body };
-                return self.finish(p, buf, Some(0), sink);
+                return self.emit(&p, buf, Some(0), sink);
             }
             let p = PacketRepr {
                 header: header(self, o, PacketType::Cntl, self.send.nxt),
                 body: Body::Cntl(self.control()),
             };
-            return self.finish(p, buf, None, sink);
+            return self.emit(&p, buf, None, sink);
         }
         if self.recv.alloc() >= self.last_alloc_sent + (self.cfg.recv_buffer as u64 / 4).max(1) {
             self.last_alloc_sent = self.recv.alloc();
@@ -794,19 +794,9 @@ impl Context {
                 header: header(self, self.base_options(), PacketType::Cntl, self.send.nxt),
                 body: Body::Cntl(self.control()),
             };
-            return self.finish(p, buf, None, sink);
+            return self.emit(&p, buf, None, sink);
         }
         None
-    }
-
-    fn finish(
-        &mut self,
-        p: PacketRepr<'_>,
-        buf: &mut [u8],
-        data: Option<usize>,
-        sink: &mut Sink<'_>,
-    ) -> Option<usize> {
-        self.emit(&p, buf, data, sink)
     }
 
     fn emit(
