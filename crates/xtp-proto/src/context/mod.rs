@@ -250,7 +250,14 @@ impl Context {
     // ---- timers --------------------------------------------------------
 
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        [self.wtimer, self.ctimer, self.ctimeout, self.rtimer].into_iter().flatten().min()
+        // Written out: the iterator form compiled to a loop that cost 7 % of
+        // the bulk benchmark (this runs once per packet on both sides).
+        let min = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, None) => x,
+            (None, y) => y,
+        };
+        min(min(self.wtimer, self.ctimer), min(self.ctimeout, self.rtimer))
     }
 
     /// Returns true when the context should be freed.
