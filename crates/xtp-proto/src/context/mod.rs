@@ -367,6 +367,12 @@ impl Context {
                     CloseReason::PeerAbort { code: Some(d.code), value: Some(d.value), text }
                 };
                 self.close_with(Input::EndReceived, reason, now, ep, sink);
+                // A DIAG means the peer keeps no state for this context: it
+                // will not retry, so there is nothing to wait for beyond the
+                // shortest linger that absorbs packets already in flight.
+                if self.ctimeout.is_some() {
+                    self.ctimeout = Some(now + ep.linger);
+                }
                 return;
             }
         }
