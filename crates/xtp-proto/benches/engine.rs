@@ -5,6 +5,8 @@
 //!   server reads it and writes it back, the client reads the echo. Each
 //!   iteration is one round trip, including every control packet the protocol
 //!   sends (status reports answer the SREQ on each message).
+//! * `pingpong-among-10000/10`: as `pingpong/10`, with 10,000 other
+//!   established, idle contexts on both endpoints.
 //! * `bulk/checksum|nocheck`: one context streaming 1 MiB per iteration in
 //!   1,400-byte packets, the receiver reading and reporting as it goes.
 //!
@@ -37,8 +39,10 @@ impl Pair {
     fn new(cfg: ContextConfig) -> Self {
         let a_addr: SocketAddr = "10.0.0.1:1".parse().unwrap();
         let b_addr: SocketAddr = "10.0.0.2:1".parse().unwrap();
-        let mut a = Endpoint::new(EndpointConfig::default(), 1);
-        let mut b = Endpoint::new(EndpointConfig::default(), 2);
+        // No per-peer context limit: one benchmark opens 10,000 contexts.
+        let ep = EndpointConfig { max_contexts_per_peer: usize::MAX, ..EndpointConfig::default() };
+        let mut a = Endpoint::new(ep.clone(), 1);
+        let mut b = Endpoint::new(ep, 2);
         b.listen(7, cfg.clone()).unwrap();
         let client = a.connect(Instant::ZERO, b_addr, 7, cfg).unwrap();
         Pair {
@@ -127,6 +131,35 @@ fn pingpong(c: &mut Criterion) {
     group.finish();
 }
 
+/// Ping-pong on one context while 10,000 other established contexts sit idle
+/// on both endpoints: lookup and timer costs must not grow with their number.
+fn pingpong_among_many(c: &mut Criterion) {
+    let mut group = c.benchmark_group("engine/pingpong-among-10000");
+    let mut p = Pair::new(ContextConfig::stream());
+    let others: Vec<ContextId> = (0..10_000)
+        .map(|_| {
+            let id = p.a.connect(p.now, p.b_addr, 7, ContextConfig::stream()).unwrap();
+            p.a.write(p.now, id, Bytes::from_static(b"x"), true, None).unwrap();
+            id
+        })
+        .collect();
+    p.pump(false);
+    assert_eq!(p.a.context_count(), 10_001);
+    assert_eq!(p.b.context_count(), 10_001);
+    let msg = Bytes::from(vec![0x42u8; 10]);
+    group.throughput(Throughput::Elements(1));
+    group.bench_function(BenchmarkId::from_parameter(10), |b| {
+        b.iter(|| {
+            p.a.write(p.now, p.client, msg.clone(), true, None).unwrap();
+            let (s, c) = p.pump(true);
+            assert_eq!((s, c), (10, 10));
+            black_box(c)
+        })
+    });
+    black_box(others);
+    group.finish();
+}
+
 fn bulk(c: &mut Criterion) {
     let mut group = c.benchmark_group("engine/bulk");
     let chunk = Bytes::from(vec![0x5au8; 1 << 20]);
@@ -148,5 +181,5 @@ fn bulk(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pingpong, bulk);
+criterion_group!(benches, pingpong, pingpong_among_many, bulk);
 criterion_main!(benches);
