@@ -6,6 +6,7 @@
 //!   one [`xk_netemu::Link`] per direction between a client and a server and
 //!   measures its own timing accuracy.
 
+pub mod batch;
 pub mod clock;
 pub mod relay;
 pub mod udp;

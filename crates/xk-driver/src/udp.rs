@@ -1,61 +1,129 @@
 //! The XTP endpoint on a UDP socket: one XTP packet per datagram, XTP header
 //! at offset 0, checksum always filled (digest §1 [P], G13, G14).
 //!
-//! Blocking and single-threaded: [`UdpDriver::turn`] sends everything the
-//! endpoint has, waits for one datagram or the endpoint's next timeout
-//! (whichever comes first, bounded by the caller), and feeds it in. Received
-//! datagrams are read into a `BytesMut` and split off without copying, so
-//! payload reaches the application as slices of the receive buffer.
+//! Single-threaded: [`UdpDriver::turn`] sends everything the endpoint has
+//! (batched: GSO runs and `sendmmsg`, see [`crate::batch`]), waits for input
+//! or the endpoint's next timeout (whichever comes first, bounded by the
+//! caller), feeds what came in, runs due timers and sends again. Received
+//! datagrams reach the application as slices of the receive buffer.
 //!
-//! Not yet here (issue #6): recvmmsg/sendmmsg batching, GSO/GRO, busy-poll,
-//! raw IP protocol 36.
+//! Waiting, in blocking mode: when the next deadline is far, one blocking
+//! receive (which wakes at least every [`TICK`]); when it is near, an exact
+//! `ppoll`. So a ping-pong turn costs one send and one receive call, the same
+//! as a plain UDP echo. In busy-poll mode the driver never sleeps: it spins on
+//! non-blocking receives until input or the deadline.
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
-use std::time::Duration as StdDuration;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use xk_time::{Duration, Instant};
 use xtp_proto::{Endpoint, EndpointConfig};
 
+use crate::batch::{BatchSocket, IoCounters, Outgoing, TICK};
 use crate::clock::Clock;
 
 /// Default XTP-over-UDP port of this project (no port is assigned to XTP;
 /// digest G13). 3636: "36", XTP's IP protocol number, twice.
 pub const DEFAULT_PORT: u16 = 3636;
 
-const RX_BUFFER: usize = 256 * 1024;
-const MAX_DATAGRAM: usize = 65_536;
+/// Datagrams taken from the endpoint per send batch.
+const TX_BATCH: usize = 64;
+/// Kernel socket buffer asked for each way (a bulk window in flight).
+pub const SOCKET_BUFFER: usize = 8 << 20;
+
+/// How the driver waits for input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum WaitMode {
+    /// Sleep in the kernel until input or the next deadline.
+    #[default]
+    Blocking,
+    /// Spin on non-blocking receives: lowest latency, one core at 100 %.
+    BusyPoll,
+}
+
+/// Driver settings.
+#[derive(Clone, Copy, Debug)]
+pub struct DriverConfig {
+    /// How to wait.
+    pub wait: WaitMode,
+    /// Use UDP GSO/GRO when the kernel has them.
+    pub offload: bool,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig { wait: WaitMode::Blocking, offload: true }
+    }
+}
 
 /// An XTP endpoint driven on a UDP socket.
 pub struct UdpDriver {
-    sock: UdpSocket,
+    sock: BatchSocket,
     ep: Endpoint,
     clock: Clock,
-    tx: Vec<u8>,
-    rx: BytesMut,
-    /// Datagrams sent and received, and send errors.
-    pub counters: (u64, u64, u64),
+    cfg: DriverConfig,
+    max_packet: usize,
+    arena: Vec<u8>,
+    out: Vec<Outgoing>,
+    /// Second arena for re-laying out a batch (see `data_first`).
+    spare: Vec<u8>,
+    /// Kernel buffer sizes granted (receive, send).
+    pub buffers: (usize, usize),
 }
 
 impl UdpDriver {
-    /// Binds `addr` and creates an endpoint seeded from `seed`.
+    /// Binds `addr` and creates an endpoint seeded from `seed`, blocking
+    /// waits and offload where available.
     pub fn bind(addr: impl ToSocketAddrs, cfg: EndpointConfig, seed: u64) -> io::Result<Self> {
-        let sock = UdpSocket::bind(addr)?;
-        let tx = vec![0u8; cfg.max_packet.max(2048)];
+        Self::bind_with(addr, cfg, seed, DriverConfig::default())
+    }
+
+    /// As [`UdpDriver::bind`], with driver settings.
+    pub fn bind_with(
+        addr: impl ToSocketAddrs,
+        cfg: EndpointConfig,
+        seed: u64,
+        driver: DriverConfig,
+    ) -> io::Result<Self> {
+        let sock = BatchSocket::new(UdpSocket::bind(addr)?, driver.offload)?;
+        let buffers = sock.size_buffers(SOCKET_BUFFER);
+        let max_packet = cfg.max_packet.max(2048);
         Ok(UdpDriver {
             sock,
             ep: Endpoint::new(cfg, seed),
             clock: Clock::new(),
-            tx,
-            rx: BytesMut::with_capacity(RX_BUFFER),
-            counters: (0, 0, 0),
+            cfg: driver,
+            max_packet,
+            arena: vec![0u8; TX_BATCH * max_packet],
+            out: Vec::with_capacity(TX_BATCH),
+            spare: vec![0u8; TX_BATCH * max_packet],
+            buffers,
+        })
+    }
+
+    /// A warning when the kernel granted less socket buffer than asked
+    /// (a bulk transfer then loses datagrams in the kernel), naming the
+    /// sysctl to raise.
+    pub fn buffer_warning(&self) -> Option<String> {
+        // Linux reports twice the granted size (bookkeeping overhead).
+        let want = SOCKET_BUFFER;
+        let (r, s) = self.buffers;
+        (r < want || s < want).then(|| {
+            format!(
+                "kernel socket buffers are {} KiB receive / {} KiB send, below the {} KiB asked for; \
+                 raise net.core.rmem_max and net.core.wmem_max (sysctl -w net.core.rmem_max={want}) \
+                 for full-speed bulk transfers",
+                r / 2048,
+                s / 2048,
+                want / 1024
+            )
         })
     }
 
     /// The bound address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.sock.local_addr()
+        self.sock.socket().local_addr()
     }
 
     /// Current time on the driver's clock.
@@ -68,80 +136,130 @@ impl UdpDriver {
         &mut self.ep
     }
 
-    /// Sends everything the endpoint has queued.
+    /// What the socket did (datagrams, errors, system calls).
+    pub fn counters(&self) -> IoCounters {
+        self.sock.counters
+    }
+
+    /// Whether GSO (send) and GRO (receive) are in use.
+    pub fn offload(&self) -> (bool, bool) {
+        self.sock.offload()
+    }
+
+    /// Sends everything the endpoint has queued, in batches.
     pub fn flush(&mut self) -> io::Result<()> {
         loop {
             let now = self.clock.now();
-            let Some(t) = self.ep.poll_transmit(now, &mut self.tx) else { return Ok(()) };
-            match self.sock.send_to(&self.tx[..t.len], t.dst) {
-                Ok(_) => self.counters.0 += 1,
-                // A full socket buffer loses the datagram like a congested
-                // link would; the protocol recovers. Count it.
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                    // A signal: the datagram did not leave; count it like a
-                    // full buffer (the protocol retransmits).
-                    self.counters.2 += 1;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.counters.2 += 1,
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => self.counters.2 += 1,
-                Err(e) => return Err(e),
+            self.out.clear();
+            let mut used = 0;
+            while self.out.len() < TX_BATCH {
+                let Some(t) = self.ep.poll_transmit(now, &mut self.arena[used..used + self.max_packet])
+                else {
+                    break;
+                };
+                self.out.push(Outgoing { dst: t.dst, start: used, len: t.len });
+                used += t.len;
+            }
+            if self.out.is_empty() {
+                return Ok(());
+            }
+            self.data_first();
+            self.sock.send(&self.arena, &self.out)?;
+            if self.out.len() < TX_BATCH {
+                return Ok(());
             }
         }
     }
 
-    /// Receives one datagram into the receive buffer and hands it to the
-    /// endpoint as a slice of that buffer. False when none was waiting.
-    fn recv_one(&mut self) -> io::Result<bool> {
-        // `rx` stays MAX_DATAGRAM long: after a datagram is split off the
-        // front, only its length is re-filled (and a fresh buffer is taken
-        // when the old one is used up), so no 64 KiB memset per datagram.
-        if self.rx.capacity() < MAX_DATAGRAM {
-            self.rx = BytesMut::with_capacity(RX_BUFFER);
-        }
-        self.rx.resize(MAX_DATAGRAM, 0);
-        let r = self.sock.recv_from(&mut self.rx[..]);
-        match r {
-            Ok((n, from)) => {
-                self.counters.1 += 1;
-                let data = self.rx.split_to(n).freeze();
-                self.ep.handle_datagram(self.clock.now(), from, data);
-                Ok(true)
-            }
-            Err(e) => match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::ConnectionRefused => {
-                    Ok(false)
-                }
-                _ => Err(e),
-            },
-        }
-    }
-
-    /// One turn of the loop: flush, wait up to `max_wait` (or the endpoint's
-    /// next timeout) for a datagram, process it and any due timers, flush.
-    pub fn turn(&mut self, max_wait: Duration) -> io::Result<()> {
-        self.flush()?;
-        let now = self.clock.now();
-        let wait = match self.ep.poll_timeout() {
-            Some(t) => t.saturating_since(now).min(max_wait),
-            None => max_wait,
+    /// Puts a batch's DATA packets before its control packets, each group in
+    /// its own order, when a control packet came before a longer DATA packet. A status reply and a
+    /// data packet to one peer then form one GSO send (equal sizes, shorter
+    /// last) — in a ping-pong, one datagram-train and one wake-up at the peer
+    /// instead of two. Control and data are separate sequence spaces, so
+    /// their relative order within a batch carries no meaning; DATA order is
+    /// kept.
+    fn data_first(&mut self) {
+        let is_data = |arena: &[u8], o: &Outgoing| {
+            xtp_wire::Packet::new_unchecked(&arena[o.start..o.start + o.len]).ptype_code() == 0
         };
-        if wait.is_zero() {
-            self.sock.set_nonblocking(true)?;
-        } else {
-            self.sock.set_nonblocking(false)?;
-            let w = StdDuration::from_nanos(u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX));
-            self.sock.set_read_timeout(Some(w.max(StdDuration::from_micros(1))))?;
+        // Only when a control packet precedes a longer DATA packet: a longer
+        // control packet followed by shorter DATA already fits GSO's shape.
+        let mut shortest_control_so_far = usize::MAX;
+        let mut needed = false;
+        for o in &self.out {
+            if is_data(&self.arena, o) {
+                needed |= o.len > shortest_control_so_far;
+            } else {
+                shortest_control_so_far = shortest_control_so_far.min(o.len);
+            }
         }
-        if self.recv_one()? {
-            // Drain what else is already waiting, without blocking.
-            self.sock.set_nonblocking(true)?;
-            for _ in 0..64 {
-                if !self.recv_one()? {
+        if !needed {
+            return;
+        }
+        let mut order: Vec<Outgoing> = Vec::with_capacity(self.out.len());
+        order.extend(self.out.iter().filter(|o| is_data(&self.arena, o)).copied());
+        order.extend(self.out.iter().filter(|o| !is_data(&self.arena, o)).copied());
+        let mut used = 0;
+        for o in &mut order {
+            self.spare[used..used + o.len].copy_from_slice(&self.arena[o.start..o.start + o.len]);
+            o.start = used;
+            used += o.len;
+        }
+        std::mem::swap(&mut self.arena, &mut self.spare);
+        self.out = order;
+    }
+
+    /// Receives what is waiting (`block`: or waits up to [`TICK`] for it) and
+    /// feeds it to the endpoint. Returns the number of datagrams.
+    fn receive(&mut self, block: bool) -> io::Result<usize> {
+        let now = self.clock.now();
+        let ep = &mut self.ep;
+        let mut feed = |from: SocketAddr, data: Bytes| ep.handle_datagram(now, from, data);
+        let n = self.sock.recv_gro(block, &mut feed)?;
+        if n > 0 {
+            // Several may be queued: take up to a batch more without waiting.
+            for _ in 0..crate::batch::BATCH {
+                if self.sock.recv_gro(false, &mut feed)? == 0 {
                     break;
                 }
             }
         }
+        Ok(n)
+    }
+
+    /// One turn of the loop: flush, wait up to `max_wait` (or the endpoint's
+    /// next timeout) for input, process it and any due timers.
+    ///
+    /// The turn does not flush at its end: what the endpoint produced while
+    /// processing (a status reply, say) waits for the application's own
+    /// response to the same input, and both leave together at the start of
+    /// the next turn — one system call and one wake-up at the peer instead
+    /// of two. Call [`UdpDriver::flush`] to send without waiting.
+    pub fn turn(&mut self, max_wait: Duration) -> io::Result<()> {
+        self.flush()?;
+        let now = self.clock.now();
+        let deadline = match self.ep.poll_timeout() {
+            Some(t) => t.min(now + max_wait),
+            None => now + max_wait,
+        };
+        match self.cfg.wait {
+            WaitMode::BusyPoll => {
+                while self.receive(false)? == 0 && self.clock.now() < deadline {
+                    std::hint::spin_loop();
+                }
+            }
+            WaitMode::Blocking => {
+                let wait = deadline.saturating_since(now);
+                if wait.is_zero() {
+                    self.receive(false)?;
+                } else if wait >= TICK + Duration::from_millis(5) {
+                    self.receive(true)?;
+                } else if self.sock.wait(Some(wait))? {
+                    self.receive(false)?;
+                }
+            }
+        }
         self.ep.handle_timeout(self.clock.now());
-        self.flush()
+        Ok(())
     }
 }

@@ -28,8 +28,31 @@ impl Transport {
     }
 }
 
-/// Serves TCP connections: first byte `e` echoes, `d` discards.
-pub(crate) fn tcp_server(l: TcpListener) {
+/// Reads once; with `busy`, spins on a non-blocking socket instead of
+/// sleeping in the kernel.
+fn read_spin(s: &mut TcpStream, buf: &mut [u8], busy: bool) -> std::io::Result<usize> {
+    loop {
+        match s.read(buf) {
+            Err(e) if busy && e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            r => return r,
+        }
+    }
+}
+
+fn read_exact_spin(s: &mut TcpStream, buf: &mut [u8], busy: bool) -> std::io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        match read_spin(s, &mut buf[got..], busy)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => got += n,
+        }
+    }
+    Ok(())
+}
+
+/// Serves TCP connections: first byte `e` echoes, `d` discards. `busy`: the
+/// echo spins on non-blocking reads (the busy-poll floor).
+pub(crate) fn tcp_server(l: TcpListener, busy: bool) {
     for s in l.incoming().flatten() {
         std::thread::spawn(move || {
             let mut s = s;
@@ -38,8 +61,9 @@ pub(crate) fn tcp_server(l: TcpListener) {
             if s.read_exact(&mut mode).is_err() {
                 return;
             }
+            let busy = busy && mode[0] == b'e' && s.set_nonblocking(true).is_ok();
             let mut buf = vec![0u8; 1 << 16];
-            while let Ok(n) = s.read(&mut buf) {
+            while let Ok(n) = read_spin(&mut s, &mut buf, busy) {
                 if n == 0 || (mode[0] == b'e' && s.write_all(&buf[..n]).is_err()) {
                     break;
                 }
@@ -48,11 +72,18 @@ pub(crate) fn tcp_server(l: TcpListener) {
     }
 }
 
-/// Echoes UDP datagrams.
-pub(crate) fn udp_echo(s: UdpSocket) {
+/// Echoes UDP datagrams (`busy`: spinning on non-blocking receives).
+pub(crate) fn udp_echo(s: UdpSocket, busy: bool) {
     let mut buf = vec![0u8; 65_536];
-    while let Ok((n, from)) = s.recv_from(&mut buf) {
-        let _ = s.send_to(&buf[..n], from);
+    let _ = s.set_nonblocking(busy);
+    loop {
+        match s.recv_from(&mut buf) {
+            Ok((n, from)) => {
+                let _ = s.send_to(&buf[..n], from);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(_) => return,
+        }
     }
 }
 
@@ -61,37 +92,51 @@ fn udp_echo_addr(to: SocketAddr) -> SocketAddr {
 }
 
 /// Round trips of `len`-byte datagrams to the raw UDP echo, in nanoseconds.
-pub(crate) fn ping_udp(to: SocketAddr, len: usize, count: u32) -> Result<Vec<u64>, String> {
+/// `busy`: spin on non-blocking receives.
+pub(crate) fn ping_udp(to: SocketAddr, len: usize, count: u32, busy: bool) -> Result<Vec<u64>, String> {
     if len > 65_000 {
         return Err(format!("-l {len}: a raw UDP datagram holds at most 65,000 bytes here"));
     }
     let s = UdpSocket::bind("0.0.0.0:0").map_err(|e| e.to_string())?;
     s.connect(udp_echo_addr(to)).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(2))).map_err(|e| e.to_string())?;
+    s.set_nonblocking(busy).map_err(|e| e.to_string())?;
     let msg = vec![0x5au8; len];
     let mut buf = vec![0u8; 65_536];
     let mut out = Vec::with_capacity(count as usize);
     for i in 0..count {
         let t0 = Instant::now();
         s.send(&msg).map_err(|e| e.to_string())?;
-        s.recv(&mut buf).map_err(|e| format!("udp ping {i}: no echo from {}: {e}", udp_echo_addr(to)))?;
+        loop {
+            match s.recv(&mut buf) {
+                Ok(_) => break,
+                Err(e)
+                    if busy && e.kind() == std::io::ErrorKind::WouldBlock && t0.elapsed().as_secs() < 2 =>
+                {
+                    std::hint::spin_loop()
+                }
+                Err(e) => return Err(format!("udp ping {i}: no echo from {}: {e}", udp_echo_addr(to))),
+            }
+        }
         out.push(t0.elapsed().as_nanos() as u64);
     }
     Ok(out)
 }
 
 /// Round trips of `len`-byte messages over kernel TCP (Nagle off), in ns.
-pub(crate) fn ping_tcp(to: SocketAddr, len: usize, count: u32) -> Result<Vec<u64>, String> {
+/// `busy`: spin on non-blocking reads.
+pub(crate) fn ping_tcp(to: SocketAddr, len: usize, count: u32, busy: bool) -> Result<Vec<u64>, String> {
     let mut s = TcpStream::connect(to).map_err(|e| format!("tcp connect {to}: {e}"))?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
     s.write_all(b"e").map_err(|e| e.to_string())?;
+    s.set_nonblocking(busy).map_err(|e| e.to_string())?;
     let msg = vec![0x5au8; len];
     let mut buf = vec![0u8; len];
     let mut out = Vec::with_capacity(count as usize);
     for _ in 0..count {
         let t0 = Instant::now();
         s.write_all(&msg).map_err(|e| e.to_string())?;
-        s.read_exact(&mut buf).map_err(|e| e.to_string())?;
+        read_exact_spin(&mut s, &mut buf, busy).map_err(|e| e.to_string())?;
         out.push(t0.elapsed().as_nanos() as u64);
     }
     Ok(out)

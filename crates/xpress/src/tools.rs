@@ -14,7 +14,7 @@ use bytes::Bytes;
 use clap::Args;
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use xk_driver::udp::{DEFAULT_PORT, UdpDriver};
+use xk_driver::udp::{DEFAULT_PORT, DriverConfig, UdpDriver, WaitMode};
 
 use crate::floors::{self, Transport};
 use xk_time::{Duration, Instant};
@@ -39,11 +39,32 @@ pub(crate) struct ServeArgs {
     /// Stop after this many seconds (default: run until killed).
     #[arg(long)]
     duration: Option<f64>,
+    /// Spin instead of sleeping (XTP, TCP echo and UDP echo alike).
+    #[arg(long)]
+    busy_poll: bool,
+    /// Do not use UDP GSO/GRO.
+    #[arg(long)]
+    no_offload: bool,
+}
+
+fn driver_config(busy_poll: bool, no_offload: bool) -> DriverConfig {
+    DriverConfig {
+        wait: if busy_poll { WaitMode::BusyPoll } else { WaitMode::Blocking },
+        offload: !no_offload,
+    }
 }
 
 pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
-    let mut d = UdpDriver::bind(a.listen, EndpointConfig::default(), seed())
-        .map_err(|e| format!("bind {}: {e}", a.listen))?;
+    let mut d = UdpDriver::bind_with(
+        a.listen,
+        EndpointConfig::default(),
+        seed(),
+        driver_config(a.busy_poll, a.no_offload),
+    )
+    .map_err(|e| format!("bind {}: {e}", a.listen))?;
+    if let Some(w) = d.buffer_warning() {
+        eprintln!("xpress serve: warning: {w}");
+    }
     let ep = d.endpoint();
     ep.listen(ECHO_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
     ep.listen(DISCARD_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
@@ -52,8 +73,9 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
     let udp_echo_addr = SocketAddr::new(local.ip(), local.port().wrapping_add(1));
     let udp_echo = std::net::UdpSocket::bind(udp_echo_addr)
         .map_err(|e| format!("udp echo bind {udp_echo_addr}: {e}"))?;
-    std::thread::spawn(move || floors::tcp_server(tcp));
-    std::thread::spawn(move || floors::udp_echo(udp_echo));
+    let busy = a.busy_poll;
+    std::thread::spawn(move || floors::tcp_server(tcp, busy));
+    std::thread::spawn(move || floors::udp_echo(udp_echo, busy));
     println!("listening on {local}");
     let end = a.duration.map(|s| d.now() + Duration::from_secs_f64(s));
     let mut port_of: HashMap<ContextId, u16> = HashMap::new();
@@ -113,6 +135,12 @@ pub(crate) struct PingArgs {
     /// What to measure: XTP, or the raw-UDP / kernel-TCP floor.
     #[arg(long, value_enum, default_value_t = Transport::Xtp)]
     transport: Transport,
+    /// Spin on non-blocking receives instead of sleeping.
+    #[arg(long)]
+    busy_poll: bool,
+    /// Do not use UDP GSO/GRO.
+    #[arg(long)]
+    no_offload: bool,
 }
 
 fn wait_for<T>(
@@ -149,15 +177,21 @@ pub(crate) fn ping(a: &PingArgs) -> Result<(), String> {
     }
     let rtts = match a.transport {
         Transport::Xtp => ping_xtp(a)?,
-        Transport::Udp => floors::ping_udp(a.to, a.length, a.count)?,
-        Transport::Tcp => floors::ping_tcp(a.to, a.length, a.count)?,
+        Transport::Udp => floors::ping_udp(a.to, a.length, a.count, a.busy_poll)?,
+        Transport::Tcp => floors::ping_tcp(a.to, a.length, a.count, a.busy_poll)?,
     };
     report_rtts(a, rtts);
     Ok(())
 }
 
 fn ping_xtp(a: &PingArgs) -> Result<Vec<u64>, String> {
-    let mut d = UdpDriver::bind("0.0.0.0:0", EndpointConfig::default(), seed()).map_err(|e| e.to_string())?;
+    let mut d = UdpDriver::bind_with(
+        "0.0.0.0:0",
+        EndpointConfig::default(),
+        seed(),
+        driver_config(a.busy_poll, a.no_offload),
+    )
+    .map_err(|e| e.to_string())?;
     let now = d.now();
     let ctx =
         d.endpoint().connect(now, a.to, ECHO_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
@@ -208,12 +242,13 @@ fn report_rtts(a: &PingArgs, mut rtts: Vec<u64>) {
     if a.json {
         println!(
             "{}",
-            json!({"transport": "xtp", "length": a.length, "count": a.count,
+            json!({"transport": name, "busy_poll": a.busy_poll, "length": a.length, "count": a.count,
             "rtt_us": {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": q(1.0)}})
         );
     } else {
         println!(
-            "{name} ping {} B × {}: rtt p50 {:.1} µs  p90 {:.1} µs  p99 {:.1} µs  max {:.1} µs",
+            "{name}{} ping {} B × {}: rtt p50 {:.1} µs  p90 {:.1} µs  p99 {:.1} µs  max {:.1} µs",
+            if a.busy_poll { " (busy-poll)" } else { "" },
             a.length,
             a.count,
             q(0.5),
@@ -247,6 +282,9 @@ pub(crate) struct BulkArgs {
     /// What to measure: XTP or the kernel-TCP floor.
     #[arg(long, value_enum, default_value_t = Transport::Xtp)]
     transport: Transport,
+    /// Do not use UDP GSO/GRO.
+    #[arg(long)]
+    no_offload: bool,
 }
 
 pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
@@ -274,7 +312,16 @@ pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
             );
         }
     }
-    let mut d = UdpDriver::bind("0.0.0.0:0", EndpointConfig::default(), seed()).map_err(|e| e.to_string())?;
+    let mut d = UdpDriver::bind_with(
+        "0.0.0.0:0",
+        EndpointConfig::default(),
+        seed(),
+        driver_config(false, a.no_offload),
+    )
+    .map_err(|e| e.to_string())?;
+    if let Some(w) = d.buffer_warning() {
+        eprintln!("xpress bulk: warning: {w}");
+    }
     let mut cfg = ContextConfig::stream();
     cfg.nocheck = a.nocheck;
     cfg.out_rate = a.rate;
@@ -325,7 +372,9 @@ pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
         println!(
             "{}",
             json!({"transport": "xtp", "bytes": a.bytes, "seconds": secs, "gbit_per_s": gbps,
-            "nocheck": a.nocheck, "sha256": digest, "datagrams_sent": d.counters.0})
+            "nocheck": a.nocheck, "sha256": digest, "datagrams_sent": d.counters().sent,
+            "send_calls": d.counters().send_calls, "send_errors": d.counters().send_errors,
+            "gso": d.offload().0, "gro": d.offload().1})
         );
     } else {
         println!("sent {} bytes sha256 {digest} in {secs:.3} s: {gbps:.3} Gbit/s", a.bytes);
