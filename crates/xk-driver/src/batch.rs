@@ -122,14 +122,16 @@ impl BatchSocket {
     /// system call and wakes at least every tick; non-blocking calls pass
     /// `MSG_DONTWAIT`. Sends never block.
     pub fn new(sock: UdpSocket, use_offload: bool) -> io::Result<Self> {
+        Self::with_offload(sock, use_offload, use_offload)
+    }
+
+    /// As [`BatchSocket::new`], choosing GSO and GRO separately.
+    pub fn with_offload(sock: UdpSocket, want_gso: bool, want_gro: bool) -> io::Result<Self> {
         sock.set_nonblocking(false)?;
         sock.set_read_timeout(Some(std::time::Duration::from_nanos(TICK.as_nanos() as u64)))?;
-        let (mut gso, mut gro) = (false, false);
-        if use_offload {
-            // GSO needs no socket option to send; probe that the kernel knows it.
-            gso = nix::sys::socket::getsockopt(&sock, sockopt::UdpGsoSegment).is_ok();
-            gro = setsockopt(&sock, sockopt::UdpGroSegment, &true).is_ok();
-        }
+        // GSO needs no socket option to send; probe that the kernel knows it.
+        let gso = want_gso && nix::sys::socket::getsockopt(&sock, sockopt::UdpGsoSegment).is_ok();
+        let gro = want_gro && setsockopt(&sock, sockopt::UdpGroSegment, &true).is_ok();
         Ok(BatchSocket {
             sock,
             gso,
