@@ -26,13 +26,13 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use bytes::{Bytes, BytesMut};
 use nix::errno::Errno;
-use nix::poll::{PollFd, PollFlags, ppoll};
 use nix::sys::socket::{
     ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, recvmsg,
     sendmmsg, sendmsg, setsockopt, sockopt,
 };
-use nix::sys::time::TimeSpec;
 use xk_time::Duration;
+
+use crate::transport::Transport;
 
 /// Most datagrams moved by one `sendmmsg` / `recvmmsg`.
 pub const BATCH: usize = 32;
@@ -342,14 +342,31 @@ impl BatchSocket {
     /// Waits until a datagram is readable or `timeout` passes (None: forever).
     /// Returns whether the socket is readable.
     pub fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        let mut fds = [PollFd::new(self.sock.as_fd(), PollFlags::POLLIN)];
-        let ts =
-            timeout.map(|d| TimeSpec::from_duration(std::time::Duration::from_nanos(d.as_nanos() as u64)));
-        match ppoll(&mut fds, ts, None) {
-            Ok(n) => Ok(n > 0),
-            Err(Errno::EINTR) => Ok(false),
-            Err(e) => Err(io_err(e)),
-        }
+        crate::transport::wait_readable(self.sock.as_fd(), timeout)
+    }
+}
+
+impl Transport for BatchSocket {
+    fn send(&mut self, arena: &[u8], out: &[Outgoing]) -> io::Result<usize> {
+        BatchSocket::send(self, arena, out)
+    }
+    fn recv(&mut self, block: bool, f: &mut dyn FnMut(SocketAddr, Bytes)) -> io::Result<usize> {
+        self.recv_gro(block, f)
+    }
+    fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        BatchSocket::wait(self, timeout)
+    }
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+    fn counters(&self) -> IoCounters {
+        self.counters
+    }
+    fn offload(&self) -> (bool, bool) {
+        (self.gso, self.gro)
+    }
+    fn size_buffers(&self, bytes: usize) -> (usize, usize) {
+        BatchSocket::size_buffers(self, bytes)
     }
 }
 

@@ -1,12 +1,22 @@
 //! Real I/O for xpress. This crate is where sockets and the wall clock enter;
-//! everything it drives (the link model, later the XTP engine) stays sans-I/O.
+//! everything it drives (the link model, the XTP engine) stays sans-I/O.
 //!
-//! * [`udp`]: the XTP endpoint on a UDP socket (blocking, one thread).
+//! * [`driver`]: the XTP endpoint on a socket — [`driver::UdpDriver`] (XTP over
+//!   UDP, the default) and [`driver::RawDriver`] (XTP over IP protocol 36,
+//!   root only) — one thread, blocking or busy-poll.
+//! * [`transport`]: what the driver needs from a socket; [`batch`] implements
+//!   it for UDP with `sendmmsg`/`recvmmsg` and GSO/GRO, [`raw`] for IP 36.
 //! * [`relay`]: driver 2 of the link model — a real-time UDP relay that applies
 //!   one [`xk_netemu::Link`] per direction between a client and a server and
 //!   measures its own timing accuracy.
+//! * [`clock`]: the monotonic clock as an [`xk_time::Instant`].
+//!
+//! `unsafe` stays forbidden here too: system calls go through `nix` and
+//! `socket2`.
 
 pub mod batch;
 pub mod clock;
+pub mod driver;
+pub mod raw;
 pub mod relay;
-pub mod udp;
+pub mod transport;

@@ -14,7 +14,8 @@ use bytes::Bytes;
 use clap::Args;
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use xk_driver::udp::{DEFAULT_PORT, DriverConfig, UdpDriver, WaitMode};
+use xk_driver::driver::{DEFAULT_PORT, Driver, DriverConfig, UdpDriver, WaitMode};
+use xk_driver::transport::Transport as Io;
 
 use crate::floors::{self, Transport};
 use xk_time::{Duration, Instant};
@@ -45,6 +46,19 @@ pub(crate) struct ServeArgs {
     /// Do not use UDP GSO/GRO.
     #[arg(long)]
     no_offload: bool,
+    /// XTP directly over IP protocol 36 (root only) on the `--listen`
+    /// address (its port is ignored; use a different loopback address from
+    /// the client's, e.g. 127.0.0.2).
+    #[arg(long)]
+    raw: bool,
+}
+
+/// The IPv4 address of `a` for a raw socket, or an error naming the flag.
+fn raw_ip(flag: &str, a: SocketAddr) -> Result<std::net::Ipv4Addr, String> {
+    match a.ip() {
+        std::net::IpAddr::V4(ip) => Ok(ip),
+        std::net::IpAddr::V6(_) => Err(format!("{flag} {a}: --raw supports IPv4 only")),
+    }
 }
 
 fn driver_config(busy_poll: bool, no_offload: bool) -> DriverConfig {
@@ -55,13 +69,19 @@ fn driver_config(busy_poll: bool, no_offload: bool) -> DriverConfig {
 }
 
 pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
-    let mut d = UdpDriver::bind_with(
-        a.listen,
-        EndpointConfig::default(),
-        seed(),
-        driver_config(a.busy_poll, a.no_offload),
-    )
-    .map_err(|e| format!("bind {}: {e}", a.listen))?;
+    let dc = driver_config(a.busy_poll, a.no_offload);
+    if a.raw {
+        let ip = raw_ip("--listen", a.listen)?;
+        let d = Driver::bind_raw(ip, EndpointConfig::default(), seed(), dc)
+            .map_err(|e| format!("raw IP 36 on {ip}: {e}"))?;
+        return serve_on(d, a, false);
+    }
+    let d = UdpDriver::bind_with(a.listen, EndpointConfig::default(), seed(), dc)
+        .map_err(|e| format!("bind {}: {e}", a.listen))?;
+    serve_on(d, a, true)
+}
+
+fn serve_on<T: Io>(mut d: Driver<T>, a: &ServeArgs, floors: bool) -> Result<(), String> {
     if let Some(w) = d.buffer_warning() {
         eprintln!("xpress serve: warning: {w}");
     }
@@ -69,13 +89,15 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
     ep.listen(ECHO_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
     ep.listen(DISCARD_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
     let local = d.local_addr().map_err(|e| e.to_string())?;
-    let tcp = std::net::TcpListener::bind(local).map_err(|e| format!("tcp bind {local}: {e}"))?;
-    let udp_echo_addr = SocketAddr::new(local.ip(), local.port().wrapping_add(1));
-    let udp_echo = std::net::UdpSocket::bind(udp_echo_addr)
-        .map_err(|e| format!("udp echo bind {udp_echo_addr}: {e}"))?;
-    let busy = a.busy_poll;
-    std::thread::spawn(move || floors::tcp_server(tcp, busy));
-    std::thread::spawn(move || floors::udp_echo(udp_echo, busy));
+    if floors {
+        let tcp = std::net::TcpListener::bind(local).map_err(|e| format!("tcp bind {local}: {e}"))?;
+        let udp_echo_addr = SocketAddr::new(local.ip(), local.port().wrapping_add(1));
+        let udp_echo = std::net::UdpSocket::bind(udp_echo_addr)
+            .map_err(|e| format!("udp echo bind {udp_echo_addr}: {e}"))?;
+        let busy = a.busy_poll;
+        std::thread::spawn(move || floors::tcp_server(tcp, busy));
+        std::thread::spawn(move || floors::udp_echo(udp_echo, busy));
+    }
     println!("listening on {local}");
     let end = a.duration.map(|s| d.now() + Duration::from_secs_f64(s));
     let mut port_of: HashMap<ContextId, u16> = HashMap::new();
@@ -141,12 +163,33 @@ pub(crate) struct PingArgs {
     /// Do not use UDP GSO/GRO.
     #[arg(long)]
     no_offload: bool,
+    /// XTP directly over IP protocol 36 (root only) from this local IPv4
+    /// address to the `--to` address (port ignored).
+    #[arg(long, value_name = "LOCAL_IP")]
+    raw: Option<std::net::Ipv4Addr>,
 }
 
-fn wait_for<T>(
-    d: &mut UdpDriver,
+/// The driver a client tool runs on: UDP, or raw IP 36 from `raw`.
+fn client_driver(raw: Option<std::net::Ipv4Addr>, dc: DriverConfig) -> Result<ClientDriver, String> {
+    match raw {
+        Some(ip) => Driver::bind_raw(ip, EndpointConfig::default(), seed(), dc)
+            .map(ClientDriver::Raw)
+            .map_err(|e| format!("raw IP 36 on {ip}: {e}")),
+        None => UdpDriver::bind_with("0.0.0.0:0", EndpointConfig::default(), seed(), dc)
+            .map(ClientDriver::Udp)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+enum ClientDriver {
+    Udp(UdpDriver),
+    Raw(xk_driver::driver::RawDriver),
+}
+
+fn wait_for<T, X: Io>(
+    d: &mut Driver<X>,
     deadline: Instant,
-    mut f: impl FnMut(&mut UdpDriver) -> Option<T>,
+    mut f: impl FnMut(&mut Driver<X>) -> Option<T>,
 ) -> Result<T, String> {
     loop {
         if let Some(t) = f(d) {
@@ -185,16 +228,15 @@ pub(crate) fn ping(a: &PingArgs) -> Result<(), String> {
 }
 
 fn ping_xtp(a: &PingArgs) -> Result<Vec<u64>, String> {
-    let mut d = UdpDriver::bind_with(
-        "0.0.0.0:0",
-        EndpointConfig::default(),
-        seed(),
-        driver_config(a.busy_poll, a.no_offload),
-    )
-    .map_err(|e| e.to_string())?;
+    match client_driver(a.raw, driver_config(a.busy_poll, a.no_offload))? {
+        ClientDriver::Udp(d) => ping_on(d, a, a.to),
+        ClientDriver::Raw(d) => ping_on(d, a, SocketAddr::new(a.to.ip(), 0)),
+    }
+}
+
+fn ping_on<X: Io>(mut d: Driver<X>, a: &PingArgs, to: SocketAddr) -> Result<Vec<u64>, String> {
     let now = d.now();
-    let ctx =
-        d.endpoint().connect(now, a.to, ECHO_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    let ctx = d.endpoint().connect(now, to, ECHO_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
     let msg = Bytes::from(vec![0x5au8; a.length]);
     let mut rtts = Vec::with_capacity(a.count as usize);
     for _ in 0..a.count {
@@ -280,11 +322,15 @@ pub(crate) struct BulkArgs {
     #[arg(short = 'J', long)]
     json: bool,
     /// What to measure: XTP or the kernel-TCP floor.
-    #[arg(long, value_enum, default_value_t = Transport::Xtp)]
-    transport: Transport,
+    #[arg(long, value_enum, default_value_t = floors::Transport::Xtp)]
+    transport: floors::Transport,
     /// Do not use UDP GSO/GRO.
     #[arg(long)]
     no_offload: bool,
+    /// XTP directly over IP protocol 36 (root only) from this local IPv4
+    /// address to the `--to` address (port ignored).
+    #[arg(long, value_name = "LOCAL_IP")]
+    raw: Option<std::net::Ipv4Addr>,
 }
 
 pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
@@ -312,13 +358,13 @@ pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
             );
         }
     }
-    let mut d = UdpDriver::bind_with(
-        "0.0.0.0:0",
-        EndpointConfig::default(),
-        seed(),
-        driver_config(false, a.no_offload),
-    )
-    .map_err(|e| e.to_string())?;
+    match client_driver(a.raw, driver_config(false, a.no_offload))? {
+        ClientDriver::Udp(d) => bulk_on(d, a, a.to),
+        ClientDriver::Raw(d) => bulk_on(d, a, SocketAddr::new(a.to.ip(), 0)),
+    }
+}
+
+fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), String> {
     if let Some(w) = d.buffer_warning() {
         eprintln!("xpress bulk: warning: {w}");
     }
@@ -327,7 +373,7 @@ pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
     cfg.out_rate = a.rate;
     cfg.recv_buffer = a.window;
     let t0 = d.now();
-    let ctx = d.endpoint().connect(t0, a.to, DISCARD_PORT, cfg).map_err(|e| e.to_string())?;
+    let ctx = d.endpoint().connect(t0, to, DISCARD_PORT, cfg).map_err(|e| e.to_string())?;
     // The data: a deterministic pattern, written in 1 MiB chunks as the send
     // queue drains (bounded memory), hashed as it goes.
     let mut sha = Sha256::new();

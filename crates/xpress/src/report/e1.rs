@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::time::Instant as WallInstant;
 
 use bytes::Bytes;
-use xk_driver::udp::UdpDriver;
+use xk_driver::driver::UdpDriver;
 use xk_netemu::LinkParams;
 use xk_sim::{Node, Sim};
 use xk_time::{Duration, Instant};

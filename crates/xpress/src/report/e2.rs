@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
 use bytes::Bytes;
+use xk_driver::driver::UdpDriver;
 use xk_driver::relay::{self, RelayConfig};
-use xk_driver::udp::UdpDriver;
 use xk_netemu::parse_line;
 use xk_time::Duration;
 use xtp_proto::{CloseReason, ContextConfig, EndpointConfig, Event};

@@ -1,5 +1,7 @@
-//! The XTP endpoint on a UDP socket: one XTP packet per datagram, XTP header
-//! at offset 0, checksum always filled (digest §1 [P], G13, G14).
+//! The XTP endpoint on a socket: one XTP packet per datagram, XTP header at
+//! offset 0, checksum always filled (digest §1 [P], G13, G14). Over UDP
+//! ([`UdpDriver`], the default) or directly over IP protocol 36
+//! ([`RawDriver`], root only): one loop, two [`Transport`]s.
 //!
 //! Single-threaded: [`UdpDriver::turn`] sends everything the endpoint has
 //! (batched: GSO runs and `sendmmsg`, see [`crate::batch`]), waits for input
@@ -22,6 +24,8 @@ use xtp_proto::{Endpoint, EndpointConfig};
 
 use crate::batch::{BatchSocket, IoCounters, Outgoing, TICK};
 use crate::clock::Clock;
+use crate::raw::RawSocket;
+use crate::transport::Transport;
 
 /// Default XTP-over-UDP port of this project (no port is assigned to XTP;
 /// digest G13). 3636: "36", XTP's IP protocol number, twice.
@@ -57,9 +61,9 @@ impl Default for DriverConfig {
     }
 }
 
-/// An XTP endpoint driven on a UDP socket.
-pub struct UdpDriver {
-    sock: BatchSocket,
+/// An XTP endpoint driven on a socket.
+pub struct Driver<T: Transport> {
+    sock: T,
     ep: Endpoint,
     clock: Clock,
     cfg: DriverConfig,
@@ -72,7 +76,12 @@ pub struct UdpDriver {
     pub buffers: (usize, usize),
 }
 
-impl UdpDriver {
+/// XTP over UDP.
+pub type UdpDriver = Driver<BatchSocket>;
+/// XTP over raw IP protocol 36.
+pub type RawDriver = Driver<RawSocket>;
+
+impl Driver<BatchSocket> {
     /// Binds `addr` and creates an endpoint seeded from `seed`, blocking
     /// waits and offload where available.
     pub fn bind(addr: impl ToSocketAddrs, cfg: EndpointConfig, seed: u64) -> io::Result<Self> {
@@ -87,9 +96,29 @@ impl UdpDriver {
         driver: DriverConfig,
     ) -> io::Result<Self> {
         let sock = BatchSocket::new(UdpSocket::bind(addr)?, driver.offload)?;
+        Ok(Driver::on(sock, cfg, seed, driver))
+    }
+}
+
+impl Driver<RawSocket> {
+    /// Opens a raw IP protocol-36 socket on `local` (root only; the error
+    /// says so) and creates an endpoint seeded from `seed`.
+    pub fn bind_raw(
+        local: std::net::Ipv4Addr,
+        cfg: EndpointConfig,
+        seed: u64,
+        driver: DriverConfig,
+    ) -> io::Result<Self> {
+        Ok(Driver::on(RawSocket::bind(local)?, cfg, seed, driver))
+    }
+}
+
+impl<T: Transport> Driver<T> {
+    /// Runs an endpoint on an open transport.
+    pub fn on(sock: T, cfg: EndpointConfig, seed: u64, driver: DriverConfig) -> Self {
         let buffers = sock.size_buffers(SOCKET_BUFFER);
         let max_packet = cfg.max_packet.max(2048);
-        Ok(UdpDriver {
+        Driver {
             sock,
             ep: Endpoint::new(cfg, seed),
             clock: Clock::new(),
@@ -99,7 +128,7 @@ impl UdpDriver {
             out: Vec::with_capacity(TX_BATCH),
             spare: vec![0u8; TX_BATCH * max_packet],
             buffers,
-        })
+        }
     }
 
     /// A warning when the kernel granted less socket buffer than asked
@@ -123,7 +152,7 @@ impl UdpDriver {
 
     /// The bound address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.sock.socket().local_addr()
+        self.sock.local_addr()
     }
 
     /// Current time on the driver's clock.
@@ -138,7 +167,7 @@ impl UdpDriver {
 
     /// What the socket did (datagrams, errors, system calls).
     pub fn counters(&self) -> IoCounters {
-        self.sock.counters
+        self.sock.counters()
     }
 
     /// Whether GSO (send) and GRO (receive) are in use.
@@ -215,11 +244,11 @@ impl UdpDriver {
         let now = self.clock.now();
         let ep = &mut self.ep;
         let mut feed = |from: SocketAddr, data: Bytes| ep.handle_datagram(now, from, data);
-        let n = self.sock.recv_gro(block, &mut feed)?;
+        let n = self.sock.recv(block, &mut feed)?;
         if n > 0 {
             // Several may be queued: take up to a batch more without waiting.
             for _ in 0..crate::batch::BATCH {
-                if self.sock.recv_gro(false, &mut feed)? == 0 {
+                if self.sock.recv(false, &mut feed)? == 0 {
                     break;
                 }
             }
