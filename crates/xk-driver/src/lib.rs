@@ -14,6 +14,7 @@
 //! `unsafe` stays forbidden here too: system calls go through `nix` and
 //! `socket2`.
 
+pub mod api;
 pub mod batch;
 pub mod clock;
 pub mod driver;

@@ -163,6 +163,10 @@ pub(crate) struct PingArgs {
     /// Do not use UDP GSO/GRO.
     #[arg(long)]
     no_offload: bool,
+    /// Go through a running `xpress emulate` listening at ADDR (started with
+    /// `--server` set to the `--to` address): packets are sent there instead.
+    #[arg(long, value_name = "ADDR")]
+    via: Option<SocketAddr>,
     /// XTP directly over IP protocol 36 (root only) from this local IPv4
     /// address to the `--to` address (port ignored).
     #[arg(long, value_name = "LOCAL_IP")]
@@ -228,8 +232,13 @@ pub(crate) fn ping(a: &PingArgs) -> Result<(), String> {
 }
 
 fn ping_xtp(a: &PingArgs) -> Result<Vec<u64>, String> {
+    if a.raw.is_some() && a.via.is_some() {
+        return Err(
+            "--via and --raw: the emulator relays UDP; run raw IP through `xpress netns` instead".into()
+        );
+    }
     match client_driver(a.raw, driver_config(a.busy_poll, a.no_offload))? {
-        ClientDriver::Udp(d) => ping_on(d, a, a.to),
+        ClientDriver::Udp(d) => ping_on(d, a, a.via.unwrap_or(a.to)),
         ClientDriver::Raw(d) => ping_on(d, a, SocketAddr::new(a.to.ip(), 0)),
     }
 }
@@ -327,6 +336,10 @@ pub(crate) struct BulkArgs {
     /// Do not use UDP GSO/GRO.
     #[arg(long)]
     no_offload: bool,
+    /// Go through a running `xpress emulate` listening at ADDR (started with
+    /// `--server` set to the `--to` address): packets are sent there instead.
+    #[arg(long, value_name = "ADDR")]
+    via: Option<SocketAddr>,
     /// XTP directly over IP protocol 36 (root only) from this local IPv4
     /// address to the `--to` address (port ignored).
     #[arg(long, value_name = "LOCAL_IP")]
@@ -358,8 +371,13 @@ pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
             );
         }
     }
+    if a.raw.is_some() && a.via.is_some() {
+        return Err(
+            "--via and --raw: the emulator relays UDP; run raw IP through `xpress netns` instead".into()
+        );
+    }
     match client_driver(a.raw, driver_config(false, a.no_offload))? {
-        ClientDriver::Udp(d) => bulk_on(d, a, a.to),
+        ClientDriver::Udp(d) => bulk_on(d, a, a.via.unwrap_or(a.to)),
         ClientDriver::Raw(d) => bulk_on(d, a, SocketAddr::new(a.to.ip(), 0)),
     }
 }

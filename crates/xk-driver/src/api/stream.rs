@@ -1,0 +1,271 @@
+//! [`XtpStream`]: a reliable XTP context as a byte stream and as messages.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use bytes::Bytes;
+use xk_time::{Duration, Instant};
+use xtp_proto::{ContextConfig, ContextId, EndpointConfig};
+
+use super::{Handle, Shared, TURN, close_error, timed_out};
+use crate::driver::UdpDriver;
+
+/// Bytes written but unacknowledged above which `write` waits: bounds the
+/// memory a fast writer can queue.
+const WRITE_BUFFER: u64 = 4 << 20;
+
+/// One message: bytes up to an EOM, with the BTAG it started with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// The message.
+    pub data: Vec<u8>,
+    /// The tag the sender attached, if any.
+    pub btag: Option<u64>,
+}
+
+/// A reliable XTP stream (service 4) over UDP.
+///
+/// `Read` returns bytes in order and `Ok(0)` once the peer closed its side;
+/// `Write` queues bytes (waiting while more than 4 MiB are unacknowledged).
+/// Dropping the stream closes it gracefully and waits, bounded by the
+/// stream's timeout, for the close to complete.
+pub struct XtpStream {
+    shared: Handle,
+    ctx: ContextId,
+    peer: SocketAddr,
+    /// Part of a chunk `read` has not returned yet.
+    pending: Bytes,
+    /// EOM and BTAG of the chunk in `pending`.
+    pending_meta: (bool, Option<u64>),
+    timeout: Option<Duration>,
+    closed_write: bool,
+    /// `close` or `abort` ran: nothing left for `drop` to do.
+    finished: bool,
+}
+
+impl XtpStream {
+    /// Opens a stream to the XTP `port` at `addr` (an `xpress serve`, or an
+    /// [`super::XtpListener`]). Returns at once: XTP needs no handshake before
+    /// the first byte; a refusal surfaces on the first read or write.
+    pub fn connect(addr: impl ToSocketAddrs, port: u16) -> io::Result<XtpStream> {
+        XtpStream::connect_with(addr, port, EndpointConfig::default(), ContextConfig::stream())
+    }
+
+    /// As [`XtpStream::connect`], with the endpoint's and the context's
+    /// settings (retry limit, NOCHECK, rate, window, …).
+    pub fn connect_with(
+        addr: impl ToSocketAddrs,
+        port: u16,
+        ep: EndpointConfig,
+        cfg: ContextConfig,
+    ) -> io::Result<XtpStream> {
+        let peer = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to connect to"))?;
+        let local = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+        let driver = UdpDriver::bind(local, ep, seed())?;
+        let shared = Shared::new(driver);
+        let ctx = {
+            let mut s = shared.borrow_mut();
+            let now = s.now();
+            s.driver.endpoint().connect(now, peer, port, cfg).map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidInput, format!("connect to {peer} port {port}: {e:?}"))
+            })?
+        };
+        Ok(XtpStream::from_parts(shared, ctx, peer))
+    }
+
+    pub(super) fn from_parts(shared: Handle, ctx: ContextId, peer: SocketAddr) -> XtpStream {
+        XtpStream {
+            shared,
+            ctx,
+            peer,
+            pending: Bytes::new(),
+            pending_meta: (false, None),
+            timeout: Some(Duration::from_secs(300)),
+            closed_write: false,
+            finished: false,
+        }
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Longest a blocking call waits (None: forever). Default 300 s.
+    pub fn set_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.timeout = timeout.map(|d| Duration::from_nanos(d.as_nanos() as u64));
+    }
+
+    fn deadline(&self, now: Instant) -> Option<Instant> {
+        self.timeout.map(|t| now + t)
+    }
+
+    /// Turns the driver until `done` holds; errors when the context ended
+    /// badly or the deadline passed.
+    fn drive(&mut self, what: &str, mut done: impl FnMut(&mut Shared, ContextId) -> bool) -> io::Result<()> {
+        let mut s = self.shared.borrow_mut();
+        let deadline = self.deadline(s.now());
+        loop {
+            if done(&mut s, self.ctx) {
+                return Ok(());
+            }
+            if let (_, Some(reason)) = s.status(self.ctx) {
+                return Err(close_error(reason).unwrap_or_else(|| {
+                    io::Error::new(io::ErrorKind::NotConnected, format!("{what}: closed"))
+                }));
+            }
+            if deadline.is_some_and(|d| s.now() >= d) {
+                return Err(timed_out(what));
+            }
+            s.pump(TURN)?;
+        }
+    }
+
+    /// Fills `pending` with the next chunk; false at the end of the stream.
+    fn next_chunk(&mut self) -> io::Result<bool> {
+        let mut got = None;
+        let mut end = false;
+        self.drive("read", |s, ctx| {
+            if let Some(c) = s.read_chunk(ctx) {
+                got = Some(c);
+                return true;
+            }
+            let (finished, closed) = s.status(ctx);
+            end = finished || matches!(closed, Some(xtp_proto::CloseReason::Graceful));
+            end
+        })?;
+        match got {
+            Some(c) => {
+                self.pending = c.data;
+                self.pending_meta = (c.eom, c.btag);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Sends one message: `data` with EOM at its end, tagged with `btag`.
+    pub fn send_message(&mut self, data: &[u8], btag: Option<u64>) -> io::Result<()> {
+        self.wait_for_room()?;
+        self.shared.borrow_mut().write(self.ctx, Bytes::copy_from_slice(data), true, btag)?;
+        self.shared.borrow_mut().driver.flush()
+    }
+
+    /// Receives the next whole message (None at the end of the stream). A
+    /// message interrupted by the end of the stream is returned as it is.
+    pub fn recv_message(&mut self) -> io::Result<Option<Message>> {
+        let mut data = Vec::new();
+        let mut btag = None;
+        let mut first = true;
+        loop {
+            if self.pending.is_empty() && !self.next_chunk()? {
+                return Ok((!first).then_some(Message { data, btag }));
+            }
+            if first {
+                btag = self.pending_meta.1;
+                first = false;
+            }
+            data.extend_from_slice(&self.pending);
+            self.pending = Bytes::new();
+            if self.pending_meta.0 {
+                return Ok(Some(Message { data, btag }));
+            }
+        }
+    }
+
+    fn wait_for_room(&mut self) -> io::Result<()> {
+        if self.closed_write {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "write after shutdown"));
+        }
+        self.drive("write", |s, ctx| s.driver.endpoint().unacked_bytes(ctx) < WRITE_BUFFER)
+    }
+
+    /// Closes our sending side (the peer reads end-of-stream); reading goes on.
+    pub fn shutdown_write(&mut self) -> io::Result<()> {
+        if !self.closed_write {
+            self.closed_write = true;
+            let mut s = self.shared.borrow_mut();
+            let now = s.now();
+            s.driver.endpoint().close(now, self.ctx);
+            s.driver.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Closes gracefully and waits until both sides are done (everything we
+    /// wrote acknowledged, the peer closed too). Unread data is discarded.
+    pub fn close(mut self) -> io::Result<()> {
+        self.close_inner()
+    }
+
+    fn close_inner(&mut self) -> io::Result<()> {
+        self.finished = true;
+        self.shutdown_write()?;
+        let r = self.drive("close", |s, ctx| {
+            while s.read_chunk(ctx).is_some() {}
+            matches!(s.status(ctx).1, Some(xtp_proto::CloseReason::Graceful))
+        });
+        // The context is over either way; forget its status.
+        self.shared.borrow_mut().status.remove(&self.ctx);
+        r
+    }
+
+    /// Aborts: the peer gets END and a DIAG; nothing more is delivered.
+    pub fn abort(mut self) {
+        self.finished = true;
+        let mut s = self.shared.borrow_mut();
+        let now = s.now();
+        s.driver.endpoint().abort(now, self.ctx);
+        let _ = s.driver.flush();
+        s.status.remove(&self.ctx);
+    }
+}
+
+impl Read for XtpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if self.pending.is_empty() && !self.next_chunk()? {
+            return Ok(0);
+        }
+        let n = buf.len().min(self.pending.len());
+        buf[..n].copy_from_slice(&self.pending[..n]);
+        let _ = self.pending.split_to(n);
+        Ok(n)
+    }
+}
+
+impl Write for XtpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.wait_for_room()?;
+        self.shared.borrow_mut().write(self.ctx, Bytes::copy_from_slice(buf), false, None)?;
+        Ok(buf.len())
+    }
+
+    /// Hands queued packets to the kernel (does not wait for acknowledgement).
+    fn flush(&mut self) -> io::Result<()> {
+        self.shared.borrow_mut().driver.flush()
+    }
+}
+
+impl Drop for XtpStream {
+    fn drop(&mut self) {
+        let over = self.finished || self.shared.borrow().status(self.ctx).1.is_some();
+        if !over {
+            let _ = self.close_inner();
+        } else {
+            self.shared.borrow_mut().status.remove(&self.ctx);
+        }
+    }
+}
+
+pub(super) fn seed() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64)
+}

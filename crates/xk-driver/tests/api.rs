@@ -1,0 +1,207 @@
+//! The blocking APIs end to end between two real processes over UDP on
+//! loopback: stream (10 MB echoed and compared), messages (EOM boundaries and
+//! BTAGs), transaction, acknowledged and unacknowledged datagrams; and the
+//! faults: no listener, unreachable peer, peer killed mid-transfer.
+//!
+//! The server is this test binary run again as a child process with
+//! `XPRESS_API_ROLE=server` (the `server_role` test below does nothing
+//! otherwise); it prints its address, serves until told to stop or 60 s pass.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use xk_driver::api::{XtpListener, XtpStream, send_datagram, transaction};
+use xtp_proto::{ContextConfig, EndpointConfig, Service};
+
+const PORT: u16 = 80;
+
+/// The server child process; killed by its id when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Server {
+    fn start() -> Server {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "server_role", "--nocapture", "--test-threads", "1"])
+            .env("XPRESS_API_ROLE", "server")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the server process");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        // From here the child is reaped by `Drop`, whatever happens.
+        let mut srv = Server { child, addr: String::new(), out };
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(srv.out.read_line(&mut line).unwrap() > 0, "server exited before listening");
+            // The harness may print "test server_role ... " on the same line.
+            if let Some(i) = line.find("listening ") {
+                srv.addr = line[i + "listening ".len()..].trim().to_string();
+                return srv;
+            }
+        }
+    }
+
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(self.out.read_line(&mut line).unwrap() > 0, "server exited");
+            if let Some(i) = line.find("srv ") {
+                return line[i..].trim().to_string();
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i as u64).wrapping_mul(2_654_435_761).rotate_right(13) as u8).collect()
+}
+
+/// The server: streams echo everything (messages come back with their
+/// BTAG), transactions answer in upper case, datagrams are printed.
+#[test]
+fn server_role() {
+    if std::env::var("XPRESS_API_ROLE").as_deref() != Ok("server") {
+        return;
+    }
+    let mut l = XtpListener::bind("127.0.0.1:0", PORT).unwrap();
+    println!("listening {}", l.local_addr().unwrap());
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < Duration::from_secs(60) {
+        if let Ok((peer, d)) = l.recv_datagram(Some(Duration::from_millis(1))) {
+            println!("srv datagram {} bytes from {peer}: {}", d.len(), String::from_utf8_lossy(&d));
+            if &d[..] == b"quit" {
+                return;
+            }
+        }
+        let Ok((mut s, _, service)) = l.accept_timeout(Some(Duration::from_millis(20))) else { continue };
+        if service == Service::Transaction {
+            let mut req = Vec::new();
+            s.read_to_end(&mut req).unwrap();
+            s.write_all(&req.to_ascii_uppercase()).unwrap();
+            s.close().unwrap();
+            println!("srv transaction {} bytes", req.len());
+            continue;
+        }
+        // A stream: echo messages with their tags until the peer finishes.
+        let mut n = 0;
+        while let Some(m) = s.recv_message().unwrap() {
+            n += m.data.len();
+            s.send_message(&m.data, m.btag).unwrap();
+        }
+        s.close().unwrap();
+        println!("srv stream {n} bytes");
+    }
+}
+
+#[test]
+fn stream_messages_transaction_datagrams_between_processes() {
+    let mut srv = Server::start();
+    let addr = srv.addr.clone();
+
+    // Stream: 10 MB written as one unbroken stream, echoed back in pieces.
+    let data = pattern(10_000_000);
+    let mut s = XtpStream::connect(&*addr, PORT).unwrap();
+    let mut back = Vec::with_capacity(data.len());
+    for chunk in data.chunks(1 << 20) {
+        s.write_all(chunk).unwrap();
+    }
+    s.shutdown_write().unwrap();
+    s.read_to_end(&mut back).unwrap();
+    assert!(back == data, "stream echo differs ({} of {} bytes back)", back.len(), data.len());
+    s.close().unwrap();
+    assert_eq!(srv.line(), "srv stream 10000000 bytes");
+
+    // Messages: boundaries and tags survive.
+    let mut s = XtpStream::connect(&*addr, PORT).unwrap();
+    for i in 0..50u64 {
+        let m = pattern(1 + (i as usize * 977) % 5000);
+        s.send_message(&m, Some(1000 + i)).unwrap();
+        let echo = s.recv_message().unwrap().expect("echoed message");
+        assert_eq!(echo.data, m, "message {i}");
+        assert_eq!(echo.btag, Some(1000 + i), "message {i}");
+    }
+    s.close().unwrap();
+    srv.line();
+
+    // Transaction.
+    let resp = transaction(&*addr, PORT, b"hello, xtp", Duration::from_secs(10)).unwrap();
+    assert_eq!(resp, b"HELLO, XTP");
+    assert_eq!(srv.line(), "srv transaction 10 bytes");
+
+    // Datagrams, acknowledged and not.
+    send_datagram(&*addr, PORT, b"acked one", true, Duration::from_secs(10)).unwrap();
+    assert!(srv.line().ends_with(": acked one"));
+    send_datagram(&*addr, PORT, b"plain one", false, Duration::from_secs(10)).unwrap();
+    assert!(srv.line().ends_with(": plain one"));
+    send_datagram(&*addr, PORT, b"quit", true, Duration::from_secs(10)).unwrap();
+}
+
+#[test]
+fn no_listener_is_a_named_refusal() {
+    let srv = Server::start();
+    let mut s = XtpStream::connect(&*srv.addr, 99).unwrap();
+    s.write_all(b"anyone?").unwrap();
+    let mut buf = [0u8; 16];
+    let err = s.read(&mut buf).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+    assert!(err.to_string().contains("no listener"), "{err}");
+}
+
+/// A short retry schedule so the faults surface in seconds, not minutes.
+fn impatient() -> EndpointConfig {
+    EndpointConfig { max_retries: 3, ..EndpointConfig::default() }
+}
+
+#[test]
+fn unreachable_peer_times_out_saying_nothing_was_acknowledged() {
+    // A UDP port with nothing behind it.
+    let addr = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut s = XtpStream::connect_with(addr, PORT, impatient(), ContextConfig::stream()).unwrap();
+    s.write_all(b"hello?").unwrap();
+    let mut buf = [0u8; 8];
+    let err = s.read(&mut buf).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+    assert!(err.to_string().contains("0 bytes acknowledged"), "{err}");
+}
+
+#[test]
+fn peer_killed_mid_transfer_reports_what_was_acknowledged() {
+    let mut srv = Server::start();
+    let mut s = XtpStream::connect_with(&*srv.addr, PORT, impatient(), ContextConfig::stream()).unwrap();
+    let chunk = pattern(1 << 20);
+    // Make sure the server is receiving, then kill it (our own child, by id).
+    s.send_message(&chunk, None).unwrap();
+    let echo = s.recv_message().unwrap().expect("echo"); // the server is alive and answering
+    assert_eq!(echo.data.len(), chunk.len());
+    let _ = srv.child.kill();
+    let _ = srv.child.wait();
+    let err = loop {
+        match s.write_all(&chunk) {
+            Ok(()) => continue,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+    let text = err.to_string();
+    let acked: u64 = text
+        .split_whitespace()
+        .zip(text.split_whitespace().skip(1))
+        .find(|(_, w)| *w == "bytes")
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count in: {text}"));
+    assert!(acked >= 1, "{text}");
+    eprintln!("after the kill: {text}");
+}
