@@ -18,6 +18,7 @@ pub mod api;
 pub mod batch;
 pub mod clock;
 pub mod driver;
+pub mod netns;
 pub mod raw;
 pub mod relay;
 pub mod transport;

@@ -41,7 +41,7 @@ pub(crate) struct EmulateArgs {
     log: Option<String>,
 }
 
-fn spec(what: &str, s: &str) -> Result<LinkSpec, String> {
+pub(crate) fn spec(what: &str, s: &str) -> Result<LinkSpec, String> {
     let r = match s.strip_prefix('@') {
         Some(path) => {
             let text =

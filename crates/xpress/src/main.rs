@@ -6,6 +6,7 @@
 mod bench;
 mod emulate;
 mod floors;
+mod netns_cmd;
 mod report;
 mod tools;
 
@@ -27,6 +28,9 @@ enum Command {
     Bench(bench::BenchCommand),
     /// Real-time UDP relay applying the link model in each direction.
     Emulate(emulate::EmulateArgs),
+    /// Two network namespaces joined by the emulator through TUN devices
+    /// (root): run any program under the emulated link.
+    Netns(netns_cmd::NetnsArgs),
     /// The seeds' experiments reproduced here: HTML and JSON report.
     Report(report::ReportArgs),
     /// Serve `ping` (echo, XTP port 7) and `bulk` (discard, port 9) over UDP.
@@ -39,7 +43,15 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Netns(args) = &cli.command {
+        // Its exit status is the status of the command run in namespace B.
+        return netns_cmd::run(args).unwrap_or_else(|e| {
+            eprintln!("xpress: error: {e}");
+            ExitCode::FAILURE
+        });
+    }
     let result = match cli.command {
+        Command::Netns(_) => unreachable!("handled above"),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Emulate(args) => emulate::run(&args),
         Command::Report(args) => report::run(&args),

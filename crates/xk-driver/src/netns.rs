@@ -1,0 +1,278 @@
+//! Driver 3 of the link model: two network namespaces joined through TUN
+//! devices, this process forwarding IP packets between them through one
+//! [`Link`] per direction — the Mahimahi approach. Any program (kernel TCP,
+//! iperf3, our own tools) runs in the namespaces under exactly the emulated
+//! conditions.
+//!
+//! Layout: namespace A holds TUN device `<prefix>a` with 10.200.0.1, peer
+//! 10.200.0.2; namespace B the mirror image. Both devices are created here,
+//! moved into their namespaces and configured with `ip`; the process keeps
+//! their file descriptors, so a packet A sends to 10.200.0.2 is read here,
+//! delayed/limited/dropped by the forward link, and written into B.
+//!
+//! Needs root (namespaces, TUN); [`Netns::create`] refuses otherwise, saying
+//! why. Names carry the process id, so runs never collide; [`Netns`] deletes
+//! both namespaces (and with them the devices) when dropped — on success, on
+//! error, and (through the caller's stop flag) on Ctrl-C.
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+
+use bytes::{Bytes, BytesMut};
+use xk_netemu::{Link, LinkPacket, LinkSpec};
+use xk_time::Duration;
+
+use crate::clock::Clock;
+use crate::relay::{DirectionReport, RelayReport};
+
+/// Address of namespace A's end.
+pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 1);
+/// Address of namespace B's end.
+pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
+
+/// Runs `ip` with `args`; the error carries what `ip` said.
+fn ip(args: &[&str]) -> io::Result<()> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot run `ip` (iproute2): {e}")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(io::Error::other(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())))
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Two namespaces and the TUN devices between them. Dropping it tears
+/// everything down.
+pub struct Netns {
+    /// Namespace names (A, B).
+    pub names: (String, String),
+    tun: (Arc<tun::Device>, Arc<tun::Device>),
+    created: Vec<String>,
+}
+
+impl Netns {
+    /// Creates namespaces `<prefix><pid>a` / `…b` and their TUN link.
+    pub fn create(prefix: &str) -> io::Result<Netns> {
+        if !is_root() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "xpress netns needs root: creating network namespaces and TUN devices requires \
+                 CAP_SYS_ADMIN and CAP_NET_ADMIN (run it as root, or use `xpress emulate`, the UDP relay, \
+                 which needs no privileges)",
+            ));
+        }
+        let base = format!("{prefix}{}", std::process::id());
+        let names = (format!("{base}a"), format!("{base}b"));
+        let mut created = Vec::new();
+        // Build into a half-made value whose Drop cleans up on any error.
+        let mut guard = Partial { created: &mut created };
+        let a = make_end(&names.0, &format!("{base}ta"), ADDR_A, ADDR_B, &mut guard)?;
+        let b = make_end(&names.1, &format!("{base}tb"), ADDR_B, ADDR_A, &mut guard)?;
+        std::mem::forget(guard);
+        Ok(Netns { names, tun: (Arc::new(a), Arc::new(b)), created })
+    }
+
+    /// A command that runs `sh -c script` inside namespace A (`false`) or B
+    /// (`true`), with `XPRESS_PEER` set to the other end's address.
+    pub fn command(&self, in_b: bool, script: &str) -> Command {
+        let (ns, peer) = if in_b { (&self.names.1, ADDR_A) } else { (&self.names.0, ADDR_B) };
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns, "sh", "-c", script]).env("XPRESS_PEER", peer.to_string());
+        c
+    }
+
+    /// Forwards packets between the namespaces until `stop` is set or
+    /// `duration` passes. `forward` applies A → B, `reverse` B → A.
+    pub fn forward(
+        &self,
+        forward: &LinkSpec,
+        reverse: &LinkSpec,
+        seed: u64,
+        duration: Duration,
+        spin: Duration,
+        stop: &Arc<AtomicBool>,
+    ) -> io::Result<RelayReport> {
+        let clock = Clock::new();
+        let start = clock.now();
+        let mk = |spec: &LinkSpec, label: &str| {
+            Link::new(spec.params.clone(), spec.changes.clone(), start, seed, label)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+        };
+        let mut links: [Link<Packet>; 2] = [mk(forward, "forward")?, mk(reverse, "reverse")?];
+        let mut errors: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+        let mut send_errors = [0u64; 2];
+        let (tx, rx) = mpsc::channel::<(usize, Bytes)>();
+        let readers: Vec<_> = [(0usize, self.tun.0.clone()), (1, self.tun.1.clone())]
+            .into_iter()
+            .map(|(dir, dev)| {
+                let (tx, stop) = (tx.clone(), stop.clone());
+                std::thread::spawn(move || read_loop(dir, &dev, &tx, &stop))
+            })
+            .collect();
+        drop(tx);
+        let outs = [self.tun.1.clone(), self.tun.0.clone()]; // A→B writes into B
+        let end = start + duration;
+        let mut last = start;
+        while !stop.load(Ordering::Relaxed) {
+            let now = clock.now();
+            if now >= end {
+                break;
+            }
+            for d in 0..2 {
+                while let Some(p) = links[d].poll(now) {
+                    let sent_at = clock.now();
+                    if outs[d].send(&p.packet.0).is_err() {
+                        send_errors[d] += 1;
+                    }
+                    errors[d]
+                        .push(u64::try_from(sent_at.saturating_since(p.at).as_nanos()).unwrap_or(u64::MAX));
+                }
+            }
+            let next = [links[0].next_arrival(), links[1].next_arrival(), Some(end), Some(now + TICK_MAX)]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(end);
+            let wait = next.saturating_since(clock.now());
+            let got = if wait > spin {
+                let w = wait - spin;
+                rx.recv_timeout(std::time::Duration::from_nanos(w.as_nanos() as u64)).ok()
+            } else {
+                rx.try_recv().ok()
+            };
+            let mut take = |(dir, data): (usize, Bytes)| {
+                // Arrivals from two threads: keep the link's clock monotonic.
+                let t = clock.now().max(last);
+                last = t;
+                let _ = links[dir].send(t, Packet(data));
+            };
+            if let Some(a) = got {
+                take(a);
+                while let Ok(a) = rx.try_recv() {
+                    take(a);
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            let _ = r.join();
+        }
+        let mut report = |d: usize| {
+            let mut errors_ns = std::mem::take(&mut errors[d]);
+            errors_ns.sort_unstable();
+            DirectionReport { link: links[d].stats(), errors_ns, send_errors: send_errors[d] }
+        };
+        let (fw, rv) = (report(0), report(1));
+        let valid = fw.error_quantile(0.99) <= Duration::from_millis(1)
+            && rv.error_quantile(0.99) <= Duration::from_millis(1);
+        Ok(RelayReport { forward: fw, reverse: rv, valid, seed, kernel_drops: None, syscalls: (0, 0) })
+    }
+}
+
+/// Longest the forwarding loop waits before looking at the stop flag.
+const TICK_MAX: Duration = Duration::from_millis(10);
+
+fn read_loop(dir: usize, dev: &tun::Device, tx: &mpsc::Sender<(usize, Bytes)>, stop: &AtomicBool) {
+    let mut buf = BytesMut::new();
+    while !stop.load(Ordering::Relaxed) {
+        if buf.capacity() < 65_536 {
+            buf = BytesMut::with_capacity(1 << 20);
+        }
+        buf.resize(65_536, 0);
+        match dev.recv_timeout(&mut buf[..], std::time::Duration::from_millis(20)) {
+            Ok(n) => {
+                let packet = buf.split_to(n).freeze();
+                if tx.send((dir, packet)).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::TimedOut || e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// An IP packet in flight between the namespaces.
+struct Packet(Bytes);
+
+impl LinkPacket for Packet {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn flip_bit(&mut self, bit: usize) {
+        if bit / 8 < self.0.len() {
+            let mut b = BytesMut::from(&self.0[..]);
+            b[bit / 8] ^= 0x80 >> (bit % 8);
+            self.0 = b.freeze();
+        }
+    }
+    fn duplicate(&self) -> Self {
+        Packet(self.0.clone())
+    }
+}
+
+/// Namespaces created so far while setting up; deleted if setup fails.
+struct Partial<'a> {
+    created: &'a mut Vec<String>,
+}
+
+impl Drop for Partial<'_> {
+    fn drop(&mut self) {
+        for ns in self.created.drain(..) {
+            let _ = ip(&["netns", "del", &ns]);
+        }
+    }
+}
+
+fn make_end(
+    ns: &str,
+    dev: &str,
+    local: Ipv4Addr,
+    peer: Ipv4Addr,
+    guard: &mut Partial<'_>,
+) -> io::Result<tun::Device> {
+    ip(&["netns", "add", ns])?;
+    guard.created.push(ns.to_string());
+    let mut cfg = tun::Configuration::default();
+    cfg.tun_name(dev).layer(tun::Layer::L3).mtu(1500);
+    let device = tun::create(&cfg).map_err(|e| io::Error::other(format!("create TUN device {dev}: {e}")))?;
+    ip(&["link", "set", dev, "netns", ns])?;
+    let (l, p) = (local.to_string(), peer.to_string());
+    ip(&["-n", ns, "addr", "add", &l, "peer", &p, "dev", dev])?;
+    ip(&["-n", ns, "link", "set", dev, "up"])?;
+    ip(&["-n", ns, "link", "set", "lo", "up"])?;
+    Ok(device)
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in self.created.drain(..) {
+            let _ = ip(&["netns", "del", &ns]);
+        }
+    }
+}
+
+/// Namespaces whose names start with `prefix` (to check nothing is left).
+pub fn leftover(prefix: &str) -> Vec<String> {
+    Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|n| n.starts_with(prefix))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,153 @@
+//! `xpress netns`: driver 3 of the link model — two network namespaces
+//! joined through TUN devices with the emulator forwarding between them, so
+//! any program runs under the emulated conditions (root only).
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ExitStatus};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::Args;
+use xk_driver::netns::{ADDR_A, ADDR_B, Netns, leftover};
+use xk_time::Duration;
+
+use crate::emulate::spec;
+
+/// Prefix of every namespace this command creates (then the process id).
+pub(crate) const PREFIX: &str = "xpns";
+
+#[derive(Args)]
+pub(crate) struct NetnsArgs {
+    /// A → B link, netem-like (`delay 20ms rate 100mbit`) or `@file.toml`.
+    #[arg(long, default_value = "")]
+    link: String,
+    /// B → A link (default: the same as --link).
+    #[arg(long)]
+    reverse: Option<String>,
+    /// Command started in namespace A (10.200.0.1) in the background, e.g. a
+    /// server; it is stopped when B's command ends.
+    #[arg(long, value_name = "SHELL COMMAND")]
+    a: Option<String>,
+    /// Command run in namespace B (10.200.0.2); the run ends when it does,
+    /// with its exit status. `$XPRESS_PEER` holds the other end's address.
+    #[arg(long, value_name = "SHELL COMMAND")]
+    b: Option<String>,
+    /// Give an interactive shell in namespace B instead of --b.
+    #[arg(long)]
+    shell: bool,
+    /// Seconds before A is started's server is given to come up.
+    #[arg(long, default_value_t = 0.5)]
+    settle: f64,
+    /// Longest run in seconds (the emulator stops forwarding after it).
+    #[arg(long, default_value_t = 600.0)]
+    duration: f64,
+    /// Master seed of the link model.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the emulator's report (JSON) here.
+    #[arg(long)]
+    report: Option<String>,
+}
+
+/// A background command this run started, in a process group of its own;
+/// dropping it ends that group (SIGTERM, then SIGKILL after a second), so a
+/// shell's children go too.
+struct Background(Option<Child>);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let Some(mut c) = self.0.take() else { return };
+        let Ok(pid) = i32::try_from(c.id()) else { return };
+        let group = nix::unistd::Pid::from_raw(pid);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGTERM);
+        for _ in 0..20 {
+            if c.try_wait().ok().flatten().is_some() {
+                // The leader is gone; make sure the rest of the group is too.
+                let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = c.wait();
+    }
+}
+
+pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
+    if !(a.duration > 0.0 && a.duration.is_finite()) {
+        return Err(format!("--duration {}: must be a positive number of seconds", a.duration));
+    }
+    if a.shell && a.b.is_some() {
+        return Err("--shell and --b: choose one (the shell runs in namespace B)".into());
+    }
+    let forward = spec("--link", &a.link)?;
+    let reverse = spec("--reverse", a.reverse.as_deref().unwrap_or(&a.link))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        // Ctrl-C: stop forwarding, end the commands, tear down (below).
+        ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
+            .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
+    }
+    let ns = Netns::create(PREFIX).map_err(|e| e.to_string())?;
+    eprintln!(
+        "xpress netns: {} ({ADDR_A}) <-> {} ({ADDR_B}), seed {}; forward: {:?}",
+        ns.names.0, ns.names.1, a.seed, a.link
+    );
+    let (status, report) = std::thread::scope(|s| {
+        let fwd = s.spawn(|| {
+            ns.forward(
+                &forward,
+                &reverse,
+                a.seed,
+                Duration::from_secs_f64(a.duration),
+                Duration::from_micros(200),
+                &stop,
+            )
+        });
+        let result = (|| -> Result<Option<ExitStatus>, String> {
+            let _bg = match &a.a {
+                Some(cmd) => {
+                    let child =
+                        ns.command(false, cmd).process_group(0).spawn().map_err(|e| format!("--a: {e}"))?;
+                    std::thread::sleep(std::time::Duration::from_secs_f64(a.settle.max(0.0)));
+                    Background(Some(child))
+                }
+                None => Background(None),
+            };
+            if let Some(cmd) = &a.b {
+                let st = ns.command(true, cmd).status().map_err(|e| format!("--b: {e}"))?;
+                return Ok(Some(st));
+            }
+            if a.shell {
+                let st =
+                    ns.command(true, "exec ${SHELL:-sh}").status().map_err(|e| format!("--shell: {e}"))?;
+                return Ok(Some(st));
+            }
+            // Neither: forward until the duration ends or Ctrl-C.
+            while !stop.load(Ordering::Relaxed) && !fwd.is_finished() {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Ok(None)
+        })();
+        stop.store(true, Ordering::Relaxed);
+        let report = fwd.join().map_err(|_| "the forwarding thread panicked".to_string());
+        (result, report)
+    });
+    drop(ns);
+    let left = leftover(PREFIX);
+    let report = report?.map_err(|e| format!("forwarding: {e}"))?;
+    let json = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
+    match &a.report {
+        Some(path) => std::fs::write(path, &json).map_err(|e| format!("--report {path}: {e}"))?,
+        None => eprintln!("{json}"),
+    }
+    if !left.is_empty() {
+        eprintln!("xpress netns: warning: namespaces still present after teardown: {left:?}");
+    }
+    let status = status?;
+    Ok(match status.and_then(|s| s.code()) {
+        Some(0) | None => std::process::ExitCode::SUCCESS,
+        Some(c) => std::process::ExitCode::from(u8::try_from(c).unwrap_or(1)),
+    })
+}
