@@ -46,6 +46,11 @@ pub(crate) struct ServeArgs {
     /// Do not use UDP GSO/GRO.
     #[arg(long)]
     no_offload: bool,
+    /// Receive buffer of the TCP floor server's connections (SO_RCVBUF; Linux
+    /// then offers a window of about this size and stops auto-tuning): 65536
+    /// gives the classic 64 KB TCP window of seed 002.
+    #[arg(long, value_name = "BYTES")]
+    tcp_rcvbuf: Option<usize>,
     /// XTP directly over IP protocol 36 (root only) on the `--listen`
     /// address (its port is ignored; use a different loopback address from
     /// the client's, e.g. 127.0.0.2).
@@ -91,6 +96,11 @@ fn serve_on<T: Io>(mut d: Driver<T>, a: &ServeArgs, floors: bool) -> Result<(), 
     let local = d.local_addr().map_err(|e| e.to_string())?;
     if floors {
         let tcp = std::net::TcpListener::bind(local).map_err(|e| format!("tcp bind {local}: {e}"))?;
+        if let Some(b) = a.tcp_rcvbuf {
+            // Accepted connections inherit the listener's buffer size.
+            nix::sys::socket::setsockopt(&tcp, nix::sys::socket::sockopt::RcvBuf, &b)
+                .map_err(|e| format!("--tcp-rcvbuf {b}: {e}"))?;
+        }
         let udp_echo_addr = SocketAddr::new(local.ip(), local.port().wrapping_add(1));
         let udp_echo = std::net::UdpSocket::bind(udp_echo_addr)
             .map_err(|e| format!("udp echo bind {udp_echo_addr}: {e}"))?;

@@ -36,6 +36,26 @@ fn quick_report_has_every_experiment_and_renders() {
     let e2 = json["experiments"]["E2"]["rows"].as_array().unwrap();
     assert_eq!(e2.len(), 6, "3 RTTs × checksum on/off in a quick run");
     assert!(e2.iter().all(|p| p["mbit_per_s"].as_f64().unwrap() > 0.1), "{e2:?}");
+    // Kernel TCP rows: measured through `xpress netns` as root, else a note says why not.
+    let tcp = json["experiments"]["E2"]["tcp_rows"].as_array().unwrap();
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if root {
+        assert_eq!(tcp.len(), 6, "3 RTTs × default / 64 KB window");
+        let at = |rtt: u64, w: bool| {
+            tcp.iter()
+                .find(|p| p["rtt_ms"].as_u64() == Some(rtt) && p["window_64k"].as_bool() == Some(w))
+                .and_then(|p| p["mbit_per_s"].as_f64())
+                .unwrap()
+        };
+        // The 64 KB window caps TCP at 64 KB per round trip (2.6 Mbit/s at 200 ms).
+        assert!(at(200, true) < 3.0 && at(200, true) < at(200, false), "{tcp:?}");
+    } else {
+        assert!(tcp.is_empty());
+        assert!(json["experiments"]["E2"]["tcp"].as_str().unwrap().contains("needs root"));
+    }
     let e4 = json["experiments"]["E4"]["rows"].as_array().unwrap();
     assert_eq!(e4.len(), 15, "3 table sizes × 5 key sizes in a quick run");
     let e9 = json["experiments"]["E9"]["rows"].as_array().unwrap();

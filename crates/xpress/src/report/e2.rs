@@ -6,8 +6,12 @@
 //! delay each way, a server endpoint discarding on XTP port 9, and a client
 //! sending a fixed number of bytes; goodput is bytes over the time from the
 //! first write to the graceful close. XTP paces itself at the path rate with
-//! RATE/BURST (seed 002's XTP used rate control too). Kernel TCP through the same conditions
-//! needs `xpress netns` (root; not built yet) and is reported as skipped.
+//! RATE/BURST (seed 002's XTP used rate control too).
+//!
+//! Kernel TCP runs under the same link model through `xpress netns` (root:
+//! two namespaces joined by TUN devices), once with Linux's default buffers
+//! and once with the server's receive buffer at 64 KB — the window seed 002's
+//! SunOS TCP had. Without root those rows are skipped, saying why.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -125,4 +129,49 @@ pub(crate) fn point(rtt_ms: u64, nocheck: bool, bytes: u64) -> Result<Point, Str
         seconds,
         relay_p99_error_us: report.forward.error_quantile(0.99).as_secs_f64() * 1e6,
     })
+}
+
+/// One kernel-TCP point, measured through `xpress netns`.
+pub(crate) struct TcpPoint {
+    pub(crate) rtt_ms: u64,
+    /// Server receive buffer 64 KB (seed 002's window) instead of Linux's default.
+    pub(crate) window_64k: bool,
+    pub(crate) bytes: u64,
+    pub(crate) seconds: f64,
+}
+
+impl TcpPoint {
+    pub(crate) fn mbit(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.seconds / 1e6
+    }
+}
+
+/// Kernel TCP bulk through `xpress netns` (this binary) under the E2 link.
+/// Err when not root: the caller reports the rows as skipped.
+pub(crate) fn tcp_point(rtt_ms: u64, window_64k: bool, bytes: u64) -> Result<TcpPoint, String> {
+    if !xk_driver::netns::is_root() {
+        return Err("not root".into());
+    }
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe = exe.display();
+    let rcvbuf = if window_64k { " --tcp-rcvbuf 65536" } else { "" };
+    let out = std::process::Command::new(exe.to_string())
+        .args(["netns", "--link", &format!("rate 45mbit delay {}us limit 10000", rtt_ms * 500)])
+        .args(["--a", &format!("exec {exe} serve --listen 10.200.0.1:3636 --duration 300{rcvbuf}")])
+        .args(["--b", &format!("{exe} bulk --to 10.200.0.1:3636 --transport tcp -n {bytes} -J")])
+        .args(["--report", "/dev/null"])
+        .output()
+        .map_err(|e| format!("E2 TCP: cannot run xpress netns: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json: serde_json::Value = text
+        .lines()
+        .find_map(|l| l.starts_with('{').then(|| serde_json::from_str(l).ok()).flatten())
+        .ok_or_else(|| {
+            format!(
+                "E2 TCP {rtt_ms} ms: no result from xpress netns: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+    let seconds = json["seconds"].as_f64().ok_or("E2 TCP: result without seconds")?;
+    Ok(TcpPoint { rtt_ms, window_64k, bytes, seconds })
 }

@@ -163,7 +163,12 @@ pub(crate) fn render(r: &Value) -> String {
 
     // E2
     let e2 = r["experiments"]["E2"]["rows"].as_array().cloned().unwrap_or_default();
-    h += "<h2 id=\"e2\">E2 — throughput vs round-trip delay</h2><table><caption>Measured here through the real-time emulator (rate 45 Mbit/s, the DS-3 port of seed 002), Mbit/s of goodput</caption><tr><th>RTT ms</th><th>XTP, checksums</th><th>XTP, NOCHECK</th><th>relay p99 release error µs</th></tr>";
+    h += "<h2 id=\"e2\">E2 — throughput vs round-trip delay</h2><table><caption>Measured here through the real-time emulator (rate 45 Mbit/s, the DS-3 port of seed 002), Mbit/s of goodput</caption><tr><th>RTT ms</th><th>XTP, checksums</th><th>XTP, NOCHECK</th><th>kernel TCP</th><th>kernel TCP, 64 KB window</th><th>relay p99 release error µs</th></tr>";
+    let tcp = r["experiments"]["E2"]["tcp_rows"].as_array().cloned().unwrap_or_default();
+    let tcp_get = |rtt: u64, w: bool| {
+        tcp.iter().find(|p| p["rtt_ms"].as_u64() == Some(rtt) && p["window_64k"].as_bool() == Some(w))
+    };
+    let cell = |p: Option<&Value>| p.map_or("—".to_string(), |p| format!("{:.2}", f(&p["mbit_per_s"])));
     let mut rtts: Vec<u64> = e2.iter().filter_map(|p| p["rtt_ms"].as_u64()).collect();
     rtts.dedup();
     let get = |rtt: u64, nocheck: bool| {
@@ -172,16 +177,20 @@ pub(crate) fn render(r: &Value) -> String {
     for &rtt in &rtts {
         let (a, b) = (get(rtt, false), get(rtt, true));
         h += &format!(
-            "<tr><td>{rtt}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1}</td></tr>",
+            "<tr><td>{rtt}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{:.1}</td></tr>",
             a.map_or(0.0, |p| f(&p["mbit_per_s"])),
             b.map_or(0.0, |p| f(&p["mbit_per_s"])),
+            cell(tcp_get(rtt, false)),
+            cell(tcp_get(rtt, true)),
             a.map_or(0.0, |p| f(&p["relay_p99_release_error_us"]))
         );
     }
-    h += &format!(
-        "</table><p class=\"src\">Kernel TCP: {}.</p>",
-        esc(r["experiments"]["E2"]["tcp"].as_str().unwrap_or(""))
-    );
+    let note = r["experiments"]["E2"]["tcp"].as_str().unwrap_or("");
+    h += &if note.is_empty() {
+        "</table><p class=\"src\">Kernel TCP: Linux's own stack between two network namespaces joined by `xpress netns` under the same link model (45 Mbit/s, the same delays); \"64 KB window\": the server's receive buffer set to 64 KB, as close as Linux comes to seed 002's SunOS window.</p>".to_string()
+    } else {
+        format!("</table><p class=\"src\">Kernel TCP: {}.</p>", esc(note))
+    };
     h += "<p class=\"src\">Seed 002 (Miyake, Kato, Suzuki), Fig. 3, read from the figure (no table in the source): XTP on the x-kernel with a 1 MB window peaked near 17 Mbit/s and kept its throughput as the round trip grew to 200 ms; SunOS kernel TCP reached about 19 Mbit/s at 0 ms and collapsed with delay (64 KB / 53 KB windows); checksums cost XTP little.</p>";
     let curve = |nocheck: bool| -> Vec<(f64, f64)> {
         rtts.iter()
@@ -189,11 +198,22 @@ pub(crate) fn render(r: &Value) -> String {
             .filter_map(|&r| get(r, nocheck).map(|p| (r as f64, f(&p["mbit_per_s"]))))
             .collect()
     };
+    let tcp_curve = |w: bool| -> Vec<(f64, f64)> {
+        rtts.iter()
+            .filter(|&&r| r > 0)
+            .filter_map(|&r| tcp_get(r, w).map(|p| (r as f64, f(&p["mbit_per_s"]))))
+            .collect()
+    };
     h += &loglog(
         "E2 goodput vs RTT (45 Mbit/s path)",
         "round-trip ms",
         "Mbit/s",
-        &[("XTP, checksums".to_string(), curve(false)), ("XTP, NOCHECK".to_string(), curve(true))],
+        &[
+            ("XTP, checksums".to_string(), curve(false)),
+            ("XTP, NOCHECK".to_string(), curve(true)),
+            ("kernel TCP".to_string(), tcp_curve(false)),
+            ("kernel TCP, 64 KB".to_string(), tcp_curve(true)),
+        ],
     );
     if let (Some(first), Some(last)) = (rtts.first(), rtts.last()) {
         let (g0, g1) = (

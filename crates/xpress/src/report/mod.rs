@@ -83,6 +83,23 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
         }
     }
 
+    let mut tcp_points = Vec::new();
+    let mut tcp_note = String::new();
+    if xk_driver::netns::is_root() {
+        for &rtt in &rtts {
+            for window_64k in [false, true] {
+                eprintln!(
+                    "  E2 RTT {rtt} ms, kernel TCP{} through xpress netns",
+                    if window_64k { " (64 KB window)" } else { "" }
+                );
+                tcp_points.push(e2::tcp_point(rtt, window_64k, e2_bytes)?);
+            }
+        }
+    } else {
+        tcp_note = "skipped: kernel TCP under the same link runs through `xpress netns`, which needs root (network namespaces and TUN devices); run the report as root to get these rows".into();
+        eprintln!("  E2 kernel TCP rows {tcp_note}");
+    }
+
     // E4.
     eprintln!("  E4 demux map lookup");
     let margs = MapArgs {
@@ -114,7 +131,9 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
             },
             "E2": {
                 "title": "Bulk throughput vs round-trip delay through the emulator (45 Mbit/s)",
-                "tcp": "skipped: kernel TCP under the same conditions needs `xpress netns` (root), not built yet",
+                "tcp": tcp_note,
+                "tcp_rows": tcp_points.iter().map(|p| json!({"rtt_ms": p.rtt_ms, "window_64k": p.window_64k, "bytes": p.bytes,
+                    "seconds": p.seconds, "mbit_per_s": p.mbit()})).collect::<Vec<_>>(),
                 "rows": e2_points.iter().map(|p| json!({"rtt_ms": p.rtt_ms, "nocheck": p.nocheck, "bytes": p.bytes,
                     "seconds": p.seconds, "mbit_per_s": p.mbit(), "relay_p99_release_error_us": p.relay_p99_error_us})).collect::<Vec<_>>(),
             },
@@ -160,6 +179,14 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
             "  RTT {:>3} ms {:>9}: {:>6.2} Mbit/s",
             p.rtt_ms,
             if p.nocheck { "NOCHECK" } else { "checksums" },
+            p.mbit()
+        );
+    }
+    for p in &tcp_points {
+        println!(
+            "  RTT {:>3} ms  kernel TCP{}: {:>6.2} Mbit/s",
+            p.rtt_ms,
+            if p.window_64k { " 64 KB" } else { "       " },
             p.mbit()
         );
     }
