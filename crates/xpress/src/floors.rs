@@ -142,21 +142,27 @@ pub(crate) fn ping_tcp(to: SocketAddr, len: usize, count: u32, busy: bool) -> Re
     Ok(out)
 }
 
-/// Sends `bytes` over kernel TCP to the discard service; seconds taken until
-/// the server closed its side (all data consumed).
-pub(crate) fn bulk_tcp(to: SocketAddr, bytes: u64) -> Result<f64, String> {
+/// Sends `bytes` (or, with `seconds`, as much as fits in that time) over
+/// kernel TCP to the discard service; returns the bytes sent and the seconds
+/// taken until the server closed its side (all data consumed).
+pub(crate) fn bulk_tcp(to: SocketAddr, bytes: u64, seconds: Option<f64>) -> Result<(u64, f64), String> {
     let mut s = TcpStream::connect(to).map_err(|e| format!("tcp connect {to}: {e}"))?;
     s.write_all(b"d").map_err(|e| e.to_string())?;
     let chunk = vec![0x5au8; 1 << 20];
     let t0 = Instant::now();
-    let mut left = bytes;
+    let mut left = if seconds.is_some() { u64::MAX } else { bytes };
+    let mut sent = 0u64;
     while left > 0 {
+        if seconds.is_some_and(|t| t0.elapsed().as_secs_f64() >= t) {
+            break;
+        }
         let n = left.min(chunk.len() as u64) as usize;
         s.write_all(&chunk[..n]).map_err(|e| e.to_string())?;
         left -= n as u64;
+        sent += n as u64;
     }
     s.shutdown(std::net::Shutdown::Write).map_err(|e| e.to_string())?;
     let mut rest = [0u8; 16];
     let _ = s.read(&mut rest); // returns 0 once the server has read everything and closed
-    Ok(t0.elapsed().as_secs_f64())
+    Ok((sent, t0.elapsed().as_secs_f64()))
 }

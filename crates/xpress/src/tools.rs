@@ -328,6 +328,9 @@ pub(crate) struct BulkArgs {
     /// Bytes to send.
     #[arg(short = 'n', long, default_value_t = 100_000_000)]
     bytes: u64,
+    /// Send for this many seconds instead of a byte count (0.1–3600).
+    #[arg(short = 't', long, conflicts_with = "bytes")]
+    time: Option<f64>,
     /// Checksum over headers only (NOCHECK).
     #[arg(long)]
     nocheck: bool,
@@ -360,18 +363,23 @@ pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
     if a.window == 0 {
         return Err("--window must be at least 1".into());
     }
+    if let Some(t) = a.time
+        && !(0.1..=3600.0).contains(&t)
+    {
+        return Err(format!("-t {t}: must be between 0.1 and 3600 seconds"));
+    }
     match a.transport {
         Transport::Xtp => {}
         Transport::Tcp => {
-            let secs = floors::bulk_tcp(a.to, a.bytes)?;
-            let gbps = a.bytes as f64 * 8.0 / secs / 1e9;
+            let (bytes, secs) = floors::bulk_tcp(a.to, a.bytes, a.time)?;
+            let gbps = bytes as f64 * 8.0 / secs / 1e9;
             if a.json {
                 println!(
                     "{}",
-                    json!({"transport": "tcp", "bytes": a.bytes, "seconds": secs, "gbit_per_s": gbps})
+                    json!({"transport": "tcp", "bytes": bytes, "seconds": secs, "gbit_per_s": gbps})
                 );
             } else {
-                println!("tcp: sent {} bytes in {secs:.3} s: {gbps:.3} Gbit/s", a.bytes);
+                println!("tcp: sent {bytes} bytes in {secs:.3} s: {gbps:.3} Gbit/s");
             }
             return Ok(());
         }
@@ -408,21 +416,27 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
     let mut written = 0u64;
     let chunk_len = 1 << 20;
     let mut closed: Option<CloseReason> = None;
+    let mut limit = if a.time.is_some() { u64::MAX } else { a.bytes };
     while closed.is_none() {
         let now = d.now();
         let ep = d.endpoint();
-        while written < a.bytes && ep.unacked_bytes(ctx) < 8 * chunk_len as u64 {
-            let n = (a.bytes - written).min(chunk_len as u64) as usize;
+        // With -t, the byte count is whatever was written when time ran out.
+        if a.time.is_some_and(|t| now - t0 >= Duration::from_secs_f64(t)) && written < limit {
+            limit = written;
+            ep.close(now, ctx);
+        }
+        while written < limit && ep.unacked_bytes(ctx) < 8 * chunk_len as u64 {
+            let n = (limit - written).min(chunk_len as u64) as usize;
             let chunk: Vec<u8> =
                 (0..n).map(|i| ((written + i as u64).wrapping_mul(2_654_435_761) >> 13) as u8).collect();
             sha.update(&chunk);
             ep.write(now, ctx, Bytes::from(chunk), false, None).map_err(|e| e.to_string())?;
             written += n as u64;
-            if written == a.bytes {
+            if written == limit {
                 ep.close(now, ctx);
             }
         }
-        if a.bytes == 0 && written == 0 {
+        if limit == 0 && written == 0 {
             ep.close(now, ctx);
             written = u64::MAX;
         }
@@ -440,18 +454,19 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
     if reason != CloseReason::Graceful {
         return Err(closed_error(&reason));
     }
-    let gbps = a.bytes as f64 * 8.0 / secs / 1e9;
+    let bytes = written.min(limit);
+    let gbps = bytes as f64 * 8.0 / secs / 1e9;
     let digest = hex(&sha.finalize());
     if a.json {
         println!(
             "{}",
-            json!({"transport": "xtp", "bytes": a.bytes, "seconds": secs, "gbit_per_s": gbps,
+            json!({"transport": "xtp", "bytes": bytes, "seconds": secs, "gbit_per_s": gbps,
             "nocheck": a.nocheck, "sha256": digest, "datagrams_sent": d.counters().sent,
             "send_calls": d.counters().send_calls, "send_errors": d.counters().send_errors,
             "gso": d.offload().0, "gro": d.offload().1})
         );
     } else {
-        println!("sent {} bytes sha256 {digest} in {secs:.3} s: {gbps:.3} Gbit/s", a.bytes);
+        println!("sent {bytes} bytes sha256 {digest} in {secs:.3} s: {gbps:.3} Gbit/s");
     }
     Ok(())
 }
