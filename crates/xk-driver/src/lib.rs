@@ -4,6 +4,11 @@
 //! * [`driver`]: the XTP endpoint on a socket — [`driver::UdpDriver`] (XTP over
 //!   UDP, the default) and [`driver::RawDriver`] (XTP over IP protocol 36,
 //!   root only) — one thread, blocking or busy-poll.
+//! * [`api`]: blocking `std::net`-style APIs — `XtpStream` (Read/Write and
+//!   messages), `XtpListener`, datagrams, transactions; `aio` (feature
+//!   `tokio`): `AsyncXtpStream` / `AsyncXtpListener` for tokio.
+//! * [`netns`]: driver 3 of the link model — two network namespaces joined by
+//!   TUN devices through the model (root).
 //! * [`transport`]: what the driver needs from a socket; [`batch`] implements
 //!   it for UDP with `sendmmsg`/`recvmmsg` and GSO/GRO, [`raw`] for IP 36.
 //! * [`relay`]: driver 2 of the link model — a real-time UDP relay that applies
@@ -14,6 +19,8 @@
 //! `unsafe` stays forbidden here too: system calls go through `nix` and
 //! `socket2`.
 
+#[cfg(feature = "tokio")]
+pub mod aio;
 pub mod api;
 pub mod batch;
 pub mod clock;
