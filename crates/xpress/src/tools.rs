@@ -23,6 +23,11 @@ use xtp_proto::{CloseReason, ContextConfig, ContextId, EndpointConfig, Event};
 
 const ECHO_PORT: u16 = 7;
 const DISCARD_PORT: u16 = 9;
+/// Discard, hashing what arrives (`bulk --verify`): the server prints the
+/// SHA-256 so the two sides can be compared. Hashing costs more CPU than
+/// the protocol itself, so throughput runs use plain discard, like the TCP
+/// floor (which never hashes).
+const VERIFY_PORT: u16 = 10;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -93,6 +98,7 @@ fn serve_on<T: Io>(mut d: Driver<T>, a: &ServeArgs, floors: bool) -> Result<(), 
     let ep = d.endpoint();
     ep.listen(ECHO_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
     ep.listen(DISCARD_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    ep.listen(VERIFY_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
     let local = d.local_addr().map_err(|e| e.to_string())?;
     if floors {
         let tcp = std::net::TcpListener::bind(local).map_err(|e| format!("tcp bind {local}: {e}"))?;
@@ -123,7 +129,9 @@ fn serve_on<T: Io>(mut d: Driver<T>, a: &ServeArgs, floors: bool) -> Result<(), 
             match ev {
                 Event::Incoming { ctx, port, .. } => {
                     port_of.insert(ctx, port);
-                    hash.insert(ctx, (0, Sha256::new()));
+                    if port != ECHO_PORT {
+                        hash.insert(ctx, (0, Sha256::new()));
+                    }
                 }
                 Event::Readable { ctx } => {
                     while let Some(c) = ep.read(now, ctx) {
@@ -131,16 +139,20 @@ fn serve_on<T: Io>(mut d: Driver<T>, a: &ServeArgs, floors: bool) -> Result<(), 
                             let _ = ep.write(now, ctx, c.data, c.eom, c.btag);
                         } else if let Some((n, h)) = hash.get_mut(&ctx) {
                             *n += c.data.len() as u64;
-                            h.update(&c.data);
+                            if port_of.get(&ctx) == Some(&VERIFY_PORT) {
+                                h.update(&c.data);
+                            }
                         }
                     }
                 }
                 Event::PeerFinished { ctx } => ep.close(now, ctx),
                 Event::Closed { ctx, reason } => {
-                    if let Some((n, h)) = hash.remove(&ctx)
-                        && port_of.get(&ctx) == Some(&DISCARD_PORT)
-                    {
-                        println!("received {n} bytes sha256 {} ({reason:?})", hex(&h.finalize()));
+                    if let Some((n, h)) = hash.remove(&ctx) {
+                        if port_of.get(&ctx) == Some(&VERIFY_PORT) {
+                            println!("received {n} bytes sha256 {} ({reason:?})", hex(&h.finalize()));
+                        } else {
+                            println!("received {n} bytes ({reason:?})");
+                        }
                     }
                     port_of.remove(&ctx);
                 }
@@ -328,6 +340,10 @@ pub(crate) struct BulkArgs {
     /// Bytes to send.
     #[arg(short = 'n', long, default_value_t = 100_000_000)]
     bytes: u64,
+    /// Hash the data on both sides (SHA-256, printed by client and server):
+    /// a check, not a throughput run — hashing costs more than XTP itself.
+    #[arg(long)]
+    verify: bool,
     /// Send for this many seconds instead of a byte count (0.1–3600).
     #[arg(short = 't', long, conflicts_with = "bytes")]
     time: Option<f64>,
@@ -409,10 +425,14 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
     cfg.out_rate = a.rate;
     cfg.recv_buffer = a.window;
     let t0 = d.now();
-    let ctx = d.endpoint().connect(t0, to, DISCARD_PORT, cfg).map_err(|e| e.to_string())?;
-    // The data: a deterministic pattern, written in 1 MiB chunks as the send
-    // queue drains (bounded memory), hashed as it goes.
-    let mut sha = Sha256::new();
+    let port = if a.verify { VERIFY_PORT } else { DISCARD_PORT };
+    let ctx = d.endpoint().connect(t0, to, port, cfg).map_err(|e| e.to_string())?;
+    // The data: a deterministic 1 MiB pattern, generated once and written as
+    // shared slices as the send queue drains (bounded memory, no per-chunk
+    // work), hashed as it goes only with --verify.
+    let pattern: Bytes =
+        (0..1u64 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect::<Vec<u8>>().into();
+    let mut sha = a.verify.then(Sha256::new);
     let mut written = 0u64;
     let chunk_len = 1 << 20;
     let mut closed: Option<CloseReason> = None;
@@ -427,10 +447,11 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
         }
         while written < limit && ep.unacked_bytes(ctx) < 8 * chunk_len as u64 {
             let n = (limit - written).min(chunk_len as u64) as usize;
-            let chunk: Vec<u8> =
-                (0..n).map(|i| ((written + i as u64).wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-            sha.update(&chunk);
-            ep.write(now, ctx, Bytes::from(chunk), false, None).map_err(|e| e.to_string())?;
+            let chunk = pattern.slice(..n);
+            if let Some(sha) = sha.as_mut() {
+                sha.update(&chunk);
+            }
+            ep.write(now, ctx, chunk, false, None).map_err(|e| e.to_string())?;
             written += n as u64;
             if written == limit {
                 ep.close(now, ctx);
@@ -456,7 +477,7 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
     }
     let bytes = written.min(limit);
     let gbps = bytes as f64 * 8.0 / secs / 1e9;
-    let digest = hex(&sha.finalize());
+    let digest = sha.map(|s| hex(&s.finalize()));
     if a.json {
         println!(
             "{}",
@@ -466,7 +487,8 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
             "gso": d.offload().0, "gro": d.offload().1})
         );
     } else {
-        println!("sent {bytes} bytes sha256 {digest} in {secs:.3} s: {gbps:.3} Gbit/s");
+        let digest = digest.map(|d| format!(" sha256 {d}")).unwrap_or_default();
+        println!("sent {bytes} bytes{digest} in {secs:.3} s: {gbps:.3} Gbit/s");
     }
     Ok(())
 }

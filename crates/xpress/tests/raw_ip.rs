@@ -105,7 +105,7 @@ fn transfer_over_ip_protocol_36_decodes_in_tshark() {
     assert_eq!(first.trim(), "listening on 127.0.0.2:0");
 
     let out = Command::new(env!("CARGO_BIN_EXE_xpress"))
-        .args(["bulk", "--raw", "127.0.0.1", "--to", "127.0.0.2:0", "-n", "5000000", "-J"])
+        .args(["bulk", "--raw", "127.0.0.1", "--to", "127.0.0.2:0", "-n", "5000000", "--verify", "-J"])
         .output()
         .unwrap();
     assert!(out.status.success(), "bulk over IP 36 failed: {}", String::from_utf8_lossy(&out.stderr));

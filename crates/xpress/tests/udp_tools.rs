@@ -37,7 +37,7 @@ impl Drop for Server {
 fn bulk_100_mb_arrives_intact_and_ping_pong_works() {
     let mut server = Server::start();
     let out = Command::new(env!("CARGO_BIN_EXE_xpress"))
-        .args(["bulk", "--to", &server.addr, "-n", "100000000", "-J"])
+        .args(["bulk", "--to", &server.addr, "-n", "100000000", "--verify", "-J"])
         .output()
         .unwrap();
     assert!(out.status.success(), "bulk failed: {}", String::from_utf8_lossy(&out.stderr));
