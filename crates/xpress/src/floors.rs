@@ -145,10 +145,19 @@ pub(crate) fn ping_tcp(to: SocketAddr, len: usize, count: u32, busy: bool) -> Re
 /// Sends `bytes` (or, with `seconds`, as much as fits in that time) over
 /// kernel TCP to the discard service; returns the bytes sent and the seconds
 /// taken until the server closed its side (all data consumed).
-pub(crate) fn bulk_tcp(to: SocketAddr, bytes: u64, seconds: Option<f64>) -> Result<(u64, f64), String> {
+/// `message`: write in pieces of this size with Nagle off (message traffic).
+pub(crate) fn bulk_tcp(
+    to: SocketAddr,
+    bytes: u64,
+    seconds: Option<f64>,
+    message: Option<usize>,
+) -> Result<(u64, f64), String> {
     let mut s = TcpStream::connect(to).map_err(|e| format!("tcp connect {to}: {e}"))?;
     s.write_all(b"d").map_err(|e| e.to_string())?;
-    let chunk = vec![0x5au8; 1 << 20];
+    if message.is_some() {
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+    }
+    let chunk = vec![0x5au8; message.unwrap_or(1 << 20)];
     let t0 = Instant::now();
     let mut left = if seconds.is_some() { u64::MAX } else { bytes };
     let mut sent = 0u64;

@@ -340,6 +340,10 @@ pub(crate) struct BulkArgs {
     /// Bytes to send.
     #[arg(short = 'n', long, default_value_t = 100_000_000)]
     bytes: u64,
+    /// Send messages of this many bytes (XTP: each ends with EOM; TCP: one
+    /// write each, Nagle off) instead of an unbroken stream.
+    #[arg(short = 'l', long, value_name = "BYTES")]
+    length: Option<usize>,
     /// Hash the data on both sides (SHA-256, printed by client and server):
     /// a check, not a throughput run — hashing costs more than XTP itself.
     #[arg(long)]
@@ -384,10 +388,15 @@ pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
     {
         return Err(format!("-t {t}: must be between 0.1 and 3600 seconds"));
     }
+    if let Some(l) = a.length
+        && !(1..=1 << 20).contains(&l)
+    {
+        return Err(format!("-l {l}: a message must be 1 B to 1 MiB"));
+    }
     match a.transport {
         Transport::Xtp => {}
         Transport::Tcp => {
-            let (bytes, secs) = floors::bulk_tcp(a.to, a.bytes, a.time)?;
+            let (bytes, secs) = floors::bulk_tcp(a.to, a.bytes, a.time, a.length)?;
             let gbps = bytes as f64 * 8.0 / secs / 1e9;
             if a.json {
                 println!(
@@ -445,13 +454,16 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
             limit = written;
             ep.close(now, ctx);
         }
+        let piece = a.length.unwrap_or(chunk_len);
         while written < limit && ep.unacked_bytes(ctx) < 8 * chunk_len as u64 {
-            let n = (limit - written).min(chunk_len as u64) as usize;
-            let chunk = pattern.slice(..n);
+            let n = (limit - written).min(piece as u64) as usize;
+            let start = (written % chunk_len as u64) as usize;
+            let start = if start + n > chunk_len { 0 } else { start };
+            let chunk = pattern.slice(start..start + n);
             if let Some(sha) = sha.as_mut() {
                 sha.update(&chunk);
             }
-            ep.write(now, ctx, chunk, false, None).map_err(|e| e.to_string())?;
+            ep.write(now, ctx, chunk, a.length.is_some(), None).map_err(|e| e.to_string())?;
             written += n as u64;
             if written == limit {
                 ep.close(now, ctx);
@@ -482,7 +494,7 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
         println!(
             "{}",
             json!({"transport": "xtp", "bytes": bytes, "seconds": secs, "gbit_per_s": gbps,
-            "nocheck": a.nocheck, "sha256": digest, "datagrams_sent": d.counters().sent,
+            "nocheck": a.nocheck, "message_bytes": a.length, "sha256": digest, "datagrams_sent": d.counters().sent,
             "send_calls": d.counters().send_calls, "send_errors": d.counters().send_errors,
             "gso": d.offload().0, "gro": d.offload().1})
         );

@@ -56,6 +56,10 @@ fn quick_report_has_every_experiment_and_renders() {
         assert!(tcp.is_empty());
         assert!(json["experiments"]["E2"]["tcp"].as_str().unwrap().contains("needs root"));
     }
+    assert_eq!(json["partial"].as_bool(), Some(false));
+    let msg = json["experiments"]["MSG"]["rows"].as_array().unwrap();
+    assert_eq!(msg.len(), 6, "3 message sizes × XTP / TCP in a quick run");
+    assert!(msg.iter().all(|r| r["mbit_per_s"].as_f64().unwrap() > 1.0), "{msg:?}");
     let e4 = json["experiments"]["E4"]["rows"].as_array().unwrap();
     assert_eq!(e4.len(), 15, "3 table sizes × 5 key sizes in a quick run");
     let e9 = json["experiments"]["E9"]["rows"].as_array().unwrap();
@@ -72,6 +76,7 @@ fn quick_report_has_every_experiment_and_renders() {
     assert!(json["machine_before"]["cores"].as_u64().unwrap() >= 1);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     for needle in [
+        "Goodput vs message size",
         "E1 — message ping-pong",
         "E2 — throughput vs round-trip delay",
         "E4 — demux map lookup",

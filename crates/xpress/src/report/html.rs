@@ -103,6 +103,9 @@ pub(crate) fn render(r: &Value) -> String {
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>xpress report</title><style>body{font-family:sans-serif;max-width:980px;margin:2em auto;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}caption{text-align:left;font-weight:bold}.src{color:#666;font-size:90%}</style></head><body>",
     );
     h += "<h1>xpress report</h1>";
+    if r["partial"].as_bool() == Some(true) {
+        h += "<p style=\"background:#fee;padding:6px\"><b>Partial results:</b> the run was stopped (Ctrl-C) before every experiment finished; what is shown was measured before the stop.</p>";
+    }
     h += &format!(
         "<p class=\"src\">seed {} · {} run · machine: {} · every number below is computed from the raw samples in results.json, except the seeds' historical numbers, each labelled with its source.</p>",
         r["seed"],
@@ -284,6 +287,41 @@ pub(crate) fn render(r: &Value) -> String {
     h += "<p>Reading: as in the seed, a cache hit costs the same at every table size while a miss grows with the table; the absolute times are four orders of magnitude lower.</p>";
 
     // E9
+    // Goodput vs message size.
+    let msg = r["experiments"]["MSG"]["rows"].as_array().cloned().unwrap_or_default();
+    h += "<h2 id=\"msg\">Goodput vs message size</h2><table><caption>Measured here on loopback, Mbit/s: XTP messages (each ending with EOM) and kernel TCP writes of the same size (Nagle off), same tools, separate processes</caption><tr><th>message bytes</th><th>XTP</th><th>kernel TCP</th><th>XTP / TCP</th></tr>";
+    let mut sizes: Vec<u64> = msg.iter().filter_map(|m| m["message_bytes"].as_u64()).collect();
+    sizes.dedup();
+    let rate = |size: u64, t: &str| {
+        msg.iter()
+            .find(|m| m["message_bytes"].as_u64() == Some(size) && m["transport"].as_str() == Some(t))
+            .map_or(0.0, |m| f(&m["mbit_per_s"]))
+    };
+    for &size in &sizes {
+        let (x, t) = (rate(size, "xtp"), rate(size, "tcp"));
+        h += &format!(
+            "<tr><td>{size}</td><td>{x:.1}</td><td>{t:.1}</td><td>{:.2}</td></tr>",
+            if t > 0.0 { x / t } else { 0.0 }
+        );
+    }
+    h += "</table>";
+    let series = |t: &str| -> Vec<(f64, f64)> { sizes.iter().map(|&s| (s as f64, rate(s, t))).collect() };
+    h += &loglog(
+        "Goodput vs message size (loopback)",
+        "message bytes",
+        "Mbit/s",
+        &[("XTP".to_string(), series("xtp")), ("kernel TCP".to_string(), series("tcp"))],
+    );
+    if let (Some(&lo), Some(&hi)) = (sizes.first(), sizes.last()) {
+        h += &format!(
+            "<p>Reading: with {lo}-byte messages XTP moves {:.1} Mbit/s against TCP's {:.1}; with {hi}-byte messages {:.1} against {:.1}. Each XTP message is at least one packet with its own EOM (and a status request); TCP, with Nagle off, still coalesces writes into segments when the receiver lags.</p>",
+            rate(lo, "xtp"),
+            rate(lo, "tcp"),
+            rate(hi, "xtp"),
+            rate(hi, "tcp")
+        );
+    }
+
     let e9 = r["experiments"]["E9"]["rows"].as_array().cloned().unwrap_or_default();
     h += "<h2 id=\"e9\">E9 — mechanism benchmark</h2><table><caption>Measured here (median ns per operation)</caption><tr><th>mechanism</th><th>parameter</th><th>ns</th><th>payload copies per operation</th></tr>";
     for row in &e9 {

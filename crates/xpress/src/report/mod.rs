@@ -2,19 +2,28 @@
 //! seeds' own tables, as JSON (every raw sample) and a self-contained HTML page
 //! with SVG plots.
 //!
-//! This first version covers E1 (message ping-pong, seed 000 Tables 1–3), E2
-//! (throughput vs RTT through the emulator, seed 002 Fig. 3), E4
-//! (demux map lookup, seed 003 Table 5.2) and E9 (mechanism benchmark, seed 000
-//! §4.2). The other experiments arrive
-//! with the parts they need (issue #7).
+//! This version covers E1 (message ping-pong, seed 000 Tables 1–3), E2
+//! (throughput vs RTT through the emulator, seed 002 Fig. 3, with kernel TCP
+//! through `xpress netns` as root), goodput vs message size (the throughput
+//! part of E8), E4 (demux map lookup, seed 003 Table 5.2) and E9 (mechanism
+//! benchmark, seed 000 §4.2). The other experiments arrive with the parts
+//! they need (issue #7).
+//!
+//! Every step prints a progress line (step k of n, elapsed, time left by the
+//! steps so far). Ctrl-C stops after the step under way and still writes the
+//! JSON and HTML, marked partial, with every experiment finished by then.
 
 mod e1;
 mod e2;
 mod e9;
 mod html;
+mod msgsize;
+mod progress;
 
 use std::fs;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
 use serde_json::{Value, json};
@@ -55,53 +64,76 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
     fs::create_dir_all(&a.out).map_err(|e| format!("--out {}: {e}", a.out.display()))?;
     let before = machine();
     eprintln!(
-        "xpress report: seed {}, {} run, writing to {}",
+        "xpress report: seed {}, {} run, writing to {} (Ctrl-C: stop and keep partial results)",
         a.seed,
         if a.quick { "quick" } else { "full" },
         a.out.display()
     );
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
+            .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
+    }
+    let root = xk_driver::netns::is_root();
+
+    let (sim_n, udp_n) = if a.quick { (200, 500) } else { (2000, 5000) };
+    let (rtts, e2_bytes): (Vec<u64>, u64) =
+        if a.quick { (vec![0, 100, 200], 2_000_000) } else { ((0..=200).step_by(20).collect(), 4_000_000) };
+    let e2_bytes = std::env::var("XPRESS_E2_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(e2_bytes);
+    let (msg_sizes, msg_bytes): (Vec<usize>, u64) = if a.quick {
+        (vec![64, 1024, 65_536], 20_000_000)
+    } else {
+        (vec![16, 64, 256, 1024, 4096, 16_384, 65_536], 100_000_000)
+    };
+    let steps = SIZES.len() + rtts.len() * 2 * if root { 2 } else { 1 } + msg_sizes.len() * 2 + 2;
+    let mut p = progress::Progress::new(steps, stop.clone());
 
     // E1.
-    let (sim_n, udp_n) = if a.quick { (200, 500) } else { (2000, 5000) };
     let mut e1_rows = Vec::new();
     for (i, &size) in SIZES.iter().enumerate() {
-        eprintln!("  E1 {size} B: simulator 0.9 ms, simulator 0 ms, UDP loopback");
+        if !p.step(&format!("E1 {size} B: simulator 0.9 ms, simulator 0 ms, UDP loopback")) {
+            break;
+        }
         e1_rows.push(e1::simulated(size, Duration::from_micros(900), sim_n, a.seed + i as u64)?);
         e1_rows.push(e1::simulated(size, Duration::ZERO, sim_n, a.seed + 10 + i as u64)?);
         e1_rows.push(e1::udp(size, udp_n)?);
     }
 
     // E2.
-    let (rtts, e2_bytes): (Vec<u64>, u64) =
-        if a.quick { (vec![0, 100, 200], 2_000_000) } else { ((0..=200).step_by(20).collect(), 4_000_000) };
-    let e2_bytes = std::env::var("XPRESS_E2_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(e2_bytes);
     let mut e2_points = Vec::new();
-    for &rtt in &rtts {
+    'e2: for &rtt in &rtts {
         for nocheck in [false, true] {
-            eprintln!("  E2 RTT {rtt} ms, {}", if nocheck { "NOCHECK" } else { "checksums" });
+            if !p.step(&format!("E2 RTT {rtt} ms, XTP {}", if nocheck { "NOCHECK" } else { "checksums" })) {
+                break 'e2;
+            }
             e2_points.push(e2::point(rtt, nocheck, e2_bytes)?);
         }
     }
-
     let mut tcp_points = Vec::new();
     let mut tcp_note = String::new();
-    if xk_driver::netns::is_root() {
-        for &rtt in &rtts {
+    if root {
+        'tcp: for &rtt in &rtts {
             for window_64k in [false, true] {
-                eprintln!(
-                    "  E2 RTT {rtt} ms, kernel TCP{} through xpress netns",
-                    if window_64k { " (64 KB window)" } else { "" }
-                );
+                let w = if window_64k { " (64 KB window)" } else { "" };
+                if !p.step(&format!("E2 RTT {rtt} ms, kernel TCP{w} through xpress netns")) {
+                    break 'tcp;
+                }
                 tcp_points.push(e2::tcp_point(rtt, window_64k, e2_bytes)?);
             }
         }
     } else {
-        tcp_note = "skipped: kernel TCP under the same link runs through `xpress netns`, which needs root (network namespaces and TUN devices); run the report as root to get these rows".into();
+        tcp_note = "skipped: kernel TCP under the same link runs through `xpress netns`, which needs root \
+                    (network namespaces and TUN devices); run the report as root to get these rows"
+            .into();
         eprintln!("  E2 kernel TCP rows {tcp_note}");
     }
 
-    // E4.
-    eprintln!("  E4 demux map lookup");
+    // Goodput vs message size.
+    let msg_rows =
+        if p.stopped() { Vec::new() } else { msgsize::run(&msg_sizes, msg_bytes, |l| p.step_unchecked(l))? };
+
+    // E4 and E9.
     let margs = MapArgs {
         max_bindings: if a.quick { 10_000 } else { 1_000_000 },
         lookups: if a.quick { 200_000 } else { 1_000_000 },
@@ -109,15 +141,18 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
         json: false,
         raw_keys: false,
     };
-    let e4 = map::table(&margs, false)?;
-
-    eprintln!("  E9 mechanisms");
-    let e9 = e9::run(a.quick);
+    let e4 = if p.step("E4 demux map lookup") { map::table(&margs, false)? } else { Vec::new() };
+    let e9 = if p.step("E9 mechanisms") { e9::run(a.quick) } else { Vec::new() };
+    let partial = p.stopped();
+    if partial {
+        eprintln!("xpress report: stopped by Ctrl-C; writing the partial results");
+    }
 
     let after = machine();
     let results = json!({
         "xpress": env!("CARGO_PKG_VERSION"),
         "quick": a.quick,
+        "partial": partial,
         "seed": a.seed,
         "machine_before": before,
         "machine_after": after,
@@ -136,6 +171,12 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
                     "seconds": p.seconds, "mbit_per_s": p.mbit()})).collect::<Vec<_>>(),
                 "rows": e2_points.iter().map(|p| json!({"rtt_ms": p.rtt_ms, "nocheck": p.nocheck, "bytes": p.bytes,
                     "seconds": p.seconds, "mbit_per_s": p.mbit(), "relay_p99_release_error_us": p.relay_p99_error_us})).collect::<Vec<_>>(),
+            },
+            "MSG": {
+                "title": "Bulk goodput vs message size: XTP messages (EOM) vs kernel TCP writes (Nagle off), loopback",
+                "bytes_per_run": msg_bytes,
+                "rows": msg_rows.iter().map(|r| json!({"transport": r.transport, "message_bytes": r.message,
+                    "bytes": r.bytes, "seconds": r.seconds, "mbit_per_s": r.mbit()})).collect::<Vec<_>>(),
             },
             "E9": {
                 "title": "Mechanism benchmark",
@@ -190,11 +231,20 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
             p.mbit()
         );
     }
+    println!("Goodput vs message size (loopback):");
+    for r in &msg_rows {
+        println!("  {:>6} B {}: {:>9.1} Mbit/s", r.message, r.transport, r.mbit());
+    }
     println!("E9 mechanisms:");
     for m in &e9 {
         let copies = m.copies.map(|c| format!(", {c:.2} payload copies")).unwrap_or_default();
         println!("  {:>44} {:>14}: {:>10.1} ns{copies}", m.name, m.param, m.ns);
     }
-    println!("wrote {} and {}", html_path.display(), json_path.display());
+    println!(
+        "wrote {} and {}{}",
+        html_path.display(),
+        json_path.display(),
+        if partial { " (partial)" } else { "" }
+    );
     Ok(())
 }
