@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 
 use bytes::{Bytes, BytesMut};
-use xk_netemu::{Link, LinkPacket, LinkSpec};
+use xk_netemu::{Link, LinkSpec};
 use xk_time::Duration;
 
 use crate::clock::Clock;
@@ -107,7 +107,7 @@ impl Netns {
             Link::new(spec.params.clone(), spec.changes.clone(), start, seed, label)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
         };
-        let mut links: [Link<Packet>; 2] = [mk(forward, "forward")?, mk(reverse, "reverse")?];
+        let mut links: [Link<Bytes>; 2] = [mk(forward, "forward")?, mk(reverse, "reverse")?];
         let mut errors: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
         let mut send_errors = [0u64; 2];
         let (tx, rx) = mpsc::channel::<(usize, Bytes)>();
@@ -130,7 +130,7 @@ impl Netns {
             for d in 0..2 {
                 while let Some(p) = links[d].poll(now) {
                     let sent_at = clock.now();
-                    if outs[d].send(&p.packet.0).is_err() {
+                    if outs[d].send(&p.packet).is_err() {
                         send_errors[d] += 1;
                     }
                     errors[d]
@@ -153,7 +153,7 @@ impl Netns {
                 // Arrivals from two threads: keep the link's clock monotonic.
                 let t = clock.now().max(last);
                 last = t;
-                let _ = links[dir].send(t, Packet(data));
+                let _ = links[dir].send(t, data);
             };
             if let Some(a) = got {
                 take(a);
@@ -198,25 +198,6 @@ fn read_loop(dir: usize, dev: &tun::Device, tx: &mpsc::Sender<(usize, Bytes)>, s
             Err(e) if e.kind() == io::ErrorKind::TimedOut || e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }
-    }
-}
-
-/// An IP packet in flight between the namespaces.
-struct Packet(Bytes);
-
-impl LinkPacket for Packet {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn flip_bit(&mut self, bit: usize) {
-        if bit / 8 < self.0.len() {
-            let mut b = BytesMut::from(&self.0[..]);
-            b[bit / 8] ^= 0x80 >> (bit % 8);
-            self.0 = b.freeze();
-        }
-    }
-    fn duplicate(&self) -> Self {
-        Packet(self.0.clone())
     }
 }
 

@@ -24,33 +24,13 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde_json::json;
-use xk_netemu::{Fate, Link, LinkPacket, LinkSpec, LinkStats};
+use xk_netemu::{Fate, Link, LinkSpec, LinkStats};
 use xk_time::{Duration, Instant};
 
 use crate::batch::{BATCH, BatchSocket, MAX_DATAGRAM, Outgoing, TICK, socket_drops};
 use crate::clock::Clock;
-
-/// A datagram in the relay: a shared slice of the receive buffer; corrupting
-/// it copies (rare).
-struct Datagram(Bytes);
-
-impl LinkPacket for Datagram {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn flip_bit(&mut self, bit: usize) {
-        if bit / 8 < self.0.len() {
-            let mut b = BytesMut::from(&self.0[..]);
-            b[bit / 8] ^= 0x80 >> (bit % 8);
-            self.0 = b.freeze();
-        }
-    }
-    fn duplicate(&self) -> Self {
-        Datagram(self.0.clone())
-    }
-}
 
 /// Relay settings.
 #[derive(Clone, Debug)]
@@ -141,7 +121,7 @@ impl RelayReport {
 }
 
 struct Dir {
-    link: Link<Datagram>,
+    link: Link<Bytes>,
     errors: Vec<u64>,
     send_errors: u64,
 }
@@ -193,11 +173,11 @@ pub fn run_on(
                 while out.len() < BATCH {
                     let Some(p) = d.link.poll(now) else { break };
                     let Some(to) = to else { continue };
-                    let len = p.packet.0.len();
+                    let len = p.packet.len();
                     if arena.len() < used + len {
                         arena.resize(used + len, 0);
                     }
-                    arena[used..used + len].copy_from_slice(&p.packet.0);
+                    arena[used..used + len].copy_from_slice(&p.packet);
                     out.push(Outgoing { dst: to, start: used, len });
                     intended.push((p.at, p.id, len, p.corrupted, p.duplicate));
                     used += len;
@@ -250,7 +230,7 @@ pub fn run_on(
                 (&mut fwd, "forward")
             };
             let n = data.len();
-            let out = d.link.send(now, Datagram(data));
+            let out = d.link.send(now, data);
             if let Some(w) = log.as_mut() {
                 let fate = match out.fate {
                     Fate::Scheduled(at) => json!({"scheduled_ns": at.as_nanos()}),

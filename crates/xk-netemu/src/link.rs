@@ -61,6 +61,25 @@ impl LinkPacket for Vec<u8> {
     }
 }
 
+/// A shared buffer, as the real-time drivers hold datagrams (slices of one
+/// receive buffer). Corrupting one copies it first: the other holders of the
+/// buffer keep the bytes they saw. Rare (corruption only), so the copy is fine.
+impl LinkPacket for bytes::Bytes {
+    fn len(&self) -> usize {
+        bytes::Bytes::len(self)
+    }
+    fn flip_bit(&mut self, bit: usize) {
+        if bit / 8 < self.len() {
+            let mut b = bytes::BytesMut::from(&self[..]);
+            b[bit / 8] ^= 0x80 >> (bit % 8);
+            *self = b.freeze();
+        }
+    }
+    fn duplicate(&self) -> Self {
+        self.clone()
+    }
+}
+
 /// Why the link dropped a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DropReason {

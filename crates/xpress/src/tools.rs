@@ -182,6 +182,13 @@ pub(crate) struct PingArgs {
     /// Spin on non-blocking receives instead of sleeping.
     #[arg(long)]
     busy_poll: bool,
+    #[command(flatten)]
+    path: PathArgs,
+}
+
+/// How a client tool reaches the server (shared by `ping` and `bulk`).
+#[derive(Args)]
+pub(crate) struct PathArgs {
     /// Do not use UDP GSO/GRO.
     #[arg(long)]
     no_offload: bool,
@@ -193,6 +200,23 @@ pub(crate) struct PingArgs {
     /// address to the `--to` address (port ignored).
     #[arg(long, value_name = "LOCAL_IP")]
     raw: Option<std::net::Ipv4Addr>,
+}
+
+impl PathArgs {
+    /// The driver and the address to send to.
+    fn open(&self, to: SocketAddr, busy_poll: bool) -> Result<(ClientDriver, SocketAddr), String> {
+        if self.raw.is_some() && self.via.is_some() {
+            return Err(
+                "--via and --raw: the emulator relays UDP; run raw IP through `xpress netns` instead".into(),
+            );
+        }
+        let d = client_driver(self.raw, driver_config(busy_poll, self.no_offload))?;
+        let dst = match &d {
+            ClientDriver::Raw(_) => SocketAddr::new(to.ip(), 0),
+            ClientDriver::Udp(_) => self.via.unwrap_or(to),
+        };
+        Ok((d, dst))
+    }
 }
 
 /// The driver a client tool runs on: UDP, or raw IP 36 from `raw`.
@@ -254,14 +278,9 @@ pub(crate) fn ping(a: &PingArgs) -> Result<(), String> {
 }
 
 fn ping_xtp(a: &PingArgs) -> Result<Vec<u64>, String> {
-    if a.raw.is_some() && a.via.is_some() {
-        return Err(
-            "--via and --raw: the emulator relays UDP; run raw IP through `xpress netns` instead".into()
-        );
-    }
-    match client_driver(a.raw, driver_config(a.busy_poll, a.no_offload))? {
-        ClientDriver::Udp(d) => ping_on(d, a, a.via.unwrap_or(a.to)),
-        ClientDriver::Raw(d) => ping_on(d, a, SocketAddr::new(a.to.ip(), 0)),
+    match a.path.open(a.to, a.busy_poll)? {
+        (ClientDriver::Udp(d), to) => ping_on(d, a, to),
+        (ClientDriver::Raw(d), to) => ping_on(d, a, to),
     }
 }
 
@@ -366,17 +385,8 @@ pub(crate) struct BulkArgs {
     /// What to measure: XTP or the kernel-TCP floor.
     #[arg(long, value_enum, default_value_t = floors::Transport::Xtp)]
     transport: floors::Transport,
-    /// Do not use UDP GSO/GRO.
-    #[arg(long)]
-    no_offload: bool,
-    /// Go through a running `xpress emulate` listening at ADDR (started with
-    /// `--server` set to the `--to` address): packets are sent there instead.
-    #[arg(long, value_name = "ADDR")]
-    via: Option<SocketAddr>,
-    /// XTP directly over IP protocol 36 (root only) from this local IPv4
-    /// address to the `--to` address (port ignored).
-    #[arg(long, value_name = "LOCAL_IP")]
-    raw: Option<std::net::Ipv4Addr>,
+    #[command(flatten)]
+    path: PathArgs,
 }
 
 pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
@@ -414,14 +424,9 @@ pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
             );
         }
     }
-    if a.raw.is_some() && a.via.is_some() {
-        return Err(
-            "--via and --raw: the emulator relays UDP; run raw IP through `xpress netns` instead".into()
-        );
-    }
-    match client_driver(a.raw, driver_config(false, a.no_offload))? {
-        ClientDriver::Udp(d) => bulk_on(d, a, a.via.unwrap_or(a.to)),
-        ClientDriver::Raw(d) => bulk_on(d, a, SocketAddr::new(a.to.ip(), 0)),
+    match a.path.open(a.to, false)? {
+        (ClientDriver::Udp(d), to) => bulk_on(d, a, to),
+        (ClientDriver::Raw(d), to) => bulk_on(d, a, to),
     }
 }
 
