@@ -10,19 +10,24 @@
 //! their file descriptors, so a packet A sends to 10.200.0.2 is read here,
 //! delayed/limited/dropped by the forward link, and written into B.
 //!
+//! The run reports its own release error (p50/p99 of actual minus intended
+//! send time) and the packets the kernel dropped on the TUN devices, and is
+//! marked invalid past the configured p99 limit or with any drop; an optional
+//! per-packet JSON-lines log records every arrival and release.
+//!
 //! Needs root (namespaces, TUN); [`Netns::create`] refuses otherwise, saying
 //! why. Names carry the process id, so runs never collide; [`Netns`] deletes
 //! both namespaces (and with them the devices) when dropped — on success, on
 //! error, and (through the caller's stop flag) on Ctrl-C.
 
-use std::io;
+use std::io::{self, Write};
 use std::net::Ipv4Addr;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 
 use bytes::{Bytes, BytesMut};
-use xk_netemu::{Link, LinkSpec};
+use xk_netemu::{Fate, Link, LinkSpec};
 use xk_time::Duration;
 
 use crate::clock::Clock;
@@ -56,7 +61,19 @@ pub struct Netns {
     /// Namespace names (A, B).
     pub names: (String, String),
     tun: (Arc<tun::Device>, Arc<tun::Device>),
+    /// TUN device names (A, B).
+    devs: (String, String),
     created: Vec<String>,
+}
+
+/// How a forwarding run is judged and logged.
+pub struct ForwardOptions<'a> {
+    /// Spin this long before a release instead of sleeping.
+    pub spin: Duration,
+    /// p99 release error above which the run is marked invalid.
+    pub max_p99_error: Duration,
+    /// One JSON line per packet event (arrive / release), if given.
+    pub log: Option<&'a mut dyn Write>,
 }
 
 impl Netns {
@@ -75,10 +92,23 @@ impl Netns {
         let mut created = Vec::new();
         // Build into a half-made value whose Drop cleans up on any error.
         let mut guard = Partial { created: &mut created };
-        let a = make_end(&names.0, &format!("{base}ta"), ADDR_A, ADDR_B, &mut guard)?;
-        let b = make_end(&names.1, &format!("{base}tb"), ADDR_B, ADDR_A, &mut guard)?;
+        let devs = (format!("{base}ta"), format!("{base}tb"));
+        let a = make_end(&names.0, &devs.0, ADDR_A, ADDR_B, &mut guard)?;
+        let b = make_end(&names.1, &devs.1, ADDR_B, ADDR_A, &mut guard)?;
         std::mem::forget(guard);
-        Ok(Netns { names, tun: (Arc::new(a), Arc::new(b)), created })
+        Ok(Netns { names, tun: (Arc::new(a), Arc::new(b)), devs, created })
+    }
+
+    /// Packets the kernel dropped on the two TUN devices so far (receive and
+    /// transmit queues, from `ip -s link`); None if they cannot be read.
+    pub fn tun_drops(&self) -> Option<u64> {
+        let one = |ns: &str, dev: &str| -> Option<u64> {
+            let out = Command::new("ip").args(["-n", ns, "-j", "-s", "link", "show", dev]).output().ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            let s = &v[0]["stats64"];
+            Some(s["rx"]["dropped"].as_u64()? + s["tx"]["dropped"].as_u64()?)
+        };
+        Some(one(&self.names.0, &self.devs.0)? + one(&self.names.1, &self.devs.1)?)
     }
 
     /// A command that runs `sh -c script` inside namespace A (`false`) or B
@@ -98,9 +128,11 @@ impl Netns {
         reverse: &LinkSpec,
         seed: u64,
         duration: Duration,
-        spin: Duration,
+        opts: ForwardOptions<'_>,
         stop: &Arc<AtomicBool>,
     ) -> io::Result<RelayReport> {
+        let ForwardOptions { spin, max_p99_error, mut log } = opts;
+        let drops_at_start = self.tun_drops();
         let clock = Clock::new();
         let start = clock.now();
         let mk = |spec: &LinkSpec, label: &str| {
@@ -135,6 +167,12 @@ impl Netns {
                     }
                     errors[d]
                         .push(u64::try_from(sent_at.saturating_since(p.at).as_nanos()).unwrap_or(u64::MAX));
+                    if let Some(w) = log.as_mut() {
+                        let line = serde_json::json!({"t_ns": sent_at.as_nanos(), "dir": DIRS[d], "event": "release",
+                            "id": p.id, "len": p.packet.len(), "intended_ns": p.at.as_nanos(),
+                            "corrupted": p.corrupted, "duplicate": p.duplicate});
+                        writeln!(w, "{line}")?;
+                    }
                 }
             }
             let next = [links[0].next_arrival(), links[1].next_arrival(), Some(end), Some(now + TICK_MAX)]
@@ -149,16 +187,27 @@ impl Netns {
             } else {
                 rx.try_recv().ok()
             };
-            let mut take = |(dir, data): (usize, Bytes)| {
+            let mut take = |(dir, data): (usize, Bytes)| -> io::Result<()> {
                 // Arrivals from two threads: keep the link's clock monotonic.
                 let t = clock.now().max(last);
                 last = t;
-                let _ = links[dir].send(t, data);
+                let n = data.len();
+                let out = links[dir].send(t, data);
+                if let Some(w) = log.as_mut() {
+                    let fate = match out.fate {
+                        Fate::Scheduled(at) => serde_json::json!({"scheduled_ns": at.as_nanos()}),
+                        Fate::Dropped(r) => serde_json::json!({"dropped": format!("{r:?}")}),
+                    };
+                    let line = serde_json::json!({"t_ns": t.as_nanos(), "dir": DIRS[dir], "event": "arrive",
+                        "len": n, "fate": fate});
+                    writeln!(w, "{line}")?;
+                }
+                Ok(())
             };
             if let Some(a) = got {
-                take(a);
+                take(a)?;
                 while let Ok(a) = rx.try_recv() {
-                    take(a);
+                    take(a)?;
                 }
             }
         }
@@ -172,11 +221,19 @@ impl Netns {
             DirectionReport { link: links[d].stats(), errors_ns, send_errors: send_errors[d] }
         };
         let (fw, rv) = (report(0), report(1));
-        let valid = fw.error_quantile(0.99) <= Duration::from_millis(1)
-            && rv.error_quantile(0.99) <= Duration::from_millis(1);
-        Ok(RelayReport { forward: fw, reverse: rv, valid, seed, kernel_drops: None, syscalls: (0, 0) })
+        let kernel_drops = match (drops_at_start, self.tun_drops()) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
+        let valid = fw.error_quantile(0.99) <= max_p99_error
+            && rv.error_quantile(0.99) <= max_p99_error
+            && kernel_drops.unwrap_or(0) == 0;
+        Ok(RelayReport { forward: fw, reverse: rv, valid, seed, kernel_drops, syscalls: (0, 0) })
     }
 }
+
+/// Direction names in logs and reports: A → B is "forward".
+const DIRS: [&str; 2] = ["forward", "reverse"];
 
 /// Longest the forwarding loop waits before looking at the stop flag.
 const TICK_MAX: Duration = Duration::from_millis(10);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
-use xk_driver::netns::{ADDR_A, ADDR_B, Netns, leftover};
+use xk_driver::netns::{ADDR_A, ADDR_B, ForwardOptions, Netns, leftover};
 use xk_time::Duration;
 
 use crate::emulate::spec;
@@ -47,6 +47,12 @@ pub(crate) struct NetnsArgs {
     /// Write the emulator's report (JSON) here.
     #[arg(long)]
     report: Option<String>,
+    /// Write one JSON line per packet event (arrive / release) here.
+    #[arg(long)]
+    log: Option<String>,
+    /// Mark the run invalid when the p99 release error exceeds this (µs).
+    #[arg(long, default_value_t = 1000)]
+    max_p99_error_us: u64,
 }
 
 /// A background command this run started, in a process group of its own;
@@ -89,6 +95,12 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
         ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
             .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
     }
+    let mut log = match &a.log {
+        Some(p) => {
+            Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(|e| format!("--log {p}: {e}"))?))
+        }
+        None => None,
+    };
     let ns = Netns::create(PREFIX).map_err(|e| e.to_string())?;
     eprintln!(
         "xpress netns: {} ({ADDR_A}) <-> {} ({ADDR_B}), seed {}; forward: {:?}",
@@ -96,14 +108,17 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     );
     let (status, report) = std::thread::scope(|s| {
         let fwd = s.spawn(|| {
-            ns.forward(
-                &forward,
-                &reverse,
-                a.seed,
-                Duration::from_secs_f64(a.duration),
-                Duration::from_micros(200),
-                &stop,
-            )
+            let opts = ForwardOptions {
+                spin: Duration::from_micros(200),
+                max_p99_error: Duration::from_micros(a.max_p99_error_us),
+                log: log.as_mut().map(|w| w as &mut dyn std::io::Write),
+            };
+            let r = ns.forward(&forward, &reverse, a.seed, Duration::from_secs_f64(a.duration), opts, &stop);
+            if let Some(w) = log.as_mut() {
+                use std::io::Write as _;
+                let _ = w.flush();
+            }
+            r
         });
         let result = (|| -> Result<Option<ExitStatus>, String> {
             let _bg = match &a.a {
@@ -144,6 +159,12 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     }
     if !left.is_empty() {
         eprintln!("xpress netns: warning: namespaces still present after teardown: {left:?}");
+    }
+    if !report.valid {
+        eprintln!(
+            "xpress netns: warning: this run is not trustworthy — release error p99 above --max-p99-error-us or \
+             packets dropped by the kernel on the TUN devices (see the report)"
+        );
     }
     let status = status?;
     Ok(match status.and_then(|s| s.code()) {

@@ -12,10 +12,13 @@ fn is_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-/// Runs `xpress netns` with a server in A and `b` in B; returns the output.
+/// Runs `xpress netns` with a server in A and `b` in B; returns the output
+/// after checking the emulator's own report (release error, TUN drops).
 fn netns(link: &str, a: &str, b: &str) -> Output {
+    let report = std::env::temp_dir().join(format!("xpress-netns-report-{}.json", std::process::id()));
     let out = Command::new(X)
-        .args(["netns", "--link", link, "--a", a, "--b", b])
+        .args(["netns", "--link", link, "--a", a, "--b", b, "--report"])
+        .arg(&report)
         .output()
         .expect("run xpress netns");
     assert!(
@@ -24,6 +27,10 @@ fn netns(link: &str, a: &str, b: &str) -> Output {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&report);
+    assert!(r["kernel_drops"].is_u64(), "TUN drop counters not read: {r}");
+    assert!(r["forward"]["release_error_p99_us"].as_f64().unwrap() < 1000.0, "{r}");
     out
 }
 
