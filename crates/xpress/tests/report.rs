@@ -28,7 +28,7 @@ fn quick_report_has_every_experiment_and_renders() {
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
     let e1 = json["experiments"]["E1"]["rows"].as_array().unwrap();
-    assert_eq!(e1.len(), 9, "3 settings × 3 sizes");
+    assert_eq!(e1.len(), 12, "4 settings (2 simulated, XTP over UDP, raw UDP floor) × 3 sizes");
     for r in e1 {
         assert!(!r["samples_e2e_ns"].as_array().unwrap().is_empty(), "{r}");
         assert!(r["processing_ns"].as_f64().unwrap() > 0.0, "{r}");
@@ -58,7 +58,10 @@ fn quick_report_has_every_experiment_and_renders() {
     }
     assert_eq!(json["partial"].as_bool(), Some(false));
     let msg = json["experiments"]["MSG"]["rows"].as_array().unwrap();
-    assert_eq!(msg.len(), 6, "3 message sizes × XTP / TCP in a quick run");
+    let count = |t: &str| msg.iter().filter(|r| r["transport"].as_str() == Some(t)).count();
+    assert_eq!((count("xtp"), count("tcp")), (3, 3), "3 message sizes × XTP / TCP in a quick run");
+    let have_iperf3 = std::process::Command::new("iperf3").arg("--version").output().is_ok();
+    assert_eq!(count("iperf3"), if have_iperf3 { 3 } else { 0 }, "iperf3 rows when installed");
     assert!(msg.iter().all(|r| r["mbit_per_s"].as_f64().unwrap() > 1.0), "{msg:?}");
     let e4 = json["experiments"]["E4"]["rows"].as_array().unwrap();
     assert_eq!(e4.len(), 15, "3 table sizes × 5 key sizes in a quick run");

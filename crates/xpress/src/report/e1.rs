@@ -207,3 +207,28 @@ pub(crate) fn udp(size: usize, count: u32) -> Result<Row, String> {
     }
     Ok(Row { setting: "real UDP, loopback".into(), size, link_delay_ns: 0, e2e_ns })
 }
+
+/// The floor for [`udp`]: the same exchange with plain UDP sockets and no
+/// protocol, measured the same way (one thread, client and echo taking turns,
+/// one way = half the round trip) — what the kernel path alone costs.
+pub(crate) fn udp_floor(size: usize, count: u32) -> Result<Row, String> {
+    let server = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    client.connect(server.local_addr().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    for s in [&server, &client] {
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    }
+    let msg = vec![0x42u8; size];
+    let mut buf = vec![0u8; size.max(1) + 64];
+    let mut e2e_ns = Vec::with_capacity(count as usize);
+    let clock = xk_driver::clock::Clock::new();
+    for _ in 0..count {
+        let t0 = clock.now();
+        client.send(&msg).map_err(|e| e.to_string())?;
+        let (n, from) = server.recv_from(&mut buf).map_err(|e| format!("E1 UDP floor: {e}"))?;
+        server.send_to(&buf[..n], from).map_err(|e| e.to_string())?;
+        client.recv(&mut buf).map_err(|e| format!("E1 UDP floor: {e}"))?;
+        e2e_ns.push((clock.now() - t0).as_nanos() as u64 / 2);
+    }
+    Ok(Row { setting: "raw UDP floor, loopback".into(), size, link_delay_ns: 0, e2e_ns })
+}

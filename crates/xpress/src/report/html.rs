@@ -289,7 +289,7 @@ pub(crate) fn render(r: &Value) -> String {
     // E9
     // Goodput vs message size.
     let msg = r["experiments"]["MSG"]["rows"].as_array().cloned().unwrap_or_default();
-    h += "<h2 id=\"msg\">Goodput vs message size</h2><table><caption>Measured here on loopback, Mbit/s: XTP messages (each ending with EOM) and kernel TCP writes of the same size (Nagle off), same tools, separate processes</caption><tr><th>message bytes</th><th>XTP</th><th>kernel TCP</th><th>XTP / TCP</th></tr>";
+    h += "<h2 id=\"msg\">Goodput vs message size</h2><table><caption>Measured here on loopback, Mbit/s: XTP messages (each ending with EOM) and kernel TCP writes of the same size (Nagle off), same tools, separate processes</caption><tr><th>message bytes</th><th>XTP</th><th>kernel TCP</th><th>iperf3 (TCP)</th><th>XTP / TCP</th></tr>";
     let mut sizes: Vec<u64> = msg.iter().filter_map(|m| m["message_bytes"].as_u64()).collect();
     sizes.dedup();
     let rate = |size: u64, t: &str| {
@@ -298,9 +298,10 @@ pub(crate) fn render(r: &Value) -> String {
             .map_or(0.0, |m| f(&m["mbit_per_s"]))
     };
     for &size in &sizes {
-        let (x, t) = (rate(size, "xtp"), rate(size, "tcp"));
+        let (x, t, i) = (rate(size, "xtp"), rate(size, "tcp"), rate(size, "iperf3"));
+        let i = if i > 0.0 { format!("{i:.1}") } else { "— (not installed)".to_string() };
         h += &format!(
-            "<tr><td>{size}</td><td>{x:.1}</td><td>{t:.1}</td><td>{:.2}</td></tr>",
+            "<tr><td>{size}</td><td>{x:.1}</td><td>{t:.1}</td><td>{i}</td><td>{:.2}</td></tr>",
             if t > 0.0 { x / t } else { 0.0 }
         );
     }
@@ -310,11 +311,15 @@ pub(crate) fn render(r: &Value) -> String {
         "Goodput vs message size (loopback)",
         "message bytes",
         "Mbit/s",
-        &[("XTP".to_string(), series("xtp")), ("kernel TCP".to_string(), series("tcp"))],
+        &[
+            ("XTP".to_string(), series("xtp")),
+            ("kernel TCP".to_string(), series("tcp")),
+            ("iperf3".to_string(), series("iperf3").into_iter().filter(|p| p.1 > 0.0).collect()),
+        ],
     );
     if let (Some(&lo), Some(&hi)) = (sizes.first(), sizes.last()) {
         h += &format!(
-            "<p>Reading: with {lo}-byte messages XTP moves {:.1} Mbit/s against TCP's {:.1}; with {hi}-byte messages {:.1} against {:.1}. Each XTP message is at least one packet with its own EOM (and a status request); TCP, with Nagle off, still coalesces writes into segments when the receiver lags.</p>",
+            "<p>Reading: with {lo}-byte messages XTP moves {:.1} Mbit/s against TCP's {:.1}; with {hi}-byte messages {:.1} against {:.1}. Each XTP message is at least one packet with its own EOM (and a status request); TCP, with Nagle off, still coalesces writes into segments when the receiver lags. iperf3 (when installed) runs with its own defaults — Nagle on, its own timing — as an outside check on our TCP numbers, not as the same method.</p>",
             rate(lo, "xtp"),
             rate(lo, "tcp"),
             rate(hi, "xtp"),

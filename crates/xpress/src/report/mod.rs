@@ -92,12 +92,13 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
     // E1.
     let mut e1_rows = Vec::new();
     for (i, &size) in SIZES.iter().enumerate() {
-        if !p.step(&format!("E1 {size} B: simulator 0.9 ms, simulator 0 ms, UDP loopback")) {
+        if !p.step(&format!("E1 {size} B: simulator 0.9 ms, simulator 0 ms, UDP loopback, raw UDP floor")) {
             break;
         }
         e1_rows.push(e1::simulated(size, Duration::from_micros(900), sim_n, a.seed + i as u64)?);
         e1_rows.push(e1::simulated(size, Duration::ZERO, sim_n, a.seed + 10 + i as u64)?);
         e1_rows.push(e1::udp(size, udp_n)?);
+        e1_rows.push(e1::udp_floor(size, udp_n)?);
     }
 
     // E2.

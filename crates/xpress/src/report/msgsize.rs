@@ -1,7 +1,9 @@
 //! Bulk goodput against message size (the throughput-vs-message-size part of
 //! E8): XTP messages (each ending with EOM) against kernel TCP writes of the
 //! same size with Nagle off, on loopback, measured by the same tools
-//! (`xpress serve` and `xpress bulk -l N`) run as separate processes.
+//! (`xpress serve` and `xpress bulk -l N`) run as separate processes; and,
+//! when `iperf3` is installed, iperf3's own TCP measurement with the same
+//! write size (`-l`) and byte count (`-n`) as an outside peer.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -66,6 +68,75 @@ pub(crate) fn run(sizes: &[usize], bytes: u64, mut progress: impl FnMut(&str)) -
             let bytes = v["bytes"].as_u64().ok_or("bulk result without bytes")?;
             rows.push(Row { transport, message: size, bytes, seconds });
         }
+        if let Some(row) = iperf3(size, bytes)? {
+            rows.push(row);
+        }
     }
     Ok(rows)
+}
+
+/// iperf3 over loopback TCP with `size`-byte writes; None when iperf3 is not
+/// installed.
+fn iperf3(size: usize, bytes: u64) -> Result<Option<Row>, String> {
+    if Command::new("iperf3").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        return Ok(None);
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port()
+        .to_string();
+    let server = Command::new("iperf3")
+        .args(["-s", "-1", "-B", "127.0.0.1", "-p", &port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("start iperf3 -s: {e}"))?;
+    let mut server = Reaped(server);
+    let out = (0..50)
+        .find_map(|_| {
+            let out = Command::new("iperf3")
+                .args([
+                    "-c",
+                    "127.0.0.1",
+                    "-p",
+                    &port,
+                    "-n",
+                    &bytes.to_string(),
+                    "-l",
+                    &size.to_string(),
+                    "-J",
+                ])
+                .output()
+                .ok()?;
+            if out.status.success() {
+                return Some(out);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50)); // server not up yet
+            None
+        })
+        .ok_or("iperf3 -c did not connect to its server")?;
+    let _ = server.0.wait();
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("iperf3 JSON: {e}"))?;
+    let sum = &v["end"]["sum_received"];
+    let (sent, seconds) = (sum["bytes"].as_u64(), sum["seconds"].as_f64());
+    match (sent, seconds) {
+        (Some(b), Some(s)) if s > 0.0 => {
+            Ok(Some(Row { transport: "iperf3", message: size, bytes: b, seconds: s }))
+        }
+        _ => Err(format!("iperf3 JSON without end.sum_received: {v}")),
+    }
+}
+
+/// A child ended by its id when dropped (if it is still running).
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
