@@ -33,7 +33,7 @@ use crate::bench::map::{self, MapArgs};
 
 #[derive(Args)]
 pub(crate) struct ReportArgs {
-    /// Small sizes and counts (about a minute; what CI runs).
+    /// Small sizes and counts (about 25 s; what CI runs).
     #[arg(long)]
     quick: bool,
     /// Directory for report.html and results.json.
