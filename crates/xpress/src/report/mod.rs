@@ -18,6 +18,7 @@ mod e2;
 mod e9;
 mod html;
 mod msgsize;
+mod plan;
 mod progress;
 
 use std::fs;
@@ -42,9 +43,12 @@ pub(crate) struct ReportArgs {
     /// Master seed of the simulated experiments.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// A plan file (TOML) choosing experiments and their parameters, on top
+    /// of the built-in plan (full, or quick with --quick); see
+    /// crates/xpress/src/report/plan.rs for the keys.
+    #[arg(long)]
+    plan: Option<PathBuf>,
 }
-
-const SIZES: [usize; 3] = [10, 1000, 10_000];
 
 fn machine() -> Value {
     let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
@@ -77,24 +81,30 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
     }
     let root = xk_driver::netns::is_root();
 
-    let (sim_n, udp_n) = if a.quick { (200, 500) } else { (2000, 5000) };
-    let (rtts, e2_bytes): (Vec<u64>, u64) =
-        if a.quick { (vec![0, 100, 200], 2_000_000) } else { ((0..=200).step_by(20).collect(), 4_000_000) };
-    let e2_bytes = std::env::var("XPRESS_E2_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(e2_bytes);
-    let (msg_sizes, msg_bytes): (Vec<usize>, u64) = if a.quick {
-        (vec![64, 1024, 65_536], 20_000_000)
-    } else {
-        (vec![16, 64, 256, 1024, 4096, 16_384, 65_536], 100_000_000)
-    };
-    let steps = SIZES.len() + rtts.len() * 2 * if root { 2 } else { 1 } + msg_sizes.len() * 2 + 2;
+    let mut plan = plan::Plan::builtin(a.quick);
+    if let Some(path) = &a.plan {
+        let text = fs::read_to_string(path).map_err(|e| format!("--plan {}: {e}", path.display()))?;
+        plan.apply(&path.display().to_string(), &text)?;
+    }
+    if let Some(b) = std::env::var("XPRESS_E2_BYTES").ok().and_then(|v| v.parse().ok()) {
+        plan.e2_bytes = b;
+    }
+    let tcp_rows = root && plan.e2_tcp;
+    let count = |e: &str, n: usize| if plan.runs(e) { n } else { 0 };
+    let steps = count("E1", plan.e1_sizes.len())
+        + count("E2", plan.e2_rtts.len() * 2 * if tcp_rows { 2 } else { 1 })
+        + count("MSG", plan.msg_sizes.len() * 2)
+        + count("E4", 1)
+        + count("E9", 1);
     let mut p = progress::Progress::new(steps, stop.clone());
 
     // E1.
     let mut e1_rows = Vec::new();
-    for (i, &size) in SIZES.iter().enumerate() {
+    for (i, &size) in plan.e1_sizes.iter().enumerate().filter(|_| plan.runs("E1")) {
         if !p.step(&format!("E1 {size} B: simulator 0.9 ms, simulator 0 ms, UDP loopback, raw UDP floor")) {
             break;
         }
+        let (sim_n, udp_n) = (plan.e1_sim_count, plan.e1_udp_count);
         e1_rows.push(e1::simulated(size, Duration::from_micros(900), sim_n, a.seed + i as u64)?);
         e1_rows.push(e1::simulated(size, Duration::ZERO, sim_n, a.seed + 10 + i as u64)?);
         e1_rows.push(e1::udp(size, udp_n)?);
@@ -102,6 +112,7 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
     }
 
     // E2.
+    let (rtts, e2_bytes) = (if plan.runs("E2") { plan.e2_rtts.clone() } else { Vec::new() }, plan.e2_bytes);
     let mut e2_points = Vec::new();
     'e2: for &rtt in &rtts {
         for nocheck in [false, true] {
@@ -113,7 +124,7 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
     }
     let mut tcp_points = Vec::new();
     let mut tcp_note = String::new();
-    if root {
+    if tcp_rows {
         'tcp: for &rtt in &rtts {
             for window_64k in [false, true] {
                 let w = if window_64k { " (64 KB window)" } else { "" };
@@ -123,6 +134,8 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
                 tcp_points.push(e2::tcp_point(rtt, window_64k, e2_bytes)?);
             }
         }
+    } else if !plan.e2_tcp {
+        tcp_note = "not measured: the plan turned the kernel TCP rows off (E2.tcp = false)".into();
     } else {
         tcp_note = "skipped: kernel TCP under the same link runs through `xpress netns`, which needs root \
                     (network namespaces and TUN devices); run the report as root to get these rows"
@@ -131,19 +144,27 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
     }
 
     // Goodput vs message size.
-    let msg_rows =
-        if p.stopped() { Vec::new() } else { msgsize::run(&msg_sizes, msg_bytes, |l| p.step_unchecked(l))? };
+    let (msg_sizes, msg_bytes) = (plan.msg_sizes.clone(), plan.msg_bytes);
+    let msg_rows = if p.stopped() || !plan.runs("MSG") {
+        Vec::new()
+    } else {
+        msgsize::run(&msg_sizes, msg_bytes, |l| p.step_unchecked(l))?
+    };
 
     // E4 and E9.
     let margs = MapArgs {
-        max_bindings: if a.quick { 10_000 } else { 1_000_000 },
-        lookups: if a.quick { 200_000 } else { 1_000_000 },
-        reps: if a.quick { 3 } else { 5 },
+        max_bindings: plan.e4_max_bindings,
+        lookups: plan.e4_lookups,
+        reps: plan.e4_reps,
         json: false,
         raw_keys: false,
     };
-    let e4 = if p.step("E4 demux map lookup") { map::table(&margs, false)? } else { Vec::new() };
-    let e9 = if p.step("E9 mechanisms") { e9::run(a.quick) } else { Vec::new() };
+    let e4 = if plan.runs("E4") && p.step("E4 demux map lookup") {
+        map::table(&margs, false)?
+    } else {
+        Vec::new()
+    };
+    let e9 = if plan.runs("E9") && p.step("E9 mechanisms") { e9::run(a.quick) } else { Vec::new() };
     let partial = p.stopped();
     if partial {
         eprintln!("xpress report: stopped by Ctrl-C; writing the partial results");
@@ -154,6 +175,7 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
         "xpress": env!("CARGO_PKG_VERSION"),
         "quick": a.quick,
         "partial": partial,
+        "plan": plan.to_json(),
         "seed": a.seed,
         "machine_before": before,
         "machine_after": after,
