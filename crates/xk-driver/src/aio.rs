@@ -24,6 +24,7 @@ use tokio::sync::Notify;
 use xk_time::{Duration, Instant};
 use xtp_proto::{CloseReason, ContextConfig, ContextId, Endpoint, EndpointConfig, Event};
 
+use crate::api::{reason_error, time_seed};
 use crate::clock::Clock;
 
 /// Unacknowledged bytes above which `poll_write` waits.
@@ -164,28 +165,6 @@ fn dispatch(st: &mut State) {
     }
 }
 
-fn close_error(reason: &CloseReason) -> io::Error {
-    match reason {
-        CloseReason::Graceful => io::Error::new(io::ErrorKind::NotConnected, "the context is closed"),
-        CloseReason::LocalAbort => io::Error::new(io::ErrorKind::ConnectionAborted, "aborted locally"),
-        CloseReason::PeerAbort { text, .. } => {
-            io::Error::new(io::ErrorKind::ConnectionReset, format!("the peer ended the context: {text}"))
-        }
-        CloseReason::Timeout { acked } => io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("peer unreachable: gave up after the retry limit, {acked} bytes acknowledged"),
-        ),
-        CloseReason::Refused { code, value, text } => io::Error::new(
-            io::ErrorKind::ConnectionRefused,
-            format!("refused by the peer: DIAG {code}/{value} \"{text}\""),
-        ),
-    }
-}
-
-fn seed() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64)
-}
-
 /// A reliable XTP stream over UDP for tokio.
 pub struct AsyncXtpStream {
     shared: Arc<Shared>,
@@ -204,7 +183,7 @@ impl AsyncXtpStream {
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to connect to"))?;
         let local = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-        let shared = spawn(UdpSocket::bind(local).await?, EndpointConfig::default(), seed());
+        let shared = spawn(UdpSocket::bind(local).await?, EndpointConfig::default(), time_seed());
         let ctx = {
             let mut st = shared.lock();
             let now = shared.now();
@@ -250,7 +229,7 @@ impl AsyncRead for AsyncXtpStream {
                     let c = st.ctxs.entry(this.ctx).or_default();
                     match &c.closed {
                         Some(CloseReason::Graceful) => return Poll::Ready(Ok(())),
-                        Some(r) => return Poll::Ready(Err(close_error(r))),
+                        Some(r) => return Poll::Ready(Err(reason_error(r))),
                         None if c.peer_finished => return Poll::Ready(Ok(())), // end of stream
                         None => {
                             c.reader = Some(cx.waker().clone());
@@ -279,7 +258,7 @@ impl AsyncWrite for AsyncXtpStream {
         }
         let mut st = self.shared.lock();
         if let Some(r) = &st.ctxs.entry(self.ctx).or_default().closed {
-            return Poll::Ready(Err(close_error(r)));
+            return Poll::Ready(Err(reason_error(r)));
         }
         if st.ep.unacked_bytes(self.ctx) >= WRITE_BUFFER {
             st.ctxs.entry(self.ctx).or_default().writer = Some(cx.waker().clone());
@@ -315,7 +294,7 @@ impl AsyncWrite for AsyncXtpStream {
         let c = st.ctxs.entry(self.ctx).or_default();
         match &c.closed {
             Some(CloseReason::Graceful) => Poll::Ready(Ok(())),
-            Some(r) => Poll::Ready(Err(close_error(r))),
+            Some(r) => Poll::Ready(Err(reason_error(r))),
             None => {
                 c.writer = Some(cx.waker().clone());
                 // The peer's finish can also be what we wait for.
@@ -356,7 +335,7 @@ impl AsyncXtpListener {
     pub async fn bind(addr: impl ToSocketAddrs, port: u16) -> io::Result<AsyncXtpListener> {
         let sock = UdpSocket::bind(addr).await?;
         let local = sock.local_addr()?;
-        let shared = spawn(sock, EndpointConfig::default(), seed());
+        let shared = spawn(sock, EndpointConfig::default(), time_seed());
         {
             let mut st = shared.lock();
             st.ep

@@ -216,6 +216,24 @@ impl BatchSocket {
     }
 
     fn send_singles(&mut self, arena: &[u8], out: &[Outgoing]) -> io::Result<usize> {
+        if let [o] = out {
+            // One datagram (request/response traffic): plain sendmsg, without
+            // the header tables sendmmsg needs.
+            self.counters.send_calls += 1;
+            let iov = [IoSlice::new(&arena[o.start..o.start + o.len])];
+            let dst = SockaddrStorage::from(o.dst);
+            return match sendmsg(self.sock.as_raw_fd(), &iov, &[], MsgFlags::MSG_DONTWAIT, Some(&dst)) {
+                Ok(_) => {
+                    self.counters.sent += 1;
+                    Ok(1)
+                }
+                Err(e) if transient(e) => {
+                    self.counters.send_errors += 1;
+                    Ok(0)
+                }
+                Err(e) => Err(io_err(e)),
+            };
+        }
         let mut done = 0;
         while done < out.len() {
             let part = &out[done..];

@@ -28,3 +28,9 @@ impl Clock {
         Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 }
+
+/// A seed for an endpoint's randomness (keys, jitter) from the wall clock:
+/// real sockets need unpredictable keys, not reproducible ones.
+pub fn time_seed() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64)
+}

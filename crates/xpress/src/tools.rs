@@ -14,6 +14,7 @@ use bytes::Bytes;
 use clap::Args;
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use xk_driver::clock::time_seed;
 use xk_driver::driver::{DEFAULT_PORT, Driver, DriverConfig, UdpDriver, WaitMode};
 use xk_driver::transport::Transport as Io;
 
@@ -31,10 +32,6 @@ const VERIFY_PORT: u16 = 10;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn seed() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64)
 }
 
 #[derive(Args)]
@@ -82,11 +79,11 @@ pub(crate) fn serve(a: &ServeArgs) -> Result<(), String> {
     let dc = driver_config(a.busy_poll, a.no_offload);
     if a.raw {
         let ip = raw_ip("--listen", a.listen)?;
-        let d = Driver::bind_raw(ip, EndpointConfig::default(), seed(), dc)
+        let d = Driver::bind_raw(ip, EndpointConfig::default(), time_seed(), dc)
             .map_err(|e| format!("raw IP 36 on {ip}: {e}"))?;
         return serve_on(d, a, false);
     }
-    let d = UdpDriver::bind_with(a.listen, EndpointConfig::default(), seed(), dc)
+    let d = UdpDriver::bind_with(a.listen, EndpointConfig::default(), time_seed(), dc)
         .map_err(|e| format!("bind {}: {e}", a.listen))?;
     serve_on(d, a, true)
 }
@@ -222,10 +219,10 @@ impl PathArgs {
 /// The driver a client tool runs on: UDP, or raw IP 36 from `raw`.
 fn client_driver(raw: Option<std::net::Ipv4Addr>, dc: DriverConfig) -> Result<ClientDriver, String> {
     match raw {
-        Some(ip) => Driver::bind_raw(ip, EndpointConfig::default(), seed(), dc)
+        Some(ip) => Driver::bind_raw(ip, EndpointConfig::default(), time_seed(), dc)
             .map(ClientDriver::Raw)
             .map_err(|e| format!("raw IP 36 on {ip}: {e}")),
-        None => UdpDriver::bind_with("0.0.0.0:0", EndpointConfig::default(), seed(), dc)
+        None => UdpDriver::bind_with("0.0.0.0:0", EndpointConfig::default(), time_seed(), dc)
             .map(ClientDriver::Udp)
             .map_err(|e| e.to_string()),
     }
@@ -253,15 +250,7 @@ fn wait_for<T, X: Io>(
 }
 
 fn closed_error(reason: &CloseReason) -> String {
-    match reason {
-        CloseReason::Refused { code, value, text } => {
-            format!("refused by the peer: DIAG {code}/{value} \"{text}\"")
-        }
-        CloseReason::Timeout { acked } => {
-            format!("peer unreachable: gave up after the retry limit, {acked} bytes acknowledged")
-        }
-        other => format!("context ended: {other:?}"),
-    }
+    reason.to_string()
 }
 
 pub(crate) fn ping(a: &PingArgs) -> Result<(), String> {

@@ -41,6 +41,24 @@ pub enum CloseReason {
     },
 }
 
+/// The reason in words, for users: a refusal carries the peer's DIAG, a
+/// timeout how much of our data the peer acknowledged.
+impl std::fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CloseReason::Graceful => write!(f, "closed gracefully"),
+            CloseReason::LocalAbort => write!(f, "aborted locally"),
+            CloseReason::PeerAbort { text, .. } => write!(f, "the peer ended the context: {text}"),
+            CloseReason::Timeout { acked } => {
+                write!(f, "peer unreachable: gave up after the retry limit, {acked} bytes acknowledged")
+            }
+            CloseReason::Refused { code, value, text } => {
+                write!(f, "refused by the peer: DIAG {code}/{value} \"{text}\"")
+            }
+        }
+    }
+}
+
 /// Application events, from [`Endpoint::poll_event`](crate::Endpoint::poll_event).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {

@@ -7,8 +7,7 @@ use bytes::Bytes;
 use xk_time::Duration;
 use xtp_proto::{ContextConfig, EndpointConfig, Service};
 
-use super::stream::seed;
-use super::{Shared, TURN, XtpStream, close_error, timed_out};
+use super::{Shared, TURN, XtpStream, close_error, time_seed, timed_out};
 use crate::driver::UdpDriver;
 
 fn resolve(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
@@ -30,7 +29,7 @@ pub fn send_datagram(
 ) -> io::Result<()> {
     let peer = resolve(addr)?;
     let local = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-    let shared = Shared::new(UdpDriver::bind(local, EndpointConfig::default(), seed())?);
+    let shared = Shared::new(UdpDriver::bind(local, EndpointConfig::default(), time_seed())?);
     let mut s = shared.borrow_mut();
     let now = s.now();
     let ctx = s
@@ -66,7 +65,7 @@ pub fn transaction(
 ) -> io::Result<Vec<u8>> {
     let peer = resolve(addr)?;
     let local = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-    let shared = Shared::new(UdpDriver::bind(local, EndpointConfig::default(), seed())?);
+    let shared = Shared::new(UdpDriver::bind(local, EndpointConfig::default(), time_seed())?);
     let ctx = {
         let mut s = shared.borrow_mut();
         let now = s.now();

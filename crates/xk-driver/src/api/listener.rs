@@ -8,8 +8,7 @@ use bytes::Bytes;
 use xk_time::{Duration, Instant};
 use xtp_proto::{ContextConfig, ContextId, EndpointConfig, Service};
 
-use super::stream::seed;
-use super::{Handle, Shared, TURN, XtpStream, timed_out};
+use super::{Handle, Shared, TURN, XtpStream, time_seed, timed_out};
 use crate::driver::UdpDriver;
 
 /// Listens on a UDP address for XTP contexts addressed to one XTP port.
@@ -23,7 +22,7 @@ pub struct XtpListener {
 impl XtpListener {
     /// Binds `addr` (UDP) and listens on XTP `port`.
     pub fn bind(addr: impl ToSocketAddrs, port: u16) -> io::Result<XtpListener> {
-        let driver = UdpDriver::bind(addr, EndpointConfig::default(), seed())?;
+        let driver = UdpDriver::bind(addr, EndpointConfig::default(), time_seed())?;
         let shared = Shared::new(driver);
         shared
             .borrow_mut()
@@ -47,19 +46,9 @@ impl XtpListener {
     ) -> io::Result<(XtpStream, SocketAddr, Service)> {
         let deadline = self.deadline(timeout);
         loop {
-            let next = {
-                let mut s = self.shared.borrow_mut();
-                let mut found = None;
-                while let Some((ctx, peer, service)) = s.incoming.pop_front() {
-                    if matches!(service, Service::Datagram | Service::AckedDatagram) {
-                        self.partial.push((ctx, peer, Vec::new()));
-                    } else {
-                        found = Some((ctx, peer, service));
-                        break;
-                    }
-                }
-                found
-            };
+            // Datagram contexts leave `incoming` here; what is left is ours.
+            self.collect_datagrams();
+            let next = self.shared.borrow_mut().incoming.pop_front();
             if let Some((ctx, peer, service)) = next {
                 return Ok((XtpStream::from_parts(self.shared.clone(), ctx, peer), peer, service));
             }
@@ -103,15 +92,11 @@ impl XtpListener {
     /// Moves finished datagrams from their contexts to the queue.
     fn collect_datagrams(&mut self) {
         let mut s = self.shared.borrow_mut();
-        {
-            let incoming: Vec<_> = s.incoming.iter().copied().collect();
-            s.incoming.retain(|(_, _, svc)| !matches!(svc, Service::Datagram | Service::AckedDatagram));
-            for (ctx, peer, svc) in incoming {
-                if matches!(svc, Service::Datagram | Service::AckedDatagram) {
-                    self.partial.push((ctx, peer, Vec::new()));
-                }
-            }
+        let is_datagram = |svc: &Service| matches!(svc, Service::Datagram | Service::AckedDatagram);
+        for &(ctx, peer, _) in s.incoming.iter().filter(|(_, _, svc)| is_datagram(svc)) {
+            self.partial.push((ctx, peer, Vec::new()));
         }
+        s.incoming.retain(|(_, _, svc)| !is_datagram(svc));
         let mut k = 0;
         while k < self.partial.len() {
             let ctx = self.partial[k].0;

@@ -151,22 +151,23 @@ impl Shared {
 
 /// The error a context's end turns into (None for a graceful close).
 fn close_error(reason: &CloseReason) -> Option<io::Error> {
-    let (kind, text) = match reason {
-        CloseReason::Graceful => return None,
-        CloseReason::LocalAbort => (io::ErrorKind::ConnectionAborted, "aborted locally".to_string()),
-        CloseReason::PeerAbort { text, .. } => {
-            (io::ErrorKind::ConnectionReset, format!("the peer ended the context: {text}"))
-        }
-        CloseReason::Timeout { acked } => (
-            io::ErrorKind::TimedOut,
-            format!("peer unreachable: gave up after the retry limit, {acked} bytes acknowledged"),
-        ),
-        CloseReason::Refused { code, value, text } => {
-            (io::ErrorKind::ConnectionRefused, format!("refused by the peer: DIAG {code}/{value} \"{text}\""))
-        }
-    };
-    Some(io::Error::new(kind, text))
+    (*reason != CloseReason::Graceful).then(|| reason_error(reason))
 }
+
+/// A context's end as an `io::Error` whose kind says what happened and whose
+/// text is the reason in words; also used by the async API.
+pub(crate) fn reason_error(reason: &CloseReason) -> io::Error {
+    let kind = match reason {
+        CloseReason::Graceful => io::ErrorKind::NotConnected,
+        CloseReason::LocalAbort => io::ErrorKind::ConnectionAborted,
+        CloseReason::PeerAbort { .. } => io::ErrorKind::ConnectionReset,
+        CloseReason::Timeout { .. } => io::ErrorKind::TimedOut,
+        CloseReason::Refused { .. } => io::ErrorKind::ConnectionRefused,
+    };
+    io::Error::new(kind, reason.to_string())
+}
+
+pub(crate) use crate::clock::time_seed;
 
 fn timed_out(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, format!("{what}: timed out"))

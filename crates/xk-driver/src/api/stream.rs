@@ -7,7 +7,7 @@ use bytes::Bytes;
 use xk_time::{Duration, Instant};
 use xtp_proto::{ContextConfig, ContextId, EndpointConfig};
 
-use super::{Handle, Shared, TURN, close_error, timed_out};
+use super::{Handle, Shared, TURN, close_error, time_seed, timed_out};
 use crate::driver::UdpDriver;
 
 /// Bytes written but unacknowledged above which `write` waits: bounds the
@@ -64,7 +64,7 @@ impl XtpStream {
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to connect to"))?;
         let local = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-        let driver = UdpDriver::bind(local, ep, seed())?;
+        let driver = UdpDriver::bind(local, ep, time_seed())?;
         let shared = Shared::new(driver);
         let ctx = {
             let mut s = shared.borrow_mut();
@@ -264,8 +264,4 @@ impl Drop for XtpStream {
             self.shared.borrow_mut().status.remove(&self.ctx);
         }
     }
-}
-
-pub(super) fn seed() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64)
 }
