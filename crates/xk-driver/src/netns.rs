@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 
 use bytes::{Bytes, BytesMut};
-use xk_netemu::{Fate, Link, LinkSpec};
+use xk_netemu::{Fate, LinkSpec, Path};
 use xk_time::Duration;
 
 use crate::clock::Clock;
@@ -77,8 +77,21 @@ pub struct ForwardOptions<'a> {
 }
 
 impl Netns {
-    /// Creates namespaces `<prefix><pid>a` / `…b` and their TUN link.
+    /// Creates namespaces `<prefix><pid>a` / `…b` and their TUN link with
+    /// a 1,500-byte MTU.
     pub fn create(prefix: &str) -> io::Result<Netns> {
+        Netns::create_with_mtu(prefix, 1500)
+    }
+
+    /// As [`Netns::create`], with the TUN devices' MTU set to `mtu` (the
+    /// emulated link's, so the kernel sizes its packets to fit it).
+    pub fn create_with_mtu(prefix: &str, mtu: u16) -> io::Result<Netns> {
+        if mtu < 68 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("mtu {mtu}: below IPv4's minimum of 68 bytes, the kernel cannot use it"),
+            ));
+        }
         if !is_root() {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -93,8 +106,8 @@ impl Netns {
         // Build into a half-made value whose Drop cleans up on any error.
         let mut guard = Partial { created: &mut created };
         let devs = (format!("{base}ta"), format!("{base}tb"));
-        let a = make_end(&names.0, &devs.0, ADDR_A, ADDR_B, &mut guard)?;
-        let b = make_end(&names.1, &devs.1, ADDR_B, ADDR_A, &mut guard)?;
+        let a = make_end(&names.0, &devs.0, (ADDR_A, ADDR_B), mtu, &mut guard)?;
+        let b = make_end(&names.1, &devs.1, (ADDR_B, ADDR_A), mtu, &mut guard)?;
         std::mem::forget(guard);
         Ok(Netns { names, tun: (Arc::new(a), Arc::new(b)), devs, created })
     }
@@ -135,11 +148,8 @@ impl Netns {
         let drops_at_start = self.tun_drops();
         let clock = Clock::new();
         let start = clock.now();
-        let mk = |spec: &LinkSpec, label: &str| {
-            Link::new(spec.params.clone(), spec.changes.clone(), start, seed, label)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
-        };
-        let mut links: [Link<Bytes>; 2] = [mk(forward, "forward")?, mk(reverse, "reverse")?];
+        let mut path: Path<Bytes> = Path::new(forward, reverse, start, seed, DIRS)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let mut errors: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
         let mut send_errors = [0u64; 2];
         let (tx, rx) = mpsc::channel::<(usize, Bytes)>();
@@ -160,7 +170,7 @@ impl Netns {
                 break;
             }
             for d in 0..2 {
-                while let Some(p) = links[d].poll(now) {
+                while let Some(p) = path.poll(now, d) {
                     let sent_at = clock.now();
                     if outs[d].send(&p.packet).is_err() {
                         send_errors[d] += 1;
@@ -175,7 +185,7 @@ impl Netns {
                     }
                 }
             }
-            let next = [links[0].next_arrival(), links[1].next_arrival(), Some(end), Some(now + TICK_MAX)]
+            let next = [path.next_event(), Some(end), Some(now + TICK_MAX)]
                 .into_iter()
                 .flatten()
                 .min()
@@ -192,11 +202,12 @@ impl Netns {
                 let t = clock.now().max(last);
                 last = t;
                 let n = data.len();
-                let out = links[dir].send(t, data);
+                let out = path.send(t, dir, data);
                 if let Some(w) = log.as_mut() {
                     let fate = match out.fate {
                         Fate::Scheduled(at) => serde_json::json!({"scheduled_ns": at.as_nanos()}),
                         Fate::Dropped(r) => serde_json::json!({"dropped": format!("{r:?}")}),
+                        Fate::Queued => serde_json::json!({"queued": true}),
                     };
                     let line = serde_json::json!({"t_ns": t.as_nanos(), "dir": DIRS[dir], "event": "arrive",
                         "len": n, "fate": fate});
@@ -218,7 +229,7 @@ impl Netns {
         let mut report = |d: usize| {
             let mut errors_ns = std::mem::take(&mut errors[d]);
             errors_ns.sort_unstable();
-            DirectionReport { link: links[d].stats(), errors_ns, send_errors: send_errors[d] }
+            DirectionReport { link: path.stats(d), errors_ns, send_errors: send_errors[d] }
         };
         let (fw, rv) = (report(0), report(1));
         let kernel_drops = match (drops_at_start, self.tun_drops()) {
@@ -274,14 +285,14 @@ impl Drop for Partial<'_> {
 fn make_end(
     ns: &str,
     dev: &str,
-    local: Ipv4Addr,
-    peer: Ipv4Addr,
+    (local, peer): (Ipv4Addr, Ipv4Addr),
+    mtu: u16,
     guard: &mut Partial<'_>,
 ) -> io::Result<tun::Device> {
     ip(&["netns", "add", ns])?;
     guard.created.push(ns.to_string());
     let mut cfg = tun::Configuration::default();
-    cfg.tun_name(dev).layer(tun::Layer::L3).mtu(1500);
+    cfg.tun_name(dev).layer(tun::Layer::L3).mtu(mtu);
     let device = tun::create(&cfg).map_err(|e| io::Error::other(format!("create TUN device {dev}: {e}")))?;
     ip(&["link", "set", dev, "netns", ns])?;
     let (l, p) = (local.to_string(), peer.to_string());

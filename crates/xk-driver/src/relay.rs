@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use serde_json::json;
-use xk_netemu::{Fate, Link, LinkSpec, LinkStats};
+use xk_netemu::{Fate, LinkSpec, LinkStats, Path};
 use xk_time::{Duration, Instant};
 
 use crate::batch::{BATCH, BatchSocket, MAX_DATAGRAM, Outgoing, TICK, socket_drops};
@@ -106,6 +106,7 @@ impl RelayReport {
                 "drop_loss": d.link.drop_loss, "drop_queue": d.link.drop_queue, "drop_mtu": d.link.drop_mtu,
                 "drop_blackout": d.link.drop_blackout, "duplicated": d.link.duplicated,
                 "corrupted": d.link.corrupted, "reordered": d.link.reordered, "send_errors": d.send_errors,
+                "drop_collision": d.link.drop_collision, "key_ups": d.link.key_ups,
                 "release_error_p50_us": d.error_quantile(0.5).as_secs_f64() * 1e6,
                 "release_error_p99_us": d.error_quantile(0.99).as_secs_f64() * 1e6,
                 "release_error_max_us": d.error_quantile(1.0).as_secs_f64() * 1e6,
@@ -121,7 +122,6 @@ impl RelayReport {
 }
 
 struct Dir {
-    link: Link<Bytes>,
     errors: Vec<u64>,
     send_errors: u64,
 }
@@ -141,18 +141,17 @@ pub fn run_on(
 ) -> io::Result<RelayReport> {
     let clock = Clock::new();
     let start = clock.now();
-    let mk = |spec: &LinkSpec, label: &str| {
-        Link::new(spec.params.clone(), spec.changes.clone(), start, cfg.seed, label)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
-    };
+    let mut path: Path<Bytes> =
+        Path::new(&cfg.forward, &cfg.reverse, start, cfg.seed, ["forward", "reverse"])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let local = sock.local_addr()?;
     // GSO for releases; no GRO: the link model needs every datagram as sent
     // (recv_gro would split them again, but recvmmsg batches small ones).
     let mut sock = BatchSocket::with_offload(sock, true, false)?;
     sock.size_buffers(8 << 20);
     let drops_at_start = socket_drops(local);
-    let mut fwd = Dir { link: mk(&cfg.forward, "forward")?, errors: Vec::new(), send_errors: 0 };
-    let mut rev = Dir { link: mk(&cfg.reverse, "reverse")?, errors: Vec::new(), send_errors: 0 };
+    let mut fwd = Dir { errors: Vec::new(), send_errors: 0 };
+    let mut rev = Dir { errors: Vec::new(), send_errors: 0 };
     let mut client: Option<SocketAddr> = None;
     let mut arena = vec![0u8; BATCH * MAX_DATAGRAM.min(4096)];
     let mut out: Vec<Outgoing> = Vec::with_capacity(BATCH);
@@ -165,13 +164,15 @@ pub fn run_on(
             break;
         }
         // Release everything due, one batch per direction at a time.
-        for (d, to, name) in [(&mut fwd, Some(cfg.server), "forward"), (&mut rev, client, "reverse")] {
+        for (dir, d, to, name) in
+            [(0, &mut fwd, Some(cfg.server), "forward"), (1, &mut rev, client, "reverse")]
+        {
             loop {
                 out.clear();
                 intended.clear();
                 let mut used = 0;
                 while out.len() < BATCH {
-                    let Some(p) = d.link.poll(now) else { break };
+                    let Some(p) = path.poll(now, dir) else { break };
                     let Some(to) = to else { continue };
                     let len = p.packet.len();
                     if arena.len() < used + len {
@@ -204,11 +205,7 @@ pub fn run_on(
             }
         }
         // Wait for input until the next release (minus the spin margin).
-        let next = [fwd.link.next_arrival(), rev.link.next_arrival(), Some(end)]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(end);
+        let next = path.next_event().map_or(end, |t| t.min(end));
         let now = clock.now();
         let wait = next.saturating_since(now);
         let timeout = if wait > cfg.spin { wait - cfg.spin } else { Duration::ZERO };
@@ -223,18 +220,19 @@ pub fn run_on(
         }
         let now = clock.now();
         for (from, data) in arrivals.drain(..) {
-            let (d, name) = if from == cfg.server {
-                (&mut rev, "reverse")
+            let (dir, name) = if from == cfg.server {
+                (1, "reverse")
             } else {
                 client = Some(from);
-                (&mut fwd, "forward")
+                (0, "forward")
             };
             let n = data.len();
-            let out = d.link.send(now, data);
+            let out = path.send(now, dir, data);
             if let Some(w) = log.as_mut() {
                 let fate = match out.fate {
                     Fate::Scheduled(at) => json!({"scheduled_ns": at.as_nanos()}),
                     Fate::Dropped(r) => json!({"dropped": format!("{r:?}")}),
+                    Fate::Queued => json!({"queued": true}),
                 };
                 writeln!(
                     w,
@@ -244,13 +242,13 @@ pub fn run_on(
             }
         }
     }
-    let finish = |d: Dir| {
+    let finish = |d: Dir, dir: usize| {
         let mut errors_ns = d.errors;
         errors_ns.sort_unstable();
-        DirectionReport { link: d.link.stats(), errors_ns, send_errors: d.send_errors }
+        DirectionReport { link: path.stats(dir), errors_ns, send_errors: d.send_errors }
     };
-    let forward = finish(fwd);
-    let reverse = finish(rev);
+    let forward = finish(fwd, 0);
+    let reverse = finish(rev, 1);
     let kernel_drops = match (drops_at_start, socket_drops(local)) {
         (Some(a), Some(b)) => Some(b.saturating_sub(a)),
         _ => None,

@@ -113,3 +113,53 @@ fn rate_limit_holds_within_two_percent() {
     assert!(n > 5000);
     assert!((mbit / 100.0 - 1.0).abs() < 0.02, "{mbit:.2} Mbit/s through a 100 Mbit/s limit");
 }
+
+#[test]
+fn packet_radio_channel_in_real_time() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // p = 1 makes the timing exact: key-up 100 ms, then (100 + 20) bytes at
+    // 9,600 bit/s = 100 ms of airtime, handed over at the frame's end.
+    let line = "profile packet-radio-9600 txdelay 100ms persist 100%";
+    let (raddr, _saddr, server, h) = relay(line, line, 4);
+    let echo = thread::spawn(move || {
+        server.set_read_timeout(Some(StdDuration::from_millis(1500))).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut n_echoed = 0;
+        while let Ok((n, from)) = server.recv_from(&mut buf) {
+            let _ = server.send_to(&buf[..n], from);
+            n_echoed += 1;
+        }
+        n_echoed
+    });
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client.set_read_timeout(Some(StdDuration::from_millis(1500))).unwrap();
+    let mut buf = [0u8; 256];
+    let mut rtts = Vec::new();
+    for _ in 0..3 {
+        let t = StdInstant::now();
+        client.send_to(&[7u8; 100], raddr).unwrap();
+        let (n, _) = client.recv_from(&mut buf).unwrap();
+        assert_eq!(n, 100);
+        rtts.push(t.elapsed());
+    }
+    // Too long for one 238-byte frame: dropped by the station, not sent.
+    client.send_to(&[0u8; 239], raddr).unwrap();
+    let report = h.join().unwrap();
+    assert!(echo.join().unwrap() == 3);
+    // Each way: key-up 100 ms + 100 ms airtime. The echo answers at once,
+    // while the request's 10 ms tail is still on the air: the reply senses
+    // the carrier and waits for it (410 ms). From the second round on, the
+    // next request meets the reply's tail the same way (420 ms).
+    for (i, rtt) in rtts.iter().enumerate() {
+        let ms = rtt.as_secs_f64() * 1e3;
+        let model = if i == 0 { 410.0 } else { 420.0 };
+        assert!(
+            (model..model + 3.0).contains(&ms),
+            "round trip {i}: {ms:.2} ms, model says {model} ms: {rtts:?}"
+        );
+    }
+    let (f, r) = (&report.forward.link, &report.reverse.link);
+    assert_eq!((f.key_ups, r.key_ups, f.delivered, r.delivered), (3, 3, 3, 3), "{report:?}");
+    assert_eq!((f.drop_mtu, f.drop_collision, r.drop_collision), (1, 0, 0));
+    assert!(report.forward.error_quantile(0.5) < Duration::from_millis(1));
+}

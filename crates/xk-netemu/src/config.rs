@@ -15,6 +15,9 @@
 //! corrupt P                         ber X (e.g. 1e-6)
 //! duplicate P                       reorder P
 //! mtu BYTES                         blackout T1-T2 (repeatable)
+//! csma                              half-duplex shared radio channel (both directions)
+//! txdelay T  persist P  slottime T  txtail T  dcd T  maxframe N
+//!                                   its access rules (any of them implies csma)
 //! at T ...                          change parameters T after start
 //! ```
 //!
@@ -25,7 +28,7 @@
 use xk_time::Duration;
 
 use crate::link::Change;
-use crate::params::{Blackout, ConfigError, Corrupt, JitterDist, LinkParams, Loss};
+use crate::params::{Blackout, ConfigError, Corrupt, CsmaParams, JitterDist, LinkParams, Loss};
 use crate::profiles;
 
 /// A parsed configuration: base parameters and scheduled changes.
@@ -149,6 +152,12 @@ fn starts_numeric(t: &str) -> bool {
     t.starts_with(|c: char| c.is_ascii_digit() || c == '.')
 }
 
+/// The shared-channel parameters, switched on with their defaults if needed
+/// (any CSMA keyword implies `csma`).
+fn csma(p: &mut LinkParams) -> &mut CsmaParams {
+    p.csma.get_or_insert_with(CsmaParams::default)
+}
+
 /// Applies one keyword and its values to `p`.
 fn apply(p: &mut LinkParams, kw: &str, t: &mut Tokens<'_>) -> Result<(), ConfigError> {
     match kw {
@@ -233,11 +242,20 @@ fn apply(p: &mut LinkParams, kw: &str, t: &mut Tokens<'_>) -> Result<(), ConfigE
                 end: parse_duration("blackout", b)?,
             });
         }
+        "csma" => {
+            p.csma.get_or_insert_with(CsmaParams::default);
+        }
+        "txdelay" => csma(p).txdelay = parse_duration("txdelay", t.value("txdelay")?)?,
+        "persist" => csma(p).persist = parse_prob("persist", t.value("persist")?)?,
+        "slottime" => csma(p).slot = parse_duration("slottime", t.value("slottime")?)?,
+        "txtail" => csma(p).txtail = parse_duration("txtail", t.value("txtail")?)?,
+        "dcd" => csma(p).dcd = parse_duration("dcd", t.value("dcd")?)?,
+        "maxframe" => csma(p).maxframe = parse_count("maxframe", t.value("maxframe")?)?,
         other => {
             return Err(ConfigError::new(
                 "keyword",
                 other,
-                "unknown (expected profile, delay, jitter, dist, rate, overhead, limit, limit-bytes, loss, corrupt, ber, duplicate, reorder, mtu, blackout, at)",
+                "unknown (expected profile, delay, jitter, dist, rate, overhead, limit, limit-bytes, loss, corrupt, ber, duplicate, reorder, mtu, blackout, csma, txdelay, persist, slottime, txtail, dcd, maxframe, at)",
             ));
         }
     }

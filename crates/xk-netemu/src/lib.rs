@@ -9,6 +9,9 @@
 //! arrival time has come, [`Link::next_arrival`] says when that is. No clock,
 //! no sockets; randomness from a seed, one independent stream per impairment.
 //! The stage order is documented in [`link`]; configuration in [`config`].
+//! Drivers hold a [`Path`]: two independent directions, or one half-duplex
+//! shared radio channel with p-persistent CSMA ([`channel`]) when the
+//! configuration says `csma` (the packet-radio profiles do).
 //!
 //! ```
 //! use xk_netemu::{Link, parse_line};
@@ -22,11 +25,16 @@
 //! assert_eq!(d.packet.len(), 1000);
 //! ```
 
+pub mod channel;
 pub mod config;
 pub mod link;
+mod noise;
 mod params;
+pub mod path;
 pub mod profiles;
 
+pub use channel::Channel;
 pub use config::{LinkSpec, parse_line, parse_toml};
 pub use link::{Change, Delivery, DropReason, Fate, Link, LinkPacket, LinkStats, SendOutcome};
-pub use params::{Blackout, ConfigError, Corrupt, JitterDist, LinkParams, Loss};
+pub use params::{Blackout, ConfigError, Corrupt, CsmaParams, JitterDist, LinkParams, Loss};
+pub use path::Path;

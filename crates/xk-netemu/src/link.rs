@@ -31,7 +31,8 @@ use std::collections::{BinaryHeap, VecDeque};
 use xk_rand::Rng;
 use xk_time::{Duration, Instant, duration_nanos};
 
-use crate::params::{ConfigError, Corrupt, JitterDist, LinkParams, Loss};
+use crate::noise::{self, LossProcess};
+use crate::params::{ConfigError, JitterDist, LinkParams};
 
 /// A packet the link can carry.
 pub trait LinkPacket: Sized {
@@ -100,6 +101,9 @@ pub enum Fate {
     Scheduled(Instant),
     /// Dropped.
     Dropped(DropReason),
+    /// Waiting for a shared channel; its fate is decided on the air (see
+    /// [`crate::channel`]).
+    Queued,
 }
 
 /// The outcome of [`Link::send`].
@@ -155,12 +159,16 @@ pub struct LinkStats {
     pub reordered: u64,
     /// Largest queue seen, in packets.
     pub max_queue: usize,
+    /// Frames lost to overlapping transmissions (shared channel only).
+    pub drop_collision: u64,
+    /// Transmissions started (shared channel only).
+    pub key_ups: u64,
 }
 
-struct InFlight<P> {
-    at: Instant,
-    order: u64,
-    delivery: Delivery<P>,
+pub(crate) struct InFlight<P> {
+    pub(crate) at: Instant,
+    pub(crate) order: u64,
+    pub(crate) delivery: Delivery<P>,
 }
 
 impl<P> PartialEq for InFlight<P> {
@@ -181,7 +189,7 @@ impl<P> Ord for InFlight<P> {
 }
 
 struct Streams {
-    loss: Rng,
+    loss: LossProcess,
     dup: Rng,
     corrupt: Rng,
     jitter: Rng,
@@ -204,8 +212,6 @@ pub struct Link<P> {
     changes: VecDeque<Change>,
     start: Instant,
     rng: Streams,
-    ge_bad: bool,
-    ge_run: u32,
     /// Serialisation end times and sizes of queued packets, oldest first.
     queue: VecDeque<(Instant, usize)>,
     queue_bytes: usize,
@@ -234,6 +240,13 @@ impl<P: LinkPacket> Link<P> {
                 .validate()
                 .map_err(|e| ConfigError { param: format!("schedule[{i}].{}", e.param), ..e })?;
         }
+        if params.csma.is_some() || changes.iter().any(|c| c.params.csma.is_some()) {
+            return Err(ConfigError::new(
+                "csma",
+                label,
+                "a shared radio channel joins both directions: build it as a Path, not as one Link",
+            ));
+        }
         changes.sort_by_key(|c| c.at);
         let s = |what: &str| Rng::derive(seed, &format!("{label}/{what}"));
         Ok(Link {
@@ -241,14 +254,12 @@ impl<P: LinkPacket> Link<P> {
             changes: changes.into(),
             start,
             rng: Streams {
-                loss: s("loss"),
+                loss: LossProcess::new(s("loss")),
                 dup: s("dup"),
                 corrupt: s("corrupt"),
                 jitter: s("jitter"),
                 reorder: s("reorder"),
             },
-            ge_bad: false,
-            ge_run: 0,
             queue: VecDeque::new(),
             queue_bytes: 0,
             link_free: start,
@@ -317,7 +328,7 @@ impl<P: LinkPacket> Link<P> {
         if self.params.blackouts.iter().any(|b| b.start <= since && since < b.end) {
             return dropped(self, DropReason::Blackout);
         }
-        if self.lose() {
+        if self.rng.loss.lose(&self.params.loss) {
             return dropped(self, DropReason::Loss);
         }
         let id = self.next_id;
@@ -329,72 +340,6 @@ impl<P: LinkPacket> Link<P> {
             self.carry(now, id, d, true).0
         });
         SendOutcome { fate, duplicate, corrupted }
-    }
-
-    /// Stage 4: the loss process.
-    fn lose(&mut self) -> bool {
-        match self.params.loss {
-            Loss::None => false,
-            Loss::Bernoulli(p) => self.rng.loss.chance(p),
-            Loss::GilbertElliott { p, r, loss_bad, loss_good, max_burst } => {
-                // Transition first, then decide in the new state (netem order).
-                let flip = if self.ge_bad { r } else { p };
-                if self.rng.loss.chance(flip) {
-                    self.ge_bad = !self.ge_bad;
-                }
-                let lost = self.rng.loss.chance(if self.ge_bad { loss_bad } else { loss_good });
-                if lost && max_burst > 0 && self.ge_run >= max_burst {
-                    self.ge_bad = false;
-                    self.ge_run = 0;
-                    return false;
-                }
-                self.ge_run = if lost { self.ge_run + 1 } else { 0 };
-                lost
-            }
-        }
-    }
-
-    /// Stage 6: corruption; returns whether bits were flipped.
-    fn corrupt(&mut self, packet: &mut P) -> bool {
-        let bits = packet.len() * 8;
-        if bits == 0 {
-            return false;
-        }
-        match self.params.corrupt {
-            Corrupt::None => false,
-            Corrupt::PerPacket(p) => {
-                if self.rng.corrupt.chance(p) {
-                    packet.flip_bit(self.rng.corrupt.below(bits as u64) as usize);
-                    true
-                } else {
-                    false
-                }
-            }
-            Corrupt::BitErrorRate(ber) => {
-                if ber <= 0.0 {
-                    return false;
-                }
-                // Jump from error to error with geometric gaps.
-                let ln_q = (1.0 - ber).ln();
-                let mut pos = 0usize;
-                let mut any = false;
-                loop {
-                    let u = 1.0 - self.rng.corrupt.unit();
-                    let gap = (u.ln() / ln_q).floor();
-                    if !gap.is_finite() || gap >= (bits - pos) as f64 {
-                        break;
-                    }
-                    pos += gap as usize;
-                    packet.flip_bit(pos);
-                    any = true;
-                    pos += 1;
-                    if pos >= bits {
-                        break;
-                    }
-                }
-                any
-            }
-        }
     }
 
     fn jitter_ns(&mut self) -> i64 {
@@ -416,7 +361,7 @@ impl<P: LinkPacket> Link<P> {
 
     /// Stages 6–9 for one copy.
     fn carry(&mut self, now: Instant, id: u64, mut packet: P, duplicate: bool) -> (Fate, bool) {
-        let corrupted = self.corrupt(&mut packet);
+        let corrupted = noise::corrupt(&mut self.rng.corrupt, &self.params.corrupt, &mut packet);
         // Stage 7: queue and rate.
         while self.queue.front().is_some_and(|&(done, _)| done <= now) {
             if let Some((_, b)) = self.queue.pop_front() {
@@ -432,10 +377,9 @@ impl<P: LinkPacket> Link<P> {
             return (Fate::Dropped(DropReason::QueueFull), false);
         }
         let done = if p.rate_bps > 0 {
-            let bits = (len as u128 + u128::from(p.overhead)) * 8;
-            let ns = (bits * 1_000_000_000).div_ceil(u128::from(p.rate_bps));
+            let ns = noise::serialisation_ns(len, p.overhead, p.rate_bps);
             let start = self.link_free.max(now);
-            let done = start + Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
+            let done = start + Duration::from_nanos(ns);
             self.link_free = done;
             self.queue.push_back((done, len));
             self.queue_bytes += len;

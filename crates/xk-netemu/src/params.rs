@@ -59,6 +59,46 @@ pub struct Blackout {
     pub end: Duration,
 }
 
+/// The access rules of a half-duplex shared radio channel (p-persistent CSMA,
+/// as a KISS TNC applies them). Both directions of a path share one channel:
+/// a station that transmits cannot receive, and frames that overlap on the air
+/// are lost at every receiver. See [`crate::channel`] for the exact rules.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CsmaParams {
+    /// Key-up time before the first frame of a transmission (KISS TXDELAY):
+    /// the carrier is on, no data yet.
+    pub txdelay: Duration,
+    /// Probability of transmitting at a slot boundary when the channel is
+    /// sensed idle (KISS `P`: p = (P + 1) / 256).
+    pub persist: f64,
+    /// Time between persistence draws (KISS SLOTTIME).
+    pub slot: Duration,
+    /// Carrier kept on after the last frame (KISS TXTAIL).
+    pub txtail: Duration,
+    /// Carrier-detect latency: another station senses a transmission only
+    /// this long after it keyed up. Two stations that key up within this
+    /// window of each other collide.
+    pub dcd: Duration,
+    /// Most frames sent in one key-up (at least 1).
+    pub maxframe: usize,
+}
+
+impl Default for CsmaParams {
+    /// The KISS protocol's default timing (TXDELAY 50 = 500 ms, P 63 = 0.25,
+    /// SLOTTIME 10 = 100 ms), a 10 ms tail, 10 ms carrier detect, 7 frames
+    /// per key-up (AX.25's default window).
+    fn default() -> Self {
+        CsmaParams {
+            txdelay: Duration::from_millis(500),
+            persist: 0.25,
+            slot: Duration::from_millis(100),
+            txtail: Duration::from_millis(10),
+            dcd: Duration::from_millis(10),
+            maxframe: 7,
+        }
+    }
+}
+
 /// Everything one direction of a link does. Defaults: a perfect link.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkParams {
@@ -93,6 +133,10 @@ pub struct LinkParams {
     pub mtu: usize,
     /// Outages.
     pub blackouts: Vec<Blackout>,
+    /// If set, the path is a half-duplex shared radio channel with these
+    /// access rules instead of two independent directions; `rate_bps` is then
+    /// the channel's bit rate and `overhead` the framing bytes per frame.
+    pub csma: Option<CsmaParams>,
 }
 
 impl Default for LinkParams {
@@ -112,6 +156,7 @@ impl Default for LinkParams {
             reorder: 0.0,
             mtu: 0,
             blackouts: Vec::new(),
+            csma: None,
         }
     }
 }
@@ -149,6 +194,30 @@ fn prob(param: &str, p: f64) -> Result<(), ConfigError> {
     Ok(())
 }
 
+impl CsmaParams {
+    /// Checks every value; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.persist > 0.0 && self.persist <= 1.0) {
+            return Err(ConfigError::new(
+                "persist",
+                self.persist,
+                "must be a probability above 0 and at most 1 (0 would never transmit)",
+            ));
+        }
+        if self.slot.is_zero() && self.persist < 1.0 {
+            return Err(ConfigError::new(
+                "slottime",
+                "0ms",
+                "must be above 0 unless persist is 1 (the station would redraw forever at one instant)",
+            ));
+        }
+        if self.maxframe == 0 {
+            return Err(ConfigError::new("maxframe", 0, "at least one frame per key-up"));
+        }
+        Ok(())
+    }
+}
+
 impl LinkParams {
     /// Checks every value; the error names the first bad one.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -180,6 +249,26 @@ impl LinkParams {
         }
         prob("duplicate", self.duplicate)?;
         prob("reorder", self.reorder)?;
+        if let Some(c) = &self.csma {
+            c.validate()?;
+            if self.rate_bps == 0 {
+                return Err(ConfigError::new("rate", 0, "a shared radio channel (csma) needs a bit rate"));
+            }
+            let unsupported = [
+                ("jitter", !self.jitter.is_zero(), format!("{:?}", self.jitter)),
+                ("duplicate", self.duplicate > 0.0, self.duplicate.to_string()),
+                ("reorder", self.reorder > 0.0, self.reorder.to_string()),
+            ];
+            for (name, set, value) in unsupported {
+                if set {
+                    return Err(ConfigError::new(
+                        name,
+                        value,
+                        "not modelled on a shared radio channel (csma)",
+                    ));
+                }
+            }
+        }
         for (i, b) in self.blackouts.iter().enumerate() {
             if b.end <= b.start {
                 return Err(ConfigError::new(

@@ -73,7 +73,13 @@ fn errors_name_parameter_value_and_reason() {
         ("blackout 2s-1s", "blackout[0]", "", "end must be after start"),
         ("dist zipf", "dist", "zipf", "uniform, normal or pareto"),
         ("wobble 3", "keyword", "wobble", "unknown"),
-        ("profile packet-radio-1200", "profile", "packet-radio-1200", "not yet implemented"),
+        ("profile packet-radio-1200 persist 0", "persist", "0", "never transmit"),
+        ("csma maxframe 0 rate 1200bit", "maxframe", "0", "at least one frame"),
+        ("csma", "rate", "0", "needs a bit rate"),
+        ("profile packet-radio-9600 delay 1s 100ms", "jitter", "", "not modelled on a shared radio channel"),
+        ("csma rate 1200bit duplicate 1%", "duplicate", "", "not modelled"),
+        ("rate 1200bit slottime 0ms", "slottime", "0ms", "above 0 unless persist is 1"),
+        ("txdelay soon", "txdelay", "soon", "number with a unit"),
         ("profile token-ring", "profile", "token-ring", "unknown profile"),
         ("ber 0.7", "ber", "0.7", "bit error rate"),
         ("delay 1ms at 5s loss ge 1% 0%", "at[0].loss ge r", "0", "bad state forever"),
@@ -93,17 +99,37 @@ fn errors_name_parameter_value_and_reason() {
 }
 
 #[test]
-fn every_profile_loads_or_says_why_not() {
+fn every_profile_loads() {
     for name in profiles::NAMES {
-        match profiles::profile(name) {
-            Ok(p) => {
-                p.validate().unwrap();
-                assert!(p.rate_bps > 0 && p.mtu > 0, "{name}");
-            }
-            Err(e) => assert!(
-                name.starts_with("packet-radio") && e.reason.contains("not yet implemented"),
-                "{name}: {e}"
-            ),
-        }
+        let p = profiles::profile(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        p.validate().unwrap();
+        assert!(p.rate_bps > 0 && p.mtu > 0, "{name}");
+        assert_eq!(p.csma.is_some(), name.starts_with("packet-radio"), "{name}");
     }
+}
+
+#[test]
+fn radio_keywords_refine_the_profile() {
+    let s = parse_line(
+        "profile packet-radio-9600 txdelay 100ms persist 50% slottime 20ms txtail 5ms dcd 2ms maxframe 2",
+    )
+    .unwrap();
+    let c = s.params.csma.unwrap();
+    assert_eq!(s.params.rate_bps, 9600);
+    assert_eq!(s.params.mtu, 238);
+    assert_eq!(
+        (c.txdelay, c.persist, c.slot, c.txtail, c.dcd, c.maxframe),
+        (
+            Duration::from_millis(100),
+            0.5,
+            Duration::from_millis(20),
+            Duration::from_millis(5),
+            Duration::from_millis(2),
+            2
+        )
+    );
+    let t = parse_toml("profile = \"packet-radio-1200\"\npersist = \"100%\"\n").unwrap();
+    assert_eq!(t.params.rate_bps, 1200);
+    assert_eq!(t.params.csma.unwrap().persist, 1.0);
+    assert!(parse_line("rate 1mbit").unwrap().params.csma.is_none());
 }

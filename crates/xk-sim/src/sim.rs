@@ -3,7 +3,7 @@
 use core::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-use xk_netemu::{ConfigError, Link, LinkParams};
+use xk_netemu::{ConfigError, LinkParams, LinkSpec, LinkStats, Path};
 use xk_time::{Duration, Instant};
 
 /// A node's network address in the simulation (`10.0.x.y:port`, never used
@@ -121,10 +121,21 @@ impl fmt::Display for RunReport {
     }
 }
 
+/// Two nodes joined by a path; direction 0 carries `ends[0]` → `ends[1]`.
 struct Wire {
-    from: NodeId,
-    to: NodeId,
-    link: Link<Vec<u8>>,
+    ends: [NodeId; 2],
+    path: Path<Vec<u8>>,
+}
+
+impl Wire {
+    /// The direction carrying `from` → `to`, if this wire joins them.
+    fn direction(&self, from: NodeId, to: NodeId) -> Option<usize> {
+        match self.ends {
+            [a, b] if (a, b) == (from, to) => Some(0),
+            [a, b] if (b, a) == (from, to) => Some(1),
+            _ => None,
+        }
+    }
 }
 
 /// A simulated network of nodes and links.
@@ -188,19 +199,21 @@ impl<N: Node> Sim<N> {
         self.nodes[id.0 as usize].0
     }
 
-    /// Joins `a` and `b` with one link per direction (`ab`: a → b).
+    /// Joins `a` and `b`: `ab` describes a → b, `ba` b → a. Two independent
+    /// directions, or one half-duplex radio channel if the parameters say
+    /// `csma` (both must then agree on it).
     pub fn connect(&mut self, a: NodeId, b: NodeId, ab: LinkParams, ba: LinkParams) -> Result<(), SimError> {
-        for (from, to, p) in [(a, b, ab), (b, a, ba)] {
-            let label = format!("link {}->{}", from.0, to.0);
-            let link = Link::new(p, vec![], self.now, self.seed, &label).map_err(SimError::Config)?;
-            self.wires.push(Wire { from, to, link });
-        }
+        let labels = [format!("link {}->{}", a.0, b.0), format!("link {}->{}", b.0, a.0)];
+        let spec = |params| LinkSpec { params, changes: vec![] };
+        let path = Path::new(&spec(ab), &spec(ba), self.now, self.seed, [&labels[0], &labels[1]])
+            .map_err(SimError::Config)?;
+        self.wires.push(Wire { ends: [a, b], path });
         Ok(())
     }
 
-    /// The link carrying `from` → `to`.
-    pub fn link(&self, from: NodeId, to: NodeId) -> Option<&Link<Vec<u8>>> {
-        self.wires.iter().find(|w| w.from == from && w.to == to).map(|w| &w.link)
+    /// Counters of the direction `from` → `to`.
+    pub fn link_stats(&self, from: NodeId, to: NodeId) -> Option<LinkStats> {
+        self.wires.iter().find_map(|w| Some(w.path.stats(w.direction(from, to)?)))
     }
 
     /// Moves every pending transmission of every node onto its link.
@@ -213,17 +226,18 @@ impl<N: Node> Sim<N> {
                 let Some(dst) = self.nodes.iter().position(|(a, _)| *a == to) else {
                     return Err(SimError::NoRoute { seed: self.seed, from, to });
                 };
-                let wire = self
+                let (src, dst) = (NodeId(i as u16), NodeId(dst as u16));
+                let (wire, dir) = self
                     .wires
                     .iter_mut()
-                    .find(|w| w.from.0 as usize == i && w.to.0 as usize == dst)
+                    .find_map(|w| w.direction(src, dst).map(|d| (w, d)))
                     .ok_or(SimError::NoRoute { seed: self.seed, from, to })?;
                 self.sent += 1;
                 self.hash.u64(1);
                 self.hash.u64(now.as_nanos());
                 self.hash.u64(i as u64);
                 self.hash.bytes(&data);
-                wire.link.send(now, data);
+                wire.path.send(now, dir, data);
             }
         }
         Ok(())
@@ -231,7 +245,7 @@ impl<N: Node> Sim<N> {
 
     /// The next event time: the earliest link arrival or node timeout.
     fn next_event(&mut self) -> Option<Instant> {
-        let links = self.wires.iter().filter_map(|w| w.link.next_arrival());
+        let links = self.wires.iter().filter_map(|w| w.path.next_event());
         let timers = self.nodes.iter_mut().filter_map(|(_, n)| n.poll_timeout());
         links.chain(timers).min()
     }
@@ -243,9 +257,9 @@ impl<N: Node> Sim<N> {
         let Some(t) = self.next_event() else { return Ok(false) };
         self.now = self.now.max(t);
         let now = self.now;
-        for w in 0..self.wires.len() {
-            while let Some(d) = self.wires[w].link.poll(now) {
-                let (from, to) = (self.wires[w].from, self.wires[w].to);
+        for (w, dir) in (0..self.wires.len()).flat_map(|w| [(w, 0), (w, 1)]) {
+            while let Some(d) = self.wires[w].path.poll(now, dir) {
+                let (from, to) = (self.wires[w].ends[dir], self.wires[w].ends[1 - dir]);
                 let from_addr = self.nodes[from.0 as usize].0;
                 self.events += 1;
                 self.delivered += 1;

@@ -101,7 +101,11 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
         }
         None => None,
     };
-    let ns = Netns::create(PREFIX).map_err(|e| e.to_string())?;
+    // The TUN devices take the link's MTU (the smaller of the two
+    // directions'), so the kernel's packets fit the emulated link.
+    let mtu = [forward.params.mtu, reverse.params.mtu].into_iter().filter(|&m| m > 0).min().unwrap_or(1500);
+    let mtu = u16::try_from(mtu).unwrap_or(u16::MAX);
+    let ns = Netns::create_with_mtu(PREFIX, mtu).map_err(|e| format!("--link: {e}"))?;
     eprintln!(
         "xpress netns: {} ({ADDR_A}) <-> {} ({ADDR_B}), seed {}; forward: {:?}",
         ns.names.0, ns.names.1, a.seed, a.link

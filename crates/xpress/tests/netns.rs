@@ -123,3 +123,33 @@ fn kernel_tcp_sees_the_emulated_rtt_and_rate() {
     assert!(mbit > 85.0 && mbit < 101.0, "iperf3 {mbit:.2} Mbit/s");
     assert_clean("iperf3 -s -1 -B 10.200.0.1");
 }
+
+#[test]
+fn kernel_tcp_over_the_packet_radio_channel() {
+    if !is_root() {
+        eprintln!("skipped: xpress netns needs root (namespaces, TUN); CI runs this as root");
+        return;
+    }
+    // The TUN devices take the profile's 238-byte MTU, so kernel TCP sizes
+    // its segments to fit one radio frame; data and ACKs share the channel.
+    let marker = "--duration 61.75";
+    let server = format!("exec {X} serve --listen 10.200.0.1:3636 {marker}");
+    let report = std::env::temp_dir().join(format!("xpress-radio-report-{}.json", std::process::id()));
+    let out = Command::new(X)
+        .args(["netns", "--link", "profile packet-radio-9600 txdelay 50ms", "--a", &server, "--b"])
+        .arg(format!("{X} bulk --to 10.200.0.1:3636 --transport tcp -n 5000 -J"))
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&report);
+    let bits = json(&out)["gbit_per_s"].as_f64().unwrap() * 1e9;
+    eprintln!("5 KB of kernel TCP over packet-radio-9600: {bits:.0} bit/s goodput; emulator: {r}");
+    assert!(bits > 1000.0 && bits < 9600.0, "goodput {bits:.0} bit/s on a 9,600 bit/s channel");
+    let (f, v) = (&r["forward"], &r["reverse"]);
+    assert_eq!(f["drop_mtu"].as_u64(), Some(0), "TCP segments fit the 238-byte MTU: {r}");
+    assert!(f["key_ups"].as_u64().unwrap() > 0 && v["key_ups"].as_u64().unwrap() > 0, "{r}");
+    assert_clean(marker);
+}

@@ -18,9 +18,9 @@ fn rate_control_holds_the_configured_rate() {
     let fast = parse_line("delay 2ms rate 1gbit").unwrap().params;
     let (mut sim, c, s) = pair(21, client, Role::Server { port: 7, reply: None }, fast.clone(), fast);
     sim.run_until(Instant::from_secs(2), 10_000_000, |_| false).unwrap();
-    let before = sim.link(c, s).unwrap().stats().offered_bytes;
+    let before = sim.link_stats(c, s).unwrap().offered_bytes;
     sim.run_until(Instant::from_secs(12), 10_000_000, |_| false).unwrap();
-    let after = sim.link(c, s).unwrap().stats().offered_bytes;
+    let after = sim.link_stats(c, s).unwrap().offered_bytes;
     let rate = (after - before) as f64 / 10.0;
     assert!((rate / 1_000_000.0 - 1.0).abs() < 0.02, "achieved {rate:.0} B/s on the wire for RATE 1,000,000");
 }

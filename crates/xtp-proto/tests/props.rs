@@ -143,7 +143,7 @@ fn run_seed(seed: u64) -> Result<(), String> {
     sim.run_for(Duration::from_secs(4 * 3600), 10_000_000).map_err(|e| format!("seed {seed}: {e}"))?;
     // Every corrupted packet delivered (all have been, after the linger) was
     // rejected by the checksum.
-    let corrupted = sim.link(c, s).unwrap().stats().corrupted + sim.link(s, c).unwrap().stats().corrupted;
+    let corrupted = sim.link_stats(c, s).unwrap().corrupted + sim.link_stats(s, c).unwrap().corrupted;
     let rejected = sim.node(c).ep.stats().malformed + sim.node(s).ep.stats().malformed;
     if corrupted != rejected {
         return Err(fail(format!("{corrupted} packets corrupted, {rejected} rejected"), &sim));
