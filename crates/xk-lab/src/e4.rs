@@ -16,7 +16,6 @@ use std::hint::black_box;
 use std::io::IsTerminal;
 use std::time::Instant;
 
-use clap::Args;
 use core::hash::Hash;
 use serde_json::json;
 
@@ -26,32 +25,31 @@ use xk_core::{DemuxMap, WordKey};
 const KEY_SIZES: [usize; 5] = [4, 7, 8, 12, 14];
 const BINDINGS: [usize; 5] = [100, 1_000, 10_000, 100_000, 1_000_000];
 
-#[derive(Args)]
-pub(crate) struct MapArgs {
+/// What the E4 table measures.
+#[derive(Clone, Debug)]
+pub struct MapParams {
     /// Largest number of bindings measured (from 100, 1000, … 1000000).
-    #[arg(long, default_value_t = 1_000_000)]
-    pub(crate) max_bindings: usize,
+    pub max_bindings: usize,
     /// Lookups timed per repetition.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub(crate) lookups: usize,
+    pub lookups: usize,
     /// Repetitions per cell (the median is reported).
-    #[arg(long, default_value_t = 5)]
-    pub(crate) reps: usize,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub(crate) json: bool,
+    pub reps: usize,
     /// Hold keys as plain byte arrays instead of 64-bit words.
-    #[arg(long)]
-    pub(crate) raw_keys: bool,
+    pub raw_keys: bool,
 }
 
 /// Median nanoseconds per lookup of one cell, for the three modes.
-pub(crate) struct Cell {
-    pub(crate) key: usize,
-    pub(crate) bindings: usize,
-    pub(crate) hit: f64,
-    pub(crate) miss: f64,
-    pub(crate) nocache: f64,
+pub struct Cell {
+    /// Key size in bytes.
+    pub key: usize,
+    /// Bindings in the map.
+    pub bindings: usize,
+    /// Cache hit.
+    pub hit: f64,
+    /// Cache miss (table searched, cache refilled).
+    pub miss: f64,
+    /// Map without the cache.
+    pub nocache: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -78,7 +76,7 @@ fn time_per_op(lookups: usize, n: usize, mut f: impl FnMut(usize) -> Option<u32>
 
 fn measure<const K: usize, Key: Eq + Hash + Clone>(
     n: usize,
-    args: &MapArgs,
+    args: &MapParams,
     pack: fn(&[u8; K]) -> Key,
 ) -> Cell {
     let keys: Vec<Key> = distinct_keys::<K>(n, (n * 31 + K) as u64).iter().map(pack).collect();
@@ -101,7 +99,7 @@ fn measure<const K: usize, Key: Eq + Hash + Clone>(
 }
 
 /// Measures the whole table.
-pub(crate) fn table(args: &MapArgs, progress: bool) -> Result<Vec<Cell>, String> {
+pub fn table(args: &MapParams, progress: bool) -> Result<Vec<Cell>, String> {
     if args.lookups == 0 || args.reps == 0 {
         return Err("--lookups and --reps must be at least 1".into());
     }
@@ -138,9 +136,10 @@ pub(crate) fn table(args: &MapArgs, progress: bool) -> Result<Vec<Cell>, String>
     Ok(cells)
 }
 
-pub(crate) fn run(args: &MapArgs) -> Result<(), String> {
-    let cells = table(args, !args.json && std::io::stderr().is_terminal())?;
-    if args.json {
+/// `xpress bench map`: measures the table and prints it (or JSON).
+pub fn run(args: &MapParams, as_json: bool) -> Result<(), String> {
+    let cells = table(args, !as_json && std::io::stderr().is_terminal())?;
+    if as_json {
         let rows: Vec<_> = cells
             .iter()
             .map(|c| json!({"key_bytes": c.key, "bindings": c.bindings, "hit_ns": c.hit, "miss_ns": c.miss, "nocache_ns": c.nocache}))

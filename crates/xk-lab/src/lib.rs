@@ -15,6 +15,7 @@
 
 mod e1;
 mod e2;
+pub mod e4;
 mod e9;
 mod html;
 mod msgsize;
@@ -24,30 +25,24 @@ mod progress;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
-use clap::Args;
 use serde_json::{Value, json};
 use xk_time::Duration;
 
-use crate::bench::map::{self, MapArgs};
+use crate::e4::MapParams as MapArgs;
 
-#[derive(Args)]
-pub(crate) struct ReportArgs {
+/// What `xpress report` was asked for.
+#[derive(Clone, Debug)]
+pub struct ReportOptions {
     /// Small sizes and counts (about 25 s; what CI runs).
-    #[arg(long)]
-    quick: bool,
-    /// Directory for report.html and results.json.
-    #[arg(long, default_value = "out/report")]
-    out: PathBuf,
+    pub quick: bool,
+    /// Directory for report.html, results.json and results.csv.
+    pub out: PathBuf,
     /// Master seed of the simulated experiments.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// A plan file (TOML) choosing experiments and their parameters, on top
-    /// of the built-in plan (full, or quick with --quick); see
-    /// crates/xpress/src/report/plan.rs for the keys.
-    #[arg(long)]
-    plan: Option<PathBuf>,
+    pub seed: u64,
+    /// A plan file (TOML) applied on top of the built-in plan.
+    pub plan: Option<PathBuf>,
 }
 
 fn machine() -> Value {
@@ -64,7 +59,9 @@ fn machine() -> Value {
     })
 }
 
-pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
+/// Runs the report. `stop` is set on Ctrl-C (by the caller): the runner
+/// finishes the step under way and writes what it has, marked partial.
+pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
     fs::create_dir_all(&a.out).map_err(|e| format!("--out {}: {e}", a.out.display()))?;
     let before = machine();
     eprintln!(
@@ -73,12 +70,6 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
         if a.quick { "quick" } else { "full" },
         a.out.display()
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
-            .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
-    }
     let root = xk_driver::netns::is_root();
 
     let mut plan = plan::Plan::builtin(a.quick);
@@ -156,14 +147,10 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
         max_bindings: plan.e4_max_bindings,
         lookups: plan.e4_lookups,
         reps: plan.e4_reps,
-        json: false,
         raw_keys: false,
     };
-    let e4 = if plan.runs("E4") && p.step("E4 demux map lookup") {
-        map::table(&margs, false)?
-    } else {
-        Vec::new()
-    };
+    let e4 =
+        if plan.runs("E4") && p.step("E4 demux map lookup") { e4::table(&margs, false)? } else { Vec::new() };
     let e9 = if plan.runs("E9") && p.step("E9 mechanisms") { e9::run(a.quick) } else { Vec::new() };
     let partial = p.stopped();
     if partial {
