@@ -40,13 +40,15 @@ impl Row {
     }
 }
 
-/// Both ends of a ping-pong in the simulator.
-struct PingNode {
+/// Both ends of a ping-pong (or request/reply) in the simulator.
+pub(crate) struct PingNode {
     ep: Endpoint,
     peer: Option<SocketAddr>,
     ctx: Option<ContextId>,
     client: bool,
     size: usize,
+    /// Bytes the server answers each request with (0: echo the request).
+    reply: usize,
     remaining: u32,
     got: usize,
     sent_at: Instant,
@@ -63,15 +65,19 @@ impl PingNode {
                     while let Some(c) = self.ep.read(now, ctx) {
                         if self.client {
                             self.got += c.data.len();
-                        } else {
+                        } else if self.reply == 0 {
                             let _ = self.ep.write(now, ctx, c.data, c.eom, None);
+                        } else if c.eom {
+                            let _ =
+                                self.ep.write(now, ctx, Bytes::from(vec![0x5au8; self.reply]), true, None);
                         }
                     }
                 }
                 _ => {}
             }
         }
-        if self.client && self.got >= self.size {
+        let expect = if self.reply == 0 { self.size } else { self.reply };
+        if self.client && self.got >= expect {
             self.got = 0;
             self.rtts.push((now - self.sent_at).as_nanos() as u64);
             self.send(now);
@@ -107,9 +113,16 @@ impl Node for PingNode {
     }
 }
 
-fn node(seed: u64, client: bool, size: usize, count: u32) -> PingNode {
+fn node(
+    seed: u64,
+    cfg: &EndpointConfig,
+    client: bool,
+    (size, reply): (usize, usize),
+    count: u32,
+) -> PingNode {
     PingNode {
-        ep: Endpoint::new(EndpointConfig::default(), seed),
+        ep: Endpoint::new(cfg.clone(), seed),
+        reply,
         peer: None,
         ctx: None,
         client,
@@ -122,12 +135,21 @@ fn node(seed: u64, client: bool, size: usize, count: u32) -> PingNode {
     }
 }
 
-/// E1 in the simulator with the given one-way link delay.
-pub(crate) fn simulated(size: usize, delay: Duration, count: u32, seed: u64) -> Result<Row, String> {
+/// Request/reply exchanges in the simulator over `link` (both directions):
+/// `count` requests of `request` bytes on one context, each answered with
+/// `reply` bytes (0: the request echoed). Returns the simulator (to read
+/// round trips and link counters), the client's and the server's ids, and
+/// the CPU time taken.
+pub(crate) fn exchange(
+    link: LinkParams,
+    cfg: &EndpointConfig,
+    (request, reply): (usize, usize),
+    count: u32,
+    seed: u64,
+) -> Result<(Sim<PingNode>, [xk_sim::NodeId; 2], std::time::Duration), String> {
     let mut sim = Sim::new(seed);
-    let (s, saddr) = sim.add_node(node(seed ^ 1, false, size, 0));
-    let (c, _) = sim.add_node(node(seed ^ 2, true, size, count));
-    let link = LinkParams { delay, ..LinkParams::default() };
+    let (s, saddr) = sim.add_node(node(seed ^ 1, cfg, false, (request, reply), 0));
+    let (c, _) = sim.add_node(node(seed ^ 2, cfg, true, (request, reply), count));
     sim.connect(c, s, link.clone(), link).map_err(|e| e.to_string())?;
     sim.node_mut(s).ep.listen(7, ContextConfig::stream()).map_err(|e| e.to_string())?;
     {
@@ -139,9 +161,23 @@ pub(crate) fn simulated(size: usize, delay: Duration, count: u32, seed: u64) -> 
         n.send(Instant::ZERO);
     }
     let wall = WallInstant::now();
-    sim.run_until(Instant::from_secs(3600), 50_000_000, |sim| sim.node(c).rtts.len() >= count as usize)
+    sim.run_until(Instant::from_secs(24 * 3600), 50_000_000, |sim| sim.node(c).rtts.len() >= count as usize)
         .map_err(|e| e.to_string())?;
-    let cpu_per_rt = wall.elapsed().as_nanos() as u64 / u64::from(count.max(1));
+    Ok((sim, [c, s], wall.elapsed()))
+}
+
+impl PingNode {
+    /// Round trips completed, in virtual nanoseconds.
+    pub(crate) fn rtts(&self) -> &[u64] {
+        &self.rtts
+    }
+}
+
+/// E1 in the simulator with the given one-way link delay.
+pub(crate) fn simulated(size: usize, delay: Duration, count: u32, seed: u64) -> Result<Row, String> {
+    let link = LinkParams { delay, ..LinkParams::default() };
+    let (sim, [c, _], cpu) = exchange(link, &EndpointConfig::default(), (size, 0), count, seed)?;
+    let cpu_per_rt = cpu.as_nanos() as u64 / u64::from(count.max(1));
     let rtts = &sim.node(c).rtts;
     if rtts.len() < count as usize {
         return Err(format!(

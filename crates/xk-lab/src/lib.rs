@@ -1,26 +1,42 @@
-//! `xpress report`: the seeds' experiments measured here and now, next to the
-//! seeds' own tables, as JSON (every raw sample) and a self-contained HTML page
-//! with SVG plots.
+//! xk-lab — the laboratory behind `xpress report`: the seeds' experiments
+//! measured here and now, next to the seeds' own tables.
 //!
-//! This version covers E1 (message ping-pong, seed 000 Tables 1–3), E2
-//! (throughput vs RTT through the emulator, seed 002 Fig. 3, with kernel TCP
-//! through `xpress netns` as root), goodput vs message size (the throughput
-//! part of E8), E4 (demux map lookup, seed 003 Table 5.2) and E9 (mechanism
-//! benchmark, seed 000 §4.2). The other experiments arrive with the parts
-//! they need (issue #7).
+//! # Contract
+//!
+//! [`run`] executes a [`plan`](crate) — the built-in full or quick plan with a
+//! TOML plan file on top (experiments, parameters, repetitions) — step by
+//! step, and writes `results.json` (plan, machine before and after, every raw
+//! sample), one CSV per experiment (scalar columns, key columns first) and a
+//! self-contained `report.html` (tables beside the seeds' historical tables,
+//! SVG plots, a reading generated from the data). Repeated points become one
+//! row: the median, the spread (n, min, quartiles, max) and every run.
+//!
+//! This crate may read the wall clock, open sockets and start processes (it
+//! drives the `xpress` binary it runs in for the multi-process measurements
+//! and `xpress netns` for kernel TCP as root); the protocol crates it measures
+//! do none of that.
+//!
+//! Experiments: E1 (message ping-pong, seed 000 Tables 1–3), E2 (throughput
+//! vs RTT through the emulator, seed 002 Fig. 3, kernel TCP through `xpress
+//! netns` as root), goodput vs message size (the throughput part of E8), E6
+//! (file retrieval over packet radio in the simulator, seed 003 Tables
+//! 6.1–6.2), E4 (demux map lookup, seed 003 Table 5.2) and E9 (mechanism
+//! benchmark, seed 000 §4.2).
 //!
 //! Every step prints a progress line (step k of n, elapsed, time left by the
 //! steps so far). Ctrl-C stops after the step under way and still writes the
-//! JSON and HTML, marked partial, with every experiment finished by then.
+//! JSON, CSV and HTML, marked partial, with every experiment finished by then.
 
 mod e1;
 mod e2;
 pub mod e4;
+mod e6;
 mod e9;
 mod html;
 mod msgsize;
 mod plan;
 mod progress;
+mod summary;
 
 use std::fs;
 use std::path::PathBuf;
@@ -82,9 +98,11 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
     }
     let tcp_rows = root && plan.e2_tcp;
     let count = |e: &str, n: usize| if plan.runs(e) { n } else { 0 };
+    let e2_reps = plan.e2_reps as usize;
     let steps = count("E1", plan.e1_sizes.len())
-        + count("E2", plan.e2_rtts.len() * 2 * if tcp_rows { 2 } else { 1 })
-        + count("MSG", plan.msg_sizes.len() * 2)
+        + count("E2", plan.e2_rtts.len() * 2 * e2_reps * if tcp_rows { 2 } else { 1 })
+        + count("MSG", plan.msg_sizes.len() * 2 * plan.msg_reps as usize)
+        + count("E6", plan.e6_rates.len() * plan.e6_sizes.len() * plan.e6_reps as usize)
         + count("E4", 1)
         + count("E9", 1);
     let mut p = progress::Progress::new(steps, stop.clone());
@@ -107,10 +125,13 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
     let mut e2_points = Vec::new();
     'e2: for &rtt in &rtts {
         for nocheck in [false, true] {
-            if !p.step(&format!("E2 RTT {rtt} ms, XTP {}", if nocheck { "NOCHECK" } else { "checksums" })) {
-                break 'e2;
+            for rep in 1..=e2_reps {
+                let what = if nocheck { "NOCHECK" } else { "checksums" };
+                if !p.step(&format!("E2 RTT {rtt} ms, XTP {what}, repetition {rep} of {e2_reps}")) {
+                    break 'e2;
+                }
+                e2_points.push(e2::point(rtt, nocheck, e2_bytes)?);
             }
-            e2_points.push(e2::point(rtt, nocheck, e2_bytes)?);
         }
     }
     let mut tcp_points = Vec::new();
@@ -118,11 +139,15 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
     if tcp_rows {
         'tcp: for &rtt in &rtts {
             for window_64k in [false, true] {
-                let w = if window_64k { " (64 KB window)" } else { "" };
-                if !p.step(&format!("E2 RTT {rtt} ms, kernel TCP{w} through xpress netns")) {
-                    break 'tcp;
+                for rep in 1..=e2_reps {
+                    let w = if window_64k { " (64 KB window)" } else { "" };
+                    if !p.step(&format!(
+                        "E2 RTT {rtt} ms, kernel TCP{w} through xpress netns, repetition {rep}"
+                    )) {
+                        break 'tcp;
+                    }
+                    tcp_points.push(e2::tcp_point(rtt, window_64k, e2_bytes)?);
                 }
-                tcp_points.push(e2::tcp_point(rtt, window_64k, e2_bytes)?);
             }
         }
     } else if !plan.e2_tcp {
@@ -139,8 +164,23 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
     let msg_rows = if p.stopped() || !plan.runs("MSG") {
         Vec::new()
     } else {
-        msgsize::run(&msg_sizes, msg_bytes, |l| p.step_unchecked(l))?
+        msgsize::run(&msg_sizes, msg_bytes, plan.msg_reps, |l| p.step_unchecked(l))?
     };
+
+    // E6.
+    let mut e6_rows = Vec::new();
+    'e6: for &rate in plan.e6_rates.iter().filter(|_| plan.runs("E6")) {
+        for &size in &plan.e6_sizes {
+            for rep in 0..plan.e6_reps {
+                if !p.step(&format!("E6 packet radio {rate} bit/s, {size} B file, repetition {}", rep + 1)) {
+                    break 'e6;
+                }
+                let seed = a.seed.wrapping_mul(1000).wrapping_add(u64::from(rep));
+                e6_rows.push(e6::point(rate, size, plan.e6_transfers, seed)?);
+            }
+        }
+    }
+    let e6_rows = summary::group(e6_rows, &["rate_bps", "file_bytes"], "normalised");
 
     // E4 and E9.
     let margs = MapArgs {
@@ -158,6 +198,40 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
     }
 
     let after = machine();
+    // Repetitions: one row per point, its median and spread, every run kept.
+    let tcp_rows = summary::group(
+        tcp_points
+            .iter()
+            .map(|p| {
+                json!({"rtt_ms": p.rtt_ms, "window_64k": p.window_64k, "bytes": p.bytes,
+                "seconds": p.seconds, "mbit_per_s": p.mbit()})
+            })
+            .collect(),
+        &["rtt_ms", "window_64k"],
+        "mbit_per_s",
+    );
+    let e2_rows = summary::group(
+        e2_points
+            .iter()
+            .map(|p| {
+                json!({"rtt_ms": p.rtt_ms, "nocheck": p.nocheck, "bytes": p.bytes, "seconds": p.seconds,
+                "mbit_per_s": p.mbit(), "relay_p99_release_error_us": p.relay_p99_error_us})
+            })
+            .collect(),
+        &["rtt_ms", "nocheck"],
+        "mbit_per_s",
+    );
+    let msg_rows = summary::group(
+        msg_rows
+            .iter()
+            .map(|r| {
+                json!({"transport": r.transport, "message_bytes": r.message, "bytes": r.bytes,
+                "seconds": r.seconds, "mbit_per_s": r.mbit()})
+            })
+            .collect(),
+        &["transport", "message_bytes"],
+        "mbit_per_s",
+    );
     let results = json!({
         "xpress": env!("CARGO_PKG_VERSION"),
         "quick": a.quick,
@@ -177,16 +251,21 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
             "E2": {
                 "title": "Bulk throughput vs round-trip delay through the emulator (45 Mbit/s)",
                 "tcp": tcp_note,
-                "tcp_rows": tcp_points.iter().map(|p| json!({"rtt_ms": p.rtt_ms, "window_64k": p.window_64k, "bytes": p.bytes,
-                    "seconds": p.seconds, "mbit_per_s": p.mbit()})).collect::<Vec<_>>(),
-                "rows": e2_points.iter().map(|p| json!({"rtt_ms": p.rtt_ms, "nocheck": p.nocheck, "bytes": p.bytes,
-                    "seconds": p.seconds, "mbit_per_s": p.mbit(), "relay_p99_release_error_us": p.relay_p99_error_us})).collect::<Vec<_>>(),
+                "repetitions": plan.e2_reps,
+                "tcp_rows": tcp_rows,
+                "rows": e2_rows,
             },
             "MSG": {
                 "title": "Bulk goodput vs message size: XTP messages (EOM) vs kernel TCP writes (Nagle off), loopback",
                 "bytes_per_run": msg_bytes,
-                "rows": msg_rows.iter().map(|r| json!({"transport": r.transport, "message_bytes": r.message,
-                    "bytes": r.bytes, "seconds": r.seconds, "mbit_per_s": r.mbit()})).collect::<Vec<_>>(),
+                "repetitions": plan.msg_reps,
+                "rows": msg_rows,
+            },
+            "E6": {
+                "title": "File retrieval over packet radio (simulated half-duplex CSMA channel, 255-byte frames)",
+                "repetitions": plan.e6_reps,
+                "transfers_per_run": plan.e6_transfers,
+                "rows": e6_rows,
             },
             "E9": {
                 "title": "Mechanism benchmark",
@@ -206,8 +285,42 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
     fs::write(&json_path, text).map_err(|e| format!("{}: {e}", json_path.display()))?;
     let html_path = a.out.join("report.html");
     fs::write(&html_path, html::render(&results)).map_err(|e| format!("{}: {e}", html_path.display()))?;
+    // CSV: one file per experiment (scalar columns; raw samples stay in the
+    // JSON), and the machine before and after.
+    let mut csv_files = Vec::new();
+    for (name, e) in results["experiments"].as_object().into_iter().flatten() {
+        for list in ["rows", "tcp_rows"] {
+            let Some(rows) = e[list].as_array().filter(|r| !r.is_empty()) else { continue };
+            let suffix = if list == "rows" { String::new() } else { format!("-{list}") };
+            let path = a.out.join(format!("results-{name}{suffix}.csv"));
+            let first: &[&str] = match name.as_str() {
+                "E1" => &["setting", "size"],
+                "E2" => &["rtt_ms", "nocheck", "window_64k"],
+                "MSG" => &["transport", "message_bytes"],
+                "E6" => &["rate_bps", "file_bytes"],
+                "E4" => &["key_bytes", "bindings"],
+                "E9" => &["mechanism", "parameter"],
+                _ => &[],
+            };
+            fs::write(&path, summary::csv(rows, first)).map_err(|e| format!("{}: {e}", path.display()))?;
+            csv_files.push(path);
+        }
+    }
+    let machine_rows: Vec<Value> = ["before", "after"]
+        .iter()
+        .map(|w| {
+            let mut m = results[format!("machine_{w}")].clone();
+            m["when"] = json!(w);
+            m
+        })
+        .collect();
+    let machine_csv = a.out.join("results-machine.csv");
+    fs::write(&machine_csv, summary::csv(&machine_rows, &["when"]))
+        .map_err(|e| format!("{}: {e}", machine_csv.display()))?;
 
-    println!("E1 processing time per message (one way, median):");
+    if !e1_rows.is_empty() {
+        println!("E1 processing time per message (one way, median):");
+    }
     for r in &e1_rows {
         println!(
             "  {:>24} {:>6} B  e2e {:>10.1} µs  processing {:>8.1} µs",
@@ -217,43 +330,72 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
             r.processing() / 1e3
         );
     }
-    println!("  seed 000 Table 3, SandiaXTP (1997): 800 / 1,520 / 2,680 µs for 10 / 1,000 / 10,000 B");
-    let hit_max = e4.iter().map(|c| c.hit).fold(0.0, f64::max);
-    let miss_max = e4.iter().map(|c| c.miss).fold(0.0, f64::max);
-    println!(
-        "E4: cache hit ≤ {hit_max:.2} ns, miss ≤ {miss_max:.1} ns up to {} bindings (seed 003: 17 µs hit, 19–42 µs miss)",
-        margs.max_bindings
-    );
-    println!("E2 goodput through a 45 Mbit/s emulated path:");
-    for p in &e2_points {
+    if !e1_rows.is_empty() {
+        println!("  seed 000 Table 3, SandiaXTP (1997): 800 / 1,520 / 2,680 µs for 10 / 1,000 / 10,000 B");
+    }
+    if !e4.is_empty() {
+        let hit_max = e4.iter().map(|c| c.hit).fold(0.0, f64::max);
+        let miss_max = e4.iter().map(|c| c.miss).fold(0.0, f64::max);
         println!(
-            "  RTT {:>3} ms {:>9}: {:>6.2} Mbit/s",
-            p.rtt_ms,
-            if p.nocheck { "NOCHECK" } else { "checksums" },
-            p.mbit()
+            "E4: cache hit ≤ {hit_max:.2} ns, miss ≤ {miss_max:.1} ns up to {} bindings (seed 003: 17 µs hit, 19–42 µs miss)",
+            margs.max_bindings
         );
     }
-    for p in &tcp_points {
-        println!(
-            "  RTT {:>3} ms  kernel TCP{}: {:>6.2} Mbit/s",
-            p.rtt_ms,
-            if p.window_64k { " 64 KB" } else { "       " },
-            p.mbit()
-        );
+    let range = |r: &Value, v: &str| {
+        let s = &r[format!("{v}_spread")];
+        format!(
+            "(n {}, {:.2}–{:.2})",
+            s["n"],
+            s["min"].as_f64().unwrap_or(0.0),
+            s["max"].as_f64().unwrap_or(0.0)
+        )
+    };
+    let num = |v: &Value| v.as_f64().unwrap_or(0.0);
+    if !e2_rows.is_empty() {
+        println!("E2 goodput through a 45 Mbit/s emulated path (median of repetitions, range):");
     }
-    println!("Goodput vs message size (loopback):");
+    for r in &e2_rows {
+        let what = if r["nocheck"] == true { "NOCHECK" } else { "checksums" };
+        let m = num(&r["mbit_per_s"]);
+        println!("  RTT {:>3} ms {what:>9}: {m:>6.2} Mbit/s {}", r["rtt_ms"], range(r, "mbit_per_s"));
+    }
+    for r in &tcp_rows {
+        let w = if r["window_64k"] == true { " 64 KB" } else { "       " };
+        let m = num(&r["mbit_per_s"]);
+        println!("  RTT {:>3} ms  kernel TCP{w}: {m:>6.2} Mbit/s {}", r["rtt_ms"], range(r, "mbit_per_s"));
+    }
+    if !msg_rows.is_empty() {
+        println!("Goodput vs message size (loopback; median, range):");
+    }
     for r in &msg_rows {
-        println!("  {:>6} B {}: {:>9.1} Mbit/s", r.message, r.transport, r.mbit());
+        let (m, t) = (num(&r["mbit_per_s"]), r["transport"].as_str().unwrap_or(""));
+        println!("  {:>6} B {t}: {m:>9.1} Mbit/s {}", r["message_bytes"], range(r, "mbit_per_s"));
     }
-    println!("E9 mechanisms:");
+    if !e6_rows.is_empty() {
+        println!("E6 file retrieval over packet radio (simulated; normalised throughput, median):");
+    }
+    for r in &e6_rows {
+        let n = num(&r["normalised"]);
+        println!("  {:>5} bit/s {:>6} B: {n:.3} {}", r["rate_bps"], r["file_bytes"], range(r, "normalised"));
+    }
+    if !e6_rows.is_empty() {
+        println!(
+            "  seed 003 Table 6.2 (real radios, 2003): 0.18–0.31 at 1,200 bit/s, 0.03–0.08 at 9,600 bit/s"
+        );
+    }
+    if !e9.is_empty() {
+        println!("E9 mechanisms:");
+    }
     for m in &e9 {
         let copies = m.copies.map(|c| format!(", {c:.2} payload copies")).unwrap_or_default();
         println!("  {:>44} {:>14}: {:>10.1} ns{copies}", m.name, m.param, m.ns);
     }
     println!(
-        "wrote {} and {}{}",
+        "wrote {}, {} and {} CSV files in {}{}",
         html_path.display(),
         json_path.display(),
+        csv_files.len() + 1,
+        a.out.display(),
         if partial { " (partial)" } else { "" }
     );
     Ok(())

@@ -48,13 +48,19 @@ fn server(exe: &str) -> Result<Server, String> {
 }
 
 /// Runs every size for XTP and TCP; `progress` is called before each run.
-pub(crate) fn run(sizes: &[usize], bytes: u64, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, String> {
+/// Each measurement is made `reps` times (one row each).
+pub(crate) fn run(
+    sizes: &[usize],
+    bytes: u64,
+    reps: u32,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<Row>, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?.display().to_string();
     let srv = server(&exe)?;
     let mut rows = Vec::new();
     for &size in sizes {
-        for transport in ["xtp", "tcp"] {
-            progress(&format!("message size {size} B, {transport}"));
+        for (transport, rep) in ["xtp", "tcp"].into_iter().flat_map(|t| (1..=reps).map(move |r| (t, r))) {
+            progress(&format!("message size {size} B, {transport}, repetition {rep} of {reps}"));
             let out = Command::new(&exe)
                 .args(["bulk", "--to", &srv.1, "-n", &bytes.to_string(), "-l", &size.to_string()])
                 .args(["--transport", transport, "-J"])
@@ -68,8 +74,10 @@ pub(crate) fn run(sizes: &[usize], bytes: u64, mut progress: impl FnMut(&str)) -
             let bytes = v["bytes"].as_u64().ok_or("bulk result without bytes")?;
             rows.push(Row { transport, message: size, bytes, seconds });
         }
-        if let Some(row) = iperf3(size, bytes)? {
-            rows.push(row);
+        for _ in 0..reps {
+            if let Some(row) = iperf3(size, bytes)? {
+                rows.push(row);
+            }
         }
     }
     Ok(rows)
@@ -116,7 +124,14 @@ fn iperf3(size: usize, bytes: u64) -> Result<Option<Row>, String> {
             None
         })
         .ok_or("iperf3 -c did not connect to its server")?;
-    let _ = server.0.wait();
+    // The one-off server normally exits after the test; it has been seen to
+    // hang when a retried client attempt raced its start. The result is in
+    // the client's output already, so wait a little, then end it by its id.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while server.0.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(server);
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).map_err(|e| format!("iperf3 JSON: {e}"))?;
     let sum = &v["end"]["sum_received"];

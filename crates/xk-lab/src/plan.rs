@@ -2,7 +2,8 @@
 //! files (`xpress report --plan FILE`, TOML) that override any part of them.
 //!
 //! ```toml
-//! experiments = ["E1", "E2", "MSG", "E4", "E9"]   # which to run, in this order of the report
+//! experiments = ["E1", "E2", "MSG", "E6", "E4", "E9"]   # which to run
+//! repetitions = 3                  # default repetitions of E2, MSG and E6 points
 //! [E1]
 //! sizes = [10, 1000, 10000]        # message bytes
 //! simulated_count = 2000           # round trips per simulated row
@@ -11,9 +12,16 @@
 //! rtt_ms = [0, 50, 100, 200]       # round-trip delays
 //! bytes = 4000000                  # per transfer
 //! tcp = true                       # kernel TCP rows through `xpress netns` (root)
+//! repetitions = 3                  # each point measured this often: median and spread
 //! [MSG]
 //! sizes = [64, 1024, 65536]        # message bytes
 //! bytes = 100000000                # per run
+//! repetitions = 3
+//! [E6]
+//! sizes = [1, 100, 1000, 10000]    # file bytes, over the simulated packet radio
+//! rates = [1200, 9600]             # bit/s (packet-radio-1200 / -9600 profiles)
+//! transfers = 5                    # retrievals per context (median latency)
+//! repetitions = 3                  # seeds per point
 //! [E4]
 //! max_bindings = 1000000
 //! lookups = 1000000
@@ -26,7 +34,7 @@
 use serde_json::{Value, json};
 
 /// All experiments a plan may name.
-pub(crate) const EXPERIMENTS: [&str; 5] = ["E1", "E2", "MSG", "E4", "E9"];
+pub(crate) const EXPERIMENTS: [&str; 6] = ["E1", "E2", "MSG", "E6", "E4", "E9"];
 
 /// The parameters of one run.
 #[derive(Clone, Debug)]
@@ -38,8 +46,14 @@ pub(crate) struct Plan {
     pub(crate) e2_rtts: Vec<u64>,
     pub(crate) e2_bytes: u64,
     pub(crate) e2_tcp: bool,
+    pub(crate) e2_reps: u32,
     pub(crate) msg_sizes: Vec<usize>,
     pub(crate) msg_bytes: u64,
+    pub(crate) msg_reps: u32,
+    pub(crate) e6_sizes: Vec<usize>,
+    pub(crate) e6_rates: Vec<u64>,
+    pub(crate) e6_transfers: u32,
+    pub(crate) e6_reps: u32,
     pub(crate) e4_max_bindings: usize,
     pub(crate) e4_lookups: usize,
     pub(crate) e4_reps: usize,
@@ -56,6 +70,12 @@ impl Plan {
             e2_rtts: if quick { vec![0, 100, 200] } else { (0..=200).step_by(20).collect() },
             e2_bytes: if quick { 2_000_000 } else { 4_000_000 },
             e2_tcp: true,
+            e2_reps: if quick { 1 } else { 3 },
+            msg_reps: if quick { 2 } else { 3 },
+            e6_sizes: vec![1, 100, 1000, 10_000],
+            e6_rates: vec![1200, 9600],
+            e6_transfers: if quick { 2 } else { 5 },
+            e6_reps: if quick { 1 } else { 3 },
             msg_sizes: if quick {
                 vec![64, 1024, 65_536]
             } else {
@@ -108,6 +128,10 @@ impl Plan {
                     }
                     self.experiments = names;
                 }
+                ("repetitions", v) => {
+                    let n = uint(k, v, 1, 100)? as u32;
+                    (self.e2_reps, self.msg_reps, self.e6_reps) = (n, n, n);
+                }
                 (section, toml::Value::Table(t)) if EXPERIMENTS.contains(&section) && section != "E9" => {
                     for (key, v) in t {
                         let full = format!("{section}.{key}");
@@ -131,6 +155,24 @@ impl Plan {
                                     list(&full, v, 1, 1 << 20)?.into_iter().map(|x| x as usize).collect()
                             }
                             ("MSG", "bytes") => self.msg_bytes = uint(&full, v, 1, 100_000_000_000)?,
+                            ("E2", "repetitions") => self.e2_reps = uint(&full, v, 1, 100)? as u32,
+                            ("MSG", "repetitions") => self.msg_reps = uint(&full, v, 1, 100)? as u32,
+                            ("E6", "repetitions") => self.e6_reps = uint(&full, v, 1, 100)? as u32,
+                            ("E6", "sizes") => {
+                                self.e6_sizes =
+                                    list(&full, v, 1, 1_000_000)?.into_iter().map(|x| x as usize).collect()
+                            }
+                            ("E6", "rates") => {
+                                self.e6_rates = list(&full, v, 1200, 9600)?;
+                                if let Some(r) = self.e6_rates.iter().find(|r| !matches!(r, 1200 | 9600)) {
+                                    return Err(err(
+                                        &full,
+                                        v,
+                                        &format!("{r}: the packet-radio profiles are 1200 and 9600 bit/s"),
+                                    ));
+                                }
+                            }
+                            ("E6", "transfers") => self.e6_transfers = uint(&full, v, 1, 1000)? as u32,
                             ("E4", "max_bindings") => {
                                 self.e4_max_bindings = uint(&full, v, 100, 10_000_000)? as usize
                             }
@@ -144,7 +186,7 @@ impl Plan {
                     return Err(err(
                         k,
                         v,
-                        "unknown key (known: experiments, and tables [E1], [E2], [MSG], [E4])",
+                        "unknown key (known: experiments, repetitions, and tables [E1], [E2], [MSG], [E6], [E4])",
                     ));
                 }
             }
@@ -157,8 +199,9 @@ impl Plan {
         json!({
             "experiments": self.experiments,
             "E1": {"sizes": self.e1_sizes, "simulated_count": self.e1_sim_count, "udp_count": self.e1_udp_count},
-            "E2": {"rtt_ms": self.e2_rtts, "bytes": self.e2_bytes, "tcp": self.e2_tcp},
-            "MSG": {"sizes": self.msg_sizes, "bytes": self.msg_bytes},
+            "E2": {"rtt_ms": self.e2_rtts, "bytes": self.e2_bytes, "tcp": self.e2_tcp, "repetitions": self.e2_reps},
+            "MSG": {"sizes": self.msg_sizes, "bytes": self.msg_bytes, "repetitions": self.msg_reps},
+            "E6": {"sizes": self.e6_sizes, "rates": self.e6_rates, "transfers": self.e6_transfers, "repetitions": self.e6_reps},
             "E4": {"max_bindings": self.e4_max_bindings, "lookups": self.e4_lookups, "reps": self.e4_reps},
         })
     }
@@ -186,6 +229,9 @@ mod tests {
             ("[E2]\nrttms = [0]", "E2.rttms = [0]: unknown key"),
             ("[MSG]\nsizes = []", "MSG.sizes = []: must not be empty"),
             ("[E2]\ntcp = 1", "E2.tcp = 1: must be true or false"),
+            ("repetitions = 0", "repetitions = 0: must be an integer from 1 to 100"),
+            ("[E6]\nrates = [100]", "E6.rates = 100: must be an integer from 1200 to 9600"),
+            ("[E6]\nrates = [2400]", "the packet-radio profiles are 1200 and 9600"),
             ("seed = 3", "seed = 3: unknown key"),
             ("[E1\n", "not valid TOML"),
         ];

@@ -63,6 +63,40 @@ fn quick_report_has_every_experiment_and_renders() {
     let have_iperf3 = std::process::Command::new("iperf3").arg("--version").output().is_ok();
     assert_eq!(count("iperf3"), if have_iperf3 { 3 } else { 0 }, "iperf3 rows when installed");
     assert!(msg.iter().all(|r| r["mbit_per_s"].as_f64().unwrap() > 1.0), "{msg:?}");
+    // Repetitions: the quick plan measures each message size twice; the row
+    // holds the median, the spread and both runs.
+    for r in msg {
+        let runs: Vec<f64> =
+            r["samples"].as_array().unwrap().iter().map(|s| s["mbit_per_s"].as_f64().unwrap()).collect();
+        assert_eq!(runs.len(), 2, "{r}");
+        let sp = &r["mbit_per_s_spread"];
+        assert_eq!(sp["n"], 2);
+        assert_eq!(sp["min"].as_f64().unwrap(), runs.iter().copied().fold(f64::MAX, f64::min));
+        assert_eq!(sp["max"].as_f64().unwrap(), runs.iter().copied().fold(0.0, f64::max));
+    }
+    // E6: packet radio in the simulator, 2 rates × 4 file sizes; the slow
+    // channel is used better than the fast one (seed 003's finding).
+    let e6 = json["experiments"]["E6"]["rows"].as_array().unwrap();
+    assert_eq!(e6.len(), 8, "{e6:?}");
+    let norm = |rate: u64, size: u64| {
+        e6.iter()
+            .find(|r| r["rate_bps"].as_u64() == Some(rate) && r["file_bytes"].as_u64() == Some(size))
+            .and_then(|r| r["normalised"].as_f64())
+            .unwrap()
+    };
+    assert!(norm(1200, 10_000) > norm(9600, 10_000), "{e6:?}");
+    assert!(norm(1200, 10_000) < 1.0 && norm(9600, 1) > 0.0, "{e6:?}");
+    // CSV beside the JSON: one file per experiment, machine before/after.
+    for name in ["E1", "E2", "MSG", "E6", "E4", "E9", "machine"] {
+        let csv = std::fs::read_to_string(dir.join(format!("results-{name}.csv")))
+            .unwrap_or_else(|e| panic!("results-{name}.csv: {e}"));
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(lines.len() >= 3, "results-{name}.csv has a header and rows: {csv}");
+        let cols = lines[0].split(',').count();
+        assert!(lines.iter().all(|l| !l.contains('"') && l.split(',').count() == cols), "ragged: {csv}");
+    }
+    let e6_csv = std::fs::read_to_string(dir.join("results-E6.csv")).unwrap();
+    assert!(e6_csv.starts_with("rate_bps,file_bytes,normalised"), "key columns first: {e6_csv}");
     let e4 = json["experiments"]["E4"]["rows"].as_array().unwrap();
     assert_eq!(e4.len(), 15, "3 table sizes × 5 key sizes in a quick run");
     let e9 = json["experiments"]["E9"]["rows"].as_array().unwrap();
@@ -83,6 +117,8 @@ fn quick_report_has_every_experiment_and_renders() {
         "E1 — message ping-pong",
         "E2 — throughput vs round-trip delay",
         "E4 — demux map lookup",
+        "E6 — file retrieval over packet radio",
+        "Table 6.2",
         "Seed 000",
         "Seed 003",
         "<svg",
