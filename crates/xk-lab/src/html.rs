@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use crate::svg::{esc, loglog, plot};
+
 /// Seed 000, Table 3 (processing time, integrated clients), SandiaXTP row:
 /// 10 / 1,000 / 10,000 bytes.
 const SEED000_T3_SANDIA_MS: [(f64, f64); 3] = [(10.0, 0.80), (1000.0, 1.52), (10_000.0, 2.68)];
@@ -11,85 +13,6 @@ const SEED000_T2_SANDIA_MS: [(f64, f64); 3] = [(10.0, 1.70), (1000.0, 2.42), (10
 /// Seed 003, Table 5.2, 14-byte keys (µs), 100 … 1,000 bindings.
 const SEED003_T52_14B_HIT_US: [f64; 10] = [17.0, 17.0, 17.3, 17.2, 17.0, 17.2, 17.0, 17.1, 17.0, 17.2];
 const SEED003_T52_14B_MISS_US: [f64; 10] = [19.4, 20.9, 23.1, 25.8, 27.9, 30.5, 32.3, 34.7, 37.9, 41.8];
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
-
-const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
-
-/// A log–log line plot.
-fn loglog(title: &str, xl: &str, yl: &str, series: &[(String, Vec<(f64, f64)>)]) -> String {
-    let (w, h, l, r, t, b) = (640.0, 380.0, 70.0, 190.0, 30.0, 50.0);
-    let pts: Vec<(f64, f64)> =
-        series.iter().flat_map(|(_, p)| p.iter().copied()).filter(|p| p.0 > 0.0 && p.1 > 0.0).collect();
-    if pts.is_empty() {
-        return String::new();
-    }
-    let lx = |v: f64| v.log10();
-    let (x0, x1) = pts.iter().fold((f64::MAX, f64::MIN), |(a, z), p| (a.min(lx(p.0)), z.max(lx(p.0))));
-    let (y0, y1) = pts.iter().fold((f64::MAX, f64::MIN), |(a, z), p| (a.min(lx(p.1)), z.max(lx(p.1))));
-    let (x0, x1, y0, y1) =
-        (x0.floor(), x1.ceil().max(x0.floor() + 1.0), y0.floor(), y1.ceil().max(y0.floor() + 1.0));
-    let sx = |v: f64| l + (lx(v) - x0) / (x1 - x0) * (w - l - r);
-    let sy = |v: f64| h - b - (lx(v) - y0) / (y1 - y0) * (h - t - b);
-    let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" class="plot"><rect width="{w}" height="{h}" fill="white"/><text x="{}" y="18" font-size="14" text-anchor="middle">{}</text>"#,
-        (w - r + l) / 2.0,
-        esc(title)
-    );
-    for d in (x0 as i32)..=(x1 as i32) {
-        let x = sx(10f64.powi(d));
-        s += &format!(
-            r##"<line x1="{x}" y1="{t}" x2="{x}" y2="{}" stroke="#ddd"/><text x="{x}" y="{}" font-size="11" text-anchor="middle">1e{d}</text>"##,
-            h - b,
-            h - b + 15.0
-        );
-    }
-    for d in (y0 as i32)..=(y1 as i32) {
-        let y = sy(10f64.powi(d));
-        s += &format!(
-            r##"<line x1="{l}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" font-size="11" text-anchor="end">1e{d}</text>"##,
-            w - r,
-            l - 5.0,
-            y + 4.0
-        );
-    }
-    s += &format!(
-        r#"<text x="{}" y="{}" font-size="12" text-anchor="middle">{}</text>"#,
-        (w - r + l) / 2.0,
-        h - 12.0,
-        esc(xl)
-    );
-    s += &format!(
-        r#"<text x="14" y="{}" font-size="12" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>"#,
-        (h - b + t) / 2.0,
-        (h - b + t) / 2.0,
-        esc(yl)
-    );
-    for (i, (name, p)) in series.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        let path: Vec<String> = p
-            .iter()
-            .filter(|q| q.0 > 0.0 && q.1 > 0.0)
-            .map(|q| format!("{:.1},{:.1}", sx(q.0), sy(q.1)))
-            .collect();
-        s += &format!(r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#, path.join(" "));
-        for q in p.iter().filter(|q| q.0 > 0.0 && q.1 > 0.0) {
-            s += &format!(r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{c}"/>"#, sx(q.0), sy(q.1));
-        }
-        let ly = t + 10.0 + 18.0 * i as f64;
-        s += &format!(
-            r#"<rect x="{}" y="{}" width="12" height="3" fill="{c}"/><text x="{}" y="{}" font-size="11">{}</text>"#,
-            w - r + 10.0,
-            ly - 3.0,
-            w - r + 26.0,
-            ly + 1.0,
-            esc(name)
-        );
-    }
-    s + "</svg>"
-}
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(0.0)
@@ -250,6 +173,7 @@ pub(crate) fn render(r: &Value) -> String {
     }
 
     h += &e6_section(r);
+    h += &plan_plots(r);
 
     // E4
     h += "<h2 id=\"e4\">E4 — demux map lookup</h2><table><caption>Measured here: ns per lookup (median)</caption><tr><th>bindings</th><th>key bytes</th><th>hit</th><th>miss</th><th>no cache</th></tr>";
@@ -431,5 +355,50 @@ fn e6_section(r: &Value) -> String {
         norm(1200),
         norm(9600)
     );
+    h
+}
+
+/// The plots the plan asks for, drawn from the results' rows.
+fn plan_plots(r: &Value) -> String {
+    let specs = r["plan"]["plots"].as_array().cloned().unwrap_or_default();
+    if specs.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from("<h2 id=\"plots\">Plots from the plan</h2>");
+    for spec in &specs {
+        let s = |k: &str| spec[k].as_str().unwrap_or("").to_string();
+        let (exp, x, y) = (s("experiment"), s("x"), s("y"));
+        let rows = r["experiments"][&exp][s("rows")].as_array().cloned().unwrap_or_default();
+        let label = |v: &Value| match v {
+            Value::String(t) => t.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        };
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for row in &rows {
+            let (Some(px), Some(py)) = (row[&x].as_f64(), row[&y].as_f64()) else { continue };
+            let name = match spec["series"].as_str() {
+                Some(col) => format!("{col} = {}", label(&row[col])),
+                None => y.clone(),
+            };
+            match series.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, pts)) => pts.push((px, py)),
+                None => series.push((name, vec![(px, py)])),
+            }
+        }
+        for (_, pts) in &mut series {
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        let log = (spec["log_x"].as_bool() == Some(true), spec["log_y"].as_bool() == Some(true));
+        let svg = plot(&s("title"), (&x, &y), &series, log);
+        h += &if svg.is_empty() {
+            format!(
+                "<p class=\"src\">{}: nothing to draw — no {exp} row has numbers in both {x:?} and {y:?} (not run, or not columns of these rows).</p>",
+                esc(&s("title"))
+            )
+        } else {
+            svg
+        };
+    }
     h
 }

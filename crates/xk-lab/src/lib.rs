@@ -37,6 +37,7 @@ mod msgsize;
 mod plan;
 mod progress;
 mod summary;
+mod svg;
 
 use std::fs;
 use std::path::PathBuf;

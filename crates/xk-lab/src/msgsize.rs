@@ -117,7 +117,11 @@ fn iperf3(size: usize, bytes: u64) -> Result<Option<Row>, String> {
                 ])
                 .output()
                 .ok()?;
-            if out.status.success() {
+            // A client that came before the server was listening fails; with
+            // -J iperf3 3.12 may still exit 0, the error only in its JSON.
+            let refused = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                .map_or(true, |v| v.get("error").is_some());
+            if out.status.success() && !refused {
                 return Some(out);
             }
             std::thread::sleep(std::time::Duration::from_millis(50)); // server not up yet

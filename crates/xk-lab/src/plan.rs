@@ -26,6 +26,15 @@
 //! max_bindings = 1000000
 //! lookups = 1000000
 //! reps = 5
+//!
+//! [[plot]]                         # series to plot (replace the built-in list)
+//! experiment = "E2"                # whose rows
+//! rows = "rows"                    # or "tcp_rows" (E2's kernel TCP rows)
+//! x = "rtt_ms"                     # column on the x axis
+//! y = "mbit_per_s"                 # column on the y axis (the median, if repeated)
+//! series = "nocheck"               # optional: one line per value of this column
+//! scale = "linear"                 # linear, log-log, log-x or log-y
+//! title = "XTP goodput vs RTT"     # optional
 //! ```
 //!
 //! Every key is optional; an unknown key or a bad value is an error naming
@@ -35,6 +44,74 @@ use serde_json::{Value, json};
 
 /// All experiments a plan may name.
 pub(crate) const EXPERIMENTS: [&str; 6] = ["E1", "E2", "MSG", "E6", "E4", "E9"];
+
+/// A plot the report draws from the results: `y` against `x` over the
+/// experiment's rows, one line per value of `series`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PlotSpec {
+    pub(crate) experiment: String,
+    pub(crate) rows: String,
+    pub(crate) x: String,
+    pub(crate) y: String,
+    pub(crate) series: Option<String>,
+    pub(crate) log_x: bool,
+    pub(crate) log_y: bool,
+    pub(crate) title: String,
+}
+
+impl PlotSpec {
+    fn parse(file: &str, i: usize, v: &toml::Value) -> Result<PlotSpec, String> {
+        let t = v
+            .as_table()
+            .ok_or_else(|| format!("plan {file}: plot[{i}] = {v}: must be a table ([[plot]])"))?;
+        let field = |k: &str| -> Result<Option<String>, String> {
+            match t.get(k) {
+                None => Ok(None),
+                Some(toml::Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+                Some(v) => Err(format!("plan {file}: plot[{i}].{k} = {v}: must be a non-empty string")),
+            }
+        };
+        let need = |k: &str| field(k)?.ok_or_else(|| format!("plan {file}: plot[{i}].{k}: missing"));
+        for k in t.keys() {
+            if !["experiment", "rows", "x", "y", "series", "scale", "title"].contains(&k.as_str()) {
+                return Err(format!(
+                    "plan {file}: plot[{i}].{k}: unknown key (known: experiment, rows, x, y, series, scale, title)"
+                ));
+            }
+        }
+        let experiment = need("experiment")?;
+        if !EXPERIMENTS.contains(&experiment.as_str()) {
+            return Err(format!(
+                "plan {file}: plot[{i}].experiment = {experiment:?}: unknown experiment (known: {})",
+                EXPERIMENTS.join(", ")
+            ));
+        }
+        let rows = field("rows")?.unwrap_or_else(|| "rows".into());
+        if rows != "rows" && rows != "tcp_rows" {
+            return Err(format!("plan {file}: plot[{i}].rows = {rows:?}: must be \"rows\" or \"tcp_rows\""));
+        }
+        let scale = field("scale")?.unwrap_or_else(|| "linear".into());
+        let (log_x, log_y) = match scale.as_str() {
+            "linear" => (false, false),
+            "log-log" => (true, true),
+            "log-x" => (true, false),
+            "log-y" => (false, true),
+            _ => {
+                return Err(format!(
+                    "plan {file}: plot[{i}].scale = {scale:?}: must be linear, log-log, log-x or log-y"
+                ));
+            }
+        };
+        let (x, y) = (need("x")?, need("y")?);
+        let title = field("title")?.unwrap_or_else(|| format!("{experiment}: {y} vs {x}"));
+        Ok(PlotSpec { experiment, rows, x, y, series: field("series")?, log_x, log_y, title })
+    }
+
+    fn to_json(&self) -> Value {
+        json!({"experiment": self.experiment, "rows": self.rows, "x": self.x, "y": self.y, "series": self.series,
+            "log_x": self.log_x, "log_y": self.log_y, "title": self.title})
+    }
+}
 
 /// The parameters of one run.
 #[derive(Clone, Debug)]
@@ -54,6 +131,7 @@ pub(crate) struct Plan {
     pub(crate) e6_rates: Vec<u64>,
     pub(crate) e6_transfers: u32,
     pub(crate) e6_reps: u32,
+    pub(crate) plots: Vec<PlotSpec>,
     pub(crate) e4_max_bindings: usize,
     pub(crate) e4_lookups: usize,
     pub(crate) e4_reps: usize,
@@ -76,6 +154,16 @@ impl Plan {
             e6_rates: vec![1200, 9600],
             e6_transfers: if quick { 2 } else { 5 },
             e6_reps: if quick { 1 } else { 3 },
+            plots: vec![PlotSpec {
+                experiment: "E6".into(),
+                rows: "rows".into(),
+                x: "file_bytes".into(),
+                y: "normalised".into(),
+                series: Some("rate_bps".into()),
+                log_x: true,
+                log_y: false,
+                title: "E6 normalised throughput vs file size over packet radio (by bit rate)".into(),
+            }],
             msg_sizes: if quick {
                 vec![64, 1024, 65_536]
             } else {
@@ -127,6 +215,13 @@ impl Plan {
                         }
                     }
                     self.experiments = names;
+                }
+                ("plot", toml::Value::Array(list)) => {
+                    self.plots = list
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| PlotSpec::parse(file, i, v))
+                        .collect::<Result<_, _>>()?;
                 }
                 ("repetitions", v) => {
                     let n = uint(k, v, 1, 100)? as u32;
@@ -186,7 +281,7 @@ impl Plan {
                     return Err(err(
                         k,
                         v,
-                        "unknown key (known: experiments, repetitions, and tables [E1], [E2], [MSG], [E6], [E4])",
+                        "unknown key (known: experiments, repetitions, [[plot]], and tables [E1], [E2], [MSG], [E6], [E4])",
                     ));
                 }
             }
@@ -201,6 +296,7 @@ impl Plan {
             "E1": {"sizes": self.e1_sizes, "simulated_count": self.e1_sim_count, "udp_count": self.e1_udp_count},
             "E2": {"rtt_ms": self.e2_rtts, "bytes": self.e2_bytes, "tcp": self.e2_tcp, "repetitions": self.e2_reps},
             "MSG": {"sizes": self.msg_sizes, "bytes": self.msg_bytes, "repetitions": self.msg_reps},
+            "plots": self.plots.iter().map(PlotSpec::to_json).collect::<Vec<_>>(),
             "E6": {"sizes": self.e6_sizes, "rates": self.e6_rates, "transfers": self.e6_transfers, "repetitions": self.e6_reps},
             "E4": {"max_bindings": self.e4_max_bindings, "lookups": self.e4_lookups, "reps": self.e4_reps},
         })
@@ -222,6 +318,22 @@ mod tests {
     }
 
     #[test]
+    fn plots_from_the_plan_replace_the_built_in_list() {
+        let mut p = Plan::builtin(true);
+        assert_eq!(p.plots.len(), 1);
+        let text = "[[plot]]\nexperiment = \"E2\"\nrows = \"tcp_rows\"\nx = \"rtt_ms\"\ny = \"mbit_per_s\"\nseries = \"window_64k\"\nscale = \"log-y\"\n";
+        p.apply("t.toml", text).unwrap();
+        assert_eq!(p.plots.len(), 1);
+        let q = &p.plots[0];
+        assert_eq!(
+            (q.experiment.as_str(), q.rows.as_str(), q.log_x, q.log_y),
+            ("E2", "tcp_rows", false, true)
+        );
+        assert_eq!(q.series.as_deref(), Some("window_64k"));
+        assert_eq!(q.title, "E2: mbit_per_s vs rtt_ms");
+    }
+
+    #[test]
     fn bad_plans_name_the_key_the_value_and_the_reason() {
         let cases = [
             ("experiments = [\"E77\"]", "experiments = \"E77\": unknown experiment"),
@@ -230,6 +342,20 @@ mod tests {
             ("[MSG]\nsizes = []", "MSG.sizes = []: must not be empty"),
             ("[E2]\ntcp = 1", "E2.tcp = 1: must be true or false"),
             ("repetitions = 0", "repetitions = 0: must be an integer from 1 to 100"),
+            ("[[plot]]\nexperiment = \"E2\"\nx = \"rtt_ms\"", "plot[0].y: missing"),
+            (
+                "[[plot]]\nexperiment = \"E5\"\nx = \"a\"\ny = \"b\"",
+                "plot[0].experiment = \"E5\": unknown experiment",
+            ),
+            (
+                "[[plot]]\nexperiment = \"E2\"\nx = \"a\"\ny = \"b\"\nscale = \"cubic\"",
+                "plot[0].scale = \"cubic\": must be linear",
+            ),
+            (
+                "[[plot]]\nexperiment = \"E2\"\nx = \"a\"\ny = \"b\"\ncolour = \"red\"",
+                "plot[0].colour: unknown key",
+            ),
+            ("plot = 3", "plot = 3: unknown key"),
             ("[E6]\nrates = [100]", "E6.rates = 100: must be an integer from 1200 to 9600"),
             ("[E6]\nrates = [2400]", "the packet-radio profiles are 1200 and 9600"),
             ("seed = 3", "seed = 3: unknown key"),

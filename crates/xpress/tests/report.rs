@@ -14,6 +14,20 @@ fn run_report(dir: &Path) {
     assert!(out.status.success(), "report failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// Fields in one CSV line (RFC 4180 quoting: commas inside quotes count not).
+fn fields(line: &str) -> usize {
+    let mut quoted = false;
+    1 + line
+        .chars()
+        .filter(|&c| {
+            if c == '"' {
+                quoted = !quoted;
+            }
+            c == ',' && !quoted
+        })
+        .count()
+}
+
 fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("xpress-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -92,8 +106,8 @@ fn quick_report_has_every_experiment_and_renders() {
             .unwrap_or_else(|e| panic!("results-{name}.csv: {e}"));
         let lines: Vec<&str> = csv.lines().collect();
         assert!(lines.len() >= 3, "results-{name}.csv has a header and rows: {csv}");
-        let cols = lines[0].split(',').count();
-        assert!(lines.iter().all(|l| !l.contains('"') && l.split(',').count() == cols), "ragged: {csv}");
+        let cols = fields(lines[0]);
+        assert!(lines.iter().all(|l| fields(l) == cols), "ragged: {csv}");
     }
     let e6_csv = std::fs::read_to_string(dir.join("results-E6.csv")).unwrap();
     assert!(e6_csv.starts_with("rate_bps,file_bytes,normalised"), "key columns first: {e6_csv}");
@@ -118,7 +132,9 @@ fn quick_report_has_every_experiment_and_renders() {
         "E2 — throughput vs round-trip delay",
         "E4 — demux map lookup",
         "E6 — file retrieval over packet radio",
-        "Table 6.2",
+        "Tables 6.1 and 6.2",
+        "Plots from the plan",
+        "E6 normalised throughput vs file size",
         "Seed 000",
         "Seed 003",
         "<svg",
