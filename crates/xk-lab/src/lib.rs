@@ -208,7 +208,7 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
                 "seconds": p.seconds, "mbit_per_s": p.mbit()})
             })
             .collect(),
-        &["rtt_ms", "window_64k"],
+        &["rtt_ms", "window_64k", "bytes"],
         "mbit_per_s",
     );
     let e2_rows = summary::group(
@@ -219,7 +219,7 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
                 "mbit_per_s": p.mbit(), "relay_p99_release_error_us": p.relay_p99_error_us})
             })
             .collect(),
-        &["rtt_ms", "nocheck"],
+        &["rtt_ms", "nocheck", "bytes"],
         "mbit_per_s",
     );
     let msg_rows = summary::group(

@@ -44,7 +44,9 @@ impl Axis {
         } else {
             let step = nice_step(self.hi - self.lo);
             let n = ((self.hi - self.lo) / step).round() as i32;
-            (0..=n).map(|i| self.lo + step * f64::from(i)).map(|v| (v, format!("{v}"))).collect()
+            // As many decimals as the step needs (0.2 → 1, 50 → 0).
+            let decimals = (-step.log10().floor()).max(0.0) as usize;
+            (0..=n).map(|i| self.lo + step * f64::from(i)).map(|v| (v, format!("{v:.decimals$}"))).collect()
         }
     }
     fn shows(&self, v: f64) -> bool {
@@ -154,6 +156,9 @@ mod tests {
         let a = Axis::fit(false, [3.0, 47.0].into_iter()).unwrap();
         assert_eq!((a.lo, a.hi), (0.0, 50.0));
         assert_eq!(a.ticks().len(), 6);
+        let labels: Vec<String> =
+            Axis::fit(false, [0.0, 0.57].into_iter()).unwrap().ticks().into_iter().map(|t| t.1).collect();
+        assert_eq!(labels, ["0.0", "0.2", "0.4", "0.6"]);
         let g = Axis::fit(true, [0.0, 3.0, 470.0].into_iter()).unwrap();
         assert_eq!((g.lo, g.hi), (0.0, 3.0), "log axes skip non-positive values");
         assert!(plot("t", ("x", "y"), &[("s".into(), vec![(0.0, 0.0)])], (true, true)).is_empty());
