@@ -233,7 +233,7 @@ pub(crate) fn render(r: &Value) -> String {
     // E9
     // Goodput vs message size.
     let msg = r["experiments"]["MSG"]["rows"].as_array().cloned().unwrap_or_default();
-    h += "<h2 id=\"msg\">Goodput vs message size</h2><table><caption>Measured here on loopback, Mbit/s: XTP messages (each ending with EOM) and kernel TCP writes of the same size (Nagle off), same tools, separate processes</caption><tr><th>message bytes</th><th>XTP</th><th>kernel TCP</th><th>iperf3 (TCP)</th><th>XTP / TCP</th></tr>";
+    h += "<h2 id=\"msg\">Goodput vs message size</h2><table><caption>Measured here on loopback, Mbit/s: XTP messages (each ending with EOM) kernel TCP writes of the same size (Nagle off) and QUIC (quinn) stream writes of the same size, same tools, separate processes</caption><tr><th>message bytes</th><th>XTP</th><th>kernel TCP</th><th>QUIC (quinn)</th><th>iperf3 (TCP)</th><th>XTP / TCP</th><th>XTP / QUIC</th></tr>";
     let mut sizes: Vec<u64> = msg.iter().filter_map(|m| m["message_bytes"].as_u64()).collect();
     sizes.dedup();
     let row = |size: u64, t: &str| {
@@ -241,15 +241,17 @@ pub(crate) fn render(r: &Value) -> String {
     };
     let rate = |size: u64, t: &str| row(size, t).map_or(0.0, |m| f(&m["mbit_per_s"]));
     for &size in &sizes {
-        let (x, t) = (rate(size, "xtp"), rate(size, "tcp"));
+        let (x, t, q) = (rate(size, "xtp"), rate(size, "tcp"), rate(size, "quic"));
         let shown = |tr: &str| row(size, tr).map_or("—".to_string(), |m| with_spread(m, "mbit_per_s", 1));
         let i = row(size, "iperf3")
             .map_or("— (not installed)".to_string(), |m| with_spread(m, "mbit_per_s", 1));
         h += &format!(
-            "<tr><td>{size}</td><td>{}</td><td>{}</td><td>{i}</td><td>{:.2}</td></tr>",
+            "<tr><td>{size}</td><td>{}</td><td>{}</td><td>{}</td><td>{i}</td><td>{:.2}</td><td>{:.2}</td></tr>",
             shown("xtp"),
             shown("tcp"),
-            if t > 0.0 { x / t } else { 0.0 }
+            shown("quic"),
+            if t > 0.0 { x / t } else { 0.0 },
+            if q > 0.0 { x / q } else { 0.0 }
         );
     }
     h += "</table>";
@@ -261,16 +263,19 @@ pub(crate) fn render(r: &Value) -> String {
         &[
             ("XTP".to_string(), series("xtp")),
             ("kernel TCP".to_string(), series("tcp")),
+            ("QUIC (quinn)".to_string(), series("quic")),
             ("iperf3".to_string(), series("iperf3").into_iter().filter(|p| p.1 > 0.0).collect()),
         ],
     );
     if let (Some(&lo), Some(&hi)) = (sizes.first(), sizes.last()) {
         h += &format!(
-            "<p>Reading: with {lo}-byte messages XTP moves {:.1} Mbit/s against TCP's {:.1}; with {hi}-byte messages {:.1} against {:.1}. Each XTP message is at least one packet with its own EOM (and a status request); TCP, with Nagle off, still coalesces writes into segments when the receiver lags. iperf3 (when installed) runs with its own defaults — Nagle on, its own timing — as an outside check on our TCP numbers, not as the same method.</p>",
+            "<p>Reading: with {lo}-byte messages XTP moves {:.1} Mbit/s against TCP's {:.1} and QUIC's {:.1}; with {hi}-byte messages {:.1} against {:.1} and {:.1}. QUIC here is quinn in user space like XTP, encrypting every packet (TLS 1.3), with windows raised to 16/32 MiB for loopback; each small write is one async call. Each XTP message is at least one packet with its own EOM (and a status request); TCP, with Nagle off, still coalesces writes into segments when the receiver lags. iperf3 (when installed) runs with its own defaults — Nagle on, its own timing — as an outside check on our TCP numbers, not as the same method.</p>",
             rate(lo, "xtp"),
             rate(lo, "tcp"),
+            rate(lo, "quic"),
             rate(hi, "xtp"),
-            rate(hi, "tcp")
+            rate(hi, "tcp"),
+            rate(hi, "quic")
         );
     }
 

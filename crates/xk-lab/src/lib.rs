@@ -102,7 +102,7 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
     let e2_reps = plan.e2_reps as usize;
     let steps = count("E1", plan.e1_sizes.len())
         + count("E2", plan.e2_rtts.len() * 2 * e2_reps * if tcp_rows { 2 } else { 1 })
-        + count("MSG", plan.msg_sizes.len() * 2 * plan.msg_reps as usize)
+        + count("MSG", plan.msg_sizes.len() * 3 * plan.msg_reps as usize)
         + count("E6", plan.e6_rates.len() * plan.e6_sizes.len() * plan.e6_reps as usize)
         + count("E4", 1)
         + count("E9", 1);
@@ -257,7 +257,7 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
                 "rows": e2_rows,
             },
             "MSG": {
-                "title": "Bulk goodput vs message size: XTP messages (EOM) vs kernel TCP writes (Nagle off), loopback",
+                "title": "Bulk goodput vs message size: XTP messages (EOM) vs kernel TCP writes (Nagle off) vs QUIC (quinn) stream writes, loopback",
                 "bytes_per_run": msg_bytes,
                 "repetitions": plan.msg_reps,
                 "rows": msg_rows,

@@ -2,7 +2,8 @@
 //! E8): XTP messages (each ending with EOM) against kernel TCP writes of the
 //! same size with Nagle off, on loopback, measured by the same tools
 //! (`xpress serve` and `xpress bulk -l N`) run as separate processes; and,
-//! when `iperf3` is installed, iperf3's own TCP measurement with the same
+//! QUIC (quinn, through the same tools: one bidirectional stream, writes of
+//! the message size), and when `iperf3` is installed, iperf3's own TCP measurement with the same
 //! write size (`-l`) and byte count (`-n`) as an outside peer.
 
 use std::io::{BufRead, BufReader};
@@ -22,28 +23,42 @@ impl Row {
     }
 }
 
-/// `xpress serve` as a child, ended by its id when dropped. Its stdout stays
-/// open (a line per transfer; a closed pipe would make its prints fail).
-struct Server(Child, String, #[allow(dead_code)] BufReader<std::process::ChildStdout>);
+/// `xpress serve` as a child (XTP, TCP and QUIC), ended by its id when
+/// dropped, its QUIC certificate file removed. Its stdout stays open (a line
+/// per transfer; a closed pipe would make its prints fail).
+struct Server {
+    child: Child,
+    addr: String,
+    quic: String,
+    cert: std::path::PathBuf,
+    _out: BufReader<std::process::ChildStdout>,
+}
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.cert);
     }
 }
 
 fn server(exe: &str) -> Result<Server, String> {
+    let cert = std::env::temp_dir().join(format!("xpress-quic-{}.der", std::process::id()));
     let mut child = Command::new(exe)
-        .args(["serve", "--listen", "127.0.0.1:0", "--duration", "900"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--duration", "900", "--quic-cert"])
+        .arg(&cert)
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("start xpress serve: {e}"))?;
     let out = child.stdout.take().ok_or("no stdout")?;
-    let mut srv = Server(child, String::new(), BufReader::new(out));
+    let mut srv = Server { child, addr: String::new(), quic: String::new(), cert, _out: BufReader::new(out) };
     let mut line = String::new();
-    srv.2.read_line(&mut line).map_err(|e| e.to_string())?;
-    srv.1 = line.trim().strip_prefix("listening on ").ok_or(format!("unexpected: {line}"))?.to_string();
+    for (prefix, slot) in [("listening on ", 0), ("quic on ", 1)] {
+        line.clear();
+        srv._out.read_line(&mut line).map_err(|e| e.to_string())?;
+        let v = line.trim().strip_prefix(prefix).ok_or(format!("xpress serve said: {line:?}"))?.to_string();
+        if slot == 0 { srv.addr = v } else { srv.quic = v }
+    }
     Ok(srv)
 }
 
@@ -59,10 +74,18 @@ pub(crate) fn run(
     let srv = server(&exe)?;
     let mut rows = Vec::new();
     for &size in sizes {
-        for (transport, rep) in ["xtp", "tcp"].into_iter().flat_map(|t| (1..=reps).map(move |r| (t, r))) {
+        for (transport, rep) in
+            ["xtp", "tcp", "quic"].into_iter().flat_map(|t| (1..=reps).map(move |r| (t, r)))
+        {
             progress(&format!("message size {size} B, {transport}, repetition {rep} of {reps}"));
-            let out = Command::new(&exe)
-                .args(["bulk", "--to", &srv.1, "-n", &bytes.to_string(), "-l", &size.to_string()])
+            let mut cmd = Command::new(&exe);
+            if transport == "quic" {
+                cmd.args(["bulk", "--to", &srv.quic, "--quic-cert"]).arg(&srv.cert);
+            } else {
+                cmd.args(["bulk", "--to", &srv.addr]);
+            }
+            let out = cmd
+                .args(["-n", &bytes.to_string(), "-l", &size.to_string()])
                 .args(["--transport", transport, "-J"])
                 .output()
                 .map_err(|e| format!("run xpress bulk: {e}"))?;

@@ -16,6 +16,8 @@ pub(crate) enum Transport {
     Udp,
     /// Kernel TCP.
     Tcp,
+    /// QUIC (quinn), bulk only: needs `--quic-cert` (see `xpress serve`).
+    Quic,
 }
 
 impl Transport {
@@ -24,6 +26,7 @@ impl Transport {
             Transport::Xtp => "xtp",
             Transport::Udp => "udp",
             Transport::Tcp => "tcp",
+            Transport::Quic => "quic",
         }
     }
 }

@@ -7,6 +7,7 @@ mod bench;
 mod emulate;
 mod floors;
 mod netns_cmd;
+mod quic;
 mod report;
 mod tools;
 

@@ -58,6 +58,11 @@ pub(crate) struct ServeArgs {
     /// the client's, e.g. 127.0.0.2).
     #[arg(long)]
     raw: bool,
+    /// Also serve QUIC (quinn) bulk transfers on the listen IP, on a port of
+    /// its own (printed as `quic on ADDR`), with a fresh self-signed
+    /// certificate written to FILE for the client to trust.
+    #[arg(long, value_name = "FILE")]
+    quic_cert: Option<std::path::PathBuf>,
 }
 
 /// The IPv4 address of `a` for a raw socket, or an error naming the flag.
@@ -112,6 +117,10 @@ fn serve_on<T: Io>(mut d: Driver<T>, a: &ServeArgs, floors: bool) -> Result<(), 
         std::thread::spawn(move || floors::udp_echo(udp_echo, busy));
     }
     println!("listening on {local}");
+    if let Some(cert) = &a.quic_cert {
+        let q = crate::quic::spawn_server(local.ip(), cert)?;
+        println!("quic on {q}");
+    }
     let end = a.duration.map(|s| d.now() + Duration::from_secs_f64(s));
     let mut port_of: HashMap<ContextId, u16> = HashMap::new();
     let mut hash: HashMap<ContextId, (u64, Sha256)> = HashMap::new();
@@ -261,6 +270,7 @@ pub(crate) fn ping(a: &PingArgs) -> Result<(), String> {
         Transport::Xtp => ping_xtp(a)?,
         Transport::Udp => floors::ping_udp(a.to, a.length, a.count, a.busy_poll)?,
         Transport::Tcp => floors::ping_tcp(a.to, a.length, a.count, a.busy_poll)?,
+        Transport::Quic => return Err("--transport quic: bulk only (ping measures XTP, UDP and TCP)".into()),
     };
     report_rtts(a, rtts);
     Ok(())
@@ -371,9 +381,13 @@ pub(crate) struct BulkArgs {
     /// Print JSON.
     #[arg(short = 'J', long)]
     json: bool,
-    /// What to measure: XTP or the kernel-TCP floor.
+    /// What to measure: XTP, the kernel-TCP floor, or QUIC (quinn).
     #[arg(long, value_enum, default_value_t = floors::Transport::Xtp)]
     transport: floors::Transport,
+    /// With `--transport quic`: the server's certificate (the FILE given to
+    /// `xpress serve --quic-cert`); `--to` is then the `quic on` address.
+    #[arg(long, value_name = "FILE")]
+    quic_cert: Option<std::path::PathBuf>,
     #[command(flatten)]
     path: PathArgs,
 }
@@ -411,6 +425,28 @@ pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
             return Err(
                 "--transport udp: bulk over raw UDP has no reliability to compare; use tcp or xtp".into()
             );
+        }
+        Transport::Quic => {
+            let cert = a.quic_cert.as_ref().ok_or(
+                "--transport quic needs --quic-cert FILE (the certificate `xpress serve --quic-cert FILE` wrote)",
+            )?;
+            if a.time.is_some() || a.verify {
+                return Err("--transport quic: -t and --verify are not supported; give -n BYTES".into());
+            }
+            let (bytes, secs) = crate::quic::bulk(a.to, cert, a.bytes, a.length.unwrap_or(1 << 20))?;
+            if bytes != a.bytes {
+                return Err(format!("quic: the server counted {bytes} of {} bytes", a.bytes));
+            }
+            let gbps = bytes as f64 * 8.0 / secs / 1e9;
+            if a.json {
+                println!(
+                    "{}",
+                    json!({"transport": "quic", "bytes": bytes, "seconds": secs, "gbit_per_s": gbps})
+                );
+            } else {
+                println!("quic: sent {bytes} bytes in {secs:.3} s: {gbps:.3} Gbit/s");
+            }
+            return Ok(());
         }
     }
     match a.path.open(a.to, false)? {

@@ -73,7 +73,7 @@ fn quick_report_has_every_experiment_and_renders() {
     assert_eq!(json["partial"].as_bool(), Some(false));
     let msg = json["experiments"]["MSG"]["rows"].as_array().unwrap();
     let count = |t: &str| msg.iter().filter(|r| r["transport"].as_str() == Some(t)).count();
-    assert_eq!((count("xtp"), count("tcp")), (3, 3), "3 message sizes × XTP / TCP in a quick run");
+    assert_eq!((count("xtp"), count("tcp"), count("quic")), (3, 3, 3), "3 message sizes × XTP / TCP / QUIC");
     let have_iperf3 = std::process::Command::new("iperf3").arg("--version").output().is_ok();
     assert_eq!(count("iperf3"), if have_iperf3 { 3 } else { 0 }, "iperf3 rows when installed");
     assert!(msg.iter().all(|r| r["mbit_per_s"].as_f64().unwrap() > 1.0), "{msg:?}");

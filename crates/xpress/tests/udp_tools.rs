@@ -80,3 +80,59 @@ fn invalid_flags_are_refused_with_a_reason() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("delay") && err.contains("unit"), "{err}");
 }
+
+#[test]
+fn quic_peer_carries_a_bulk_transfer_and_checks_its_certificate() {
+    let cert = std::env::temp_dir().join(format!("xpress-quic-test-{}.der", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xpress"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--duration", "60", "--quic-cert"])
+        .arg(&cert)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = [String::new(), String::new()];
+    for l in &mut lines {
+        out.read_line(l).unwrap();
+    }
+    let server = Server { child, addr: lines[0].trim().to_string(), out };
+    let quic = lines[1].trim().strip_prefix("quic on ").expect("quic line").to_string();
+    let bulk = |cert: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_xpress"))
+            .args(["bulk", "--transport", "quic", "--to", &quic, "-n", "20000000", "-l", "4096", "-J"])
+            .arg("--quic-cert")
+            .arg(cert)
+            .output()
+            .unwrap()
+    };
+    let r = bulk(&cert);
+    assert!(r.status.success(), "quic bulk: {}", String::from_utf8_lossy(&r.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["bytes"], 20_000_000, "the server counted every byte: {v}");
+    assert!(v["gbit_per_s"].as_f64().unwrap() > 0.0);
+    // Another certificate is not trusted: the handshake fails, saying so.
+    let other = std::env::temp_dir().join(format!("xpress-quic-other-{}.der", std::process::id()));
+    let mut c2 = Command::new(env!("CARGO_BIN_EXE_xpress"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--duration", "5", "--quic-cert"])
+        .arg(&other)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut o2 = BufReader::new(c2.stdout.take().unwrap());
+    let mut l = String::new();
+    o2.read_line(&mut l).unwrap();
+    let _other_server = Server { child: c2, addr: l, out: o2 };
+    let r = bulk(&other);
+    assert!(!r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("quic connect") && err.to_lowercase().contains("certificate"), "{err}");
+    // Without a certificate file the tool says what it needs.
+    let r = Command::new(env!("CARGO_BIN_EXE_xpress"))
+        .args(["bulk", "--transport", "quic", "--to", &quic])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&r.stderr).contains("needs --quic-cert"));
+    drop(server);
+    let _ = std::fs::remove_file(&cert);
+    let _ = std::fs::remove_file(&other);
+}
