@@ -102,7 +102,12 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
     let e2_reps = plan.e2_reps as usize;
     let steps = count("E1", plan.e1_sizes.len())
         + count("E2", plan.e2_rtts.len() * 2 * e2_reps * if tcp_rows { 2 } else { 1 })
-        + count("MSG", plan.msg_sizes.len() * 3 * plan.msg_reps as usize)
+        + count(
+            "MSG",
+            plan.msg_sizes.len()
+                * plan.msg_peers.iter().filter(|p| *p != "iperf3").count()
+                * plan.msg_reps as usize,
+        )
         + count("E6", plan.e6_rates.len() * plan.e6_sizes.len() * plan.e6_reps as usize)
         + count("E4", 1)
         + count("E9", 1);
@@ -165,7 +170,7 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
     let msg_rows = if p.stopped() || !plan.runs("MSG") {
         Vec::new()
     } else {
-        msgsize::run(&msg_sizes, msg_bytes, plan.msg_reps, |l| p.step_unchecked(l))?
+        msgsize::run(&msg_sizes, msg_bytes, plan.msg_reps, &plan.msg_peers, |l| p.step_unchecked(l))?
     };
 
     // E6.

@@ -68,15 +68,16 @@ pub(crate) fn run(
     sizes: &[usize],
     bytes: u64,
     reps: u32,
+    peers: &[String],
     mut progress: impl FnMut(&str),
 ) -> Result<Vec<Row>, String> {
+    let has = |p: &str| peers.iter().any(|x| x == p);
     let exe = std::env::current_exe().map_err(|e| e.to_string())?.display().to_string();
     let srv = server(&exe)?;
     let mut rows = Vec::new();
     for &size in sizes {
-        for (transport, rep) in
-            ["xtp", "tcp", "quic"].into_iter().flat_map(|t| (1..=reps).map(move |r| (t, r)))
-        {
+        let ours = ["xtp", "tcp", "quic"].into_iter().filter(|t| has(t));
+        for (transport, rep) in ours.flat_map(|t| (1..=reps).map(move |r| (t, r))) {
             progress(&format!("message size {size} B, {transport}, repetition {rep} of {reps}"));
             let mut cmd = Command::new(&exe);
             if transport == "quic" {
@@ -97,7 +98,7 @@ pub(crate) fn run(
             let bytes = v["bytes"].as_u64().ok_or("bulk result without bytes")?;
             rows.push(Row { transport, message: size, bytes, seconds });
         }
-        for _ in 0..reps {
+        for _ in 0..if has("iperf3") { reps } else { 0 } {
             if let Some(row) = iperf3(size, bytes)? {
                 rows.push(row);
             }

@@ -17,6 +17,7 @@
 //! sizes = [64, 1024, 65536]        # message bytes
 //! bytes = 100000000                # per run
 //! repetitions = 3
+//! peers = ["xtp", "tcp", "quic", "iperf3"]   # transports measured (iperf3 if installed)
 //! [E6]
 //! sizes = [1, 100, 1000, 10000]    # file bytes, over the simulated packet radio
 //! rates = [1200, 9600]             # bit/s (packet-radio-1200 / -9600 profiles)
@@ -41,6 +42,10 @@
 //! the key, the value and the reason.
 
 use serde_json::{Value, json};
+
+/// The transports goodput vs message size can measure (iperf3 only when
+/// installed).
+pub(crate) const MSG_PEERS: [&str; 4] = ["xtp", "tcp", "quic", "iperf3"];
 
 /// All experiments a plan may name.
 pub(crate) const EXPERIMENTS: [&str; 6] = ["E1", "E2", "MSG", "E6", "E4", "E9"];
@@ -127,6 +132,7 @@ pub(crate) struct Plan {
     pub(crate) msg_sizes: Vec<usize>,
     pub(crate) msg_bytes: u64,
     pub(crate) msg_reps: u32,
+    pub(crate) msg_peers: Vec<String>,
     pub(crate) e6_sizes: Vec<usize>,
     pub(crate) e6_rates: Vec<u64>,
     pub(crate) e6_transfers: u32,
@@ -150,6 +156,7 @@ impl Plan {
             e2_tcp: true,
             e2_reps: if quick { 1 } else { 3 },
             msg_reps: if quick { 2 } else { 3 },
+            msg_peers: MSG_PEERS.iter().map(|s| s.to_string()).collect(),
             e6_sizes: vec![1, 100, 1000, 10_000],
             e6_rates: vec![1200, 9600],
             e6_transfers: if quick { 2 } else { 5 },
@@ -252,6 +259,29 @@ impl Plan {
                             ("MSG", "bytes") => self.msg_bytes = uint(&full, v, 1, 100_000_000_000)?,
                             ("E2", "repetitions") => self.e2_reps = uint(&full, v, 1, 100)? as u32,
                             ("MSG", "repetitions") => self.msg_reps = uint(&full, v, 1, 100)? as u32,
+                            ("MSG", "peers") => {
+                                let a = v.as_array().filter(|a| !a.is_empty()).ok_or_else(|| {
+                                    err(
+                                        &full,
+                                        v,
+                                        &format!("must be a non-empty list of {}", MSG_PEERS.join(", ")),
+                                    )
+                                })?;
+                                let mut peers = Vec::new();
+                                for x in a {
+                                    match x.as_str() {
+                                        Some(n) if MSG_PEERS.contains(&n) => peers.push(n.to_string()),
+                                        _ => {
+                                            return Err(err(
+                                                &full,
+                                                x,
+                                                &format!("unknown peer (known: {})", MSG_PEERS.join(", ")),
+                                            ));
+                                        }
+                                    }
+                                }
+                                self.msg_peers = peers;
+                            }
                             ("E6", "repetitions") => self.e6_reps = uint(&full, v, 1, 100)? as u32,
                             ("E6", "sizes") => {
                                 self.e6_sizes =
@@ -295,7 +325,7 @@ impl Plan {
             "experiments": self.experiments,
             "E1": {"sizes": self.e1_sizes, "simulated_count": self.e1_sim_count, "udp_count": self.e1_udp_count},
             "E2": {"rtt_ms": self.e2_rtts, "bytes": self.e2_bytes, "tcp": self.e2_tcp, "repetitions": self.e2_reps},
-            "MSG": {"sizes": self.msg_sizes, "bytes": self.msg_bytes, "repetitions": self.msg_reps},
+            "MSG": {"sizes": self.msg_sizes, "bytes": self.msg_bytes, "repetitions": self.msg_reps, "peers": self.msg_peers},
             "plots": self.plots.iter().map(PlotSpec::to_json).collect::<Vec<_>>(),
             "E6": {"sizes": self.e6_sizes, "rates": self.e6_rates, "transfers": self.e6_transfers, "repetitions": self.e6_reps},
             "E4": {"max_bindings": self.e4_max_bindings, "lookups": self.e4_lookups, "reps": self.e4_reps},
@@ -356,6 +386,10 @@ mod tests {
                 "plot[0].colour: unknown key",
             ),
             ("plot = 3", "plot = 3: unknown key"),
+            (
+                "[MSG]\npeers = [\"sctp\"]",
+                "MSG.peers = \"sctp\": unknown peer (known: xtp, tcp, quic, iperf3)",
+            ),
             ("[E6]\nrates = [100]", "E6.rates = 100: must be an integer from 1200 to 9600"),
             ("[E6]\nrates = [2400]", "the packet-radio profiles are 1200 and 9600"),
             ("seed = 3", "seed = 3: unknown key"),
