@@ -185,6 +185,7 @@ impl Netns {
                     }
                 }
             }
+            crate::relay::log_air_drops(&mut path, &mut log)?;
             let next = [path.next_event(), Some(end), Some(now + TICK_MAX)]
                 .into_iter()
                 .flatten()

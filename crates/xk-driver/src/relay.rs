@@ -126,6 +126,21 @@ struct Dir {
     send_errors: u64,
 }
 
+/// Writes one `drop` line per frame a shared channel lost on the air (and
+/// drains them either way); their `arrive` lines said `queued`.
+pub(crate) fn log_air_drops(path: &mut Path<Bytes>, log: &mut Option<&mut dyn Write>) -> io::Result<()> {
+    let drops = path.take_air_drops();
+    if let Some(w) = log.as_mut() {
+        for d in drops {
+            let dir = if d.dir == 0 { "forward" } else { "reverse" };
+            let line = json!({"t_ns": d.at.as_nanos(), "dir": dir, "event": "drop", "id": d.id,
+                "reason": format!("{:?}", d.reason)});
+            writeln!(w, "{line}")?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs the relay until `cfg.duration` has passed. `log`, if given, gets one
 /// JSON line per datagram event.
 pub fn run(cfg: &RelayConfig, mut log: Option<&mut dyn Write>) -> io::Result<RelayReport> {
@@ -204,6 +219,7 @@ pub fn run_on(
                 }
             }
         }
+        log_air_drops(&mut path, log)?;
         // Wait for input until the next release (minus the spin margin).
         let next = path.next_event().map_or(end, |t| t.min(end));
         let now = clock.now();

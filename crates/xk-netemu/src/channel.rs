@@ -85,6 +85,22 @@ struct Station<P> {
     arrivals: BinaryHeap<Reverse<InFlight<P>>>,
     stats: LinkStats,
     next_id: u64,
+    /// Frames lost on the air since the last `take_air_drops`.
+    air_drops: Vec<AirDrop>,
+}
+
+/// A frame the channel lost after it was queued (its offer returned
+/// [`Fate::Queued`]): reported so logs can close every frame's story.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AirDrop {
+    /// Direction (the sending station).
+    pub dir: usize,
+    /// The id the frame would have been delivered with.
+    pub id: u64,
+    /// When its last bit went out.
+    pub at: Instant,
+    /// Collision or loss (noise).
+    pub reason: DropReason,
 }
 
 impl<P> Station<P> {
@@ -156,6 +172,7 @@ impl<P: LinkPacket> Channel<P> {
                 arrivals: BinaryHeap::new(),
                 stats: LinkStats::default(),
                 next_id: 0,
+                air_drops: Vec::new(),
             }
         };
         Ok(Channel {
@@ -181,6 +198,15 @@ impl<P: LinkPacket> Channel<P> {
     /// Frames buffered, on the air, or waiting for hand-over, both directions.
     pub fn in_flight(&self) -> usize {
         self.stations.iter().map(|s| s.queue.len() + s.on_air.len() + s.arrivals.len()).sum()
+    }
+
+    /// Frames lost on the air (collision, noise) since the last call, in the
+    /// order they were judged per direction.
+    pub fn take_air_drops(&mut self) -> Vec<AirDrop> {
+        let [a, b] = &mut self.stations;
+        let mut v = std::mem::take(&mut a.air_drops);
+        v.append(&mut b.air_drops);
+        v
     }
 
     /// When the model next needs `poll`: a channel event or a hand-over.
@@ -337,10 +363,12 @@ impl<P: LinkPacket> Channel<P> {
         st.buffered_bytes -= f.len;
         if collided {
             st.stats.drop_collision += 1;
+            st.air_drops.push(AirDrop { dir: s, id: f.id, at: f.end, reason: DropReason::Collision });
             return;
         }
         if st.loss.lose(&st.params.loss) {
             st.stats.drop_loss += 1;
+            st.air_drops.push(AirDrop { dir: s, id: f.id, at: f.end, reason: DropReason::Loss });
             return;
         }
         let mut packet = f.packet;

@@ -33,7 +33,7 @@ mod params;
 pub mod path;
 pub mod profiles;
 
-pub use channel::Channel;
+pub use channel::{AirDrop, Channel};
 pub use config::{LinkSpec, parse_line, parse_toml};
 pub use link::{Change, Delivery, DropReason, Fate, Link, LinkPacket, LinkStats, SendOutcome};
 pub use params::{Blackout, ConfigError, Corrupt, CsmaParams, JitterDist, LinkParams, Loss};

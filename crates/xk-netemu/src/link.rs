@@ -92,6 +92,8 @@ pub enum DropReason {
     Loss,
     /// The queue was full.
     QueueFull,
+    /// Overlapped another transmission on a shared channel.
+    Collision,
 }
 
 /// What happened to an offered packet (the first copy; see `duplicated`).
@@ -318,6 +320,7 @@ impl<P: LinkPacket> Link<P> {
                 DropReason::Blackout => s.stats.drop_blackout += 1,
                 DropReason::Loss => s.stats.drop_loss += 1,
                 DropReason::QueueFull => s.stats.drop_queue += 1,
+                DropReason::Collision => s.stats.drop_collision += 1,
             }
             SendOutcome { fate: Fate::Dropped(r), duplicate: None, corrupted: false }
         };

@@ -6,7 +6,7 @@
 
 use xk_time::Instant;
 
-use crate::channel::Channel;
+use crate::channel::{AirDrop, Channel};
 use crate::config::LinkSpec;
 use crate::link::{Delivery, Link, LinkPacket, LinkStats, SendOutcome};
 use crate::params::ConfigError;
@@ -81,6 +81,16 @@ impl<P: LinkPacket> Path<P> {
         match &self.0 {
             Inner::Duplex(l) => l[dir].stats(),
             Inner::Shared(c) => c.stats(dir),
+        }
+    }
+
+    /// Frames a shared channel lost after queueing them (collisions, noise)
+    /// since the last call; always empty for a duplex path, whose drops are
+    /// all known at `send`.
+    pub fn take_air_drops(&mut self) -> Vec<AirDrop> {
+        match &mut self.0 {
+            Inner::Duplex(_) => Vec::new(),
+            Inner::Shared(c) => c.take_air_drops(),
         }
     }
 

@@ -169,6 +169,14 @@ fn carrier_sense_and_the_detect_window() {
         let got = drive(&mut ch, &[(ms(0), 0, 100), (t, 1, 100)]);
         assert!(got.is_empty(), "offer at {t}: {got:?}");
         assert_eq!((ch.stats(0).drop_collision, ch.stats(1).drop_collision), (1, 1));
+        // Each lost frame is reported once, with its id and the end of its airtime.
+        let drops = ch.take_air_drops();
+        let ends = [ms(500) + air(100), t + Duration::from_millis(500) + air(100)];
+        assert_eq!(drops.len(), 2, "{drops:?}");
+        for d in &drops {
+            assert_eq!((d.id, d.reason, d.at), (0, xk_netemu::DropReason::Collision, ends[d.dir]));
+        }
+        assert!(ch.take_air_drops().is_empty());
     }
     // One nanosecond later the carrier is sensed: station 1 waits for the
     // end of station 0's transmission and keys up right then.
