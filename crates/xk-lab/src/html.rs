@@ -233,7 +233,7 @@ pub(crate) fn render(r: &Value) -> String {
     // E9
     // Goodput vs message size.
     let msg = r["experiments"]["MSG"]["rows"].as_array().cloned().unwrap_or_default();
-    h += "<h2 id=\"msg\">Goodput vs message size</h2><table><caption>Measured here on loopback, Mbit/s: XTP messages (each ending with EOM) kernel TCP writes of the same size (Nagle off) and QUIC (quinn) stream writes of the same size, same tools, separate processes</caption><tr><th>message bytes</th><th>XTP</th><th>kernel TCP</th><th>QUIC (quinn)</th><th>iperf3 (TCP)</th><th>XTP / TCP</th><th>XTP / QUIC</th></tr>";
+    h += "<h2 id=\"msg\">Goodput vs message size</h2><table><caption>Measured here on loopback, Mbit/s: XTP messages (each ending with EOM) kernel TCP writes of the same size (Nagle off) and QUIC (quinn) stream writes of the same size, same tools, separate processes; each run moves the plan's byte count or 250,000 messages, whichever is less</caption><tr><th>message bytes</th><th>XTP</th><th>kernel TCP</th><th>QUIC (quinn)</th><th>iperf3 (TCP)</th><th>XTP / TCP</th><th>XTP / QUIC</th></tr>";
     let mut sizes: Vec<u64> = msg.iter().filter_map(|m| m["message_bytes"].as_u64()).collect();
     sizes.dedup();
     let row = |size: u64, t: &str| {

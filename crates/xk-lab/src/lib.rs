@@ -264,6 +264,7 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
             "MSG": {
                 "title": "Bulk goodput vs message size: XTP messages (EOM) vs kernel TCP writes (Nagle off) vs QUIC (quinn) stream writes, loopback",
                 "bytes_per_run": msg_bytes,
+                "max_messages_per_run": msgsize::MAX_MESSAGES,
                 "repetitions": plan.msg_reps,
                 "rows": msg_rows,
             },
