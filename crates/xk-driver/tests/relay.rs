@@ -149,12 +149,14 @@ fn packet_radio_channel_in_real_time() {
     // Each way: key-up 100 ms + 100 ms airtime. The echo answers at once,
     // while the request's 10 ms tail is still on the air: the reply senses
     // the carrier and waits for it (410 ms). From the second round on, the
-    // next request meets the reply's tail the same way (420 ms).
+    // next request meets the reply's tail the same way (420 ms) — counted
+    // from the end of that tail, which began before the client could answer,
+    // so these round trips may come out a little under 420 ms.
     for (i, rtt) in rtts.iter().enumerate() {
         let ms = rtt.as_secs_f64() * 1e3;
         let model = if i == 0 { 410.0 } else { 420.0 };
         assert!(
-            (model..model + 3.0).contains(&ms),
+            (model - 1.0..model + 3.0).contains(&ms),
             "round trip {i}: {ms:.2} ms, model says {model} ms: {rtts:?}"
         );
     }

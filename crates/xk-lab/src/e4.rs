@@ -50,9 +50,12 @@ pub struct Cell {
     pub miss: f64,
     /// Map without the cache.
     pub nocache: f64,
+    /// Every repetition's ns per lookup: hit, miss, no cache.
+    pub samples: [Vec<f64>; 3],
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
@@ -95,7 +98,14 @@ fn measure<const K: usize, Key: Eq + Hash + Clone>(
         miss.push(time_per_op(args.lookups, n, |i| cached.resolve(black_box(&keys[i]))));
         nocache.push(time_per_op(args.lookups, n, |i| plain.resolve(black_box(&keys[i]))));
     }
-    Cell { key: K, bindings: n, hit: median(hit), miss: median(miss), nocache: median(nocache) }
+    Cell {
+        key: K,
+        bindings: n,
+        hit: median(&hit),
+        miss: median(&miss),
+        nocache: median(&nocache),
+        samples: [hit, miss, nocache],
+    }
 }
 
 /// Measures the whole table.

@@ -283,6 +283,7 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
                 "lookups_per_rep": margs.lookups, "reps": margs.reps,
                 "rows": e4.iter().map(|c| json!({
                     "key_bytes": c.key, "bindings": c.bindings, "hit_ns": c.hit, "miss_ns": c.miss, "nocache_ns": c.nocache,
+                    "samples_hit_ns": c.samples[0], "samples_miss_ns": c.samples[1], "samples_nocache_ns": c.samples[2],
                 })).collect::<Vec<_>>(),
             },
         },

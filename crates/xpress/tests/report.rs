@@ -113,6 +113,13 @@ fn quick_report_has_every_experiment_and_renders() {
     assert!(e6_csv.starts_with("rate_bps,file_bytes,normalised"), "key columns first: {e6_csv}");
     let e4 = json["experiments"]["E4"]["rows"].as_array().unwrap();
     assert_eq!(e4.len(), 15, "3 table sizes × 5 key sizes in a quick run");
+    for c in e4 {
+        // The reported median is one of the recorded repetitions.
+        let reps: Vec<f64> =
+            c["samples_hit_ns"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(reps.len(), 3, "{c}");
+        assert!(reps.contains(&c["hit_ns"].as_f64().unwrap()), "{c}");
+    }
     let e9 = json["experiments"]["E9"]["rows"].as_array().unwrap();
     assert!(e9.len() >= 10, "E9 mechanisms: {}", e9.len());
     assert!(e9.iter().all(|r| r["ns_per_op"].as_f64().unwrap() > 0.0));
