@@ -8,6 +8,10 @@ use std::process::{Command, Output};
 
 const X: &str = env!("CARGO_BIN_EXE_xpress");
 
+/// The root tests check that no namespace is left behind, so they must not
+/// overlap: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn is_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
@@ -78,6 +82,7 @@ fn kernel_tcp_sees_the_emulated_rtt_and_rate() {
         eprintln!("skipped: xpress netns needs root (namespaces, TUN); CI runs this as root");
         return;
     }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let marker = "--duration 61.5";
     let server = format!("exec {X} serve --listen 10.200.0.1:3636 {marker}");
     for rtt_ms in [20u64, 100, 200] {
@@ -130,6 +135,7 @@ fn kernel_tcp_over_the_packet_radio_channel() {
         eprintln!("skipped: xpress netns needs root (namespaces, TUN); CI runs this as root");
         return;
     }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // The TUN devices take the profile's 238-byte MTU, so kernel TCP sizes
     // its segments to fit one radio frame; data and ACKs share the channel.
     let marker = "--duration 61.75";
