@@ -1,11 +1,11 @@
 //! Batched datagram I/O on a UDP socket: the system calls that make user-space
 //! transport cheap, each with a fallback.
 //!
-//! * Send: runs of equal-sized datagrams to one destination leave in one
-//!   `sendmsg` with `UDP_SEGMENT` (GSO: the kernel cuts the run into
-//!   datagrams); everything else leaves in one `sendmmsg` per batch. Without
-//!   GSO (old kernel, or the first GSO send fails) every datagram goes through
-//!   `sendmmsg`.
+//! * Send: runs of equal-sized datagrams to one destination are cut by the
+//!   kernel (`UDP_SEGMENT`, GSO); consecutive runs whose datagrams share a
+//!   segment size leave together in one `sendmmsg` (one run: `sendmsg`).
+//!   Without GSO (old kernel, or the first GSO send fails) every datagram goes
+//!   through `sendmmsg`.
 //! * Receive: [`BatchSocket::recv_gro`] reads one (possibly coalesced)
 //!   datagram with `recvmsg` and the `UDP_GRO` segment size, splitting it into
 //!   the original datagrams as zero-copy slices of one buffer;
@@ -172,45 +172,120 @@ impl BatchSocket {
         let mut i = 0;
         let mut sent = 0;
         while i < out.len() {
-            // A GSO run: same destination, same size, the last may be shorter.
-            let run = if self.gso { gso_run(out, i) } else { 1 };
-            if run > 1 {
-                let first = out[i];
-                let last = out[i + run - 1];
-                let seg = first.len as u16;
-                let iov = [IoSlice::new(&arena[first.start..last.start + last.len])];
-                let dst = SockaddrStorage::from(first.dst);
-                self.counters.send_calls += 1;
-                match sendmsg(
-                    self.sock.as_raw_fd(),
-                    &iov,
-                    &[ControlMessage::UdpGsoSegments(&seg)],
-                    MsgFlags::MSG_DONTWAIT,
-                    Some(&dst),
-                ) {
-                    Ok(_) => {
-                        sent += run;
-                        self.counters.sent += run as u64;
-                    }
-                    Err(Errno::EIO | Errno::EINVAL | Errno::EOPNOTSUPP) => {
-                        // The device or kernel cannot segment: fall back for good.
-                        self.gso = false;
-                        continue;
-                    }
-                    Err(e) if transient(e) => self.counters.send_errors += run as u64,
-                    Err(e) => return Err(io_err(e)),
-                }
-                i += run;
+            if !self.gso {
+                let j = (i + BATCH).min(out.len());
+                sent += self.send_singles(arena, &out[i..j])?;
+                i = j;
                 continue;
             }
-            // A sendmmsg batch of single datagrams up to the next GSO run.
-            let mut j = i + 1;
-            while j < out.len() && j - i < BATCH && !(self.gso && gso_run(out, j) > 1) {
-                j += 1;
+            // GSO runs (same destination, same size, the last may be shorter)
+            // whose first datagrams have one size share one segment-size
+            // control message, so consecutive runs leave in one `sendmmsg` —
+            // messages that end in a shorter packet (EOM) break a run each,
+            // and would otherwise cost one system call per message. A lone
+            // datagram no longer than the segment size is sent whole.
+            let seg = out[i].len;
+            if seg == 0 || seg > usize::from(u16::MAX) {
+                sent += self.send_singles(arena, &out[i..=i])?;
+                i += 1;
+                continue;
             }
-            let n = self.send_singles(arena, &out[i..j])?;
-            sent += n;
-            i = j;
+            let mut runs: Vec<(usize, usize)> = Vec::new();
+            let mut j = i;
+            while j < out.len() && runs.len() < BATCH && out[j].len == seg {
+                let n = gso_run(out, j);
+                runs.push((j, n));
+                j += n;
+            }
+            if let [(k, 1)] = runs[..] {
+                // One lone datagram (request/response traffic): plain
+                // sendmsg, no control message for the kernel to parse.
+                sent += self.send_singles(arena, &out[k..=k])?;
+                i = j;
+                continue;
+            }
+            match self.send_runs(arena, out, &runs, seg) {
+                Ok(n) => {
+                    sent += n;
+                    i = j;
+                }
+                Err(Errno::EIO | Errno::EINVAL | Errno::EOPNOTSUPP) => {
+                    // The device or kernel cannot segment: fall back for good.
+                    self.gso = false;
+                }
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Sends GSO runs (start index, length in `out`) whose datagrams are at
+    /// most `seg` bytes, all with segment size `seg`: one `sendmsg` for a
+    /// single run, one `sendmmsg` for several. Returns the datagrams sent;
+    /// those that found the socket buffer full count as send errors.
+    fn send_runs(
+        &mut self,
+        arena: &[u8],
+        out: &[Outgoing],
+        runs: &[(usize, usize)],
+        seg: usize,
+    ) -> Result<usize, Errno> {
+        let seg = u16::try_from(seg).unwrap_or(u16::MAX);
+        let bytes = |&(k, n): &(usize, usize)| {
+            let (first, last) = (out[k], out[k + n - 1]);
+            &arena[first.start..last.start + last.len]
+        };
+        let cmsg = [ControlMessage::UdpGsoSegments(&seg)];
+        if let [run] = runs {
+            let iov = [IoSlice::new(bytes(run))];
+            let dst = SockaddrStorage::from(out[run.0].dst);
+            self.counters.send_calls += 1;
+            return match sendmsg(self.sock.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_DONTWAIT, Some(&dst)) {
+                Ok(_) => {
+                    self.counters.sent += run.1 as u64;
+                    Ok(run.1)
+                }
+                Err(e) if transient(e) => {
+                    self.counters.send_errors += run.1 as u64;
+                    Ok(0)
+                }
+                Err(e) => Err(e),
+            };
+        }
+        let mut done = 0; // runs
+        let mut sent = 0; // datagrams
+        while done < runs.len() {
+            let part = &runs[done..];
+            let slices: Vec<[IoSlice<'_>; 1]> = part.iter().map(|r| [IoSlice::new(bytes(r))]).collect();
+            let addrs: Vec<Option<SockaddrStorage>> =
+                part.iter().map(|r| Some(SockaddrStorage::from(out[r.0].dst))).collect();
+            let mut hdrs =
+                MultiHeaders::<SockaddrStorage>::preallocate(part.len(), Some(nix::cmsg_space!(u16)));
+            self.counters.send_calls += 1;
+            match sendmmsg(self.sock.as_raw_fd(), &mut hdrs, &slices, &addrs, cmsg, MsgFlags::MSG_DONTWAIT) {
+                Ok(res) => {
+                    let n = res.count();
+                    let datagrams: usize = part[..n].iter().map(|r| r.1).sum();
+                    self.counters.sent += datagrams as u64;
+                    sent += datagrams;
+                    if n == 0 {
+                        self.counters.send_errors += part.iter().map(|r| r.1 as u64).sum::<u64>();
+                        return Ok(sent);
+                    }
+                    done += n;
+                }
+                Err(e) if transient(e) => {
+                    // The first run failed: drop it; on a full buffer the
+                    // rest would fail the same way.
+                    if e == Errno::EAGAIN {
+                        self.counters.send_errors += part.iter().map(|r| r.1 as u64).sum::<u64>();
+                        return Ok(sent);
+                    }
+                    self.counters.send_errors += part[0].1 as u64;
+                    done += 1;
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(sent)
     }
