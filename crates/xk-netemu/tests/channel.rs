@@ -3,6 +3,9 @@
 //! p-persistent CSMA, carrier sense with its detect window, half duplex,
 //! noise rates inside 99 % binomial intervals, determinism.
 
+mod common;
+
+use common::assert_binomial;
 use xk_netemu::{Channel, CsmaParams, Fate, LinkParams, LinkSpec, Loss, Path, parse_line};
 use xk_time::{Duration, Instant};
 
@@ -52,16 +55,6 @@ fn drive(ch: &mut Channel<Vec<u8>>, offers: &[(Instant, usize, usize)]) -> Vec<G
         }
     }
     got
-}
-
-fn assert_binomial(what: &str, count: u64, n: u64, p: f64) {
-    let mean = n as f64 * p;
-    let sd = (n as f64 * p * (1.0 - p)).sqrt();
-    let (lo, hi) = (mean - 2.576 * sd, mean + 2.576 * sd);
-    assert!(
-        (lo..=hi).contains(&(count as f64)),
-        "{what}: {count} of {n}, 99% interval for p={p} is [{lo:.0}, {hi:.0}]"
-    );
 }
 
 /// Airtime of a `len`-byte frame at 1,200 bit/s with 20 bytes of framing.

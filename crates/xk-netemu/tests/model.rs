@@ -2,6 +2,9 @@
 //! rates inside 99 % binomial intervals over 1M packets, Gilbert–Elliott burst
 //! statistics, ordering rules, schedules and determinism.
 
+mod common;
+
+use common::assert_binomial;
 use xk_netemu::{Corrupt, DropReason, Fate, JitterDist, Link, LinkParams, Loss, parse_line};
 use xk_time::{Duration, Instant};
 
@@ -9,18 +12,6 @@ const N: u64 = 1_000_000;
 
 fn link(params: LinkParams, seed: u64) -> Link<Vec<u8>> {
     Link::new(params, vec![], Instant::ZERO, seed, "test").unwrap()
-}
-
-/// Asserts `count` successes in `n` trials fit probability `p` at 99 %
-/// (normal approximation of the binomial, z = 2.576).
-fn assert_binomial(what: &str, count: u64, n: u64, p: f64) {
-    let mean = n as f64 * p;
-    let sd = (n as f64 * p * (1.0 - p)).sqrt();
-    let (lo, hi) = (mean - 2.576 * sd, mean + 2.576 * sd);
-    assert!(
-        (lo..=hi).contains(&(count as f64)),
-        "{what}: {count} of {n}, 99% interval for p={p} is [{lo:.0}, {hi:.0}]"
-    );
 }
 
 /// Sends `n` small packets 1 µs apart and drains everything.

@@ -392,6 +392,16 @@ pub(crate) struct BulkArgs {
     path: PathArgs,
 }
 
+/// A peer's bulk result (TCP, QUIC), as a line or as JSON.
+fn print_peer_result(transport: &str, bytes: u64, secs: f64, as_json: bool) {
+    let gbps = bytes as f64 * 8.0 / secs / 1e9;
+    if as_json {
+        println!("{}", json!({"transport": transport, "bytes": bytes, "seconds": secs, "gbit_per_s": gbps}));
+    } else {
+        println!("{transport}: sent {bytes} bytes in {secs:.3} s: {gbps:.3} Gbit/s");
+    }
+}
+
 pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
     if a.window == 0 {
         return Err("--window must be at least 1".into());
@@ -410,15 +420,7 @@ pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
         Transport::Xtp => {}
         Transport::Tcp => {
             let (bytes, secs) = floors::bulk_tcp(a.to, a.bytes, a.time, a.length)?;
-            let gbps = bytes as f64 * 8.0 / secs / 1e9;
-            if a.json {
-                println!(
-                    "{}",
-                    json!({"transport": "tcp", "bytes": bytes, "seconds": secs, "gbit_per_s": gbps})
-                );
-            } else {
-                println!("tcp: sent {bytes} bytes in {secs:.3} s: {gbps:.3} Gbit/s");
-            }
+            print_peer_result("tcp", bytes, secs, a.json);
             return Ok(());
         }
         Transport::Udp => {
@@ -437,15 +439,7 @@ pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
             if bytes != a.bytes {
                 return Err(format!("quic: the server counted {bytes} of {} bytes", a.bytes));
             }
-            let gbps = bytes as f64 * 8.0 / secs / 1e9;
-            if a.json {
-                println!(
-                    "{}",
-                    json!({"transport": "quic", "bytes": bytes, "seconds": secs, "gbit_per_s": gbps})
-                );
-            } else {
-                println!("quic: sent {bytes} bytes in {secs:.3} s: {gbps:.3} Gbit/s");
-            }
+            print_peer_result("quic", bytes, secs, a.json);
             return Ok(());
         }
     }
