@@ -149,19 +149,23 @@ fn packet_radio_channel_in_real_time() {
     // Each way: key-up 100 ms + 100 ms airtime. The echo answers at once,
     // while the request's 10 ms tail is still on the air: the reply senses
     // the carrier and waits for it (410 ms). From the second round on, the
-    // next request meets the reply's tail the same way (420 ms) — counted
-    // from the end of that tail, which began before the client could answer,
-    // so these round trips may come out a little under 420 ms.
+    // next request meets the reply's tail the same way (420 ms) — but its
+    // wait ends when that tail ends, a time fixed before the client even got
+    // the reply, so however late the reply was handed over comes off these
+    // round trips (a CI run: 418.6 ms after a reply 1.4 ms late). Their
+    // bounds are therefore wider below; the relay's own release error,
+    // asserted after, is the accuracy check.
     for (i, rtt) in rtts.iter().enumerate() {
         let ms = rtt.as_secs_f64() * 1e3;
-        let model = if i == 0 { 410.0 } else { 420.0 };
+        let (model, below) = if i == 0 { (410.0, 0.0) } else { (420.0, 5.0) };
         assert!(
-            (model - 1.0..model + 3.0).contains(&ms),
+            (model - below..model + 3.0).contains(&ms),
             "round trip {i}: {ms:.2} ms, model says {model} ms: {rtts:?}"
         );
     }
     let (f, r) = (&report.forward.link, &report.reverse.link);
     assert_eq!((f.key_ups, r.key_ups, f.delivered, r.delivered), (3, 3, 3, 3), "{report:?}");
     assert_eq!((f.drop_mtu, f.drop_collision, r.drop_collision), (1, 0, 0));
-    assert!(report.forward.error_quantile(0.5) < Duration::from_millis(1));
+    assert!(report.forward.error_quantile(0.5) < Duration::from_millis(1), "{report:?}");
+    assert!(report.reverse.error_quantile(0.5) < Duration::from_millis(1), "{report:?}");
 }
