@@ -3,13 +3,55 @@
 use xk_time::Duration;
 use xtp_wire::Service;
 
-/// Which congestion controller a context uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which congestion controller a context uses (see [`crate::cc`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Congestion {
-    /// AIMD with slow start (the default).
+    /// CUBIC (RFC 9438) with HyStart++ (RFC 9406): the default.
+    #[default]
+    Cubic,
+    /// Model-based, after BBR v1: paces at the measured bottleneck rate.
+    Bbr,
+    /// AIMD with slow start (RFC 5681/6582).
     NewReno,
-    /// "Pure XTP 4.0": none.
+    /// "Pure XTP 4.0": no congestion window; only flow and rate control.
     Disabled,
+}
+
+impl Congestion {
+    /// Every controller, in the order tools list them.
+    pub const ALL: [Congestion; 4] =
+        [Congestion::Cubic, Congestion::Bbr, Congestion::NewReno, Congestion::Disabled];
+
+    /// The name tools use (`--cc NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Congestion::Cubic => "cubic",
+            Congestion::Bbr => "bbr",
+            Congestion::NewReno => "newreno",
+            Congestion::Disabled => "none",
+        }
+    }
+}
+
+impl std::fmt::Display for Congestion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Congestion {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.to_ascii_lowercase();
+        Congestion::ALL
+            .into_iter()
+            .find(|c| c.name() == s || (s == "disabled" && *c == Congestion::Disabled))
+            .ok_or_else(|| {
+                let names: Vec<&str> = Congestion::ALL.iter().map(|c| c.name()).collect();
+                format!("unknown congestion controller {s:?}: one of {}", names.join(", "))
+            })
+    }
 }
 
 /// Per-association settings, chosen by the initiator (and by a listener for
@@ -29,8 +71,15 @@ pub struct ContextConfig {
     /// Largest user data per packet.
     pub mss: usize,
     /// Receive buffer in bytes: how far `alloc` runs ahead of what the
-    /// application has read.
+    /// application has read, at first.
     pub recv_buffer: usize,
+    /// Largest the receive buffer grows to. While the application reads as
+    /// fast as data arrives and reads at least half a buffer per round trip
+    /// (the buffer, not the reader, limits the transfer), the buffer doubles
+    /// per round trip up to this (dynamic right-sizing, as Linux TCP's
+    /// receive autotuning). Memory is only used by data the application has
+    /// not read. Equal to `recv_buffer`: a fixed window.
+    pub recv_buffer_max: usize,
     /// Our outgoing rate limit in bytes/s (0 = none) and burst.
     pub out_rate: u32,
     /// Burst for `out_rate`, bytes.
@@ -58,12 +107,13 @@ impl ContextConfig {
             noflow: false,
             mss: 1400,
             recv_buffer: 4 << 20,
+            recv_buffer_max: 256 << 20,
             out_rate: 0,
             out_burst: 0,
             in_rate: 0,
             in_burst: 0,
             sort: None,
-            congestion: Congestion::NewReno,
+            congestion: Congestion::Cubic,
             sreq_every: 16,
         };
         if service == Service::Datagram {
@@ -96,7 +146,9 @@ pub struct EndpointConfig {
     pub diag_rate: u32,
     /// Most contexts one peer may create with FIRST packets (digest G20).
     pub max_contexts_per_peer: usize,
-    /// Largest datagram the path carries (XTP header included).
+    /// Largest XTP packet (header included) the path carries over IPv4; over
+    /// IPv6 the engine uses 20 bytes less (the larger IP header). Every
+    /// header, segment and BTAG is counted against it.
     pub max_packet: usize,
 }
 

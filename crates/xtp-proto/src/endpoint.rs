@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use xk_core::{Arena, ArenaId, DemuxMap};
 use xk_rand::Rng;
-use xk_time::{HeapQueue, Instant, TimerId, TimerQueue};
+use xk_time::{Duration, HeapQueue, Instant, TimerId, TimerQueue};
 use xtp_wire::{
     Address, Body, DiagSegment, HeaderRepr, Options, PacketRepr, PacketType, RTN, diag_code, diag_value,
 };
@@ -52,8 +52,37 @@ pub struct ContextStats {
     pub packets_sent: u64,
     /// WTIMER expiries.
     pub timeouts: u64,
+    /// Timeouts found spurious afterwards (the peer had the data; undone).
+    pub spurious_timeouts: u64,
     /// Reports that revealed loss.
     pub loss_reports: u64,
+    /// Retransmitted bytes found spurious afterwards (the original arrived).
+    pub spurious_retransmitted: u64,
+    /// Window reductions: loss episodes and timeouts.
+    pub congestion_events: u64,
+    /// Reductions undone because they turned out spurious.
+    pub undone: u64,
+    /// Status requests sent as tail-loss probes (no reduction).
+    pub tail_probes: u64,
+    /// RTT samples taken.
+    pub rtt_samples: u64,
+    /// Congestion window now, bytes (`u64::MAX`: none).
+    pub cwnd: u64,
+    /// Bytes the sender may have in flight now: the smaller of the window and
+    /// the peer's allocation.
+    pub send_window: u64,
+    /// Bytes in flight now.
+    pub in_flight: u64,
+    /// Smoothed RTT, if measured.
+    pub srtt: Option<Duration>,
+    /// Smallest RTT seen, if measured.
+    pub min_rtt: Option<Duration>,
+    /// Current retransmission timeout (WTIMER).
+    pub rto: Duration,
+    /// Our receive buffer now (grows with dynamic right-sizing).
+    pub recv_buffer: u64,
+    /// The congestion controller's name.
+    pub congestion: &'static str,
 }
 
 /// Counters of the endpoint.
@@ -210,7 +239,7 @@ impl<S: Subscriber> Endpoint<S> {
 
     /// Counters of a context.
     pub fn context_stats(&self, ctx: ContextId) -> Option<ContextStats> {
-        self.contexts.get(ctx.0).map(|c| c.stats)
+        self.contexts.get(ctx.0).map(|c| c.stats())
     }
 
     /// State of a context (`None` once freed).
@@ -253,6 +282,11 @@ impl<S: Subscriber> Endpoint<S> {
         }
         if cfg.recv_buffer == 0 {
             return Err(ConnectError::InvalidConfig("recv_buffer must be at least 1"));
+        }
+        if self.cfg.max_packet < crate::context::MIN_PACKET {
+            return Err(ConnectError::InvalidConfig(
+                "max_packet must be at least 105 bytes (an IPv6 FIRST with BTAG and one byte of data)",
+            ));
         }
         let id = self.new_context(now, peer, port, true, cfg, None);
         self.wake(id.0, now);
@@ -309,7 +343,7 @@ impl<S: Subscriber> Endpoint<S> {
     /// Takes the next chunk of in-order data.
     pub fn read(&mut self, now: Instant, ctx: ContextId) -> Option<Chunk> {
         let c = self.contexts.get_mut(ctx.0)?;
-        let chunk = c.read();
+        let chunk = c.read(now);
         self.wake(ctx.0, now);
         chunk
     }

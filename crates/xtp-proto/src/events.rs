@@ -118,8 +118,12 @@ pub enum TimerKind {
     Ctimer,
     /// Linger of an ended context.
     Ctimeout,
-    /// Rate control: tokens available again.
+    /// Rate control or pacing: tokens available again.
     Rtimer,
+    /// Tail-loss probe: no report for two round trips.
+    Ptimer,
+    /// Loss detection: a hole has waited out the reordering window.
+    LossTimer,
 }
 
 /// Why a packet was dropped.

@@ -1,6 +1,7 @@
 //! One association: its state, both data directions, timers, and the packets
 //! it builds and consumes. The endpoint owns contexts and routes to them.
 
+mod recovery;
 mod recv;
 mod send;
 mod state;
@@ -20,22 +21,37 @@ pub use recv::Chunk;
 
 pub use state::{Input, State};
 
-use crate::cc::{CongestionController, Disabled, NewReno};
-use crate::config::{Congestion, ContextConfig, EndpointConfig};
+use crate::cc::{Ack, CongestionController, Controller};
+use crate::config::{ContextConfig, EndpointConfig};
 use crate::events::{CloseReason, Event, TimerKind, Trace};
 use crate::rate::TokenBucket;
 use crate::rtt::RttEstimator;
 use crate::{ContextId, ContextStats};
+use recovery::{Lost, Recovery};
 use recv::RecvBuf;
-use send::{SendBuf, sync_le};
+use send::SendBuf;
 
 /// Bytes a new context may send before the peer's first `alloc` arrives (a
 /// decision of ours; the digest is silent).
 pub const INITIAL_ALLOC: u64 = 64 * 1024;
-/// Spans reported in one ECNTL at most.
+/// Spans reported in one ECNTL at most (fewer when the path's packets are
+/// smaller: an ECNTL must fit like any other packet).
 const MAX_SPANS: usize = 64;
-/// Remembered SREQ send times (for RTT samples).
-const SREQ_HISTORY: usize = 64;
+/// Bytes of an ECNTL before its spans: header, control segment, span count.
+const ECNTL_BASE: usize = 32 + 24;
+/// The smallest `max_packet` XTP can work with: an IPv6 FIRST with BTAG and
+/// one byte of data (32 header + 40 address + 24 traffic + 8 tag + 1).
+pub(crate) const MIN_PACKET: usize = 105;
+
+/// A loss episode: losses of data sent before `start` belong to it and do
+/// not reduce the window again.
+#[derive(Clone, Copy, Debug)]
+struct Episode {
+    start: Instant,
+    /// Bytes found lost in it, and how many of those turned out spurious.
+    lost: u64,
+    spurious: u64,
+}
 
 /// What a context did that the endpoint must act on.
 pub(crate) struct Sink<'a> {
@@ -62,16 +78,38 @@ pub(crate) struct Context {
     pub(crate) state: State,
     pub(crate) send: SendBuf,
     pub(crate) recv: RecvBuf,
-    sync: u32,
-    sreqs: VecDeque<(u32, Instant)>,
-    outstanding: Option<u32>,
+    /// Send log, loss detection, `sync` numbering.
+    rec: Recovery,
     peer_alloc: u64,
     peer_inrate: u32,
     rtt: RttEstimator,
-    cc: Box<dyn CongestionController>,
+    cc: Controller,
+    /// XTP rate control: min(our `outrate`, the peer's `inrate`).
     bucket: TokenBucket,
+    /// Congestion-control pacing (the controller's rate, in bursts).
+    pacer: TokenBucket,
+    /// Largest packet towards this peer (IPv6 takes 20 bytes of it).
+    max_packet: usize,
     retries: u32,
     wtimer: Option<Instant>,
+    /// Tail-loss probe: a status request if no report arrives for 2 SRTT.
+    ptimer: Option<Instant>,
+    /// A WTIMER expiry not yet known genuine or spurious.
+    timeout_at: Option<Instant>,
+    episode: Option<Episode>,
+    /// Largest bytes in flight in this round and the last one (is the
+    /// window used? controllers do not grow an unused window).
+    round_peak: u64,
+    last_round_peak: u64,
+    /// Dynamic right-sizing: `(when, bytes read then)` at the round start.
+    drs: (Instant, u64),
+    /// When our last status request for an RTT sample as a receiver left.
+    rtt_probe_at: Option<Instant>,
+    /// Ranges a report newly showed held (reused buffer).
+    covered: Vec<(u64, u64)>,
+    /// A TCNTL answered a status request while we held spans: an ECNTL
+    /// with the same echo goes next.
+    report_follows: bool,
     ctimer: Option<Instant>,
     /// Last packet from the peer; CTIMER is re-armed from it lazily, so a
     /// busy context does not move its timer on every packet.
@@ -118,10 +156,9 @@ impl Context {
         ep: &EndpointConfig,
         now: Instant,
     ) -> Self {
-        let cc: Box<dyn CongestionController> = match cfg.congestion {
-            Congestion::NewReno => Box::new(NewReno::new(cfg.mss)),
-            Congestion::Disabled => Box::new(Disabled),
-        };
+        let max_packet = ep.max_packet.saturating_sub(if peer.is_ipv6() { 20 } else { 0 });
+        // The controller counts in the data a DATA packet carries at most.
+        let cc = Controller::new(cfg.congestion, cfg.mss.min(max_packet.saturating_sub(32)));
         let rate = u64::from(cfg.out_rate);
         let burst = u64::from(if cfg.out_burst == 0 { cfg.mss as u32 * 4 } else { cfg.out_burst });
         Context {
@@ -136,18 +173,27 @@ impl Context {
             peer_uses_rtn: initiator,
             need_tcntl: !initiator,
             send: SendBuf::new(cfg.noerr),
-            recv: RecvBuf::new(cfg.recv_buffer, cfg.noerr),
+            recv: RecvBuf::new(cfg.recv_buffer, cfg.recv_buffer_max, cfg.noerr),
             state: State::Active,
-            sync: 0,
-            sreqs: VecDeque::new(),
-            outstanding: None,
+            rec: Recovery::new(),
             peer_alloc: INITIAL_ALLOC,
             peer_inrate: 0,
             rtt: RttEstimator::new(ep.min_rto, ep.max_rto),
             cc,
             bucket: TokenBucket::new(rate, burst, now),
+            pacer: TokenBucket::new(0, 1, now),
+            max_packet,
             retries: 0,
             wtimer: None,
+            ptimer: None,
+            timeout_at: None,
+            episode: None,
+            round_peak: 0,
+            last_round_peak: 0,
+            drs: (now, 0),
+            rtt_probe_at: None,
+            covered: Vec::new(),
+            report_follows: false,
             ctimer: Some(now + ep.keepalive),
             last_activity: now,
             ctimeout: None,
@@ -206,6 +252,8 @@ impl Context {
             self.wtimer = None;
             self.ctimer = None;
             self.rtimer = None;
+            self.ptimer = None;
+            self.rec.clear();
             if !self.closed_reported {
                 self.closed_reported = true;
                 sink.events.push_back(Event::Closed { ctx: self.id, reason });
@@ -236,7 +284,7 @@ impl Context {
         }
     }
 
-    pub(crate) fn read(&mut self) -> Option<Chunk> {
+    pub(crate) fn read(&mut self, now: Instant) -> Option<Chunk> {
         let c = self.recv.read_chunk()?;
         if let Some((seq, sync)) = self.dreq
             && self.recv.read >= seq
@@ -244,7 +292,25 @@ impl Context {
             self.reply_echo = Some(sync);
             self.dreq = None;
         }
+        self.right_size(now);
         Some(c)
+    }
+
+    /// Dynamic right-sizing of the receive buffer (Linux's receive
+    /// autotuning, by the same rule): once per round trip, if the
+    /// application read at least half a buffer in it, the buffer — not the
+    /// reader — limits the transfer: make it twice what was read.
+    fn right_size(&mut self, now: Instant) {
+        let Some(srtt) = self.rtt.srtt() else { return };
+        let (since, read_then) = self.drs;
+        if now.saturating_since(since) < srtt {
+            return;
+        }
+        let copied = self.recv.read - read_then;
+        if copied * 2 >= self.recv.buffer() {
+            self.recv.grow_to(copied * 2);
+        }
+        self.drs = (now, self.recv.read);
     }
 
     // ---- timers --------------------------------------------------------
@@ -257,7 +323,8 @@ impl Context {
             (x, None) => x,
             (None, y) => y,
         };
-        min(min(self.wtimer, self.ctimer), min(self.ctimeout, self.rtimer))
+        let a = min(min(self.wtimer, self.ctimer), min(self.ctimeout, self.rtimer));
+        min(a, min(self.ptimer, self.rec.loss_timer))
     }
 
     /// Returns true when the context should be freed.
@@ -276,6 +343,23 @@ impl Context {
                 return true;
             }
         }
+        if self.rec.loss_timer.is_some_and(|t| t <= now) {
+            sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::LossTimer });
+            let lost = self.rec.detect_lost(now, self.srtt_or_rto(), &mut self.send);
+            self.on_lost(now, lost, sink);
+        }
+        if self.ptimer.is_some_and(|t| t <= now) {
+            self.ptimer = None;
+            if self.rec.outstanding() && self.state.is_live() {
+                // No report for two round trips: ask for one. Cheaper than
+                // TCP's tail-loss probe (a status request, no data), and its
+                // answer lets loss detection see a lost tail without a
+                // timeout and its window collapse.
+                sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Ptimer });
+                self.need_probe = true;
+                self.stats.tail_probes += 1;
+            }
+        }
         if self.wtimer.is_some_and(|t| t <= now) {
             sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Wtimer });
             self.wtimer = None;
@@ -289,9 +373,16 @@ impl Context {
                 return false;
             }
             self.rtt.back_off();
-            self.cc.on_timeout(now);
-            sink.traces.push(Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
-            // Synchronising handshake: a fresh sync with SREQ; only its answer counts.
+            // Reduce now; undo if the answer shows the data was only late.
+            if self.timeout_at.is_none() {
+                self.cc.on_timeout(now);
+                self.stats.congestion_events += 1;
+                self.timeout_at = Some(now);
+                self.episode = None;
+                sink.traces.push(Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
+            }
+            // Synchronising handshake: a status request with a fresh sync;
+            // its answer tells what the peer holds.
             self.need_probe = true;
             self.stats.timeouts += 1;
         }
@@ -302,7 +393,7 @@ impl Context {
             } else {
                 sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Ctimer });
                 self.ctimer = Some(now + ep.keepalive);
-                if self.state.is_live() && self.outstanding.is_none() {
+                if self.state.is_live() && !self.rec.outstanding() {
                     self.need_probe = true;
                 }
             }
@@ -346,10 +437,10 @@ impl Context {
                 }
                 self.on_data(h, *btag, datagram.slice_ref(data), sink);
             }
-            Body::Cntl(c) => self.on_control(now, h, c, &[], sink),
+            Body::Cntl(c) => self.on_control(now, h, c, &[], true, sink),
             Body::Ecntl(e) => {
                 let spans: Vec<Span> = e.spans.iter().take(4096).collect();
-                self.on_control(now, h, &e.control, &spans, sink);
+                self.on_control(now, h, &e.control, &spans, true, sink);
             }
             Body::Tcntl { control, traffic } | Body::Jcntl { control, traffic, .. } => {
                 if self.initiator && !self.peer_key_known {
@@ -357,7 +448,9 @@ impl Context {
                     self.peer_key_known = true;
                 }
                 self.apply_peer_traffic(traffic, now);
-                self.on_control(now, h, &control.control, &[], sink);
+                // A TCNTL has no room for spans: it acknowledges, gives an
+                // RTT sample, but is no evidence of loss beyond rseq.
+                self.on_control(now, h, &control.control, &[], false, sink);
             }
             Body::Diag(d) => {
                 let text = String::from_utf8_lossy(d.text).into_owned();
@@ -440,11 +533,19 @@ impl Context {
         if out.readable && !was_readable {
             sink.events.push_back(Event::Readable { ctx: self.id });
         }
-        if out.out_of_order && h.options.contains(Options::FASTNAK) && !self.cfg.noerr {
-            let spans = self.recv.spans(MAX_SPANS).len();
-            if self.fastnak_mark != (self.recv.nxt, spans) {
-                self.fastnak_mark = (self.recv.nxt, spans);
+        if h.options.contains(Options::FASTNAK) && !self.cfg.noerr {
+            if out.filled {
+                // Data that fills a hole is news the sender waits for (its
+                // loss detection holds a timer on it): answer at once, as
+                // TCP acknowledges at once a segment that fills a gap.
                 self.reply_echo = Some(h.sync);
+            } else if out.out_of_order {
+                // A new hole: report once per hole, not per packet.
+                let spans = self.recv.span_count();
+                if self.fastnak_mark != (self.recv.nxt, spans) {
+                    self.fastnak_mark = (self.recv.nxt, spans);
+                    self.reply_echo = Some(h.sync);
+                }
             }
         }
         if !out.new_data && !h.options.contains(Options::SREQ) && len > 0 && !self.cfg.noerr {
@@ -460,59 +561,83 @@ impl Context {
         h: &HeaderRepr,
         c: &ControlSegment,
         spans: &[Span],
+        complete: bool,
         sink: &mut Sink<'_>,
     ) {
-        // An echo newer than anything we sent is forged or corrupt: use the
-        // report for nothing but ignore its echo.
-        let echo_valid = sync_le(c.echo, self.sync);
-        let answers = self.outstanding.is_some_and(|o| echo_valid && sync_le(o, c.echo));
-        // Echo 0 means the report answers nothing of ours (a window update).
-        let echo = (echo_valid && c.echo != 0).then_some(c.echo);
-        let out = self.send.on_report(c.rseq, spans, echo);
-        if out.invalid {
+        // An echo we never sent (newer than our last sync) is forged or
+        // corrupt: the report still acknowledges, but its echo counts for
+        // nothing.
+        let echo = self.rec.unwrap_echo(c.echo);
+        let mut covered = std::mem::take(&mut self.covered);
+        covered.clear();
+        let applied = self.send.apply_report(c.rseq, spans, |a, b| covered.push((a, b)));
+        let Ok(acked) = applied else {
+            self.covered = covered;
             self.need_diag = Some((
                 diag_code::PROTOCOL_ERROR,
                 diag_value::INVALID_RETRANSMISSION,
                 "report outside the data sent",
             ));
             return;
+        };
+        let info = self.rec.on_report(now, echo, acked, &covered, complete);
+        self.covered = covered;
+        if let Some(rtt) = info.rtt {
+            self.rtt.on_sample(rtt);
+            self.stats.rtt_samples += 1;
+            if let Some(srtt) = self.rtt.srtt() {
+                sink.traces.push(Trace::RttSample { ctx: self.id, rtt, srtt });
+            }
         }
-        // An answer to an older status request still shows the peer alive and
-        // the pipe moving: with requests pipelined (several per round trip)
-        // the newest one is rarely the one answered. Restart WTIMER then, as
-        // TCP restarts its timer on every new acknowledgement; only an answer
-        // to the newest request stops it.
-        let progress = echo_valid && c.echo != 0 && self.sreqs.iter().any(|&(s, _)| sync_le(s, c.echo));
-        if progress && !answers && self.outstanding.is_some() {
+        let progress = acked > 0 || info.echo_advanced;
+        if progress {
+            // The peer answers and the pipe moves: WTIMER restarts (re-armed
+            // below while anything is outstanding), the retry count clears.
             self.retries = 0;
-            self.wtimer = Some(now + self.rtt.rto());
-        }
-        if answers || (progress && self.outstanding.is_none()) {
-            self.outstanding = None;
             self.wtimer = None;
-            self.retries = 0;
         }
-        if answers || progress {
-            // One sample per status request, from its first answer (Karn).
-            if let Some(i) = self.sreqs.iter().position(|&(s, _)| s == c.echo) {
-                let (_, sent) = self.sreqs.remove(i).unwrap_or((0, now));
-                self.rtt.on_sample(now - sent);
-                if let Some(srtt) = self.rtt.srtt() {
-                    sink.traces.push(Trace::RttSample { ctx: self.id, rtt: now - sent, srtt });
+        if info.spurious_bytes > 0 {
+            self.stats.spurious_retransmitted += info.spurious_bytes;
+            self.rec.widen_reordering_window();
+            if let Some(e) = &mut self.episode {
+                e.spurious += info.spurious_bytes;
+                if e.spurious >= e.lost {
+                    // Every loss of the episode was reordering: undo it.
+                    self.episode = None;
+                    self.undo(sink);
                 }
             }
-            // Requests at or before the echo are answered (FIFO): forget them.
-            let echo = c.echo;
-            self.sreqs.retain(|&(s, _)| !sync_le(s, echo));
         }
-        if out.newly_acked > 0 {
-            self.cc.on_ack(now, out.newly_acked, self.rtt.srtt());
+        if info.round_start {
+            self.last_round_peak = self.round_peak;
+            self.round_peak = self.send.in_flight();
         }
-        if let Some(first) = out.first_lost {
-            self.cc.on_loss(now, first, self.send.nxt);
-            self.stats.loss_reports += 1;
-            sink.traces.push(Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
+        let lost = self.rec.detect_lost(now, self.srtt_or_rto(), &mut self.send);
+        if progress && let Some(at) = self.timeout_at.take() {
+            // Eifel with sync: the answer was triggered by a packet sent
+            // before the timeout, or shows nothing lost: the network was
+            // slow, not lossy.
+            if info.echoed_sent_at.is_some_and(|t| t < at) || lost.bytes == 0 {
+                self.stats.spurious_timeouts += 1;
+                self.undo(sink);
+            }
         }
+        if acked > 0 {
+            let cwnd = self.cc.window();
+            let ack = Ack {
+                now,
+                bytes: acked,
+                rtt: info.rtt,
+                srtt: self.rtt.srtt().unwrap_or_default(),
+                min_rtt: self.rec.min_rtt.unwrap_or_default(),
+                in_flight: self.send.in_flight(),
+                round_start: info.round_start,
+                delivery_rate: info.delivery_rate,
+                app_limited: self.last_round_peak.max(self.round_peak) < cwnd / 2,
+            };
+            self.cc.on_ack(&ack);
+        }
+        self.on_lost(now, lost, sink);
         if !self.cfg.noflow {
             self.peer_alloc = self.peer_alloc.max(c.alloc);
         }
@@ -522,6 +647,74 @@ impl Context {
             sink.events.push_back(Event::Gap { ctx: self.id, seq, len });
         }
         self.stats.bytes_acked = self.send.una;
+        self.arm_timers(now, progress);
+    }
+
+    /// The RTT loss detection waits for: the smoothed RTT, or the timeout
+    /// before any sample.
+    fn srtt_or_rto(&self) -> xk_time::Duration {
+        self.rtt.srtt().unwrap_or_else(|| self.rtt.rto())
+    }
+
+    /// Acts on data found lost: retransmission is already queued; the first
+    /// loss of data sent after the current episode began starts a new one,
+    /// which reduces the window once.
+    fn on_lost(&mut self, now: Instant, lost: Lost, sink: &mut Sink<'_>) {
+        let Some(first) = lost.first_sent else { return };
+        self.stats.loss_reports += 1;
+        match &mut self.episode {
+            Some(e) if first < e.start => e.lost += lost.bytes,
+            _ => {
+                self.episode = Some(Episode { start: now, lost: lost.bytes, spurious: 0 });
+                self.cc.on_congestion(now, self.send.in_flight());
+                self.stats.congestion_events += 1;
+                sink.traces.push(Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
+            }
+        }
+    }
+
+    /// The last reduction was spurious: the controller restores its window.
+    fn undo(&mut self, sink: &mut Sink<'_>) {
+        self.cc.on_spurious();
+        self.stats.undone += 1;
+        sink.traces.push(Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
+    }
+
+    /// WTIMER runs while anything is outstanding (restarted on progress);
+    /// the tail-loss probe two round trips after the last send or progress,
+    /// when that comes before the timeout.
+    fn arm_timers(&mut self, now: Instant, restart_probe: bool) {
+        if !self.rec.outstanding() {
+            self.wtimer = None;
+            self.ptimer = None;
+            return;
+        }
+        if self.wtimer.is_none() {
+            self.wtimer = Some(now + self.rtt.rto());
+        }
+        if (restart_probe || self.ptimer.is_none())
+            && let Some(srtt) = self.rtt.srtt()
+        {
+            let pto = (srtt * 2).max(xk_time::Duration::from_millis(1));
+            self.ptimer = (pto < self.rtt.rto()).then(|| now + pto);
+        }
+    }
+
+    /// Counters and gauges of this context.
+    pub(crate) fn stats(&self) -> ContextStats {
+        let cwnd = self.cc.window();
+        let flow = if self.cfg.noflow { u64::MAX } else { self.peer_alloc.saturating_sub(self.send.una) };
+        ContextStats {
+            cwnd,
+            send_window: cwnd.min(flow),
+            in_flight: self.send.in_flight(),
+            srtt: self.rtt.srtt(),
+            min_rtt: self.rec.min_rtt,
+            rto: self.rtt.rto(),
+            recv_buffer: self.recv.buffer(),
+            congestion: self.cc.name(),
+            ..self.stats
+        }
     }
 
     /// Moves the state machine on after input or output.
@@ -562,7 +755,7 @@ impl Context {
                     || self.send.has_new()
                     || self.wclose_pending
                     || (self.initiator && !self.established && self.stats.packets_sent == 0)
-                    || self.recv.alloc() >= self.last_alloc_sent + (self.cfg.recv_buffer as u64 / 4).max(1)))
+                    || self.alloc_update_due()))
     }
 
     fn key_out(&self) -> u64 {
@@ -584,35 +777,53 @@ impl Context {
         o
     }
 
-    /// Advances `sync`. Every data packet and every status request gets a
-    /// fresh value (digest G11, our rule), so an echo names exactly the packet
-    /// that triggered a report. 0 is skipped: it means "no echo".
-    fn next_sync(&mut self) -> u32 {
-        self.sync = self.sync.wrapping_add(1);
-        if self.sync == 0 {
-            self.sync = 1;
-        }
-        self.sync
+    /// Our allocation grew by a quarter buffer since we last told the peer.
+    fn alloc_update_due(&self) -> bool {
+        self.recv.alloc() >= self.last_alloc_sent + (self.recv.buffer() / 4).max(1)
     }
 
-    /// Records that the packet about to leave with the current `sync` carries
-    /// SREQ: its answer gives an RTT sample and stops WTIMER.
-    fn record_sreq(&mut self, now: Instant) {
-        self.sreqs.push_back((self.sync, now));
-        if self.sreqs.len() > SREQ_HISTORY {
-            self.sreqs.pop_front();
-        }
-        self.outstanding = Some(self.sync);
-        if self.wtimer.is_none() {
-            self.wtimer = Some(now + self.rtt.rto());
-        }
-        self.data_since_sreq = 0;
-    }
-
-    /// A fresh `sync` for a control packet that asks for status.
+    /// A fresh `sync` for a control packet that asks for status (digest
+    /// G11: every data packet and every status request gets one, so an echo
+    /// names exactly one transmission). Logged so its answer is recognised.
     fn bump_sync(&mut self, now: Instant) {
-        self.next_sync();
-        self.record_sreq(now);
+        self.rec.next_sync();
+        self.rec.on_sent(now, self.send.nxt, self.send.nxt, false, false);
+        self.arm_timers(now, false);
+    }
+
+    /// The wire `sync`: the low 32 bits of ours.
+    fn wire_sync(&self) -> u32 {
+        self.rec.sync as u32
+    }
+
+    /// Whether a data packet of `wire` bytes may leave now under rate
+    /// control and pacing; if not, RTIMER is set for when it may.
+    fn may_send(&mut self, now: Instant, wire: usize) -> bool {
+        match self.cc.pacing_rate(self.rtt.srtt()) {
+            Some(rate) => {
+                // Bursts of about a millisecond, at least 10 and at most 64
+                // packets: big enough to keep GSO batches large, small enough
+                // that the bottleneck queue absorbs them.
+                let packet = self.max_packet as u64;
+                let burst = (rate / 1000).clamp(10 * packet, 64 * packet);
+                self.pacer.set(rate, burst, now);
+            }
+            None if self.pacer.rate() != 0 => self.pacer.set(0, 1, now),
+            None => {}
+        }
+        let ready = self.bucket.ready_at(now, wire).max(self.pacer.ready_at(now, wire));
+        if ready > now {
+            self.rtimer = Some(ready);
+            return false;
+        }
+        self.bucket.try_take(now, wire);
+        self.pacer.try_take(now, wire);
+        true
+    }
+
+    /// Most spans an ECNTL may carry on this path.
+    fn max_spans(&self) -> usize {
+        ((self.max_packet.saturating_sub(ECNTL_BASE)) / 16).clamp(1, MAX_SPANS)
     }
 
     fn control(&self) -> ControlSegment {
@@ -642,7 +853,7 @@ impl Context {
             options,
             ptype,
             sort: s.cfg.sort.unwrap_or(0),
-            sync: s.sync,
+            sync: s.wire_sync(),
             seq,
         };
         // 1. Diagnostics and END.
@@ -672,7 +883,7 @@ impl Context {
             return None;
         }
         // 2. Key exchange (responder's first answers) and status reports.
-        if self.need_tcntl || (self.reply_echo.is_some() && !self.peer_uses_rtn) {
+        if self.need_tcntl || (self.reply_echo.is_some() && !self.peer_uses_rtn && !self.report_follows) {
             self.need_tcntl = false;
             let o = self.base_options();
             let control =
@@ -681,12 +892,20 @@ impl Context {
                 header: header(self, o, PacketType::Tcntl, self.send.nxt),
                 body: Body::Tcntl { control, traffic: traffic(&self.cfg) },
             };
-            self.reply_echo = None;
+            // A TCNTL carries no spans: if we hold data beyond rseq, the
+            // same answer follows as an ECNTL, or the sender would take the
+            // missing spans for losses.
+            if self.reply_echo.is_some() && self.recv.span_count() > 0 && !self.cfg.noerr {
+                self.report_follows = true;
+            } else {
+                self.reply_echo = None;
+            }
             self.last_alloc_sent = self.recv.alloc();
             return self.emit(&p, buf, None, sink);
         }
         if self.reply_echo.is_some() {
-            let spans = if self.cfg.noerr { Vec::new() } else { self.recv.spans(MAX_SPANS) };
+            self.report_follows = false;
+            let spans = if self.cfg.noerr { Vec::new() } else { self.recv.spans(self.max_spans()) };
             let o = self.base_options();
             let ctl = self.control();
             let body = if spans.is_empty() {
@@ -701,18 +920,20 @@ impl Context {
             return Some(n);
         }
         // 3. Data: retransmissions first, then new data within flow and
-        //    congestion limits, paced by the rate bucket.
-        let overhead = 32 + if self.established { 0 } else { 64 };
-        let mss = self.cfg.mss.min(ep.max_packet.saturating_sub(overhead)).max(1);
+        //    congestion limits, paced by the rate bucket and the pacer.
+        let first = self.initiator && !self.established;
+        let overhead =
+            32 + if first { self.first_address().buffer_len() + traffic(&self.cfg).buffer_len() } else { 0 };
+        let room = self.max_packet.saturating_sub(overhead);
         let flow = if self.cfg.noflow { u64::MAX } else { self.peer_alloc };
         // The congestion window counts bytes in flight (not those the peer
         // holds or we know lost), so the edge for new data is relative to nxt.
-        let room = self.cc.window().saturating_sub(self.send.in_flight());
-        let limit = flow.min(self.send.nxt.saturating_add(room));
-        if let Some(seg) = self.send.next_segment(mss, limit) {
-            let wire = overhead + seg.data.len();
-            if !self.bucket.try_take(now, wire) {
-                self.rtimer = Some(self.bucket.ready_at(now, wire));
+        let cwnd = self.cc.window();
+        let room_cc = cwnd.saturating_sub(self.send.in_flight());
+        let limit = flow.min(self.send.nxt.saturating_add(room_cc));
+        if let Some(seg) = self.send.next_segment(self.cfg.mss, room, limit) {
+            let wire = overhead + seg.btag.map_or(0, |_| 8) + seg.data.len();
+            if !self.may_send(now, wire) {
                 return None;
             }
             let end = seg.seq + seg.data.len() as u64;
@@ -728,16 +949,16 @@ impl Context {
             self.data_since_sreq += 1;
             // With a small window every reply counts: ask at least every quarter
             // window, so one lost report does not stall the sender until WTIMER.
-            let window_pkts = (self.cc.window() / mss as u64).max(1);
+            let window_pkts = (cwnd / self.cfg.mss.max(1) as u64).max(1);
             let every = u64::from(self.cfg.sreq_every).min((window_pkts / 4).max(1)) as u32;
             let ask = !self.cfg.noerr
                 && (!more_after
                     || self.data_since_sreq >= every
                     || o.contains(Options::WCLOSE)
                     || seg.retransmit);
-            self.next_sync();
+            self.rec.next_sync();
             if ask {
-                self.record_sreq(now);
+                self.data_since_sreq = 0;
                 o |= Options::SREQ;
             }
             let datagram_done = self.cfg.service == Service::Datagram && self.send.fin == Some(end);
@@ -747,9 +968,8 @@ impl Context {
             if o.contains(Options::WCLOSE) {
                 self.wclose_pending = false;
             }
-            let ptype =
-                if self.initiator && !self.established { PacketType::First } else { PacketType::Data };
-            let body = if ptype == PacketType::First {
+            let ptype = if first { PacketType::First } else { PacketType::Data };
+            let body = if first {
                 Body::First {
                     address: self.first_address(),
                     traffic: traffic(&self.cfg),
@@ -760,13 +980,22 @@ impl Context {
                 Body::Data { btag: seg.btag, data: &seg.data }
             };
             let p = PacketRepr { header: header(self, o, ptype, seg.seq), body };
+            debug_assert!(p.buffer_len() <= self.max_packet, "packet over max_packet");
             let n = self.emit(&p, buf, Some(seg.data.len()), sink)?;
             if seg.retransmit {
                 self.stats.retransmitted += seg.data.len() as u64;
                 sink.traces.push(Trace::Retransmit { ctx: self.id, seq: seg.seq, len: seg.data.len() });
             }
-            self.send.on_sent(&seg, self.sync);
+            self.send.on_sent(&seg);
             self.stats.bytes_sent += seg.data.len() as u64;
+            if !self.cfg.noerr {
+                // Application-limited: nothing more to send and the window not full.
+                let in_flight = self.send.in_flight();
+                let app_limited = !self.send.has_new() && in_flight < cwnd;
+                self.rec.on_sent(now, seg.seq, end, seg.retransmit, app_limited);
+                self.round_peak = self.round_peak.max(in_flight);
+                self.arm_timers(now, false);
+            }
             if datagram_done {
                 // An unacknowledged datagram ends with its last packet.
                 self.close_with(Input::EndReceived, CloseReason::Graceful, now, ep, sink);
@@ -801,10 +1030,21 @@ impl Context {
             };
             return self.emit(&p, buf, None, sink);
         }
-        if self.recv.alloc() >= self.last_alloc_sent + (self.cfg.recv_buffer as u64 / 4).max(1) {
+        if self.alloc_update_due() {
             self.last_alloc_sent = self.recv.alloc();
+            let mut o = self.base_options();
+            // A receiver needs its own RTT to size its buffer (right_size):
+            // at most once per round trip, the update asks for status.
+            let probe_due = self
+                .rtt_probe_at
+                .is_none_or(|t| self.rtt.srtt().is_some_and(|srtt| now.saturating_since(t) >= srtt));
+            if probe_due && !self.rec.outstanding() && !self.cfg.noerr {
+                self.bump_sync(now);
+                self.rtt_probe_at = Some(now);
+                o |= Options::SREQ;
+            }
             let p = PacketRepr {
-                header: header(self, self.base_options(), PacketType::Cntl, self.send.nxt),
+                header: header(self, o, PacketType::Cntl, self.send.nxt),
                 body: Body::Cntl(self.control()),
             };
             return self.emit(&p, buf, None, sink);

@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, VecDeque};
 use bytes::Bytes;
 use xtp_wire::Span;
 
+use crate::ranges::RangeSet;
+
 /// A piece of in-order data handed to the application.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chunk {
@@ -40,6 +42,9 @@ pub(crate) struct RecvOutcome {
     pub(crate) out_of_order: bool,
     /// NOERR only: bytes skipped as lost, `(seq, len)`.
     pub(crate) gap: Option<(u64, u64)>,
+    /// The segment arrived at `rseq` while later data was held: it fills
+    /// (part of) a hole, news the sender is waiting for.
+    pub(crate) filled: bool,
 }
 
 pub(crate) struct RecvBuf {
@@ -48,24 +53,52 @@ pub(crate) struct RecvBuf {
     /// Every byte below has been read by the application.
     pub(crate) read: u64,
     ooo: BTreeMap<u64, Seg>,
+    /// The ranges `ooo` covers, kept alongside so span reports cost O(spans)
+    /// and not O(segments held).
+    held: RangeSet,
     ready: VecDeque<Chunk>,
     /// The peer's end of data, once its WCLOSE arrived.
     pub(crate) fin: Option<u64>,
+    /// How far `alloc` runs ahead of `read`.
     buffer: u64,
+    /// Largest `buffer` may grow to (dynamic right-sizing).
+    max_buffer: u64,
     noerr: bool,
 }
 
 impl RecvBuf {
-    pub(crate) fn new(buffer: usize, noerr: bool) -> Self {
+    /// A buffer of `buffer` bytes that may grow to `max_buffer`.
+    pub(crate) fn new(buffer: usize, max_buffer: usize, noerr: bool) -> Self {
         RecvBuf {
             nxt: 0,
             read: 0,
             ooo: BTreeMap::new(),
+            held: RangeSet::new(),
             ready: VecDeque::new(),
             fin: None,
             buffer: buffer as u64,
+            max_buffer: max_buffer.max(buffer) as u64,
             noerr,
         }
+    }
+
+    /// The current buffer size (grows from the configured size).
+    pub(crate) fn buffer(&self) -> u64 {
+        self.buffer
+    }
+
+    /// Number of spans held beyond `nxt`.
+    pub(crate) fn span_count(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Grows the buffer to `bytes` (never shrinks it), up to its maximum.
+    /// Returns whether it grew.
+    pub(crate) fn grow_to(&mut self, bytes: u64) -> bool {
+        let new = bytes.min(self.max_buffer);
+        let grew = new > self.buffer;
+        self.buffer = self.buffer.max(new);
+        grew
     }
 
     /// The allocation edge we advertise: the peer may send below it.
@@ -122,7 +155,7 @@ impl RecvBuf {
         if self.noerr {
             return self.on_data_noerr(seq, data, eom, btag);
         }
-        let end = seq + len;
+        let end = seq.saturating_add(len);
         let alloc = self.alloc();
         if end <= self.nxt || seq >= alloc {
             out.out_of_order = seq > self.nxt;
@@ -146,6 +179,7 @@ impl RecvBuf {
             return out;
         }
         out.new_data = true;
+        out.filled = !self.held.is_empty();
         self.push_ready(s, seg);
         // Pull in whatever is now contiguous.
         while let Some(entry) = self.ooo.first_entry() {
@@ -165,6 +199,7 @@ impl RecvBuf {
             let at = self.nxt;
             self.push_ready(at, seg);
         }
+        self.held.clear_below(self.nxt);
         out.readable = true;
         out
     }
@@ -194,6 +229,7 @@ impl RecvBuf {
             match next {
                 None => {
                     if !seg.data.is_empty() {
+                        self.held.insert(start, end);
                         self.ooo.insert(start, seg);
                         stored = true;
                     }
@@ -203,6 +239,7 @@ impl RecvBuf {
                     if nk > start {
                         let head =
                             Seg { data: seg.data.slice(..(nk - start) as usize), eom: false, btag: seg.btag };
+                        self.held.insert(start, nk);
                         self.ooo.insert(start, head);
                         stored = true;
                     }
@@ -238,21 +275,19 @@ impl RecvBuf {
         out
     }
 
-    /// Spans of data held beyond `nxt`, merged, at most `max`.
+    /// Spans of data held beyond `nxt`, at most `max`: when there are more,
+    /// the lowest half (where retransmissions fill holes) and the highest
+    /// half (where new data arrives). The sender accumulates what reports
+    /// tell it, so the middle was already reported when it was the top.
     pub(crate) fn spans(&self, max: usize) -> Vec<Span> {
-        let mut out: Vec<Span> = Vec::new();
-        for (&k, v) in &self.ooo {
-            let e = k + v.data.len() as u64;
-            match out.last_mut() {
-                Some(last) if last.right == k => last.right = e,
-                _ => {
-                    if out.len() == max {
-                        break;
-                    }
-                    out.push(Span { left: k, right: e });
-                }
-            }
+        let span = |(left, right)| Span { left, right };
+        if self.held.len() <= max {
+            return self.held.iter().map(span).collect();
         }
+        let high = max / 2;
+        let mut out: Vec<Span> = self.held.iter().take(max - high).map(span).collect();
+        let top: Vec<Span> = self.held.iter().rev().take(high).map(span).collect();
+        out.extend(top.into_iter().rev());
         out
     }
 }
@@ -280,7 +315,7 @@ mod tests {
             let k = order.index(pieces.len());
             pieces.rotate_left(k);
             pieces.reverse();
-            let mut r = RecvBuf::new(1 << 20, false);
+            let mut r = RecvBuf::new(1 << 20, 1 << 20, false);
             for (s, e) in pieces { r.on_data(s, bytes(s..e), e == total, None); }
             prop_assert_eq!(r.nxt, total);
             prop_assert!(r.spans(100).is_empty());
@@ -292,25 +327,42 @@ mod tests {
 
     #[test]
     fn spans_alloc_and_trimming() {
-        let mut r = RecvBuf::new(1000, false);
+        let mut r = RecvBuf::new(1000, 1000, false);
         r.on_data(100, bytes(100..200), false, None);
         r.on_data(200, bytes(200..300), false, None);
         r.on_data(500, bytes(500..600), false, None);
         assert_eq!(r.spans(10), vec![Span { left: 100, right: 300 }, Span { left: 500, right: 600 }]);
-        assert_eq!(r.spans(1).len(), 1);
+        assert_eq!(r.spans(1), vec![Span { left: 100, right: 300 }]);
+        r.on_data(700, bytes(700..800), false, None);
+        assert_eq!(
+            r.spans(2),
+            vec![Span { left: 100, right: 300 }, Span { left: 700, right: 800 }],
+            "lowest and highest when they do not all fit"
+        );
         // Beyond alloc (1000) is trimmed.
         r.on_data(950, bytes(950..1100), true, None);
         assert_eq!(r.spans(10).last(), Some(&Span { left: 950, right: 1000 }));
         let o = r.on_data(0, bytes(0..100), false, Some(5));
-        assert!(o.readable && !o.out_of_order);
+        assert!(o.readable && !o.out_of_order && o.filled);
         assert_eq!(r.nxt, 300);
         assert_eq!(r.read_chunk().map(|c| (c.seq, c.btag)), Some((0, Some(5))));
         assert_eq!(r.alloc(), 1100);
+        assert_eq!(r.span_count(), 3);
+    }
+
+    #[test]
+    fn buffer_grows_up_to_its_maximum() {
+        let mut r = RecvBuf::new(1000, 4000, false);
+        assert!(!r.grow_to(500), "never shrinks");
+        assert!(r.grow_to(3000));
+        assert_eq!(r.alloc(), 3000);
+        assert!(r.grow_to(9000));
+        assert_eq!(r.buffer(), 4000);
     }
 
     #[test]
     fn noerr_reports_gaps_and_drops_late_data() {
-        let mut r = RecvBuf::new(1000, true);
+        let mut r = RecvBuf::new(1000, 1000, true);
         assert_eq!(r.on_data(0, bytes(0..10), false, None).gap, None);
         assert_eq!(r.on_data(20, bytes(20..30), false, None).gap, Some((10, 10)));
         assert!(!r.on_data(10, bytes(10..20), false, None).new_data);

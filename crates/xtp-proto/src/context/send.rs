@@ -6,13 +6,9 @@
 //! fall at a packet end and a BTAG always rides on the packet that starts its
 //! message — also when the data is retransmitted (digest G5).
 //!
-//! Loss detection uses the synchronising handshake (digest §5.3): every packet
-//! carries the current `sync`, and each transmitted range remembers the `sync`
-//! it last went out with. A report echoing `e` reflects every packet sent with
-//! `sync <= e`, so a hole whose data last left with `sync <= e` is lost, and
-//! one sent later is still in flight. With spans this is selective repeat;
-//! without spans (a CNTL behind the send point) it degenerates to go-back-N
-//! from `rseq`.
+//! Which holes are lost is decided in `recovery.rs`; this file keeps the
+//! byte-level scoreboard: what the peer holds (`sacked`, from spans and
+//! `rseq`) and what waits to be retransmitted (`retx`).
 
 use std::collections::VecDeque;
 
@@ -20,11 +16,6 @@ use bytes::Bytes;
 use xtp_wire::Span;
 
 use crate::ranges::RangeSet;
-
-/// `a <= b` in 32-bit serial-number arithmetic (digest G11).
-pub(crate) fn sync_le(a: u32, b: u32) -> bool {
-    (b.wrapping_sub(a) as i32) >= 0
-}
 
 struct Chunk {
     seq: u64,
@@ -52,18 +43,9 @@ pub(crate) struct Segment {
     pub(crate) retransmit: bool,
 }
 
-/// What a status report changed.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct ReportOutcome {
-    /// Bytes newly acknowledged cumulatively or held by the peer.
-    pub(crate) newly_acked: u64,
-    /// Lowest sequence number found lost, if any.
-    pub(crate) first_lost: Option<u64>,
-    /// Bytes newly marked for retransmission.
-    pub(crate) lost_bytes: u64,
-    /// The report pointed outside what we sent.
-    pub(crate) invalid: bool,
-}
+/// A report pointed outside what we sent.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct InvalidReport;
 
 pub(crate) struct SendBuf {
     chunks: VecDeque<Chunk>,
@@ -75,12 +57,10 @@ pub(crate) struct SendBuf {
     pub(crate) end: u64,
     /// Where the data ends once the application closed its writing side.
     pub(crate) fin: Option<u64>,
+    /// Lost, waiting to be retransmitted.
     retx: RangeSet,
+    /// Held by the peer beyond `una` (from spans).
     sacked: RangeSet,
-    /// `(start, end, sync of the last transmission)` covering `[una, nxt)`,
-    /// sorted and disjoint. New data appends (O(1)), acknowledgement pops from
-    /// the front; only retransmissions splice in the middle.
-    sent: VecDeque<(u64, u64, u32)>,
     at_msg_start: bool,
     /// NOERR: keep nothing once sent.
     noerr: bool,
@@ -96,7 +76,6 @@ impl SendBuf {
             fin: None,
             retx: RangeSet::new(),
             sacked: RangeSet::new(),
-            sent: VecDeque::new(),
             at_msg_start: true,
             noerr,
         }
@@ -161,11 +140,15 @@ impl SendBuf {
         (i < self.chunks.len() && self.chunks[i].seq <= seq).then_some(i)
     }
 
-    /// The bytes from `seq`, at most `max` long, within one chunk.
-    fn cut(&self, seq: u64, max: u64, retransmit: bool) -> Option<Segment> {
+    /// The bytes from `seq` within one chunk: at most `max` of data, and the
+    /// data plus its BTAG (8 bytes, when the segment starts a tagged message)
+    /// at most `room`, so the tag is counted in the packet size (G5).
+    fn cut(&self, seq: u64, max: u64, room: u64, retransmit: bool) -> Option<Segment> {
         let c = &self.chunks[self.chunk_index(seq)?];
         let off = (seq - c.seq) as usize;
-        let len = (c.data.len() - off).min(max as usize);
+        let btag = if off == 0 && c.msg_start { c.btag } else { None };
+        let room = room.saturating_sub(if btag.is_some() { 8 } else { 0 });
+        let len = (c.data.len() - off).min(max.min(room) as usize);
         if len == 0 {
             return None;
         }
@@ -174,20 +157,21 @@ impl SendBuf {
             seq,
             data: c.data.slice(off..end),
             eom: c.eom && end == c.data.len(),
-            btag: if off == 0 && c.msg_start { c.btag } else { None },
+            btag,
             retransmit,
         })
     }
 
     /// The next segment to send: the lowest hole to retransmit, else new data
-    /// below `limit` (the flow/congestion edge). At most `max` bytes.
-    pub(crate) fn next_segment(&self, max: usize, limit: u64) -> Option<Segment> {
-        let max = max as u64;
+    /// below `limit` (the flow/congestion edge). At most `max` bytes of data,
+    /// and at most `room` bytes of data and BTAG together.
+    pub(crate) fn next_segment(&self, max: usize, room: usize, limit: u64) -> Option<Segment> {
+        let (max, room) = (max as u64, room as u64);
         if let Some((s, e)) = self.retx.first() {
-            return self.cut(s, max.min(e - s), true);
+            return self.cut(s, max.min(e - s), room, true);
         }
         if self.nxt < self.end && self.nxt < limit {
-            return self.cut(self.nxt, max.min(limit - self.nxt), false);
+            return self.cut(self.nxt, max.min(limit - self.nxt), room, false);
         }
         None
     }
@@ -201,8 +185,8 @@ impl SendBuf {
         end < self.end && end < limit
     }
 
-    /// Records that `seg` left with `sync`.
-    pub(crate) fn on_sent(&mut self, seg: &Segment, sync: u32) {
+    /// Records that `seg` left.
+    pub(crate) fn on_sent(&mut self, seg: &Segment) {
         let (s, e) = (seg.seq, seg.seq + seg.data.len() as u64);
         if seg.retransmit {
             self.retx.remove(s, e);
@@ -213,35 +197,6 @@ impl SendBuf {
             // Nothing is kept for retransmission: the data counts as delivered.
             self.una = self.nxt;
             self.release();
-            return;
-        }
-        self.stamp(s, e, sync);
-    }
-
-    fn stamp(&mut self, s: u64, e: u64, sync: u32) {
-        if self.sent.back().is_none_or(|&(_, b, _)| b <= s) {
-            self.sent.push_back((s, e, sync));
-            return;
-        }
-        // Replace whatever overlaps [s, e), keeping the parts outside it.
-        let first = self.sent.partition_point(|&(_, b, _)| b <= s);
-        let last = self.sent.partition_point(|&(a, _, _)| a < e);
-        let mut repl: Vec<(u64, u64, u32)> = Vec::with_capacity(3);
-        if let Some(&(a, _, y)) = self.sent.get(first)
-            && a < s
-        {
-            repl.push((a, s, y));
-        }
-        repl.push((s, e, sync));
-        if last > first
-            && let Some(&(_, b, y)) = self.sent.get(last - 1)
-            && b > e
-        {
-            repl.push((e, b, y));
-        }
-        self.sent.drain(first..last);
-        for (i, r) in repl.into_iter().enumerate() {
-            self.sent.insert(first + i, r);
         }
     }
 
@@ -252,66 +207,51 @@ impl SendBuf {
         }
         self.retx.clear_below(self.una);
         self.sacked.clear_below(self.una);
-        while let Some(&(a, b, y)) = self.sent.front() {
-            if b <= self.una {
-                self.sent.pop_front();
-            } else {
-                if a < self.una {
-                    self.sent[0] = (self.una, b, y);
-                }
-                break;
-            }
-        }
     }
-    /// Applies a status report: cumulative `rseq`, `spans` held beyond it, and
-    /// the `echo` telling which of our packets the report reflects (`None`:
-    /// the report answers no request of ours, so only acknowledgement is
-    /// taken from it).
-    pub(crate) fn on_report(&mut self, rseq: u64, spans: &[Span], echo: Option<u32>) -> ReportOutcome {
-        let mut out = ReportOutcome::default();
+
+    /// Applies the acknowledgement part of a status report: cumulative
+    /// `rseq` and the `spans` held beyond it. Calls `covered` for every range
+    /// the report newly shows held; returns the bytes newly acknowledged.
+    pub(crate) fn apply_report(
+        &mut self,
+        rseq: u64,
+        spans: &[Span],
+        mut covered: impl FnMut(u64, u64),
+    ) -> Result<u64, InvalidReport> {
         if rseq > self.nxt || spans.iter().any(|s| s.right > self.nxt || s.left < rseq || s.left >= s.right) {
-            out.invalid = true;
-            return out;
+            return Err(InvalidReport);
         }
         if self.noerr {
-            return out;
+            return Ok(0);
         }
-        let before = self.una + self.sacked.covered();
+        let mut newly = 0;
         if rseq > self.una {
+            self.sacked.for_each_gap(self.una, rseq, |a, b| {
+                newly += b - a;
+                covered(a, b);
+            });
             self.una = rseq;
             self.release();
         }
         for s in spans {
-            self.sacked.insert(s.left.max(self.una), s.right);
-            self.retx.remove(s.left, s.right);
+            let left = s.left.max(self.una);
+            newly += self.sacked.insert_with(left, s.right, &mut covered);
+            self.retx.remove(left, s.right);
         }
-        out.newly_acked = (self.una + self.sacked.covered()).saturating_sub(before);
-        let Some(echo) = echo else { return out };
-        // Holes: [una, nxt) minus what the peer holds; lost if last sent with
-        // sync <= echo.
-        let mut holes = RangeSet::new();
-        holes.insert(self.una, self.nxt);
-        for (a, b) in self.sacked.iter() {
-            holes.remove(a, b);
-        }
-        let mut lost: Vec<(u64, u64)> = Vec::new();
-        for (hs, he) in holes.iter() {
-            let first = self.sent.partition_point(|&(_, b, _)| b <= hs);
-            for &(a, b, y) in self.sent.range(first..).take_while(|&&(a, _, _)| a < he) {
-                let (ls, le) = (a.max(hs), b.min(he));
-                if ls < le && sync_le(y, echo) {
-                    lost.push((ls, le));
-                }
-            }
-        }
-        for (a, b) in lost {
-            if !self.retx.contains_range(a, b) {
-                out.lost_bytes += b - a;
-                out.first_lost = Some(out.first_lost.map_or(a, |f: u64| f.min(a)));
-                self.retx.insert(a, b);
-            }
-        }
-        out
+        Ok(newly)
+    }
+
+    /// Whether the peer holds all of `[seq, end)`.
+    pub(crate) fn holds(&self, seq: u64, end: u64) -> bool {
+        end <= self.una || self.sacked.contains_range(seq.max(self.una), end)
+    }
+
+    /// Marks what the peer does not hold of `[seq, end)` for retransmission;
+    /// returns the bytes newly marked.
+    pub(crate) fn mark_lost(&mut self, seq: u64, end: u64) -> u64 {
+        let mut gaps = Vec::new();
+        self.sacked.for_each_gap(seq.max(self.una), end, |a, b| gaps.push((a, b)));
+        gaps.into_iter().map(|(a, b)| self.retx.insert_with(a, b, |_, _| {})).sum()
     }
 }
 
@@ -325,10 +265,10 @@ mod tests {
         b
     }
 
-    fn send_all(b: &mut SendBuf, mss: usize, sync: u32) -> Vec<Segment> {
+    fn send_all(b: &mut SendBuf, mss: usize) -> Vec<Segment> {
         let mut out = Vec::new();
-        while let Some(s) = b.next_segment(mss, u64::MAX) {
-            b.on_sent(&s, sync);
+        while let Some(s) = b.next_segment(mss, usize::MAX, u64::MAX) {
+            b.on_sent(&s);
             out.push(s);
         }
         out
@@ -340,7 +280,7 @@ mod tests {
         b.write(Bytes::from_static(b"hello "), false, Some(1));
         b.write(Bytes::from_static(b"world"), true, Some(2)); // continues the message: tag ignored
         b.write(Bytes::from_static(b"next"), true, Some(3));
-        let segs = send_all(&mut b, 4, 1);
+        let segs = send_all(&mut b, 4);
         let shape: Vec<(u64, usize, bool, Option<u64>)> =
             segs.iter().map(|s| (s.seq, s.data.len(), s.eom, s.btag)).collect();
         assert_eq!(
@@ -356,44 +296,49 @@ mod tests {
     }
 
     #[test]
-    fn selective_and_go_back_n_recovery() {
+    fn btag_counts_in_the_packet_size() {
+        let mut b = SendBuf::new(false);
+        b.write(Bytes::from(vec![1u8; 100]), true, Some(5));
+        b.write(Bytes::from(vec![2u8; 100]), true, None);
+        let s = b.next_segment(1000, 58, u64::MAX).unwrap();
+        assert_eq!((s.data.len(), s.btag), (50, Some(5)), "50 bytes of data + 8 of tag in 58");
+        b.on_sent(&s);
+        assert_eq!(b.next_segment(1000, 58, u64::MAX).map(|s| s.data.len()), Some(50), "the rest, untagged");
+    }
+
+    #[test]
+    fn scoreboard_marks_only_what_the_peer_lacks() {
         let mut b = buf_with(10_000);
-        send_all(&mut b, 1000, 5); // ten packets with sync 5
-        // The peer holds [3000, 5000) and [7000, 10000): holes [0,3000) [5000,7000).
+        send_all(&mut b, 1000);
         let spans = [Span { left: 3000, right: 5000 }, Span { left: 7000, right: 10_000 }];
-        let out = b.on_report(0, &spans, Some(5));
-        assert_eq!(out.lost_bytes, 5000);
+        let mut covered = Vec::new();
+        assert_eq!(b.apply_report(1000, &spans, |a, z| covered.push((a, z))), Ok(6000));
+        assert_eq!(covered, vec![(0, 1000), (3000, 5000), (7000, 10_000)]);
+        assert!(b.holds(3000, 4000) && !b.holds(2000, 4000));
+        // A packet covering [2000, 8000) was lost: only the holes are resent.
+        assert_eq!(b.mark_lost(2000, 8000), 3000);
+        assert_eq!(b.mark_lost(2000, 8000), 0, "already marked");
         assert_eq!(
-            b.next_segment(1000, u64::MAX).map(|s| (s.seq, s.retransmit, s.btag)),
-            Some((0, true, Some(99)))
+            b.next_segment(1000, usize::MAX, u64::MAX).map(|s| (s.seq, s.retransmit)),
+            Some((2000, true))
         );
-        // A repeated report does not double-count.
-        assert_eq!(b.on_report(0, &spans, Some(5)).lost_bytes, 0);
-        // Retransmit [0, 3000) with sync 6; a report echoing 5 must not mark it lost again.
-        for _ in 0..3 {
-            let s = b.next_segment(1000, u64::MAX).unwrap();
-            b.on_sent(&s, 6);
-        }
-        assert_eq!(b.on_report(0, &spans, Some(5)).lost_bytes, 0);
-        // Go-back-N: a CNTL at 3000 echoing 6 (no spans) marks [3000, 10000) lost
-        // except what was sent after... everything here was sent with sync <= 6.
-        let mut g = buf_with(5000);
-        send_all(&mut g, 1000, 1);
-        let out = g.on_report(2000, &[], Some(1));
-        assert_eq!((out.newly_acked, out.lost_bytes, out.first_lost), (2000, 3000, Some(2000)));
-        // Invalid: rseq beyond what was sent.
-        assert!(g.on_report(9000, &[], Some(1)).invalid);
+        assert_eq!(b.in_flight(), 9000 - 5000 - 3000);
+        // The same report again changes nothing; one beyond what was sent is refused.
+        assert_eq!(b.apply_report(1000, &spans, |_, _| {}), Ok(0));
+        assert_eq!(b.apply_report(20_000, &[], |_, _| {}), Err(InvalidReport));
+        // A retransmitted range reported held leaves the retransmit queue.
+        assert_eq!(b.apply_report(1000, &[Span { left: 1000, right: 3000 }], |_, _| {}), Ok(2000));
+        assert_eq!(b.next_segment(1000, usize::MAX, u64::MAX).map(|s| s.seq), Some(5000));
     }
 
     #[test]
     fn ack_releases_and_in_flight_counts() {
         let mut b = buf_with(4000);
-        send_all(&mut b, 1000, 1);
+        send_all(&mut b, 1000);
         assert_eq!(b.in_flight(), 4000);
-        let out = b.on_report(1000, &[Span { left: 2000, right: 3000 }], None);
-        assert_eq!(out.newly_acked, 2000);
+        assert_eq!(b.apply_report(1000, &[Span { left: 2000, right: 3000 }], |_, _| {}), Ok(2000));
         assert_eq!(b.in_flight(), 2000);
-        b.on_report(4000, &[], None);
+        assert_eq!(b.apply_report(4000, &[], |_, _| {}), Ok(2000));
         assert!(b.all_acked());
         assert_eq!(b.in_flight(), 0);
         assert!(b.chunks.is_empty());

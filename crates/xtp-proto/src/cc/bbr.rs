@@ -1,0 +1,254 @@
+//! A model-based controller in the spirit of BBR v1 (Cardwell et al., 2016).
+//!
+//! Instead of reacting to loss, it estimates the path: the bottleneck
+//! bandwidth (`btl_bw`, the largest delivery rate seen over the last ten
+//! round trips) and the propagation RTT (`min_rtt`, the smallest RTT seen in
+//! ten seconds). It paces at `pacing_gain × btl_bw` and caps data in flight at
+//! `cwnd_gain × btl_bw × min_rtt`:
+//!
+//! * **Startup**: gain 2/ln 2 until the bandwidth stops growing by 25 % over
+//!   three rounds;
+//! * **Drain**: gain ln 2/2 until in flight falls to one BDP;
+//! * **ProbeBw**: a cycle of gains 1.25, 0.75, 1 × 6, one `min_rtt` each;
+//! * **ProbeRtt**: every ten seconds without a new `min_rtt`, four packets in
+//!   flight for 200 ms so the queue drains and the true RTT shows.
+//!
+//! Loss does not reduce the window (v1's choice); a timeout does, until the
+//! next report.
+
+use xk_time::{Duration, Instant};
+
+use super::{Ack, CongestionController, initial_window};
+
+const STARTUP_GAIN: f64 = 2.885;
+const DRAIN_GAIN: f64 = 1.0 / 2.885;
+const CWND_GAIN: f64 = 2.0;
+const CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+const BW_ROUNDS: u64 = 10;
+const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+const PROBE_RTT_TIME: Duration = Duration::from_millis(200);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Startup,
+    Drain,
+    ProbeBw,
+    ProbeRtt,
+}
+
+/// BBR-style model-based controller.
+#[derive(Clone, Copy, Debug)]
+pub struct Bbr {
+    mss: u64,
+    mode: Mode,
+    /// Per-round maxima of the delivery rate, `(round, bytes/s)`, ring of 10.
+    bw: [(u64, u64); BW_ROUNDS as usize],
+    round: u64,
+    min_rtt: Option<Duration>,
+    min_rtt_at: Instant,
+    full_bw: u64,
+    full_bw_rounds: u32,
+    filled_pipe: bool,
+    cycle: usize,
+    cycle_at: Instant,
+    probe_rtt_until: Option<Instant>,
+    cwnd: u64,
+    /// Window before a timeout or ProbeRtt cut it.
+    prior_cwnd: u64,
+}
+
+impl Bbr {
+    /// A controller for segments of `mss` bytes.
+    pub fn new(mss: u64) -> Self {
+        Bbr {
+            mss,
+            mode: Mode::Startup,
+            bw: [(0, 0); BW_ROUNDS as usize],
+            round: 0,
+            min_rtt: None,
+            min_rtt_at: Instant::ZERO,
+            full_bw: 0,
+            full_bw_rounds: 0,
+            filled_pipe: false,
+            cycle: 0,
+            cycle_at: Instant::ZERO,
+            probe_rtt_until: None,
+            cwnd: initial_window(mss),
+            prior_cwnd: 0,
+        }
+    }
+
+    fn btl_bw(&self) -> u64 {
+        self.bw.iter().filter(|(r, _)| r + BW_ROUNDS > self.round).map(|&(_, b)| b).max().unwrap_or(0)
+    }
+
+    /// Bandwidth × propagation delay, bytes (`None` before both are known).
+    fn bdp(&self) -> Option<u64> {
+        let bw = self.btl_bw();
+        let rtt = self.min_rtt?;
+        (bw > 0).then_some((bw as f64 * rtt.as_secs_f64()) as u64)
+    }
+
+    fn pacing_gain(&self) -> f64 {
+        match self.mode {
+            Mode::Startup => STARTUP_GAIN,
+            Mode::Drain => DRAIN_GAIN,
+            Mode::ProbeBw => CYCLE[self.cycle],
+            Mode::ProbeRtt => 1.0,
+        }
+    }
+
+    fn target_cwnd(&self, gain: f64) -> u64 {
+        match self.bdp() {
+            Some(bdp) => ((bdp as f64 * gain) as u64 + 3 * self.mss).max(4 * self.mss),
+            None => initial_window(self.mss),
+        }
+    }
+}
+
+impl CongestionController for Bbr {
+    fn on_ack(&mut self, ack: &Ack) {
+        let now = ack.now;
+        if ack.round_start {
+            self.round += 1;
+        }
+        if let Some((rate, app_limited)) = ack.delivery_rate
+            && (!app_limited || rate >= self.btl_bw())
+        {
+            let slot = &mut self.bw[(self.round % BW_ROUNDS) as usize];
+            if slot.0 != self.round {
+                *slot = (self.round, 0);
+            }
+            slot.1 = slot.1.max(rate);
+        }
+        let rtt_expired = now.saturating_since(self.min_rtt_at) > MIN_RTT_WINDOW;
+        if let Some(rtt) = ack.rtt
+            && (self.min_rtt.is_none_or(|m| rtt <= m) || rtt_expired)
+        {
+            self.min_rtt = Some(rtt);
+            self.min_rtt_at = now;
+        }
+        // Has the pipe filled? Bandwidth no longer growing 25 % per round.
+        if ack.round_start && !self.filled_pipe && !ack.app_limited {
+            let bw = self.btl_bw();
+            if bw as f64 >= self.full_bw as f64 * 1.25 {
+                self.full_bw = bw;
+                self.full_bw_rounds = 0;
+            } else {
+                self.full_bw_rounds += 1;
+                self.filled_pipe = self.full_bw_rounds >= 3;
+            }
+        }
+        match self.mode {
+            Mode::Startup if self.filled_pipe => self.mode = Mode::Drain,
+            Mode::Drain if self.bdp().is_some_and(|b| ack.in_flight <= b) => {
+                self.mode = Mode::ProbeBw;
+                self.cycle = 2;
+                self.cycle_at = now;
+            }
+            Mode::ProbeBw => {
+                let phase = self.min_rtt.unwrap_or(ack.srtt);
+                let bdp = self.bdp().unwrap_or(0);
+                let elapsed = now.saturating_since(self.cycle_at) > phase;
+                let advance = match CYCLE[self.cycle] {
+                    g if g > 1.0 => elapsed && ack.in_flight as f64 >= bdp as f64 * g,
+                    g if g < 1.0 => elapsed || ack.in_flight <= bdp,
+                    _ => elapsed,
+                };
+                if advance {
+                    self.cycle = (self.cycle + 1) % CYCLE.len();
+                    self.cycle_at = now;
+                }
+            }
+            Mode::ProbeRtt => {
+                if self.probe_rtt_until.is_none() && ack.in_flight <= 4 * self.mss {
+                    self.probe_rtt_until = Some(now + PROBE_RTT_TIME.max(ack.srtt));
+                }
+                if self.probe_rtt_until.is_some_and(|t| now >= t) {
+                    self.probe_rtt_until = None;
+                    self.min_rtt_at = now;
+                    self.cwnd = self.cwnd.max(self.prior_cwnd);
+                    self.mode = if self.filled_pipe { Mode::ProbeBw } else { Mode::Startup };
+                    self.cycle_at = now;
+                }
+            }
+            _ => {}
+        }
+        if rtt_expired && self.mode != Mode::ProbeRtt && self.filled_pipe {
+            self.mode = Mode::ProbeRtt;
+            self.prior_cwnd = self.cwnd;
+            self.probe_rtt_until = None;
+        }
+        // The window: grow towards the target, never past it once the pipe
+        // is full (in Startup the target itself grows with the estimate).
+        let gain = if self.mode == Mode::Startup { STARTUP_GAIN } else { CWND_GAIN };
+        let target = self.target_cwnd(gain);
+        self.cwnd = if self.filled_pipe {
+            (self.cwnd + ack.bytes).min(target)
+        } else if self.cwnd < target || self.bdp().is_none() {
+            self.cwnd + ack.bytes
+        } else {
+            self.cwnd
+        };
+        self.cwnd = self.cwnd.max(4 * self.mss);
+    }
+
+    fn on_congestion(&mut self, _now: Instant, _in_flight: u64) {}
+
+    fn on_timeout(&mut self, _now: Instant) {
+        self.prior_cwnd = self.prior_cwnd.max(self.cwnd);
+        self.cwnd = 4 * self.mss;
+    }
+
+    fn on_spurious(&mut self) {
+        self.cwnd = self.cwnd.max(self.prior_cwnd);
+    }
+
+    fn window(&self) -> u64 {
+        if self.mode == Mode::ProbeRtt { 4 * self.mss } else { self.cwnd }
+    }
+
+    fn pacing_rate(&self, srtt: Option<Duration>) -> Option<u64> {
+        let bw = self.btl_bw();
+        if bw == 0 {
+            // No estimate yet: the initial window per RTT at the startup gain.
+            let rtt = srtt?.as_secs_f64().max(1e-6);
+            return Some((self.cwnd as f64 / rtt * STARTUP_GAIN) as u64);
+        }
+        Some(((bw as f64 * self.pacing_gain()) as u64).max(1))
+    }
+
+    fn in_slow_start(&self) -> bool {
+        self.mode == Mode::Startup
+    }
+
+    fn name(&self) -> &'static str {
+        "bbr"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::tests::ack;
+
+    #[test]
+    fn startup_finds_the_bottleneck_then_probes_around_it() {
+        let mut c = Bbr::new(1000);
+        // A 10 MB/s bottleneck, 100 ms RTT: BDP 1 MB. Delivery rate doubles
+        // per round until it hits 10 MB/s, then stays there.
+        let mut rate = 100_000u64;
+        for round in 0..30u64 {
+            let mut a = ack(round * 100, 200_000, 100, true);
+            a.delivery_rate = Some((rate, false));
+            a.in_flight = 900_000;
+            c.on_ack(&a);
+            rate = (rate * 2).min(10_000_000);
+        }
+        assert!(c.filled_pipe && c.mode == Mode::ProbeBw, "mode {:?}", c.mode);
+        assert_eq!(c.btl_bw(), 10_000_000);
+        let w = c.window();
+        assert!((2_000_000..=2_100_000).contains(&w), "2 BDP + 3 MSS: {w}");
+        assert_eq!(c.pacing_rate(None).map(|r| r / 1_000_000), Some((10.0 * CYCLE[c.cycle]) as u64));
+    }
+}

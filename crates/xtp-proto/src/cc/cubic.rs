@@ -1,0 +1,202 @@
+//! CUBIC (RFC 9438), with HyStart++ (RFC 9406) to leave slow start on rising
+//! delay instead of a burst of losses at long round trips.
+//!
+//! The window grows as a cubic function of the time since the last
+//! reduction, centred on the window where that loss happened (`w_max`):
+//! quickly back towards it, flat around it, then probing beyond. On loss the
+//! window is multiplied by β = 0.7. A Reno-friendly estimate (`w_est`) keeps
+//! CUBIC at least as aggressive as Reno at short round trips.
+
+use xk_time::{Duration, Instant};
+
+use super::hystart::Phase;
+use super::{Ack, CongestionController, HyStart, initial_window, window_pacing};
+
+const C: f64 = 0.4;
+const BETA: f64 = 0.7;
+
+/// CUBIC with HyStart++.
+#[derive(Clone, Copy, Debug)]
+pub struct Cubic {
+    mss: u64,
+    s: State,
+    saved: Option<State>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct State {
+    cwnd: u64,
+    ssthresh: u64,
+    /// Window (bytes) at the last reduction.
+    w_max: f64,
+    /// Time from the epoch start to reach `w_max` again, seconds.
+    k: f64,
+    /// Start of the current congestion-avoidance epoch.
+    epoch: Option<Instant>,
+    /// Reno-friendly window estimate (bytes).
+    w_est: f64,
+    hystart: HyStart,
+}
+
+impl Cubic {
+    /// A controller for segments of `mss` bytes.
+    pub fn new(mss: u64) -> Self {
+        let s = State {
+            cwnd: initial_window(mss),
+            ssthresh: u64::MAX,
+            w_max: 0.0,
+            k: 0.0,
+            epoch: None,
+            w_est: 0.0,
+            hystart: HyStart::default(),
+        };
+        Cubic { mss, s, saved: None }
+    }
+
+    /// W_cubic(t) in bytes.
+    fn w_cubic(&self, t: f64) -> f64 {
+        let d = t - self.s.k;
+        C * d * d * d * self.mss as f64 + self.s.w_max
+    }
+
+    fn reduce(&mut self, to_min: bool) {
+        self.saved = Some(self.s);
+        let s = &mut self.s;
+        let cwnd = s.cwnd as f64;
+        // Fast convergence: a flow whose window shrank since its last loss
+        // releases bandwidth to newer flows.
+        s.w_max = if cwnd < s.w_max { cwnd * (1.0 + BETA) / 2.0 } else { cwnd };
+        s.ssthresh = ((cwnd * BETA) as u64).max(2 * self.mss);
+        s.cwnd = if to_min { 2 * self.mss } else { s.ssthresh };
+        s.epoch = None;
+        s.w_est = s.cwnd as f64;
+        s.hystart.reset();
+    }
+}
+
+impl CongestionController for Cubic {
+    fn on_ack(&mut self, ack: &Ack) {
+        if ack.app_limited {
+            // RFC 9438 §5.8: no growth from a window that is not used; the
+            // epoch restarts when the sender uses it again.
+            self.s.epoch = None;
+            return;
+        }
+        if self.s.cwnd < self.s.ssthresh {
+            let phase = self.s.hystart.on_ack(ack);
+            if phase == Phase::Exit {
+                self.s.ssthresh = self.s.cwnd;
+            } else {
+                self.s.cwnd = self.s.cwnd.saturating_add(HyStart::growth(phase, ack.bytes));
+                return;
+            }
+        }
+        let mss = self.mss as f64;
+        let cwnd = self.s.cwnd as f64;
+        let epoch = match self.s.epoch {
+            Some(e) => e,
+            None => {
+                // A new epoch: K is how long the cubic takes from here back to w_max.
+                self.s.epoch = Some(ack.now);
+                if self.s.w_max < cwnd {
+                    self.s.w_max = cwnd;
+                }
+                self.s.k = ((self.s.w_max - cwnd) / mss / C).max(0.0).cbrt();
+                self.s.w_est = cwnd;
+                ack.now
+            }
+        };
+        let t = ack.now.saturating_since(epoch).as_secs_f64();
+        let rtt = ack.srtt.as_secs_f64();
+        let target = self.w_cubic(t + rtt).clamp(cwnd, 1.5 * cwnd);
+        // Reno-friendly region: α = 3(1-β)/(1+β) segments per window.
+        let alpha = 3.0 * (1.0 - BETA) / (1.0 + BETA);
+        self.s.w_est += alpha * ack.bytes as f64 / cwnd * mss;
+        let grown = if self.w_cubic(t) < self.s.w_est {
+            self.s.w_est.max(cwnd)
+        } else {
+            cwnd + (target - cwnd) * ack.bytes as f64 / cwnd
+        };
+        self.s.cwnd = (grown as u64).max(self.s.cwnd);
+    }
+
+    fn on_congestion(&mut self, _now: Instant, _in_flight: u64) {
+        self.reduce(false);
+    }
+
+    fn on_timeout(&mut self, _now: Instant) {
+        self.reduce(true);
+    }
+
+    fn on_spurious(&mut self) {
+        if let Some(old) = self.saved.take() {
+            let cwnd = self.s.cwnd.max(old.cwnd);
+            self.s = old;
+            self.s.cwnd = cwnd;
+        }
+    }
+
+    fn window(&self) -> u64 {
+        self.s.cwnd
+    }
+
+    fn pacing_rate(&self, srtt: Option<Duration>) -> Option<u64> {
+        window_pacing(self.s.cwnd, srtt, self.in_slow_start())
+    }
+
+    fn in_slow_start(&self) -> bool {
+        self.s.cwnd < self.s.ssthresh
+    }
+
+    fn name(&self) -> &'static str {
+        "cubic"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::tests::ack;
+
+    #[test]
+    fn reduction_then_cubic_recovery_to_w_max() {
+        let mss = 1000;
+        let mut c = Cubic::new(mss);
+        c.on_ack(&ack(0, 90_000, 100, false));
+        assert_eq!(c.window(), 100_000);
+        c.on_congestion(Instant::ZERO, 0);
+        assert_eq!(c.window(), 70_000, "β = 0.7");
+        // K = cbrt(30 segments / 0.4) = 4.2 s: after K the window is back near w_max.
+        let k = (30.0f64 / C).cbrt();
+        let mut ms = 0;
+        let mut at_k = 0;
+        while ms < 8_000 {
+            c.on_ack(&ack(ms, 10_000, 100, false));
+            if ms == (k * 1000.0) as u64 / 100 * 100 {
+                at_k = c.window();
+            }
+            ms += 100;
+        }
+        assert!((95_000..=102_000).contains(&at_k), "window at K: {at_k}");
+        assert!(c.window() > 110_000, "probes beyond w_max after K: {}", c.window());
+        c.on_timeout(Instant::ZERO);
+        assert_eq!(c.window(), 2 * mss);
+        c.on_spurious();
+        assert!(c.window() > 110_000, "spurious timeout undone");
+    }
+
+    #[test]
+    fn slow_start_ends_on_rising_rtt_without_loss() {
+        let mut c = Cubic::new(1000);
+        let mut rtt = 100;
+        for round in 0..40 {
+            for i in 0..10 {
+                c.on_ack(&ack(round * 100, 2_000, rtt, i == 0));
+            }
+            if round >= 5 {
+                rtt += 20; // the queue builds
+            }
+        }
+        assert!(!c.in_slow_start(), "HyStart++ left slow start; window {}", c.window());
+    }
+}

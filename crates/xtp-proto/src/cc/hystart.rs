@@ -1,0 +1,133 @@
+//! HyStart++ (RFC 9406): leave slow start when the round trip time starts
+//! to grow, before the queue overflows.
+//!
+//! Each round the smallest RTT sample is kept. Once a round has at least
+//! `N_RTT_SAMPLE` samples and its minimum exceeds the previous round's by
+//! `clamp(last/8, 4 ms, 16 ms)`, the sender enters *conservative slow start*
+//! (growth divided by 4). If the RTT falls back below the level that triggered
+//! it, slow start resumes (the increase was noise); after `CSS_ROUNDS` rounds
+//! it becomes congestion avoidance.
+
+use xk_time::Duration;
+
+use super::Ack;
+
+const N_RTT_SAMPLE: u32 = 8;
+const CSS_GROWTH_DIVISOR: u64 = 4;
+const CSS_ROUNDS: u32 = 5;
+const MIN_RTT_THRESH: Duration = Duration::from_millis(4);
+const MAX_RTT_THRESH: Duration = Duration::from_millis(16);
+
+/// What the controller should do after a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Ordinary slow start: grow by the bytes acknowledged.
+    SlowStart,
+    /// Conservative slow start: grow by a quarter of them.
+    Conservative,
+    /// Leave slow start now (set ssthresh to the window).
+    Exit,
+}
+
+/// HyStart++ state of one slow start.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HyStart {
+    last_round_min: Option<Duration>,
+    round_min: Option<Duration>,
+    samples: u32,
+    /// Set in conservative slow start: the round minimum that triggered it.
+    css_baseline: Option<Duration>,
+    css_rounds: u32,
+}
+
+impl HyStart {
+    /// Feeds one report during slow start; returns the phase to apply.
+    pub fn on_ack(&mut self, ack: &Ack) -> Phase {
+        if ack.round_start {
+            self.last_round_min = self.round_min;
+            self.round_min = None;
+            self.samples = 0;
+            if self.css_baseline.is_some() {
+                self.css_rounds += 1;
+                if self.css_rounds >= CSS_ROUNDS {
+                    *self = HyStart::default();
+                    return Phase::Exit;
+                }
+            }
+        }
+        if let Some(rtt) = ack.rtt {
+            self.round_min = Some(self.round_min.map_or(rtt, |m| m.min(rtt)));
+            self.samples += 1;
+        }
+        match (self.css_baseline, self.round_min, self.last_round_min) {
+            (None, Some(cur), Some(last)) if self.samples >= N_RTT_SAMPLE => {
+                let thresh = (last / 8).clamp(MIN_RTT_THRESH, MAX_RTT_THRESH);
+                if cur >= last + thresh {
+                    self.css_baseline = Some(cur);
+                    self.css_rounds = 0;
+                }
+            }
+            (Some(base), Some(cur), _) if cur < base => {
+                // The delay increase went away: back to slow start.
+                self.css_baseline = None;
+            }
+            _ => {}
+        }
+        if self.css_baseline.is_some() { Phase::Conservative } else { Phase::SlowStart }
+    }
+
+    /// Bytes of growth for `acked` bytes in `phase`.
+    pub fn growth(phase: Phase, acked: u64) -> u64 {
+        match phase {
+            Phase::SlowStart => acked,
+            Phase::Conservative => acked / CSS_GROWTH_DIVISOR,
+            Phase::Exit => 0,
+        }
+    }
+
+    /// Starts over (after a loss ends slow start, or a timeout restarts it).
+    pub fn reset(&mut self) {
+        *self = HyStart::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::tests::ack;
+
+    #[test]
+    fn rising_rtt_leads_to_exit_after_css_rounds() {
+        let mut h = HyStart::default();
+        // Round 1: 100 ms. Round 2: still 100 ms.
+        for round in 0..2 {
+            for i in 0..10 {
+                assert_eq!(h.on_ack(&ack(0, 1000, 100, i == 0 && round > 0)), Phase::SlowStart);
+            }
+        }
+        // Round 3: 112 ms ≥ 100 + 12.5? No: threshold is 100/8 = 12.5 ms.
+        for i in 0..10 {
+            assert_eq!(h.on_ack(&ack(0, 1000, 112, i == 0)), Phase::SlowStart);
+        }
+        // Round 4: 130 ms ≥ 112 + 14 → conservative after the 8th sample.
+        let phases: Vec<Phase> = (0..10).map(|i| h.on_ack(&ack(0, 1000, 130, i == 0))).collect();
+        assert_eq!(phases[6], Phase::SlowStart);
+        assert_eq!(phases[7], Phase::Conservative);
+        // Four more rounds of conservative growth, then exit at the fifth.
+        for _ in 0..4 {
+            assert_eq!(h.on_ack(&ack(0, 1000, 131, true)), Phase::Conservative);
+        }
+        assert_eq!(h.on_ack(&ack(0, 1000, 131, true)), Phase::Exit);
+    }
+
+    #[test]
+    fn falling_rtt_resumes_slow_start() {
+        let mut h = HyStart::default();
+        for i in 0..10 {
+            h.on_ack(&ack(0, 1000, 50, i == 0));
+        }
+        let p: Vec<Phase> = (0..10).map(|i| h.on_ack(&ack(0, 1000, 60, i == 0))).collect();
+        assert_eq!(p[9], Phase::Conservative);
+        assert_eq!(h.on_ack(&ack(0, 1000, 51, true)), Phase::SlowStart, "RTT back below the baseline");
+    }
+}
