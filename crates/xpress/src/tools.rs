@@ -20,7 +20,7 @@ use xk_driver::transport::Transport as Io;
 
 use crate::floors::{self, Transport};
 use xk_time::{Duration, Instant};
-use xtp_proto::{CloseReason, ContextConfig, ContextId, EndpointConfig, Event};
+use xtp_proto::{CloseReason, Congestion, ContextConfig, ContextId, EndpointConfig, Event};
 
 const ECHO_PORT: u16 = 7;
 const DISCARD_PORT: u16 = 9;
@@ -45,6 +45,10 @@ pub(crate) struct ServeArgs {
     /// Spin instead of sleeping (XTP, TCP echo and UDP echo alike).
     #[arg(long)]
     busy_poll: bool,
+    /// Congestion controller: cubic (default), bbr, newreno, or none (pure
+    /// XTP 4.0: flow and rate control only).
+    #[arg(long, default_value_t = Congestion::Cubic, value_name = "NAME")]
+    cc: Congestion,
     /// Do not use UDP GSO/GRO.
     #[arg(long)]
     no_offload: bool,
@@ -98,9 +102,11 @@ fn serve_on<T: Io>(mut d: Driver<T>, a: &ServeArgs, floors: bool) -> Result<(), 
         eprintln!("xpress serve: warning: {w}");
     }
     let ep = d.endpoint();
-    ep.listen(ECHO_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
-    ep.listen(DISCARD_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
-    ep.listen(VERIFY_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    let mut cfg = ContextConfig::stream();
+    cfg.congestion = a.cc;
+    ep.listen(ECHO_PORT, cfg.clone()).map_err(|e| e.to_string())?;
+    ep.listen(DISCARD_PORT, cfg.clone()).map_err(|e| e.to_string())?;
+    ep.listen(VERIFY_PORT, cfg).map_err(|e| e.to_string())?;
     let local = d.local_addr().map_err(|e| e.to_string())?;
     if floors {
         let tcp = std::net::TcpListener::bind(local).map_err(|e| format!("tcp bind {local}: {e}"))?;
@@ -176,6 +182,11 @@ pub(crate) struct PingArgs {
     /// Message size in bytes.
     #[arg(short = 'l', long, default_value_t = 64)]
     length: usize,
+    /// Congestion controller: cubic (default), bbr, newreno, or none (pure
+    /// XTP 4.0: flow and rate control only).
+    #[arg(long, default_value_t = Congestion::Cubic, value_name = "NAME")]
+    cc: Congestion,
+
     /// Number of round trips.
     #[arg(short = 'n', long, default_value_t = 1000)]
     count: u32,
@@ -285,7 +296,9 @@ fn ping_xtp(a: &PingArgs) -> Result<Vec<u64>, String> {
 
 fn ping_on<X: Io>(mut d: Driver<X>, a: &PingArgs, to: SocketAddr) -> Result<Vec<u64>, String> {
     let now = d.now();
-    let ctx = d.endpoint().connect(now, to, ECHO_PORT, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    let mut cfg = ContextConfig::stream();
+    cfg.congestion = a.cc;
+    let ctx = d.endpoint().connect(now, to, ECHO_PORT, cfg).map_err(|e| e.to_string())?;
     let msg = Bytes::from(vec![0x5au8; a.length]);
     let mut rtts = Vec::with_capacity(a.count as usize);
     for _ in 0..a.count {
@@ -375,9 +388,15 @@ pub(crate) struct BulkArgs {
     /// Rate limit in bytes/s (0 = none).
     #[arg(long, default_value_t = 0)]
     rate: u32,
+    /// Congestion controller: cubic (default), bbr, newreno, or none (pure
+    /// XTP 4.0: flow and rate control only).
+    #[arg(long, default_value_t = Congestion::Cubic, value_name = "NAME")]
+    cc: Congestion,
     /// Receive window (bytes) asked of the peer... and offered by us.
-    #[arg(long, default_value_t = 4 << 20)]
-    window: usize,
+    /// Without it, the window starts at 4 MiB and grows with the path (up to
+    /// 256 MiB, receive-buffer right-sizing); with it, it stays this size.
+    #[arg(long, value_name = "BYTES")]
+    window: Option<usize>,
     /// Print JSON.
     #[arg(short = 'J', long)]
     json: bool,
@@ -403,7 +422,7 @@ fn print_peer_result(transport: &str, bytes: u64, secs: f64, as_json: bool) {
 }
 
 pub(crate) fn bulk(a: &BulkArgs) -> Result<(), String> {
-    if a.window == 0 {
+    if a.window == Some(0) {
         return Err("--window must be at least 1".into());
     }
     if let Some(t) = a.time
@@ -456,7 +475,11 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
     let mut cfg = ContextConfig::stream();
     cfg.nocheck = a.nocheck;
     cfg.out_rate = a.rate;
-    cfg.recv_buffer = a.window;
+    cfg.congestion = a.cc;
+    if let Some(w) = a.window {
+        cfg.recv_buffer = w;
+        cfg.recv_buffer_max = w;
+    }
     let t0 = d.now();
     let port = if a.verify { VERIFY_PORT } else { DISCARD_PORT };
     let ctx = d.endpoint().connect(t0, to, port, cfg).map_err(|e| e.to_string())?;
@@ -479,7 +502,11 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
             ep.close(now, ctx);
         }
         let piece = a.length.unwrap_or(chunk_len);
-        while written < limit && ep.unacked_bytes(ctx) < 8 * chunk_len as u64 {
+        // Keep twice the send window queued (at least 8 MiB), so a long fat
+        // path is limited by the protocol, not by this loop.
+        let window = ep.context_stats(ctx).map_or(0, |s| s.send_window.min(1 << 30));
+        let queued = (2 * window).max(8 * chunk_len as u64);
+        while written < limit && ep.unacked_bytes(ctx) < queued {
             let n = (limit - written).min(piece as u64) as usize;
             let start = (written % chunk_len as u64) as usize;
             let start = if start + n > chunk_len { 0 } else { start };

@@ -110,6 +110,9 @@ pub(crate) struct Context {
     /// A TCNTL answered a status request while we held spans: an ECNTL
     /// with the same echo goes next.
     report_follows: bool,
+    /// The initial timeout expired once without an RTT sample (probed, not
+    /// counted as a timeout).
+    initial_probe_sent: bool,
     ctimer: Option<Instant>,
     /// Last packet from the peer; CTIMER is re-armed from it lazily, so a
     /// busy context does not move its timer on every packet.
@@ -194,6 +197,7 @@ impl Context {
             rtt_probe_at: None,
             covered: Vec::new(),
             report_follows: false,
+            initial_probe_sent: false,
             ctimer: Some(now + ep.keepalive),
             last_activity: now,
             ctimeout: None,
@@ -359,6 +363,17 @@ impl Context {
                 self.need_probe = true;
                 self.stats.tail_probes += 1;
             }
+        }
+        if self.wtimer.is_some_and(|t| t <= now) && self.rtt.srtt().is_none() && !self.initial_probe_sent {
+            // No RTT yet and no answer within the initial timeout (1 s, RFC
+            // 6298): ask again, but do not yet take it for loss: the path may
+            // simply be long. The timeout proper comes at 3 s (RFC 6298
+            // §5.7), so a first round trip under 3 s costs nothing.
+            self.initial_probe_sent = true;
+            self.need_probe = true;
+            self.stats.tail_probes += 1;
+            self.wtimer = Some(now + xk_time::Duration::from_secs(2));
+            sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Ptimer });
         }
         if self.wtimer.is_some_and(|t| t <= now) {
             sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Wtimer });
@@ -777,6 +792,23 @@ impl Context {
         o
     }
 
+    /// A receiver with no data of its own in flight has no RTT, and needs one
+    /// to size its buffer (`right_size`): at most once per round trip, a
+    /// report or window update asks for status too (SREQ with a fresh sync).
+    fn rtt_probe(&mut self, now: Instant) -> Options {
+        let due = self
+            .rtt_probe_at
+            .is_none_or(|t| self.rtt.srtt().is_some_and(|srtt| now.saturating_since(t) >= srtt));
+        let idle = self.send.in_flight() == 0 && !self.send.has_new();
+        if !due || !idle || self.cfg.noerr || self.recv.buffer() >= self.recv.max_buffer() {
+            return Options::EMPTY;
+        }
+        self.rec.next_sync();
+        self.rec.on_optional_request(now, self.send.nxt);
+        self.rtt_probe_at = Some(now);
+        Options::SREQ
+    }
+
     /// Our allocation grew by a quarter buffer since we last told the peer.
     fn alloc_update_due(&self) -> bool {
         self.recv.alloc() >= self.last_alloc_sent + (self.recv.buffer() / 4).max(1)
@@ -906,7 +938,7 @@ impl Context {
         if self.reply_echo.is_some() {
             self.report_follows = false;
             let spans = if self.cfg.noerr { Vec::new() } else { self.recv.spans(self.max_spans()) };
-            let o = self.base_options();
+            let o = self.base_options() | self.rtt_probe(now);
             let ctl = self.control();
             let body = if spans.is_empty() {
                 Body::Cntl(ctl)
@@ -1032,17 +1064,7 @@ impl Context {
         }
         if self.alloc_update_due() {
             self.last_alloc_sent = self.recv.alloc();
-            let mut o = self.base_options();
-            // A receiver needs its own RTT to size its buffer (right_size):
-            // at most once per round trip, the update asks for status.
-            let probe_due = self
-                .rtt_probe_at
-                .is_none_or(|t| self.rtt.srtt().is_some_and(|srtt| now.saturating_since(t) >= srtt));
-            if probe_due && !self.rec.outstanding() && !self.cfg.noerr {
-                self.bump_sync(now);
-                self.rtt_probe_at = Some(now);
-                o |= Options::SREQ;
-            }
+            let o = self.base_options() | self.rtt_probe(now);
             let p = PacketRepr {
                 header: header(self, o, PacketType::Cntl, self.send.nxt),
                 body: Body::Cntl(self.control()),

@@ -41,6 +41,8 @@ pub(crate) struct Sent {
     delivered_time: Instant,
     first_sent_time: Instant,
     app_limited: bool,
+    /// A status request only for an RTT sample: nothing waits on its answer.
+    optional: bool,
 }
 
 /// What a report meant, for the context's congestion and timer decisions.
@@ -71,6 +73,8 @@ pub(crate) struct Lost {
 
 pub(crate) struct Recovery {
     log: VecDeque<Sent>,
+    /// Records in `log` that are optional status requests.
+    optional: usize,
     /// Retransmissions in flight: seq → (end, sync), to recognise spurious ones.
     retx_flight: BTreeMap<u64, (u64, u64)>,
     /// The last `sync` handed out (64-bit; the wire carries the low 32).
@@ -95,6 +99,7 @@ impl Recovery {
     pub(crate) fn new() -> Self {
         Recovery {
             log: VecDeque::new(),
+            optional: 0,
             retx_flight: BTreeMap::new(),
             sync: 0,
             rack_sync: 0,
@@ -118,9 +123,28 @@ impl Recovery {
         self.sync as u32
     }
 
-    /// Whether transmissions are outstanding (sent, not yet resolved).
+    /// Whether transmissions are outstanding (sent, not yet resolved),
+    /// optional status requests aside.
     pub(crate) fn outstanding(&self) -> bool {
-        !self.log.is_empty()
+        self.log.len() > self.optional
+    }
+
+    /// Records a status request sent only for an RTT sample: its answer is
+    /// used, but no timer waits for it.
+    pub(crate) fn on_optional_request(&mut self, now: Instant, seq: u64) {
+        self.on_sent(now, seq, seq, false, false);
+        if let Some(r) = self.log.back_mut() {
+            r.optional = true;
+        }
+        self.optional += 1;
+    }
+
+    fn pop_front(&mut self) -> Option<Sent> {
+        let r = self.log.pop_front()?;
+        if r.optional {
+            self.optional -= 1;
+        }
+        Some(r)
     }
 
     /// Records the transmission that just took `sync` (data `[seq, end)`,
@@ -140,6 +164,7 @@ impl Recovery {
             delivered_time: self.delivered_time,
             first_sent_time: self.first_sent_time,
             app_limited,
+            optional: false,
         });
         if retransmit && end > seq {
             self.retx_flight.insert(seq, (end, self.sync));
@@ -237,7 +262,7 @@ impl Recovery {
         while let Some(&r) = self.log.front() {
             let held = if r.end > r.seq { send.holds(r.seq, r.end) } else { r.sync <= self.rack_sync };
             if held {
-                self.log.pop_front();
+                self.pop_front();
                 continue;
             }
             if r.sync >= self.rack_sync {
@@ -248,7 +273,7 @@ impl Recovery {
                 self.loss_timer = Some(deadline);
                 break;
             }
-            self.log.pop_front();
+            self.pop_front();
             if let Some(&(_, sync)) = self.retx_flight.get(&r.seq)
                 && sync == r.sync
             {
@@ -266,6 +291,7 @@ impl Recovery {
     /// Forgets everything (the context ended).
     pub(crate) fn clear(&mut self) {
         self.log.clear();
+        self.optional = 0;
         self.retx_flight.clear();
         self.loss_timer = None;
     }

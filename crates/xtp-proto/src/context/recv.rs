@@ -92,6 +92,11 @@ impl RecvBuf {
         self.held.len()
     }
 
+    /// The largest the buffer may grow to.
+    pub(crate) fn max_buffer(&self) -> u64 {
+        self.max_buffer
+    }
+
     /// Grows the buffer to `bytes` (never shrinks it), up to its maximum.
     /// Returns whether it grew.
     pub(crate) fn grow_to(&mut self, bytes: u64) -> bool {

@@ -24,6 +24,11 @@ pub enum Role {
     Client { port: u16, messages: Vec<Vec<u8>>, cfg: ContextConfig },
     /// Send one datagram.
     Datagram { port: u16, data: Vec<u8>, acked: bool },
+    /// Open to `port` and keep the send queue topped up for ever (a bulk
+    /// transfer measured by time, as iperf3 does).
+    Bulk { port: u16, cfg: ContextConfig },
+    /// Accept on `port` and read everything, counting bytes only.
+    Sink { port: u16 },
 }
 
 pub struct Host {
@@ -41,6 +46,10 @@ pub struct Host {
     pub peer_alloc: u64,
     /// The first data packet we sent beyond the peer's `alloc`, if any.
     pub flow_violation: Option<String>,
+    /// Bytes read (Sink).
+    pub sink_bytes: u64,
+    /// Data written by a Bulk sender: one shared 1 MiB pattern.
+    bulk_data: Bytes,
 }
 
 impl Host {
@@ -57,6 +66,8 @@ impl Host {
             peer: None,
             buf: vec![0u8; 2048],
             ctx: None,
+            sink_bytes: 0,
+            bulk_data: Bytes::new(),
             chunks: Vec::new(),
             closed: Vec::new(),
             events: Vec::new(),
@@ -66,8 +77,13 @@ impl Host {
 
     pub fn start(&mut self, now: Instant) {
         match self.role.clone() {
-            Role::Server { port, .. } => {
+            Role::Server { port, .. } | Role::Sink { port } => {
                 self.ep.listen(port, ContextConfig::stream()).unwrap();
+            }
+            Role::Bulk { port, cfg } => {
+                self.ctx = Some(self.ep.connect(now, self.peer.unwrap(), port, cfg).unwrap());
+                self.bulk_data = Bytes::from(pattern(1 << 20, 9));
+                self.top_up(now);
             }
             Role::Client { port, messages, cfg } => {
                 let ctx = self.ep.connect(now, self.peer.unwrap(), port, cfg).unwrap();
@@ -107,10 +123,33 @@ impl Host {
         out
     }
 
+    fn is_bulk(&self) -> bool {
+        matches!(self.role, Role::Bulk { .. } | Role::Sink { .. })
+    }
+
+    /// A Bulk sender keeps twice the send window queued (at least 4 MiB),
+    /// so the protocol, not the application, limits the transfer.
+    fn top_up(&mut self, now: Instant) {
+        let Some(ctx) = self.ctx else { return };
+        let Some(stats) = self.ep.context_stats(ctx) else { return };
+        let target = stats.send_window.min(1 << 30).saturating_mul(2).max(4 << 20);
+        while self.ep.unacked_bytes(ctx) < target {
+            if self.ep.write(now, ctx, self.bulk_data.clone(), false, None).is_err() {
+                return;
+            }
+        }
+    }
+
     fn app(&mut self, now: Instant) {
+        let sink = matches!(self.role, Role::Sink { .. });
         while let Some(ev) = self.ep.poll_event() {
             match &ev {
                 Event::Incoming { ctx, .. } => self.ctx = Some(*ctx),
+                Event::Readable { ctx } if sink => {
+                    while let Some(c) = self.ep.read(now, *ctx) {
+                        self.sink_bytes += c.data.len() as u64;
+                    }
+                }
                 Event::Readable { ctx } => {
                     while let Some(c) = self.ep.read(now, *ctx) {
                         self.chunks.push(c);
@@ -136,7 +175,12 @@ impl Host {
                 }
                 Event::Acked { .. } => {}
             }
-            self.events.push(ev);
+            if !sink && !matches!(self.role, Role::Bulk { .. }) {
+                self.events.push(ev);
+            }
+        }
+        if matches!(self.role, Role::Bulk { .. }) {
+            self.top_up(now);
         }
     }
 }
@@ -144,8 +188,11 @@ impl Host {
 impl Node for Host {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Vec<u8>) {
         // Watch flow control from outside the engine: remember the largest
-        // allocation the peer advertised in a packet that verifies.
-        if let Ok(p) = PacketRepr::parse(&data) {
+        // allocation the peer advertised in a packet that verifies. (Not in
+        // the long bulk runs, where the second parse would double the cost.)
+        if !self.is_bulk()
+            && let Ok(p) = PacketRepr::parse(&data)
+        {
             let alloc = match &p.body {
                 Body::Cntl(c) => Some(c.alloc),
                 Body::Ecntl(e) => Some(e.control.alloc),
@@ -166,7 +213,8 @@ impl Node for Host {
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
         let t = self.ep.poll_transmit(now, &mut self.buf)?;
         let out = self.buf[..t.len].to_vec();
-        if let Ok(p) = PacketRepr::parse(&out)
+        if !self.is_bulk()
+            && let Ok(p) = PacketRepr::parse(&out)
             && let Body::Data { data, .. } | Body::First { data, .. } = &p.body
         {
             let end = p.header.seq + data.len() as u64;

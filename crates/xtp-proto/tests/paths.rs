@@ -1,0 +1,309 @@
+//! The performance envelope on the paths XTP was made for, in the simulator:
+//! long round trips, large bandwidth-delay products, random loss and
+//! reordering. Deterministic (seeded, virtual time); each cell prints its
+//! seed and numbers, and `XTP_PATHS_VERBOSE=1` prints passing cells too.
+//!
+//! Goodput is application bytes delivered per second over the second half of
+//! each run (steady state; the first half includes slow start), against the
+//! bottleneck's bit rate (XTP's 32-byte header per 1,400-byte packet caps it
+//! at 97.8 %).
+
+mod common;
+
+use common::*;
+use xk_netemu::{LinkParams, Loss};
+use xk_time::{Duration, Instant};
+use xtp_proto::{Congestion, ContextConfig, ContextStats};
+
+/// One bulk transfer's outcome.
+struct Run {
+    /// Steady-state goodput, bit/s.
+    goodput: f64,
+    stats: ContextStats,
+    seed: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Path {
+    rate_bps: u64,
+    rtt: Duration,
+    /// Queue in packets (0 = unlimited: a lossless path).
+    queue: usize,
+    loss: f64,
+    reorder: f64,
+}
+
+impl Path {
+    fn bdp_bytes(&self) -> u64 {
+        (self.rate_bps as f64 / 8.0 * self.rtt.as_secs_f64()) as u64
+    }
+
+    /// A queue of one bandwidth-delay product (at least 100 packets), as a
+    /// router sized by the classic rule.
+    fn bdp_queue(rate_bps: u64, rtt: Duration) -> usize {
+        ((rate_bps as f64 / 8.0 * rtt.as_secs_f64() / 1432.0) as usize).max(100)
+    }
+}
+
+impl std::fmt::Display for Path {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} Mbit/s, RTT {} ms, queue {}, loss {} %, reorder {} %",
+            self.rate_bps / 1_000_000,
+            self.rtt.as_millis(),
+            self.queue,
+            self.loss * 100.0,
+            self.reorder * 100.0
+        )
+    }
+}
+
+fn run(seed: u64, path: Path, cfg: ContextConfig, secs: u64) -> Run {
+    let fwd = LinkParams {
+        delay: path.rtt / 2,
+        rate_bps: path.rate_bps,
+        limit_packets: path.queue,
+        loss: if path.loss > 0.0 { Loss::Bernoulli(path.loss) } else { Loss::None },
+        reorder: path.reorder,
+        ..LinkParams::default()
+    };
+    let back = LinkParams { delay: path.rtt / 2, rate_bps: path.rate_bps, ..LinkParams::default() };
+    let (mut sim, c, s) = pair(seed, Role::Bulk { port: 7, cfg }, Role::Sink { port: 7 }, fwd, back);
+    let half = Instant::from_secs(secs / 2);
+    sim.run_until(half, u64::MAX, |_| false).unwrap();
+    let at_half = sim.node(s).sink_bytes;
+    let end = Instant::from_secs(secs);
+    sim.run_until(end, u64::MAX, |_| false).unwrap();
+    let bytes = sim.node(s).sink_bytes - at_half;
+    let goodput = bytes as f64 * 8.0 / (end - half).as_secs_f64();
+    let stats = sim.node(c).ep.context_stats(sim.node(c).ctx.unwrap()).unwrap();
+    if verbose() {
+        eprintln!("receiver: {:?}", sim.node(s).ep.context_stats(sim.node(s).ctx.unwrap()));
+    }
+    Run { goodput, stats, seed }
+}
+
+fn show(path: &Path, cc: Congestion, r: &Run) -> String {
+    let s = &r.stats;
+    format!(
+        "seed {} [{path}] {cc}: goodput {:.2} Mbit/s ({:.1} % of the bottleneck), timeouts {} (spurious {}), \
+         retransmitted {} B (spurious {}), reductions {} (undone {}), tail probes {}, cwnd {}, srtt {:?}",
+        r.seed,
+        r.goodput / 1e6,
+        r.goodput / path.rate_bps as f64 * 100.0,
+        s.timeouts,
+        s.spurious_timeouts,
+        s.retransmitted,
+        s.spurious_retransmitted,
+        s.congestion_events,
+        s.undone,
+        s.tail_probes,
+        s.cwnd,
+        s.srtt
+    )
+}
+
+fn verbose() -> bool {
+    std::env::var_os("XTP_PATHS_VERBOSE").is_some()
+}
+
+/// A configuration for `cc` on `path`: "pure XTP 4.0" (`Disabled`) paces by
+/// rate control at the bottleneck's payload rate, as its users would set it.
+fn config(cc: Congestion, path: &Path) -> ContextConfig {
+    let mut cfg = ContextConfig::stream();
+    cfg.congestion = cc;
+    if cc == Congestion::Disabled {
+        cfg.out_rate = (path.rate_bps as f64 / 8.0 * 0.95) as u32;
+        cfg.out_burst = 64 * 1432;
+    }
+    cfg
+}
+
+/// Checks `cells` and fails listing every cell that missed, with its seed.
+fn check(cells: Vec<(Path, Congestion, Run, Result<(), String>)>) {
+    let mut failed = Vec::new();
+    for (path, cc, r, verdict) in &cells {
+        let line = show(path, *cc, r);
+        match verdict {
+            Ok(()) if verbose() => eprintln!("ok   {line}"),
+            Ok(()) => {}
+            Err(why) => failed.push(format!("FAIL {line}: {why}")),
+        }
+    }
+    assert!(failed.is_empty(), "{} of {} cells failed:\n{}", failed.len(), cells.len(), failed.join("\n"));
+}
+
+/// Lossless paths (no random loss, an unlimited queue; the receive window
+/// sized to twice the path's BDP so flow control bounds what queues): no
+/// WTIMER expiry and no retransmission with any controller, for round trips
+/// of 0 to 2 s and a BDP up to 64 MB (1 Gbit/s × 500 ms).
+#[test]
+fn lossless_paths_no_timeouts_no_retransmissions() {
+    lossless(&[Congestion::Cubic, Congestion::NewReno, Congestion::Disabled]);
+}
+
+/// The same for the BBR-style controller. Not met yet (issue #12): on the
+/// 500 ms paths its ProbeBw gain of 1.25 queues faster than the RTO adapts
+/// and WTIMER expires (each expiry is detected as spurious and undone).
+#[test]
+#[ignore = "issue #12 open: BBR takes spurious timeouts at 500 ms"]
+fn lossless_paths_bbr() {
+    lossless(&[Congestion::Bbr]);
+}
+
+fn lossless(controllers: &[Congestion]) {
+    let mut cells = Vec::new();
+    let paths = [
+        (45_000_000u64, 0u64, 30u64),
+        (45_000_000, 100, 30),
+        (45_000_000, 500, 30),
+        (45_000_000, 2000, 60),
+        (1_000_000_000, 500, 20),
+    ];
+    for (i, &(rate, rtt_ms, secs)) in paths.iter().enumerate() {
+        let rtt = Duration::from_millis(rtt_ms);
+        let path = Path { rate_bps: rate, rtt, queue: 0, loss: 0.0, reorder: 0.0 };
+        for &cc in controllers {
+            let mut cfg = config(cc, &path);
+            cfg.recv_buffer = (2 * path.bdp_bytes()).max(1 << 20) as usize;
+            cfg.recv_buffer_max = cfg.recv_buffer;
+            let r = run(1000 + i as u64, path, cfg, secs);
+            let s = &r.stats;
+            let verdict = if s.timeouts > 0 || s.retransmitted > 0 {
+                Err("a timeout or retransmission on a lossless path".into())
+            } else if r.goodput < 0.8 * rate as f64 {
+                Err("goodput under 80 % of the bottleneck".into())
+            } else {
+                Ok(())
+            };
+            cells.push((path, cc, r, verdict));
+        }
+    }
+    check(cells);
+}
+
+/// One context at line rate for an hour of virtual time (10 Mbit/s, 100 ms):
+/// it neither stalls nor gives up, and never times out.
+#[test]
+fn an_hour_at_line_rate() {
+    let rtt = Duration::from_millis(100);
+    let path =
+        Path { rate_bps: 10_000_000, rtt, queue: Path::bdp_queue(10_000_000, rtt), loss: 0.0, reorder: 0.0 };
+    let r = run(7, path, ContextConfig::stream(), 3600);
+    let line = show(&path, Congestion::Cubic, &r);
+    assert!(r.goodput >= 0.9 * path.rate_bps as f64, "{line}");
+    assert_eq!(r.stats.timeouts, 0, "{line}");
+}
+
+/// The default controller keeps the bottleneck ≥ 90 % busy at every round
+/// trip from 0 to 1 s, at 45 Mbit/s and 1 Gbit/s, with a BDP-sized drop-tail
+/// queue and the default configuration (receive buffer right-sized).
+#[test]
+fn default_controller_fills_long_fat_pipes() {
+    fills(&[0u64, 10, 50, 200, 500, 1000].map(|r| (45_000_000, r)));
+}
+
+/// The same at 1 Gbit/s. Not met yet (issue #12): 75 % at 10 ms and 87 % at
+/// 100 ms — slow-start overshoot into the BDP queue loses thousands of
+/// packets, and part of their recovery is spurious.
+#[test]
+#[ignore = "issue #12 open: 75-87 % at 1 Gbit/s"]
+fn default_controller_fills_gigabit_pipes() {
+    fills(&[10u64, 100, 1000].map(|r| (1_000_000_000, r)));
+}
+
+fn fills(grid: &[(u64, u64)]) {
+    let mut cells = Vec::new();
+    for (i, &(rate, rtt_ms)) in grid.iter().enumerate() {
+        let rtt = Duration::from_millis(rtt_ms);
+        let path = Path { rate_bps: rate, rtt, queue: Path::bdp_queue(rate, rtt), loss: 0.0, reorder: 0.0 };
+        let r = run(2000 + i as u64, path, ContextConfig::stream(), 60);
+        let verdict = if r.goodput >= 0.9 * rate as f64 { Ok(()) } else { Err("goodput under 90 %".into()) };
+        cells.push((path, Congestion::Cubic, r, verdict));
+    }
+    check(cells);
+}
+
+/// Reordering alone (1–5 % of packets overtake the rest, netem style, at
+/// 45 Mbit/s and 20 ms): no window reduction stands (any taken is undone) and
+/// goodput stays ≥ 90 %.
+///
+/// Not met yet (issue #12): 3–5 % reordering costs 12–13 reductions (2–3
+/// undone) and goodput 88–89 %; the reordering window does not yet widen
+/// fast enough.
+#[test]
+#[ignore = "issue #12 open: reordering still reduces the window"]
+fn reordering_is_not_loss() {
+    let mut cells = Vec::new();
+    for (i, reorder) in [0.01, 0.03, 0.05].into_iter().enumerate() {
+        let rtt = Duration::from_millis(20);
+        let path = Path { rate_bps: 45_000_000, rtt, queue: 0, loss: 0.0, reorder };
+        let r = run(3000 + i as u64, path, ContextConfig::stream(), 30);
+        let s = &r.stats;
+        let verdict = if s.congestion_events > s.undone {
+            Err("a window reduction for reordering".into())
+        } else if r.goodput < 0.9 * path.rate_bps as f64 {
+            Err("goodput under 90 %".into())
+        } else {
+            Ok(())
+        };
+        cells.push((path, Congestion::Cubic, r, verdict));
+    }
+    check(cells);
+}
+
+/// Goodput (bit/s) by the Reno response function (Mathis et al. 1997):
+/// MSS/RTT × sqrt(3/2) / sqrt(p).
+fn mathis(p: f64, rtt: Duration) -> f64 {
+    1400.0 * 8.0 / rtt.as_secs_f64() * (1.5f64).sqrt() / p.sqrt()
+}
+
+/// RFC 9438's average CUBIC window under random loss (§5.2, in segments):
+/// the larger of the cubic estimate and the Reno-friendly one.
+fn cubic_estimate(p: f64, rtt: Duration) -> f64 {
+    let (c, beta) = (0.4f64, 0.7f64);
+    let r = rtt.as_secs_f64();
+    let w_cubic = (c * (3.0 + beta) / (4.0 * (1.0 - beta))).powf(0.25) * r.powf(0.75) / p.powf(0.75);
+    let w_reno = (3.0 * (1.0 + beta) / (2.0 * (1.0 - beta))).sqrt() / p.sqrt();
+    w_cubic.max(w_reno) * 1400.0 * 8.0 / r
+}
+
+/// Random loss 0.1–2 %: NewReno at least the Reno response function, CUBIC
+/// at least RFC 9438's estimate (each capped at 90 % of the bottleneck).
+///
+/// Not met yet (issue #12): NewReno reaches 88–98 % of the Mathis rate,
+/// CUBIC only 30–50 % of its estimate (below NewReno, which its
+/// Reno-friendly region should prevent).
+#[test]
+#[ignore = "issue #12 open: CUBIC below RFC 9438's estimate under random loss"]
+fn random_loss_meets_the_response_functions() {
+    let mut cells = Vec::new();
+    let mut seed = 4000;
+    for rtt_ms in [20u64, 50, 200] {
+        for loss in [0.001, 0.005, 0.01, 0.02] {
+            let rtt = Duration::from_millis(rtt_ms);
+            let path = Path {
+                rate_bps: 45_000_000,
+                rtt,
+                queue: Path::bdp_queue(45_000_000, rtt),
+                loss,
+                reorder: 0.0,
+            };
+            for (cc, model) in
+                [(Congestion::NewReno, mathis(loss, rtt)), (Congestion::Cubic, cubic_estimate(loss, rtt))]
+            {
+                seed += 1;
+                let r = run(seed, path, config(cc, &path), 60);
+                let want = model.min(0.9 * path.rate_bps as f64);
+                let verdict = if r.goodput >= want {
+                    Ok(())
+                } else {
+                    Err(format!("under the model's {:.2} Mbit/s", want / 1e6))
+                };
+                cells.push((path, cc, r, verdict));
+            }
+        }
+    }
+    check(cells);
+}
