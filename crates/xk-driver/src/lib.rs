@@ -14,6 +14,8 @@
 //! * [`relay`]: driver 2 of the link model — a real-time UDP relay that applies
 //!   one [`xk_netemu::Link`] per direction between a client and a server and
 //!   measures its own timing accuracy.
+//! * [`pacer`]: how the relay and the netns router meet release instants
+//!   (timerfd + epoll, a bounded final spin, `SCHED_FIFO` when permitted).
 //! * [`clock`]: the monotonic clock as an [`xk_time::Instant`].
 //!
 //! `unsafe` stays forbidden here too: system calls go through `nix` and
@@ -26,6 +28,7 @@ pub mod batch;
 pub mod clock;
 pub mod driver;
 pub mod netns;
+pub mod pacer;
 pub mod raw;
 pub mod relay;
 pub mod transport;

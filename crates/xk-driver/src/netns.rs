@@ -12,8 +12,11 @@
 //!
 //! The run reports its own release error (p50/p99 of actual minus intended
 //! send time) and the packets the kernel dropped on the TUN devices, and is
-//! marked invalid past the configured p99 limit or with any drop; an optional
-//! per-packet JSON-lines log records every arrival and release.
+//! marked invalid past the configured p99 limit (by default
+//! [`crate::relay::DEFAULT_MAX_P99_ERROR`], 200 µs) or with any drop, saying
+//! why in [`RelayReport::invalid_reasons`]; an optional per-packet JSON-lines
+//! log records every arrival and release. The forwarding loop's timing is
+//! that of the relay ([`crate::pacer`]).
 //!
 //! Needs root (namespaces, TUN); [`Netns::create`] refuses otherwise, saying
 //! why. Names carry the process id, so runs never collide; [`Netns`] deletes
@@ -22,15 +25,17 @@
 
 use std::io::{self, Write};
 use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
 use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
 
 use bytes::{Bytes, BytesMut};
 use xk_netemu::{Fate, LinkSpec, Path};
-use xk_time::Duration;
+use xk_time::{Duration, duration_nanos};
 
 use crate::clock::Clock;
+use crate::pacer::Pacer;
 use crate::relay::{DirectionReport, RelayReport};
 
 /// Address of namespace A's end.
@@ -68,10 +73,14 @@ pub struct Netns {
 
 /// How a forwarding run is judged and logged.
 pub struct ForwardOptions<'a> {
-    /// Spin this long before a release instead of sleeping.
+    /// Spin this long before a release instead of sleeping (capped at
+    /// [`crate::pacer::MAX_SPIN`]).
     pub spin: Duration,
-    /// p99 release error above which the run is marked invalid.
+    /// p99 release error above which the run is marked invalid
+    /// ([`crate::relay::DEFAULT_MAX_P99_ERROR`] unless chosen otherwise).
     pub max_p99_error: Duration,
+    /// Ask for `SCHED_FIFO` for the forwarding thread (granted to root).
+    pub realtime: bool,
     /// One JSON line per packet event (arrive / release), if given.
     pub log: Option<&'a mut dyn Write>,
 }
@@ -135,6 +144,14 @@ impl Netns {
 
     /// Forwards packets between the namespaces until `stop` is set or
     /// `duration` passes. `forward` applies A → B, `reverse` B → A.
+    ///
+    /// One thread (the caller's) does everything: it asks for `SCHED_FIFO`
+    /// ([`crate::pacer::prepare_thread`]), reads both TUN devices without
+    /// blocking, and sleeps on them and a `timerfd` together
+    /// ([`crate::pacer::Pacer`]). (It used to hand packets over from a
+    /// reader thread per device, through a channel: two more threads to
+    /// schedule on two cores, and the channel's timed wait carried 50 µs of
+    /// timer slack.)
     pub fn forward(
         &self,
         forward: &LinkSpec,
@@ -144,26 +161,27 @@ impl Netns {
         opts: ForwardOptions<'_>,
         stop: &Arc<AtomicBool>,
     ) -> io::Result<RelayReport> {
-        let ForwardOptions { spin, max_p99_error, mut log } = opts;
+        let ForwardOptions { spin, max_p99_error, realtime, mut log } = opts;
+        let scheduling = crate::pacer::prepare_thread(realtime);
         let drops_at_start = self.tun_drops();
         let clock = Clock::new();
         let start = clock.now();
         let mut path: Path<Bytes> = Path::new(forward, reverse, start, seed, DIRS)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        let mut errors: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+        // Room for a while of traffic up front: growing a long vector is a
+        // copy of all of it, in the middle of the loop.
+        let mut errors: [Vec<u64>; 2] = [Vec::with_capacity(1 << 16), Vec::with_capacity(1 << 16)];
         let mut send_errors = [0u64; 2];
-        let (tx, rx) = mpsc::channel::<(usize, Bytes)>();
-        let readers: Vec<_> = [(0usize, self.tun.0.clone()), (1, self.tun.1.clone())]
-            .into_iter()
-            .map(|(dir, dev)| {
-                let (tx, stop) = (tx.clone(), stop.clone());
-                std::thread::spawn(move || read_loop(dir, &dev, &tx, &stop))
-            })
-            .collect();
-        drop(tx);
-        let outs = [self.tun.1.clone(), self.tun.0.clone()]; // A→B writes into B
+        let ins = [&self.tun.0, &self.tun.1]; // A's packets go forward, B's reverse
+        let outs = [&self.tun.1, &self.tun.0]; // A→B writes into B
+        for dev in ins {
+            dev.set_nonblock()?;
+        }
+        let mut pacer = Pacer::new(&[ins[0].as_raw_fd(), ins[1].as_raw_fd()], spin)?;
+        pacer.stats.scheduling = Some(scheduling);
+        let mut buf = BytesMut::new();
+        let mut turn = 0u64;
         let end = start + duration;
-        let mut last = start;
         while !stop.load(Ordering::Relaxed) {
             let now = clock.now();
             if now >= end {
@@ -171,12 +189,13 @@ impl Netns {
             }
             for d in 0..2 {
                 while let Some(p) = path.poll(now, d) {
-                    let sent_at = clock.now();
                     if outs[d].send(&p.packet).is_err() {
                         send_errors[d] += 1;
                     }
-                    errors[d]
-                        .push(u64::try_from(sent_at.saturating_since(p.at).as_nanos()).unwrap_or(u64::MAX));
+                    // Stamped when the write returns, as in the relay: the
+                    // kernel has taken the packet into the other namespace.
+                    let sent_at = clock.now();
+                    errors[d].push(duration_nanos(sent_at.saturating_since(p.at)));
                     if let Some(w) = log.as_mut() {
                         let line = serde_json::json!({"t_ns": sent_at.as_nanos(), "dir": DIRS[d], "event": "release",
                             "id": p.id, "len": p.packet.len(), "intended_ns": p.at.as_nanos(),
@@ -186,47 +205,58 @@ impl Netns {
                 }
             }
             crate::relay::log_air_drops(&mut path, &mut log)?;
+            // Read what is readable, a bounded batch per device, then look
+            // at the release queue again before reading more; stop early
+            // when a release falls due meanwhile.
+            let mut got = 0;
+            // Alternate which device goes first, so neither waits behind the
+            // other's bursts turn after turn.
+            turn += 1;
+            let order = if turn.is_multiple_of(2) { [0, 1] } else { [1, 0] };
+            'devices: for dir in order {
+                let dev = ins[dir];
+                for _ in 0..READ_BATCH {
+                    if path.next_event().is_some_and(|t| t <= clock.now()) {
+                        break 'devices;
+                    }
+                    if buf.capacity() < 65_536 {
+                        buf = BytesMut::with_capacity(1 << 20);
+                    }
+                    buf.resize(65_536, 0);
+                    let n = match dev.recv(&mut buf[..]) {
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(io::Error::new(e.kind(), format!("read from TUN device: {e}"))),
+                    };
+                    got += 1;
+                    let data = buf.split_to(n).freeze();
+                    let t = clock.now();
+                    let out = path.send(t, dir, data);
+                    if let Some(w) = log.as_mut() {
+                        let fate = match out.fate {
+                            Fate::Scheduled(at) => serde_json::json!({"scheduled_ns": at.as_nanos()}),
+                            Fate::Dropped(r) => serde_json::json!({"dropped": format!("{r:?}")}),
+                            Fate::Queued => serde_json::json!({"queued": true}),
+                        };
+                        let line = serde_json::json!({"t_ns": t.as_nanos(), "dir": DIRS[dir], "event": "arrive",
+                            "len": n, "fate": fate});
+                        writeln!(w, "{line}")?;
+                    }
+                }
+            }
+            pacer.stats.read_batch(got);
+            if got > 0 {
+                continue;
+            }
             let next = [path.next_event(), Some(end), Some(now + TICK_MAX)]
                 .into_iter()
                 .flatten()
                 .min()
                 .unwrap_or(end);
-            let wait = next.saturating_since(clock.now());
-            let got = if wait > spin {
-                let w = wait - spin;
-                rx.recv_timeout(std::time::Duration::from_nanos(w.as_nanos() as u64)).ok()
-            } else {
-                rx.try_recv().ok()
-            };
-            let mut take = |(dir, data): (usize, Bytes)| -> io::Result<()> {
-                // Arrivals from two threads: keep the link's clock monotonic.
-                let t = clock.now().max(last);
-                last = t;
-                let n = data.len();
-                let out = path.send(t, dir, data);
-                if let Some(w) = log.as_mut() {
-                    let fate = match out.fate {
-                        Fate::Scheduled(at) => serde_json::json!({"scheduled_ns": at.as_nanos()}),
-                        Fate::Dropped(r) => serde_json::json!({"dropped": format!("{r:?}")}),
-                        Fate::Queued => serde_json::json!({"queued": true}),
-                    };
-                    let line = serde_json::json!({"t_ns": t.as_nanos(), "dir": DIRS[dir], "event": "arrive",
-                        "len": n, "fate": fate});
-                    writeln!(w, "{line}")?;
-                }
-                Ok(())
-            };
-            if let Some(a) = got {
-                take(a)?;
-                while let Ok(a) = rx.try_recv() {
-                    take(a)?;
-                }
-            }
+            pacer.wait_until(&clock, next)?;
         }
-        stop.store(true, Ordering::Relaxed);
-        for r in readers {
-            let _ = r.join();
-        }
+        pacer.stats.finish(&clock, start);
         let mut report = |d: usize| {
             let mut errors_ns = std::mem::take(&mut errors[d]);
             errors_ns.sort_unstable();
@@ -237,10 +267,8 @@ impl Netns {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
             _ => None,
         };
-        let valid = fw.error_quantile(0.99) <= max_p99_error
-            && rv.error_quantile(0.99) <= max_p99_error
-            && kernel_drops.unwrap_or(0) == 0;
-        Ok(RelayReport { forward: fw, reverse: rv, valid, seed, kernel_drops, syscalls: (0, 0) })
+        let timing = pacer.stats;
+        Ok(RelayReport::judged(fw, rv, seed, kernel_drops, max_p99_error, (0, 0), timing))
     }
 }
 
@@ -250,25 +278,10 @@ const DIRS: [&str; 2] = ["forward", "reverse"];
 /// Longest the forwarding loop waits before looking at the stop flag.
 const TICK_MAX: Duration = Duration::from_millis(10);
 
-fn read_loop(dir: usize, dev: &tun::Device, tx: &mpsc::Sender<(usize, Bytes)>, stop: &AtomicBool) {
-    let mut buf = BytesMut::new();
-    while !stop.load(Ordering::Relaxed) {
-        if buf.capacity() < 65_536 {
-            buf = BytesMut::with_capacity(1 << 20);
-        }
-        buf.resize(65_536, 0);
-        match dev.recv_timeout(&mut buf[..], std::time::Duration::from_millis(20)) {
-            Ok(n) => {
-                let packet = buf.split_to(n).freeze();
-                if tx.send((dir, packet)).is_err() {
-                    return;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::TimedOut || e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
-}
+/// Most packets read from one device before the release queue is looked at
+/// again: at 45 Mbit/s a packet time is 267 µs and a TUN read a few µs, so
+/// a batch of 16 holds a release up by well under the 200 µs limit.
+const READ_BATCH: usize = 16;
 
 /// Namespaces created so far while setting up; deleted if setup fails.
 struct Partial<'a> {

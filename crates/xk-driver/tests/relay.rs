@@ -1,11 +1,13 @@
-//! The UDP relay on loopback: delay accuracy, release error and rate limit.
-//! Traffic goes only to 127.0.0.1; every loop is bounded in count and time.
+//! The UDP relay on loopback: delay accuracy, release error (at the E2
+//! operating point too) and rate limit. Traffic goes only to 127.0.0.1; every
+//! loop is bounded in count and time.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::thread;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-use xk_driver::relay::{RelayConfig, RelayReport, run_on};
+use xk_driver::pacer::{DEFAULT_SPIN, Scheduling};
+use xk_driver::relay::{DEFAULT_MAX_P99_ERROR, RelayConfig, RelayReport, run_on};
 use xk_netemu::parse_line;
 use xk_time::Duration;
 
@@ -27,8 +29,8 @@ fn relay(
         reverse: parse_line(rev).unwrap(),
         seed: 1,
         duration: Duration::from_secs(secs),
-        spin: Duration::from_micros(200),
-        max_p99_error: Duration::from_millis(1),
+        spin: DEFAULT_SPIN,
+        max_p99_error: DEFAULT_MAX_P99_ERROR,
         stop: None,
     };
     let h = thread::spawn(move || run_on(relay_sock, &cfg, &mut None).unwrap());
@@ -48,34 +50,43 @@ fn delay_is_applied_with_small_release_error() {
         }
     });
     let client = UdpSocket::bind("127.0.0.1:0").unwrap();
-    client.set_nonblocking(true).unwrap();
+    // The client blocks for echoes between sends instead of spinning: a
+    // client spinning on a whole core beside the relay's real-time thread
+    // left the echo thread and itself one core on a 2-core machine, and its
+    // round trips grew by milliseconds of its own scheduling (the relay's
+    // release error stayed under 100 µs; it is asserted below).
+    client.set_read_timeout(Some(StdDuration::from_millis(1))).unwrap();
     let t0 = StdInstant::now();
     let mut rtts = Vec::new();
     let mut buf = [0u8; 64];
     let mut i = 0u64;
-    // 10,000 packets/s for 2 s.
+    // 10,000 packets/s for 2 s (sent in small bursts: the timeout above
+    // rounds to the kernel tick).
     while t0.elapsed() < StdDuration::from_millis(2500) {
-        let due = StdDuration::from_micros(100 * i);
-        if i < 20_000 && t0.elapsed() >= due {
+        while i < 20_000 && t0.elapsed() >= StdDuration::from_micros(100 * i) {
             client.send_to(&(t0.elapsed().as_nanos() as u64).to_be_bytes(), raddr).unwrap();
             i += 1;
         }
-        while let Ok((n, _)) = client.recv_from(&mut buf) {
-            if n == 8 {
-                let sent = u64::from_be_bytes(buf[..8].try_into().unwrap());
-                rtts.push(t0.elapsed().as_nanos() as u64 - sent);
-            }
+        if let Ok((8, _)) = client.recv_from(&mut buf) {
+            let sent = u64::from_be_bytes(buf[..8].try_into().unwrap());
+            rtts.push(t0.elapsed().as_nanos() as u64 - sent);
         }
     }
     let report = h.join().unwrap();
     echo.join().unwrap();
+    eprintln!("{}", report.to_json());
     rtts.sort_unstable();
     assert!(rtts.len() > 15_000, "only {} echoes", rtts.len());
     let med = rtts[rtts.len() / 2] as f64 / 1e6;
+    eprintln!("median RTT {med:.3} ms");
     assert!((med - 40.0).abs() < 1.0, "median RTT {med:.3} ms for 2 × 20 ms");
+    // With SCHED_FIFO (root, as CI runs) the release is that of an idle
+    // machine; at normal priority the thread waits its turn on a loaded one
+    // (p50 about 120 µs in a debug build beside the other tests' builds).
     let p50 = report.forward.error_quantile(0.5);
-    eprintln!("{}", report.to_json());
-    assert!(p50 <= Duration::from_micros(100), "release error p50 {p50:?}");
+    let fifo = matches!(report.timing.scheduling, Some(Scheduling::Fifo(_)));
+    let limit = Duration::from_micros(if fifo { 100 } else { 500 });
+    assert!(p50 <= limit, "release error p50 {p50:?} ({:?})", report.timing.scheduling);
 }
 
 #[test]
@@ -168,4 +179,91 @@ fn packet_radio_channel_in_real_time() {
     assert_eq!((f.drop_mtu, f.drop_collision, r.drop_collision), (1, 0, 0));
     assert!(report.forward.error_quantile(0.5) < Duration::from_millis(1), "{report:?}");
     assert!(report.reverse.error_quantile(0.5) < Duration::from_millis(1), "{report:?}");
+}
+
+/// The E2 operating point — 45 Mbit/s, 100 ms each way — with 1,400-byte
+/// datagrams offered just under the rate and a 40-byte answer for every
+/// second one (as TCP's ACKs), both directions' release error bounded.
+///
+/// The bound catches a bad regression (a wake-up on the kernel tick, a
+/// thread left waiting behind the load) without failing on a loaded 2-core
+/// CI machine in a debug build: p99 2 ms with `SCHED_FIFO` (root, as CI
+/// runs), 20 ms at normal priority. The goal, p99 ≤ 200 µs, is measured in
+/// release builds by `scripts/bench-release.sh` (docs/PERF.md);
+/// `XK_RELEASE_P99_LIMIT_US=200` holds this test to it.
+///
+/// This virtual machine is sometimes not run at all for 10–100 ms (a
+/// real-time `cyclictest` sees the same); one such stall in a 3-second run
+/// delays 1–3 % of the packets. The relay reports it (a timer wake-up over
+/// 1 ms late), and a run spoiled that way is repeated, up to three runs.
+#[test]
+fn release_error_at_45_mbit_and_100_ms() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for attempt in 1..=3 {
+        match one_45_mbit_run() {
+            Ok(()) => return,
+            Err((why, stalled)) if stalled && attempt < 3 => {
+                eprintln!("run {attempt} spoiled by a stall of the machine, repeated: {why}");
+            }
+            Err((why, _)) => panic!("{why}"),
+        }
+    }
+}
+
+/// One run of [`release_error_at_45_mbit_and_100_ms`]: Err with the reason
+/// and whether the machine stalled the relay's thread during it.
+fn one_45_mbit_run() -> Result<(), (String, bool)> {
+    let line = "delay 100ms rate 45mbit limit 10000";
+    let (raddr, _saddr, server, h) = relay(line, line, 4);
+    let echo = thread::spawn(move || {
+        server.set_read_timeout(Some(StdDuration::from_millis(500))).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut n = 0u64;
+        while let Ok((_, from)) = server.recv_from(&mut buf) {
+            n += 1;
+            if n.is_multiple_of(2) {
+                let _ = server.send_to(&[0xacu8; 40], from);
+            }
+        }
+        n
+    });
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // 4 × 1,400 B every millisecond = 44.8 Mbit/s for 3 s. Sleeping between
+    // bursts keeps the sender off the CPU; the link spaces the packets out.
+    let payload = [0x45u8; 1400];
+    let t0 = StdInstant::now();
+    let mut sent = 0u64;
+    for ms in 0..3000u64 {
+        for _ in 0..4 {
+            client.send_to(&payload, raddr).unwrap();
+            sent += 1;
+        }
+        let next = StdDuration::from_millis(ms + 1);
+        if let Some(wait) = next.checked_sub(t0.elapsed()) {
+            thread::sleep(wait);
+        }
+    }
+    let report = h.join().unwrap();
+    let received = echo.join().unwrap();
+    let j = report.to_json();
+    eprintln!("{sent} sent, {received} through; {j}");
+    assert!(received as f64 >= 0.9 * sent as f64, "{received} of {sent} datagrams through");
+    assert!(report.reverse.link.delivered > 1000, "{j}");
+    let fifo = matches!(report.timing.scheduling, Some(Scheduling::Fifo(_)));
+    let limit_us = std::env::var("XK_RELEASE_P99_LIMIT_US")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(if fifo { 2_000 } else { 20_000 });
+    let stalled = report.timing.stalls(Duration::from_millis(1)).0 > 0;
+    for (name, d) in [("forward", &report.forward), ("reverse", &report.reverse)] {
+        let p99 = d.error_quantile(0.99);
+        if p99 > Duration::from_micros(limit_us) {
+            let why = format!(
+                "{name} release error p99 {p99:?} above {limit_us} µs ({:?}): {j}",
+                report.timing.scheduling
+            );
+            return Err((why, stalled));
+        }
+    }
+    Ok(())
 }

@@ -5,7 +5,8 @@ use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
 
 use clap::Args;
-use xk_driver::relay::{self, RelayConfig};
+use xk_driver::pacer;
+use xk_driver::relay::{self, DEFAULT_MAX_P99_ERROR, RelayConfig};
 use xk_netemu::{LinkSpec, parse_line, parse_toml};
 use xk_time::Duration;
 
@@ -30,15 +31,26 @@ pub(crate) struct EmulateArgs {
     /// Stop after this many seconds.
     #[arg(long, default_value_t = 60.0)]
     duration: f64,
-    /// Spin this many microseconds before each release instead of sleeping.
-    #[arg(long, default_value_t = 200)]
+    /// Spin this many microseconds before each release instead of sleeping
+    /// (at most 100: the spin holds a core at real-time priority).
+    #[arg(long, default_value_t = duration_micros(pacer::DEFAULT_SPIN))]
     spin_us: u64,
-    /// Mark the run invalid when the p99 release error exceeds this (µs).
-    #[arg(long, default_value_t = 1000)]
+    /// Mark the run invalid (not trustworthy) when the p99 release error of
+    /// either direction exceeds this (µs).
+    #[arg(long, default_value_t = duration_micros(DEFAULT_MAX_P99_ERROR))]
     max_p99_error_us: u64,
+    /// Do not ask for SCHED_FIFO (by default the forwarding thread asks, and
+    /// goes on at normal priority, saying so, where it is not permitted).
+    #[arg(long)]
+    no_realtime: bool,
     /// Write one JSON line per datagram event here.
     #[arg(long)]
     log: Option<String>,
+}
+
+/// Whole microseconds of `d`, for command-line defaults.
+pub(crate) const fn duration_micros(d: Duration) -> u64 {
+    d.as_micros() as u64
 }
 
 pub(crate) fn spec(what: &str, s: &str) -> Result<LinkSpec, String> {
@@ -78,16 +90,29 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
         Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| format!("--log {p}: {e}"))?)),
         None => None,
     };
-    let report = relay::run(&cfg, file.as_mut().map(|f| f as &mut dyn Write))
+    if a.spin_us > duration_micros(pacer::MAX_SPIN) {
+        return Err(format!(
+            "--spin-us {}: at most {} (a longer spin holds a core at real-time priority)",
+            a.spin_us,
+            duration_micros(pacer::MAX_SPIN)
+        ));
+    }
+    let sock = std::net::UdpSocket::bind(a.listen).map_err(|e| format!("relay on {}: {e}", a.listen))?;
+    let mut log = file.as_mut().map(|f| f as &mut dyn Write);
+    let report = relay::run_on_with(sock, &cfg, !a.no_realtime, &mut log)
         .map_err(|e| format!("relay on {}: {e}", a.listen))?;
+    if let Some(s) = &report.timing.scheduling {
+        eprintln!("xpress emulate: forwarding thread: {s}");
+    }
     if let Some(mut f) = file {
         f.flush().map_err(|e| e.to_string())?;
     }
     println!("{}", serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?);
     if !report.valid {
-        return Err(
-            "release timing exceeded --max-p99-error-us: results of this run are not trustworthy".into()
-        );
+        return Err(format!(
+            "this run is not trustworthy (measurements taken through it should be marked invalid): {}",
+            report.invalid_reasons.join("; ")
+        ));
     }
     Ok(())
 }

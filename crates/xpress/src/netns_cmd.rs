@@ -11,7 +11,10 @@ use clap::Args;
 use xk_driver::netns::{ADDR_A, ADDR_B, ForwardOptions, Netns, leftover};
 use xk_time::Duration;
 
-use crate::emulate::spec;
+use xk_driver::pacer;
+use xk_driver::relay::DEFAULT_MAX_P99_ERROR;
+
+use crate::emulate::{duration_micros, spec};
 
 /// Prefix of every namespace this command creates (then the process id).
 pub(crate) const PREFIX: &str = "xpns";
@@ -50,9 +53,17 @@ pub(crate) struct NetnsArgs {
     /// Write one JSON line per packet event (arrive / release) here.
     #[arg(long)]
     log: Option<String>,
-    /// Mark the run invalid when the p99 release error exceeds this (µs).
-    #[arg(long, default_value_t = 1000)]
+    /// Mark the run invalid (not trustworthy) when the p99 release error of
+    /// either direction exceeds this (µs).
+    #[arg(long, default_value_t = duration_micros(DEFAULT_MAX_P99_ERROR))]
     max_p99_error_us: u64,
+    /// Spin this many microseconds before each release instead of sleeping
+    /// (at most 100: the spin holds a core at real-time priority).
+    #[arg(long, default_value_t = duration_micros(pacer::DEFAULT_SPIN))]
+    spin_us: u64,
+    /// Do not ask for SCHED_FIFO for the forwarding thread.
+    #[arg(long)]
+    no_realtime: bool,
 }
 
 /// A background command this run started, in a process group of its own;
@@ -86,6 +97,13 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     if a.shell && a.b.is_some() {
         return Err("--shell and --b: choose one (the shell runs in namespace B)".into());
     }
+    if a.spin_us > duration_micros(pacer::MAX_SPIN) {
+        return Err(format!(
+            "--spin-us {}: at most {} (a longer spin holds a core at real-time priority)",
+            a.spin_us,
+            duration_micros(pacer::MAX_SPIN)
+        ));
+    }
     let forward = spec("--link", &a.link)?;
     let reverse = spec("--reverse", a.reverse.as_deref().unwrap_or(&a.link))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -113,8 +131,9 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     let (status, report) = std::thread::scope(|s| {
         let fwd = s.spawn(|| {
             let opts = ForwardOptions {
-                spin: Duration::from_micros(200),
+                spin: Duration::from_micros(a.spin_us),
                 max_p99_error: Duration::from_micros(a.max_p99_error_us),
+                realtime: !a.no_realtime,
                 log: log.as_mut().map(|w| w as &mut dyn std::io::Write),
             };
             let r = ns.forward(&forward, &reverse, a.seed, Duration::from_secs_f64(a.duration), opts, &stop);
@@ -164,10 +183,14 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     if !left.is_empty() {
         eprintln!("xpress netns: warning: namespaces still present after teardown: {left:?}");
     }
+    if let Some(s) = &report.timing.scheduling {
+        eprintln!("xpress netns: forwarding thread: {s}");
+    }
     if !report.valid {
         eprintln!(
-            "xpress netns: warning: this run is not trustworthy — release error p99 above --max-p99-error-us or \
-             packets dropped by the kernel on the TUN devices (see the report)"
+            "xpress netns: warning: this run is not trustworthy (measurements taken through it should be \
+             marked invalid): {}",
+            report.invalid_reasons.join("; ")
         );
     }
     let status = status?;

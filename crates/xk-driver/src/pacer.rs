@@ -1,0 +1,435 @@
+//! How the link-model drivers ([`crate::relay`], [`crate::netns`]) meet their
+//! release instants on a shared, busy machine.
+//!
+//! A release is late for three reasons, and each has its remedy here:
+//!
+//! * **The wake-up is late.** `poll`/`futex` timeouts carry the thread's
+//!   timer slack (50 µs by default) and socket timeouts round to the kernel
+//!   tick (4 ms at 250 Hz). [`Pacer`] sleeps on a `timerfd` (an exact
+//!   hrtimer, no slack) in one `epoll` with the input descriptors, and
+//!   [`prepare_thread`] sets the thread's timer slack to 1 ns for any other
+//!   timed wait.
+//! * **The thread is not running when its timer fires.** On two cores shared
+//!   with both endpoints and whatever else runs, a normal thread waits for
+//!   the scheduler's next slice — milliseconds. [`prepare_thread`] asks for
+//!   `SCHED_FIFO`, so the forwarding thread preempts ordinary threads the
+//!   moment its timer fires; without the privilege it says why and carries
+//!   on at normal priority (the report says which it got).
+//! * **The loop is busy elsewhere.** The drivers read at most one batch of
+//!   arrivals between looks at the release queue, so a burst of arrivals
+//!   does not hold up a release that falls due meanwhile.
+//!
+//! What is left — the time from the hrtimer interrupt until the thread runs —
+//! is hidden by a bounded spin: the pacer wakes a margin before the deadline
+//! and polls (clock and input, without blocking) for the rest. The margin
+//! follows the wake-up lateness the pacer sees — at least `spin`, at most
+//! [`MAX_SPIN`] —, because that lateness depends on how busy the machine is:
+//! 15–30 µs while packets flow, 80–160 µs after a quiet spell that let the
+//! (virtual) CPU go idle. The spin is paid at every release, so it is
+//! budgeted: at most [`SPIN_SHARE`] of the wall-clock time. At high packet
+//! rates the spin windows would otherwise join up and a real-time thread
+//! would hold a whole core (a 10,000 packets/s echo test through the relay
+//! saw the endpoints' round trip grow by 4–8 ms that way); past the budget
+//! the pacer sleeps to the deadline itself and accepts the wake-up latency.
+//!
+//! [`LoopStats`] records what happened (wake-up lateness, time spun, read
+//! batch sizes), so a run that missed its instants says where the time went.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use nix::errno::Errno;
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollOp, EpollTimeout};
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+use serde_json::json;
+use xk_time::{Duration, Instant, duration_nanos};
+
+use crate::clock::Clock;
+
+/// Default (and least) spin margin before each release. With `SCHED_FIFO` the thread runs
+/// within a few microseconds of its timer; 30 µs covers most of the rest
+/// without costing much CPU: at 45 Mbit/s (about 5,600 releases/s in both
+/// directions together) it is about 17 % of one core. Measured in
+/// docs/PERF.md ("Release error at 45 Mbit/s").
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(30);
+
+/// Longest spin margin, whatever the caller asks or the lateness suggests: a spinning `SCHED_FIFO` thread takes its core from
+/// everything else, so the spin is capped whatever the caller asks for.
+pub const MAX_SPIN: Duration = Duration::from_micros(100);
+
+/// Share of the wall-clock time the pacer may spend spinning (one core's
+/// tenth): the endpoints on a 2-core machine keep the rest.
+pub const SPIN_SHARE: f64 = 0.1;
+
+/// Most spin time saved up while the loop sleeps long (so a quiet spell
+/// does not buy a long stretch of spinning afterwards).
+const SPIN_BURST: Duration = Duration::from_millis(2);
+
+/// Added to the recent wake-up lateness for the margin: the clock read and
+/// `epoll_wait` between waking and checking the deadline.
+const MARGIN_SLACK_NS: u64 = 5_000;
+
+/// `SCHED_FIFO` priority of the forwarding thread: above every normal
+/// thread, below the kernel's own real-time threads (watchdog, migration at 99).
+pub const FIFO_PRIORITY: u8 = 10;
+
+/// How the forwarding thread is scheduled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scheduling {
+    /// `SCHED_FIFO` at this priority.
+    Fifo(u8),
+    /// The normal time-sharing policy, and why (not asked, or refused).
+    Normal(String),
+}
+
+impl std::fmt::Display for Scheduling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scheduling::Fifo(p) => write!(f, "SCHED_FIFO priority {p}"),
+            Scheduling::Normal(why) => write!(f, "normal ({why})"),
+        }
+    }
+}
+
+/// Prepares the calling thread for release timing: timer slack 1 ns and,
+/// if `realtime`, `SCHED_FIFO` at [`FIFO_PRIORITY`]. Never fails: what
+/// could not be had is in the answer.
+pub fn prepare_thread(realtime: bool) -> Scheduling {
+    // Timer slack lets the kernel fire a sleeping thread's timers up to this
+    // late to batch wake-ups; 1 ns is the smallest it accepts (0 means "the
+    // default"). Failing to set it costs accuracy only.
+    let _ = nix::sys::prctl::set_timerslack(1);
+    if !realtime {
+        return Scheduling::Normal("real-time priority not asked for".into());
+    }
+    use thread_priority::{
+        RealtimeThreadSchedulePolicy, ThreadPriority, ThreadPriorityValue, ThreadSchedulePolicy,
+        set_thread_priority_and_policy, thread_native_id,
+    };
+    let value = match ThreadPriorityValue::try_from(FIFO_PRIORITY) {
+        Ok(v) => v,
+        Err(e) => return Scheduling::Normal(format!("SCHED_FIFO priority {FIFO_PRIORITY}: {e}")),
+    };
+    let policy = ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo);
+    match set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Crossplatform(value), policy) {
+        Ok(()) => Scheduling::Fifo(FIFO_PRIORITY),
+        Err(thread_priority::Error::OS(code)) if code == Errno::EPERM as i32 => Scheduling::Normal(
+            "SCHED_FIFO not permitted: needs root or CAP_SYS_NICE (or an RLIMIT_RTPRIO); \
+             release timing then depends on the load of the machine"
+                .into(),
+        ),
+        Err(e) => Scheduling::Normal(format!("SCHED_FIFO refused: {e}")),
+    }
+}
+
+/// What the forwarding loop did, for finding where time went.
+#[derive(Clone, Debug, Default)]
+pub struct LoopStats {
+    /// How the thread was scheduled.
+    pub scheduling: Option<Scheduling>,
+    /// Least spin margin before each release, as applied (after [`MAX_SPIN`]).
+    pub spin: Duration,
+    /// Sum of the margins used (ns), for their mean.
+    pub margin_ns: u64,
+    /// Waits that used a margin.
+    pub margins: u64,
+    /// How late the thread ran after each timer expiry (ns, in order).
+    pub wake_late_ns: Vec<u64>,
+    /// Time spent spinning in all (ns).
+    pub spin_ns: u64,
+    /// Waits that slept to the deadline without spinning because the spin
+    /// budget ([`SPIN_SHARE`]) was spent.
+    pub spin_skipped: u64,
+    /// Length of the run (ns).
+    pub run_ns: u64,
+    /// CPU time the forwarding thread used (user + system, ns), spinning
+    /// and the kernel's work in its system calls included.
+    pub cpu_ns: u64,
+    /// Non-empty reads of arrivals, and the datagrams/packets they returned.
+    pub reads: u64,
+    /// Packets read in all.
+    pub read_packets: u64,
+    /// Largest batch taken in one turn of the loop.
+    pub max_read_batch: u64,
+}
+
+impl LoopStats {
+    /// Quantiles `qs` of the wake-up lateness, in µs.
+    fn wake_late_us<const N: usize>(&self, qs: [f64; N]) -> [f64; N] {
+        let mut v = self.wake_late_ns.clone();
+        v.sort_unstable();
+        qs.map(
+            |q| if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1e3 },
+        )
+    }
+
+    /// How many timer wake-ups came at least `late` after their timer, and
+    /// the latest one.
+    pub fn stalls(&self, late: Duration) -> (usize, Duration) {
+        let late = duration_nanos(late);
+        let n = self.wake_late_ns.iter().filter(|&&ns| ns >= late).count();
+        let worst = self.wake_late_ns.iter().copied().max().unwrap_or(0);
+        (n, Duration::from_nanos(worst))
+    }
+
+    /// Closes the record of a run that began at `start`: its length and
+    /// the calling thread's CPU time.
+    pub fn finish(&mut self, clock: &Clock, start: Instant) {
+        self.run_ns = duration_nanos(clock.now().saturating_since(start));
+        use nix::sys::resource::{UsageWho, getrusage};
+        if let Ok(u) = getrusage(UsageWho::RUSAGE_THREAD) {
+            let ns =
+                |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1_000_000_000 + t.tv_usec() as u64 * 1000;
+            self.cpu_ns = ns(u.user_time()) + ns(u.system_time());
+        }
+    }
+
+    /// Records one turn's batch of `n` arrivals.
+    pub fn read_batch(&mut self, n: usize) {
+        if n > 0 {
+            self.reads += 1;
+            self.read_packets += n as u64;
+            self.max_read_batch = self.max_read_batch.max(n as u64);
+        }
+    }
+
+    /// The statistics as a JSON object (times in µs).
+    pub fn to_json(&self) -> serde_json::Value {
+        let [p50, p99, max] = self.wake_late_us([0.5, 0.99, 1.0]);
+        json!({
+            "scheduling": self.scheduling.as_ref().map(ToString::to_string),
+            "spin_us": self.spin.as_secs_f64() * 1e6,
+            "timer_wakes": self.wake_late_ns.len(),
+            "wake_late_p50_us": p50,
+            "wake_late_p99_us": p99,
+            "wake_late_max_us": max,
+            "spin_skipped": self.spin_skipped,
+            "mean_margin_us": if self.margins == 0 { 0.0 } else { self.margin_ns as f64 / self.margins as f64 / 1e3 },
+            "thread_cpu_fraction": if self.run_ns == 0 { 0.0 } else { self.cpu_ns as f64 / self.run_ns as f64 },
+            "spin_cpu_fraction": if self.run_ns == 0 { 0.0 } else { self.spin_ns as f64 / self.run_ns as f64 },
+            "reads": self.reads,
+            "mean_read_batch": if self.reads == 0 { 0.0 } else { self.read_packets as f64 / self.reads as f64 },
+            "max_read_batch": self.max_read_batch,
+        })
+    }
+}
+
+/// Why [`Pacer::wait_until`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Woke {
+    /// The deadline has come.
+    Due,
+    /// An input descriptor is readable (the deadline may not have come).
+    Readable,
+}
+
+/// `epoll` token of the timer; input descriptor `i` gets `i + 1`.
+const TIMER: u64 = 0;
+
+/// Sleeps until a deadline or input, whichever comes first: a `timerfd`
+/// armed `spin` before the deadline and the input descriptors in one
+/// `epoll`, then a bounded spin.
+pub struct Pacer {
+    epoll: Epoll,
+    timer: TimerFd,
+    spin: Duration,
+    /// Spin time that may still be spent (ns), refilled at [`SPIN_SHARE`].
+    budget_ns: u64,
+    /// When the budget was last refilled.
+    refilled: Option<Instant>,
+    /// Recent wake-up lateness (ns): follows a later wake-up at once and
+    /// decays toward earlier ones, so the margin covers the recent worst.
+    late_est_ns: u64,
+    events: [EpollEvent; 8],
+    /// What the waits did.
+    pub stats: LoopStats,
+}
+
+impl Pacer {
+    /// A pacer watching `inputs` for readability. The descriptors must stay
+    /// open as long as the pacer lives (the drivers own both).
+    pub fn new(inputs: &[RawFd], spin: Duration) -> io::Result<Pacer> {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
+        let timer =
+            TimerFd::new(ClockId::CLOCK_MONOTONIC, TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC)
+                .map_err(io::Error::from)?;
+        epoll.add(&timer, EpollEvent::new(EpollFlags::EPOLLIN, TIMER)).map_err(io::Error::from)?;
+        for (i, &fd) in inputs.iter().enumerate() {
+            let mut ev = EpollEvent::new(EpollFlags::EPOLLIN, i as u64 + 1);
+            // The TUN devices of the `tun` crate offer only a raw descriptor
+            // (no `AsFd`), and turning one into a borrowed descriptor takes
+            // `unsafe`, which this workspace forbids; nix's raw-descriptor
+            // `epoll_ctl` is deprecated in favour of `Epoll::add` for that
+            // reason only, and is otherwise the same call.
+            #[allow(deprecated)]
+            nix::sys::epoll::epoll_ctl(
+                std::os::fd::AsRawFd::as_raw_fd(&epoll.0),
+                EpollOp::EpollCtlAdd,
+                fd,
+                &mut ev,
+            )
+            .map_err(io::Error::from)?;
+        }
+        let spin = spin.min(MAX_SPIN);
+        let stats = LoopStats { spin, ..LoopStats::default() };
+        let budget_ns = duration_nanos(SPIN_BURST);
+        Ok(Pacer {
+            epoll,
+            timer,
+            spin,
+            budget_ns,
+            refilled: None,
+            late_est_ns: 0,
+            events: [EpollEvent::empty(); 8],
+            stats,
+        })
+    }
+
+    /// Waits until `deadline` or until an input is readable. Sleeps in the
+    /// kernel until `spin` before the deadline, then polls without blocking.
+    pub fn wait_until(&mut self, clock: &Clock, deadline: Instant) -> io::Result<Woke> {
+        let now = clock.now();
+        if now >= deadline {
+            return Ok(Woke::Due);
+        }
+        let since = self.refilled.map_or(0, |t| duration_nanos(now.saturating_since(t)));
+        self.budget_ns =
+            (self.budget_ns + (since as f64 * SPIN_SHARE) as u64).min(duration_nanos(SPIN_BURST));
+        self.refilled = Some(now);
+        // The margin: the recent wake-up lateness plus a little, within
+        // [spin, MAX_SPIN]; none at all once the spin budget is spent.
+        let want =
+            (self.late_est_ns + MARGIN_SLACK_NS).clamp(duration_nanos(self.spin), duration_nanos(MAX_SPIN));
+        let spin = if self.budget_ns >= want {
+            self.stats.margin_ns += want;
+            self.stats.margins += 1;
+            Duration::from_nanos(want)
+        } else {
+            self.stats.spin_skipped += 1;
+            Duration::ZERO
+        };
+        let wake_at = Instant::from_nanos(deadline.as_nanos().saturating_sub(duration_nanos(spin)));
+        if wake_at > now {
+            let rel = wake_at.saturating_since(now);
+            let ts = TimeSpec::from_duration(rel);
+            // Arming also clears an expiry left over from an earlier wait
+            // that ended on input instead.
+            self.timer.set(Expiration::OneShot(ts), TimerSetTimeFlags::empty()).map_err(io::Error::from)?;
+            let (fired, readable) = self.poll(EpollTimeout::NONE)?;
+            if fired {
+                let woke = clock.now();
+                let _ = self.timer.wait(); // consume the expiry (non-blocking)
+                let late = duration_nanos(woke.saturating_since(wake_at));
+                self.stats.wake_late_ns.push(late);
+                // Wake-ups later than the cap (a stalled machine) would only
+                // pin the margin at the cap: count them at the cap.
+                let late = late.min(duration_nanos(MAX_SPIN));
+                self.late_est_ns = if late > self.late_est_ns {
+                    late
+                } else {
+                    self.late_est_ns - (self.late_est_ns - late) / 32
+                };
+            }
+            if readable {
+                return Ok(Woke::Readable);
+            }
+            if !fired {
+                return Ok(Woke::Readable); // interrupted: let the caller look again
+            }
+        }
+        // The final stretch: watch the clock and the inputs without sleeping.
+        let spin_from = clock.now();
+        let woke = loop {
+            let now = clock.now();
+            if now >= deadline {
+                break Woke::Due;
+            }
+            if self.poll(EpollTimeout::ZERO)?.1 {
+                break Woke::Readable;
+            }
+            std::hint::spin_loop();
+        };
+        let spun = duration_nanos(clock.now().saturating_since(spin_from));
+        self.stats.spin_ns += spun;
+        self.budget_ns = self.budget_ns.saturating_sub(spun);
+        Ok(woke)
+    }
+
+    /// One `epoll_wait`: (timer fired, an input is readable).
+    fn poll(&mut self, timeout: EpollTimeout) -> io::Result<(bool, bool)> {
+        let n = match self.epoll.wait(&mut self.events, timeout) {
+            Ok(n) => n,
+            Err(Errno::EINTR) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        let fired = self.events[..n].iter().any(|e| e.data() == TIMER);
+        let readable = self.events[..n].iter().any(|e| e.data() != TIMER);
+        Ok((fired, readable))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+
+    #[test]
+    fn spin_is_capped() {
+        let p = Pacer::new(&[], Duration::from_millis(5)).unwrap();
+        assert_eq!(p.stats.spin, MAX_SPIN);
+    }
+
+    /// Timed waits end on time: not early, and late only by the machine's
+    /// wake-up latency (bound generous for a loaded CI machine at normal
+    /// priority; the real measurements are in docs/PERF.md).
+    #[test]
+    fn waits_end_at_their_deadline() {
+        let scheduling = prepare_thread(false);
+        assert!(matches!(scheduling, Scheduling::Normal(_)));
+        let clock = Clock::new();
+        let mut p = Pacer::new(&[], DEFAULT_SPIN).unwrap();
+        let mut late = Vec::new();
+        for i in 0..200u64 {
+            let deadline = clock.now() + Duration::from_micros(300 + 7 * i);
+            assert_eq!(p.wait_until(&clock, deadline).unwrap(), Woke::Due);
+            let now = clock.now();
+            assert!(now >= deadline, "woke {:?} early", deadline.saturating_since(now));
+            late.push(now.saturating_since(deadline));
+        }
+        late.sort_unstable();
+        let p50 = late[late.len() / 2];
+        eprintln!("lateness p50 {p50:?} max {:?}; {}", late[late.len() - 1], p.stats.to_json());
+        assert!(p50 < Duration::from_millis(2), "lateness p50 {p50:?}");
+        assert!(p.stats.wake_late_ns.len() >= 150, "most waits should sleep on the timer");
+    }
+
+    /// Input ends a wait before its deadline.
+    #[test]
+    fn readable_input_ends_the_wait() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let clock = Clock::new();
+        let mut p = Pacer::new(&[rx.as_raw_fd()], Duration::ZERO).unwrap();
+        let to = rx.local_addr().unwrap();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            tx.send_to(b"x", to).unwrap();
+        });
+        let t0 = clock.now();
+        let deadline = t0 + Duration::from_secs(5);
+        // The timer is armed at most this far ahead by the drivers; loop as they do.
+        let woke = loop {
+            match p.wait_until(&clock, deadline.min(clock.now() + Duration::from_millis(10))).unwrap() {
+                Woke::Readable => break Woke::Readable,
+                Woke::Due if clock.now() >= deadline => break Woke::Due,
+                Woke::Due => {}
+            }
+        };
+        sender.join().unwrap();
+        assert_eq!(woke, Woke::Readable);
+        assert!(clock.now().saturating_since(t0) < Duration::from_secs(2));
+    }
+}
