@@ -19,7 +19,7 @@
 //! * [`clock`]: the monotonic clock as an [`xk_time::Instant`].
 //!
 //! `unsafe` stays forbidden here too: system calls go through `nix` and
-//! `socket2`.
+//! `socket2`, the scheduling policy through `thread-priority`.
 
 #[cfg(feature = "tokio")]
 pub mod aio;

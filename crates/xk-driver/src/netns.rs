@@ -35,7 +35,7 @@ use xk_netemu::{Fate, LinkSpec, Path};
 use xk_time::{Duration, duration_nanos};
 
 use crate::clock::Clock;
-use crate::pacer::Pacer;
+use crate::pacer::{Pacer, Pacing};
 use crate::relay::{DirectionReport, RelayReport};
 
 /// Address of namespace A's end.
@@ -79,8 +79,9 @@ pub struct ForwardOptions<'a> {
     /// p99 release error above which the run is marked invalid
     /// ([`crate::relay::DEFAULT_MAX_P99_ERROR`] unless chosen otherwise).
     pub max_p99_error: Duration,
-    /// Ask for `SCHED_FIFO` for the forwarding thread (granted to root).
-    pub realtime: bool,
+    /// Real-time priority and a warm CPU for the forwarding thread
+    /// ([`Pacing::default`] asks for both).
+    pub pacing: Pacing,
     /// One JSON line per packet event (arrive / release), if given.
     pub log: Option<&'a mut dyn Write>,
 }
@@ -146,7 +147,7 @@ impl Netns {
     /// `duration` passes. `forward` applies A → B, `reverse` B → A.
     ///
     /// One thread (the caller's) does everything: it asks for `SCHED_FIFO`
-    /// ([`crate::pacer::prepare_thread`]), reads both TUN devices without
+    /// and a warm CPU ([`crate::pacer::Pacer::prepare`]), reads both TUN devices without
     /// blocking, and sleeps on them and a `timerfd` together
     /// ([`crate::pacer::Pacer`]). (It used to hand packets over from a
     /// reader thread per device, through a channel: two more threads to
@@ -161,8 +162,7 @@ impl Netns {
         opts: ForwardOptions<'_>,
         stop: &Arc<AtomicBool>,
     ) -> io::Result<RelayReport> {
-        let ForwardOptions { spin, max_p99_error, realtime, mut log } = opts;
-        let scheduling = crate::pacer::prepare_thread(realtime);
+        let ForwardOptions { spin, max_p99_error, pacing, mut log } = opts;
         let drops_at_start = self.tun_drops();
         let clock = Clock::new();
         let start = clock.now();
@@ -178,7 +178,7 @@ impl Netns {
             dev.set_nonblock()?;
         }
         let mut pacer = Pacer::new(&[ins[0].as_raw_fd(), ins[1].as_raw_fd()], spin)?;
-        pacer.stats.scheduling = Some(scheduling);
+        pacer.prepare(pacing);
         let mut buf = BytesMut::new();
         let mut turn = 0u64;
         let end = start + duration;
@@ -196,6 +196,7 @@ impl Netns {
                     // kernel has taken the packet into the other namespace.
                     let sent_at = clock.now();
                     errors[d].push(duration_nanos(sent_at.saturating_since(p.at)));
+                    pacer.stats.release(p.at, now, sent_at);
                     if let Some(w) = log.as_mut() {
                         let line = serde_json::json!({"t_ns": sent_at.as_nanos(), "dir": DIRS[d], "event": "release",
                             "id": p.id, "len": p.packet.len(), "intended_ns": p.at.as_nanos(),

@@ -32,11 +32,22 @@
 //! saw the endpoints' round trip grow by 4–8 ms that way); past the budget
 //! the pacer sleeps to the deadline itself and accepts the wake-up latency.
 //!
+//! * **The (virtual) CPU is asleep.** On this VM an idle vCPU halts, and
+//!   waking it for a timer costs 80–200 µs more than waking a busy one.
+//!   [`KeepWarm`] pins the forwarding thread to its CPU and runs a
+//!   `SCHED_IDLE` spinner there while releases are near: it takes only time
+//!   no other thread wants (the kernel runs `SCHED_IDLE` threads only on an
+//!   otherwise idle CPU and preempts them at once), and keeps that CPU from
+//!   halting.
+//!
 //! [`LoopStats`] records what happened (wake-up lateness, time spun, read
 //! batch sizes), so a run that missed its instants says where the time went.
 
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollOp, EpollTimeout};
@@ -123,11 +134,118 @@ pub fn prepare_thread(realtime: bool) -> Scheduling {
     }
 }
 
+/// What the forwarding thread may ask of the machine (both by default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pacing {
+    /// Ask for `SCHED_FIFO` ([`prepare_thread`]).
+    pub realtime: bool,
+    /// Run a [`KeepWarm`] spinner, when `SCHED_FIFO` was granted (pinning
+    /// a normal-priority thread would keep it from moving away from load).
+    pub keep_warm: bool,
+}
+
+impl Default for Pacing {
+    fn default() -> Self {
+        Pacing { realtime: true, keep_warm: true }
+    }
+}
+
+/// Releases nearer than this keep the [`KeepWarm`] spinner spinning;
+/// farther off it naps, so an idle link costs no CPU.
+const HOT_WINDOW: Duration = Duration::from_millis(2);
+
+/// A `SCHED_IDLE` thread spinning on the forwarding thread's CPU while
+/// releases are near (see the module documentation); stopped when dropped.
+pub struct KeepWarm {
+    stop: Arc<AtomicBool>,
+    hot: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    /// The CPU both threads are pinned to.
+    pub cpu: usize,
+}
+
+impl KeepWarm {
+    /// Pins the calling thread to the CPU it is running on and starts the
+    /// spinner there. Err says why not (then nothing was started).
+    pub fn start() -> Result<KeepWarm, String> {
+        use nix::sched::{CpuSet, sched_getcpu, sched_setaffinity};
+        use nix::unistd::Pid;
+        let cpu = sched_getcpu().map_err(|e| format!("cannot tell this thread's CPU: {e}"))?;
+        let mut set = CpuSet::new();
+        set.set(cpu).map_err(|e| format!("CPU {cpu}: {e}"))?;
+        // Pid 0: the calling thread.
+        sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let hot = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
+        let (stop2, hot2) = (stop.clone(), hot.clone());
+        let thread = std::thread::Builder::new()
+            .name("xk-keep-warm".into())
+            .spawn(move || {
+                use thread_priority::{
+                    NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+                    set_thread_priority_and_policy, thread_native_id,
+                };
+                let ready = sched_setaffinity(Pid::from_raw(0), &set)
+                    .map_err(|e| format!("cannot pin the spinner to CPU {cpu}: {e}"))
+                    .and_then(|()| {
+                        // Never spin at a priority that competes with anyone:
+                        // without SCHED_IDLE the spinner does not run at all.
+                        let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+                        set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, idle)
+                            .map_err(|e| format!("SCHED_IDLE refused: {e}"))
+                    });
+                let ok = ready.is_ok();
+                let _ = tx.send(ready);
+                if !ok {
+                    return;
+                }
+                while !stop2.load(Ordering::Relaxed) {
+                    if hot2.load(Ordering::Relaxed) {
+                        for _ in 0..256 {
+                            std::hint::spin_loop();
+                        }
+                    } else {
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the spinner thread: {e}"))?;
+        let mut warm = KeepWarm { stop, hot, thread: Some(thread), cpu };
+        match rx.recv() {
+            Ok(Ok(())) => Ok(warm),
+            Ok(Err(why)) => {
+                warm.stop();
+                Err(why)
+            }
+            Err(_) => {
+                warm.stop();
+                Err("the spinner thread ended at start".into())
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for KeepWarm {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// What the forwarding loop did, for finding where time went.
 #[derive(Clone, Debug, Default)]
 pub struct LoopStats {
     /// How the thread was scheduled.
     pub scheduling: Option<Scheduling>,
+    /// Whether a [`KeepWarm`] spinner ran, and where (or why not).
+    pub keep_warm: Option<String>,
     /// Least spin margin before each release, as applied (after [`MAX_SPIN`]).
     pub spin: Duration,
     /// Sum of the margins used (ns), for their mean.
@@ -152,12 +270,19 @@ pub struct LoopStats {
     pub read_packets: u64,
     /// Largest batch taken in one turn of the loop.
     pub max_read_batch: u64,
+    /// For each release: how late the loop found it due (ns) — the part
+    /// of its release error spent before the loop looked at the queue
+    /// (late wake-up, or busy reading).
+    pub found_late_ns: Vec<u64>,
+    /// For each release: the rest of its release error (ns) — the sends
+    /// ahead of it in the same turn and its own.
+    pub handover_ns: Vec<u64>,
 }
 
 impl LoopStats {
-    /// Quantiles `qs` of the wake-up lateness, in µs.
-    fn wake_late_us<const N: usize>(&self, qs: [f64; N]) -> [f64; N] {
-        let mut v = self.wake_late_ns.clone();
+    /// Quantiles `qs` of `v`, in µs.
+    fn quantiles_us<const N: usize>(v: &[u64], qs: [f64; N]) -> [f64; N] {
+        let mut v = v.to_vec();
         v.sort_unstable();
         qs.map(
             |q| if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1e3 },
@@ -185,6 +310,13 @@ impl LoopStats {
         }
     }
 
+    /// Records one release: due at `at`, found due by the loop at `seen`,
+    /// handed over at `sent`.
+    pub fn release(&mut self, at: Instant, seen: Instant, sent: Instant) {
+        self.found_late_ns.push(duration_nanos(seen.saturating_since(at)));
+        self.handover_ns.push(duration_nanos(sent.saturating_since(seen.max(at))));
+    }
+
     /// Records one turn's batch of `n` arrivals.
     pub fn read_batch(&mut self, n: usize) {
         if n > 0 {
@@ -196,9 +328,12 @@ impl LoopStats {
 
     /// The statistics as a JSON object (times in µs).
     pub fn to_json(&self) -> serde_json::Value {
-        let [p50, p99, max] = self.wake_late_us([0.5, 0.99, 1.0]);
+        let [p50, p99, max] = Self::quantiles_us(&self.wake_late_ns, [0.5, 0.99, 1.0]);
+        let [found50, found99] = Self::quantiles_us(&self.found_late_ns, [0.5, 0.99]);
+        let [hand50, hand99] = Self::quantiles_us(&self.handover_ns, [0.5, 0.99]);
         json!({
             "scheduling": self.scheduling.as_ref().map(ToString::to_string),
+            "keep_warm": self.keep_warm,
             "spin_us": self.spin.as_secs_f64() * 1e6,
             "timer_wakes": self.wake_late_ns.len(),
             "wake_late_p50_us": p50,
@@ -208,6 +343,10 @@ impl LoopStats {
             "mean_margin_us": if self.margins == 0 { 0.0 } else { self.margin_ns as f64 / self.margins as f64 / 1e3 },
             "thread_cpu_fraction": if self.run_ns == 0 { 0.0 } else { self.cpu_ns as f64 / self.run_ns as f64 },
             "spin_cpu_fraction": if self.run_ns == 0 { 0.0 } else { self.spin_ns as f64 / self.run_ns as f64 },
+            "found_late_p50_us": found50,
+            "found_late_p99_us": found99,
+            "handover_p50_us": hand50,
+            "handover_p99_us": hand99,
             "reads": self.reads,
             "mean_read_batch": if self.reads == 0 { 0.0 } else { self.read_packets as f64 / self.reads as f64 },
             "max_read_batch": self.max_read_batch,
@@ -242,6 +381,7 @@ pub struct Pacer {
     /// decays toward earlier ones, so the margin covers the recent worst.
     late_est_ns: u64,
     events: [EpollEvent; 8],
+    warm: Option<KeepWarm>,
     /// What the waits did.
     pub stats: LoopStats,
 }
@@ -282,14 +422,46 @@ impl Pacer {
             refilled: None,
             late_est_ns: 0,
             events: [EpollEvent::empty(); 8],
+            warm: None,
             stats,
         })
+    }
+
+    /// Applies `pacing` to the calling thread — the scheduling policy, and a
+    /// [`KeepWarm`] spinner on its CPU when asked and the policy is
+    /// `SCHED_FIFO` —, recording what it got in the stats.
+    pub fn prepare(&mut self, pacing: Pacing) {
+        let scheduling = prepare_thread(pacing.realtime);
+        let fifo = matches!(scheduling, Scheduling::Fifo(_));
+        self.stats.scheduling = Some(scheduling);
+        self.stats.keep_warm = Some(if !pacing.keep_warm {
+            "off: not asked for".into()
+        } else if !fifo {
+            "off: needs SCHED_FIFO".into()
+        } else {
+            self.keep_warm()
+        });
+    }
+
+    fn keep_warm(&mut self) -> String {
+        match KeepWarm::start() {
+            Ok(w) => {
+                let text =
+                    format!("SCHED_IDLE spinner on CPU {} (the forwarding thread pinned there)", w.cpu);
+                self.warm = Some(w);
+                text
+            }
+            Err(why) => format!("off: {why}"),
+        }
     }
 
     /// Waits until `deadline` or until an input is readable. Sleeps in the
     /// kernel until `spin` before the deadline, then polls without blocking.
     pub fn wait_until(&mut self, clock: &Clock, deadline: Instant) -> io::Result<Woke> {
         let now = clock.now();
+        if let Some(w) = &self.warm {
+            w.hot.store(deadline.saturating_since(now) <= HOT_WINDOW, Ordering::Relaxed);
+        }
         if now >= deadline {
             return Ok(Woke::Due);
         }
@@ -404,6 +576,17 @@ mod tests {
         eprintln!("lateness p50 {p50:?} max {:?}; {}", late[late.len() - 1], p.stats.to_json());
         assert!(p50 < Duration::from_millis(2), "lateness p50 {p50:?}");
         assert!(p.stats.wake_late_ns.len() >= 150, "most waits should sleep on the timer");
+    }
+
+    /// The spinner starts on this thread's CPU (any user may run a
+    /// `SCHED_IDLE` thread), pins this thread there, and stops when dropped.
+    #[test]
+    fn keep_warm_pins_and_stops() {
+        let w = KeepWarm::start().expect("SCHED_IDLE and pinning are open to every user");
+        assert_eq!(nix::sched::sched_getcpu().unwrap(), w.cpu);
+        w.hot.store(true, Ordering::Relaxed);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        drop(w); // joins the spinner: a hang here fails the test by timeout
     }
 
     /// Input ends a wait before its deadline.

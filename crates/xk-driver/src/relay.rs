@@ -36,7 +36,7 @@ use std::os::fd::AsRawFd;
 
 use crate::batch::{BATCH, BatchSocket, MAX_DATAGRAM, Outgoing, TICK, socket_drops};
 use crate::clock::Clock;
-use crate::pacer::{self, LoopStats, Pacer};
+use crate::pacer::{self, LoopStats, Pacer, Pacing};
 
 /// The release-error limit of a trustworthy run: p99 of each direction at
 /// most 200 µs. At the E2 operating point (45 Mbit/s, 1,500-byte packets)
@@ -233,26 +233,26 @@ pub fn run(cfg: &RelayConfig, mut log: Option<&mut dyn Write>) -> io::Result<Rel
     run_on(sock, cfg, &mut log)
 }
 
-/// As [`run`], on a socket the caller bound (tests bind port 0), asking for
-/// `SCHED_FIFO` (granted to root; otherwise the run goes on at normal
-/// priority and [`RelayReport::timing`] says why).
+/// As [`run`], on a socket the caller bound (tests bind port 0), with the
+/// default [`Pacing`]: `SCHED_FIFO` (granted to root; otherwise the run goes
+/// on at normal priority and [`RelayReport::timing`] says why) and a
+/// [`pacer::KeepWarm`] spinner.
 pub fn run_on(
     sock: UdpSocket,
     cfg: &RelayConfig,
     log: &mut Option<&mut dyn Write>,
 ) -> io::Result<RelayReport> {
-    run_on_with(sock, cfg, true, log)
+    run_on_with(sock, cfg, Pacing::default(), log)
 }
 
-/// As [`run_on`]; `realtime: false` leaves the thread's scheduling alone
-/// (to measure what the priority is worth).
+/// As [`run_on`] with the given [`Pacing`] (to measure what each part is
+/// worth, or to leave the machine's scheduling alone).
 pub fn run_on_with(
     sock: UdpSocket,
     cfg: &RelayConfig,
-    realtime: bool,
+    pacing: Pacing,
     log: &mut Option<&mut dyn Write>,
 ) -> io::Result<RelayReport> {
-    let scheduling = pacer::prepare_thread(realtime);
     let clock = Clock::new();
     let start = clock.now();
     let mut path: Path<Bytes> =
@@ -260,7 +260,7 @@ pub fn run_on_with(
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let local = sock.local_addr()?;
     let mut pacer = Pacer::new(&[sock.as_raw_fd()], cfg.spin)?;
-    pacer.stats.scheduling = Some(scheduling);
+    pacer.prepare(pacing);
     // GSO for releases; no GRO: the link model needs every datagram as sent
     // (recv_gro would split them again, but recvmmsg batches small ones).
     let mut sock = BatchSocket::with_offload(sock, true, false)?;
@@ -313,6 +313,7 @@ pub fn run_on_with(
                 let sent_at = clock.now();
                 for &(at, id, len, corrupted, duplicate) in &intended {
                     let err = sent_at.saturating_since(at);
+                    pacer.stats.release(at, now, sent_at);
                     d.errors.push(u64::try_from(err.as_nanos()).unwrap_or(u64::MAX));
                     if let Some(w) = log.as_mut() {
                         let line = json!({"t_ns": sent_at.as_nanos(), "dir": name, "event": "release", "id": id,

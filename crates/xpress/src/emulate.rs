@@ -31,8 +31,9 @@ pub(crate) struct EmulateArgs {
     /// Stop after this many seconds.
     #[arg(long, default_value_t = 60.0)]
     duration: f64,
-    /// Spin this many microseconds before each release instead of sleeping
-    /// (at most 100: the spin holds a core at real-time priority).
+    /// Least margin (µs) before each release spent spinning instead of
+    /// sleeping; the margin grows with the wake-up lateness measured during
+    /// the run, up to 100 µs (a spin holds a core at real-time priority).
     #[arg(long, default_value_t = duration_micros(pacer::DEFAULT_SPIN))]
     spin_us: u64,
     /// Mark the run invalid (not trustworthy) when the p99 release error of
@@ -43,9 +44,19 @@ pub(crate) struct EmulateArgs {
     /// goes on at normal priority, saying so, where it is not permitted).
     #[arg(long)]
     no_realtime: bool,
+    /// Do not keep the forwarding thread's CPU awake with a SCHED_IDLE
+    /// spinner (by default one runs while releases are near, on idle time
+    /// only, when the thread got SCHED_FIFO).
+    #[arg(long)]
+    no_keep_warm: bool,
     /// Write one JSON line per datagram event here.
     #[arg(long)]
     log: Option<String>,
+}
+
+/// The pacing the `--no-realtime` / `--no-keep-warm` flags leave.
+pub(crate) fn pacing(no_realtime: bool, no_keep_warm: bool) -> pacer::Pacing {
+    pacer::Pacing { realtime: !no_realtime, keep_warm: !no_keep_warm }
 }
 
 /// Whole microseconds of `d`, for command-line defaults.
@@ -99,10 +110,10 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
     }
     let sock = std::net::UdpSocket::bind(a.listen).map_err(|e| format!("relay on {}: {e}", a.listen))?;
     let mut log = file.as_mut().map(|f| f as &mut dyn Write);
-    let report = relay::run_on_with(sock, &cfg, !a.no_realtime, &mut log)
+    let report = relay::run_on_with(sock, &cfg, pacing(a.no_realtime, a.no_keep_warm), &mut log)
         .map_err(|e| format!("relay on {}: {e}", a.listen))?;
-    if let Some(s) = &report.timing.scheduling {
-        eprintln!("xpress emulate: forwarding thread: {s}");
+    if let (Some(s), Some(w)) = (&report.timing.scheduling, &report.timing.keep_warm) {
+        eprintln!("xpress emulate: forwarding thread: {s}; keep-warm: {w}");
     }
     if let Some(mut f) = file {
         f.flush().map_err(|e| e.to_string())?;

@@ -14,7 +14,7 @@ use xk_time::Duration;
 use xk_driver::pacer;
 use xk_driver::relay::DEFAULT_MAX_P99_ERROR;
 
-use crate::emulate::{duration_micros, spec};
+use crate::emulate::{duration_micros, pacing, spec};
 
 /// Prefix of every namespace this command creates (then the process id).
 pub(crate) const PREFIX: &str = "xpns";
@@ -57,13 +57,20 @@ pub(crate) struct NetnsArgs {
     /// either direction exceeds this (µs).
     #[arg(long, default_value_t = duration_micros(DEFAULT_MAX_P99_ERROR))]
     max_p99_error_us: u64,
-    /// Spin this many microseconds before each release instead of sleeping
-    /// (at most 100: the spin holds a core at real-time priority).
+    /// Least margin (µs) before each release spent spinning instead of
+    /// sleeping; the margin grows with the wake-up lateness measured during
+    /// the run, up to 100 µs (a spin holds a core at real-time priority).
     #[arg(long, default_value_t = duration_micros(pacer::DEFAULT_SPIN))]
     spin_us: u64,
-    /// Do not ask for SCHED_FIFO for the forwarding thread.
+    /// Do not ask for SCHED_FIFO (by default the forwarding thread asks, and
+    /// goes on at normal priority, saying so, where it is not permitted).
     #[arg(long)]
     no_realtime: bool,
+    /// Do not keep the forwarding thread's CPU awake with a SCHED_IDLE
+    /// spinner (by default one runs while releases are near, on idle time
+    /// only, when the thread got SCHED_FIFO).
+    #[arg(long)]
+    no_keep_warm: bool,
 }
 
 /// A background command this run started, in a process group of its own;
@@ -133,7 +140,7 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
             let opts = ForwardOptions {
                 spin: Duration::from_micros(a.spin_us),
                 max_p99_error: Duration::from_micros(a.max_p99_error_us),
-                realtime: !a.no_realtime,
+                pacing: pacing(a.no_realtime, a.no_keep_warm),
                 log: log.as_mut().map(|w| w as &mut dyn std::io::Write),
             };
             let r = ns.forward(&forward, &reverse, a.seed, Duration::from_secs_f64(a.duration), opts, &stop);
@@ -183,8 +190,8 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     if !left.is_empty() {
         eprintln!("xpress netns: warning: namespaces still present after teardown: {left:?}");
     }
-    if let Some(s) = &report.timing.scheduling {
-        eprintln!("xpress netns: forwarding thread: {s}");
+    if let (Some(s), Some(w)) = (&report.timing.scheduling, &report.timing.keep_warm) {
+        eprintln!("xpress netns: forwarding thread: {s}; keep-warm: {w}");
     }
     if !report.valid {
         eprintln!(

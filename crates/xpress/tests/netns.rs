@@ -35,6 +35,12 @@ fn netns(link: &str, a: &str, b: &str) -> Output {
     let _ = std::fs::remove_file(&report);
     assert!(r["kernel_drops"].is_u64(), "TUN drop counters not read: {r}");
     assert!(r["forward"]["release_error_p99_us"].as_f64().unwrap() < 1000.0, "{r}");
+    // The verdict and what it rests on are in the report; as root the
+    // forwarding thread gets its real-time priority.
+    assert_eq!(r["max_p99_release_error_us"].as_f64(), Some(200.0), "{r}");
+    assert!(r["valid"].is_boolean() && r["invalid_reasons"].is_array(), "{r}");
+    let sched = r["timing"]["scheduling"].as_str().unwrap_or_default();
+    assert!(sched.starts_with("SCHED_FIFO"), "forwarding thread not real-time: {r}");
     out
 }
 
