@@ -49,8 +49,9 @@ def d(k):
     x = r[k]
     return "%7.1f %7.1f %8.1f" % (x["release_error_p50_us"], x["release_error_p99_us"], x["release_error_max_us"])
 t = r.get("timing")
-loop = ("wake p99/max %5.1f/%7.1f found/handover p99 %5.1f/%5.1f cpu %4.1f%% spin %4.1f%% %s" % (
+loop = ("wake p99/max %5.1f/%7.1f found/handover/write p99 %5.1f/%5.1f/%5.1f cpu %4.1f%% spin %4.1f%% %s" % (
     t["wake_late_p99_us"], t["wake_late_max_us"], t.get("found_late_p99_us", -1), t.get("handover_p99_us", -1),
+    t.get("write_p99_us", -1),
     100 * t.get("thread_cpu_fraction", 0), 100 * t["spin_cpu_fraction"],
     "fifo" if (t["scheduling"] or "").startswith("SCHED_FIFO") else "normal")) if t else "-"
 print("%-5s load %s | fwd %s | rev %s | valid %-5s kdrops %s | %s | %s" %

@@ -189,12 +189,17 @@ impl Netns {
             }
             for d in 0..2 {
                 while let Some(p) = path.poll(now, d) {
+                    // Stamped as the write starts: the packet is handed to
+                    // the kernel. The write itself then runs the other
+                    // namespace's stack (receive, and often the transmit an
+                    // ACK releases) before it returns; that time is kept
+                    // apart (`write_*` in the timing) and delays the packets
+                    // behind it, whose own stamps show it.
+                    let sent_at = clock.now();
                     if outs[d].send(&p.packet).is_err() {
                         send_errors[d] += 1;
                     }
-                    // Stamped when the write returns, as in the relay: the
-                    // kernel has taken the packet into the other namespace.
-                    let sent_at = clock.now();
+                    pacer.stats.write_ns.push(duration_nanos(clock.now().saturating_since(sent_at)));
                     errors[d].push(duration_nanos(sent_at.saturating_since(p.at)));
                     pacer.stats.release(p.at, now, sent_at);
                     if let Some(w) = log.as_mut() {

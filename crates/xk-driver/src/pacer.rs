@@ -1,7 +1,7 @@
 //! How the link-model drivers ([`crate::relay`], [`crate::netns`]) meet their
 //! release instants on a shared, busy machine.
 //!
-//! A release is late for three reasons, and each has its remedy here:
+//! A release is late for four reasons, and each has its remedy here:
 //!
 //! * **The wake-up is late.** `poll`/`futex` timeouts carry the thread's
 //!   timer slack (50 µs by default) and socket timeouts round to the kernel
@@ -15,6 +15,15 @@
 //!   `SCHED_FIFO`, so the forwarding thread preempts ordinary threads the
 //!   moment its timer fires; without the privilege it says why and carries
 //!   on at normal priority (the report says which it got).
+//! * **The (virtual) CPU is asleep.** On this VM an idle vCPU halts, and
+//!   waking it for a timer costs 80–200 µs more than waking a busy one.
+//!   The endpoints' CPUs matter too: the kernel work inside a TUN write or
+//!   loopback send wakes the receiver, slowly on a halted vCPU. [`KeepWarm`]
+//!   pins the forwarding thread to its CPU and runs a `SCHED_IDLE` spinner
+//!   on each CPU while releases are near: they take only time no other
+//!   thread wants (the kernel runs `SCHED_IDLE` threads only on an
+//!   otherwise idle CPU and preempts them at once), and keep the CPUs from
+//!   halting.
 //! * **The loop is busy elsewhere.** The drivers read at most one batch of
 //!   arrivals between looks at the release queue, so a burst of arrivals
 //!   does not hold up a release that falls due meanwhile.
@@ -23,25 +32,17 @@
 //! is hidden by a bounded spin: the pacer wakes a margin before the deadline
 //! and polls (clock and input, without blocking) for the rest. The margin
 //! follows the wake-up lateness the pacer sees — at least `spin`, at most
-//! [`MAX_SPIN`] —, because that lateness depends on how busy the machine is:
-//! 15–30 µs while packets flow, 80–160 µs after a quiet spell that let the
-//! (virtual) CPU go idle. The spin is paid at every release, so it is
+//! [`MAX_SPIN`] —, because that lateness depends on how busy the machine is.
+//! The spin is paid at every release at real-time priority, so it is
 //! budgeted: at most [`SPIN_SHARE`] of the wall-clock time. At high packet
-//! rates the spin windows would otherwise join up and a real-time thread
-//! would hold a whole core (a 10,000 packets/s echo test through the relay
-//! saw the endpoints' round trip grow by 4–8 ms that way); past the budget
-//! the pacer sleeps to the deadline itself and accepts the wake-up latency.
+//! rates the spin windows would otherwise join up and the thread would hold
+//! a whole core; past the budget the pacer sleeps to the deadline itself and
+//! accepts the wake-up latency.
 //!
-//! * **The (virtual) CPU is asleep.** On this VM an idle vCPU halts, and
-//!   waking it for a timer costs 80–200 µs more than waking a busy one.
-//!   [`KeepWarm`] pins the forwarding thread to its CPU and runs a
-//!   `SCHED_IDLE` spinner there while releases are near: it takes only time
-//!   no other thread wants (the kernel runs `SCHED_IDLE` threads only on an
-//!   otherwise idle CPU and preempts them at once), and keeps that CPU from
-//!   halting.
-//!
-//! [`LoopStats`] records what happened (wake-up lateness, time spun, read
-//! batch sizes), so a run that missed its instants says where the time went.
+//! [`LoopStats`] records what happened (wake-up lateness, how late each
+//! release was found due and how long it took to hand over, time spun, the
+//! thread's CPU time, read batch sizes), so a run that missed its instants
+//! says where the time went.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -58,15 +59,14 @@ use xk_time::{Duration, Instant, duration_nanos};
 
 use crate::clock::Clock;
 
-/// Default (and least) spin margin before each release. With `SCHED_FIFO` the thread runs
-/// within a few microseconds of its timer; 30 µs covers most of the rest
-/// without costing much CPU: at 45 Mbit/s (about 5,600 releases/s in both
-/// directions together) it is about 17 % of one core. Measured in
-/// docs/PERF.md ("Release error at 45 Mbit/s").
+/// Default least spin margin before each release: with `SCHED_FIFO` and a
+/// warm CPU the thread runs 15–50 µs after its timer here. At 45 Mbit/s,
+/// 100 ms each way (about 5,600 releases/s in both directions), the spin
+/// costs 5–8 % of one core (docs/PERF.md, "Release error at 45 Mbit/s").
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(30);
 
-/// Longest spin margin, whatever the caller asks or the lateness suggests: a spinning `SCHED_FIFO` thread takes its core from
-/// everything else, so the spin is capped whatever the caller asks for.
+/// Longest spin margin, whatever the caller asks or the lateness suggests:
+/// a spinning `SCHED_FIFO` thread takes its core from everything else.
 pub const MAX_SPIN: Duration = Duration::from_micros(100);
 
 /// Share of the wall-clock time the pacer may spend spinning (one core's
@@ -139,7 +139,7 @@ pub fn prepare_thread(realtime: bool) -> Scheduling {
 pub struct Pacing {
     /// Ask for `SCHED_FIFO` ([`prepare_thread`]).
     pub realtime: bool,
-    /// Run a [`KeepWarm`] spinner, when `SCHED_FIFO` was granted (pinning
+    /// Run [`KeepWarm`] spinners, when `SCHED_FIFO` was granted (pinning
     /// a normal-priority thread would keep it from moving away from load).
     pub keep_warm: bool,
 }
@@ -154,40 +154,62 @@ impl Default for Pacing {
 /// farther off it naps, so an idle link costs no CPU.
 const HOT_WINDOW: Duration = Duration::from_millis(2);
 
-/// A `SCHED_IDLE` thread spinning on the forwarding thread's CPU while
-/// releases are near (see the module documentation); stopped when dropped.
+/// `SCHED_IDLE` threads spinning on the CPUs while releases are near (see
+/// the module documentation), the forwarding thread pinned to the CPU it
+/// started on; stopped when dropped.
+///
+/// Every CPU of the process is kept warm, not only the forwarding thread's:
+/// a TUN write or loopback send wakes the receiving endpoint, and waking
+/// one on a halted vCPU made the kernel's work inside the write take
+/// 450–630 µs at p99 on a quiet machine (40 µs on a busy one), enough for
+/// the loop to fall behind. At most [`MAX_WARM_CPUS`] spinners.
 pub struct KeepWarm {
     stop: Arc<AtomicBool>,
     hot: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-    /// The CPU both threads are pinned to.
+    threads: Vec<JoinHandle<()>>,
+    /// The CPU the forwarding thread is pinned to.
     pub cpu: usize,
+    /// The CPUs with a spinner.
+    pub warm: Vec<usize>,
 }
 
+/// Most CPUs kept warm (a spinner each).
+pub const MAX_WARM_CPUS: usize = 8;
+
 impl KeepWarm {
-    /// Pins the calling thread to the CPU it is running on and starts the
-    /// spinner there. Err says why not (then nothing was started).
+    /// Pins the calling thread to the CPU it is running on and starts a
+    /// spinner on each CPU it may use. Err says why not (then nothing runs).
     pub fn start() -> Result<KeepWarm, String> {
-        use nix::sched::{CpuSet, sched_getcpu, sched_setaffinity};
+        use nix::sched::{CpuSet, sched_getaffinity, sched_getcpu, sched_setaffinity};
         use nix::unistd::Pid;
         let cpu = sched_getcpu().map_err(|e| format!("cannot tell this thread's CPU: {e}"))?;
-        let mut set = CpuSet::new();
-        set.set(cpu).map_err(|e| format!("CPU {cpu}: {e}"))?;
         // Pid 0: the calling thread.
-        sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
+        let allowed =
+            sched_getaffinity(Pid::from_raw(0)).map_err(|e| format!("cannot read CPU affinity: {e}"))?;
+        let cpus: Vec<usize> = (0..CpuSet::count())
+            .filter(|&c| allowed.is_set(c).unwrap_or(false))
+            .take(MAX_WARM_CPUS)
+            .collect();
+        let one = |c: usize| {
+            let mut set = CpuSet::new();
+            set.set(c).map(|()| set).map_err(|e| format!("CPU {c}: {e}"))
+        };
+        sched_setaffinity(Pid::from_raw(0), &one(cpu)?)
+            .map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let hot = Arc::new(AtomicBool::new(false));
+        let mut warm = KeepWarm { stop, hot, threads: Vec::new(), cpu, warm: cpus.clone() };
         let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
-        let (stop2, hot2) = (stop.clone(), hot.clone());
-        let thread = std::thread::Builder::new()
-            .name("xk-keep-warm".into())
-            .spawn(move || {
+        for c in cpus {
+            let set = one(c)?;
+            let (stop, hot, tx) = (warm.stop.clone(), warm.hot.clone(), tx.clone());
+            let spawned = std::thread::Builder::new().name(format!("xk-keep-warm-{c}")).spawn(move || {
                 use thread_priority::{
                     NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
                     set_thread_priority_and_policy, thread_native_id,
                 };
                 let ready = sched_setaffinity(Pid::from_raw(0), &set)
-                    .map_err(|e| format!("cannot pin the spinner to CPU {cpu}: {e}"))
+                    .map_err(|e| format!("cannot pin a spinner to CPU {c}: {e}"))
                     .and_then(|()| {
                         // Never spin at a priority that competes with anyone:
                         // without SCHED_IDLE the spinner does not run at all.
@@ -200,8 +222,8 @@ impl KeepWarm {
                 if !ok {
                     return;
                 }
-                while !stop2.load(Ordering::Relaxed) {
-                    if hot2.load(Ordering::Relaxed) {
+                while !stop.load(Ordering::Relaxed) {
+                    if hot.load(Ordering::Relaxed) {
                         for _ in 0..256 {
                             std::hint::spin_loop();
                         }
@@ -209,25 +231,35 @@ impl KeepWarm {
                         std::thread::sleep(std::time::Duration::from_micros(200));
                     }
                 }
-            })
-            .map_err(|e| format!("cannot start the spinner thread: {e}"))?;
-        let mut warm = KeepWarm { stop, hot, thread: Some(thread), cpu };
-        match rx.recv() {
-            Ok(Ok(())) => Ok(warm),
-            Ok(Err(why)) => {
-                warm.stop();
-                Err(why)
-            }
-            Err(_) => {
-                warm.stop();
-                Err("the spinner thread ended at start".into())
+            });
+            match spawned {
+                Ok(t) => warm.threads.push(t),
+                Err(e) => {
+                    warm.stop();
+                    return Err(format!("cannot start a spinner thread: {e}"));
+                }
             }
         }
+        drop(tx);
+        for _ in 0..warm.threads.len() {
+            match rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(why)) => {
+                    warm.stop();
+                    return Err(why);
+                }
+                Err(_) => {
+                    warm.stop();
+                    return Err("a spinner thread ended at start".into());
+                }
+            }
+        }
+        Ok(warm)
     }
 
     fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
@@ -275,11 +307,24 @@ pub struct LoopStats {
     /// (late wake-up, or busy reading).
     pub found_late_ns: Vec<u64>,
     /// For each release: the rest of its release error (ns) — the sends
-    /// ahead of it in the same turn and its own.
+    /// ahead of it in the same turn (and, in the relay, its own).
     pub handover_ns: Vec<u64>,
+    /// netns only: how long each TUN write took (ns) — the kernel running
+    /// the other namespace's stack inside it.
+    pub write_ns: Vec<u64>,
 }
 
 impl LoopStats {
+    /// p99 of wake-up lateness, found-late and hand-over (with the TUN
+    /// write time where there is one), in µs: where a late run's time went.
+    pub fn p99s_us(&self) -> (f64, f64, f64) {
+        let [wake] = Self::quantiles_us(&self.wake_late_ns, [0.99]);
+        let [found] = Self::quantiles_us(&self.found_late_ns, [0.99]);
+        let [hand] = Self::quantiles_us(&self.handover_ns, [0.99]);
+        let [write] = Self::quantiles_us(&self.write_ns, [0.99]);
+        (wake, found, hand.max(write))
+    }
+
     /// Quantiles `qs` of `v`, in µs.
     fn quantiles_us<const N: usize>(v: &[u64], qs: [f64; N]) -> [f64; N] {
         let mut v = v.to_vec();
@@ -331,6 +376,7 @@ impl LoopStats {
         let [p50, p99, max] = Self::quantiles_us(&self.wake_late_ns, [0.5, 0.99, 1.0]);
         let [found50, found99] = Self::quantiles_us(&self.found_late_ns, [0.5, 0.99]);
         let [hand50, hand99] = Self::quantiles_us(&self.handover_ns, [0.5, 0.99]);
+        let [write50, write99] = Self::quantiles_us(&self.write_ns, [0.5, 0.99]);
         json!({
             "scheduling": self.scheduling.as_ref().map(ToString::to_string),
             "keep_warm": self.keep_warm,
@@ -347,6 +393,8 @@ impl LoopStats {
             "found_late_p99_us": found99,
             "handover_p50_us": hand50,
             "handover_p99_us": hand99,
+            "write_p50_us": write50,
+            "write_p99_us": write99,
             "reads": self.reads,
             "mean_read_batch": if self.reads == 0 { 0.0 } else { self.read_packets as f64 / self.reads as f64 },
             "max_read_batch": self.max_read_batch,

@@ -162,6 +162,15 @@ impl RelayReport {
                     STALL.as_millis()
                 ));
             }
+            let (wake, found, hand) = timing.p99s_us();
+            let limit_us = max_p99_error.as_secs_f64() * 1e6;
+            if found > limit_us && wake <= limit_us {
+                invalid_reasons.push(format!(
+                    "the loop was busy, not asleep: releases were found due {found:.0} µs late at p99 while \
+                     its wake-ups were {wake:.0} µs late; sends took up to {hand:.0} µs at p99 (the kernel's \
+                     own work inside them, slower when the machine is contended)"
+                ));
+            }
             if let Some(pacer::Scheduling::Normal(why)) = &timing.scheduling {
                 invalid_reasons.push(format!("the forwarding thread ran at normal priority: {why}"));
             }
@@ -307,9 +316,10 @@ pub fn run_on_with(
                 let before = sock.counters.send_errors;
                 sock.send(&arena, &out)?;
                 d.send_errors += sock.counters.send_errors - before;
-                // Stamped when the send returns: the kernel has then handed
-                // the datagrams to the receiving socket (loopback delivers
-                // inside the call), the conservative end of "released".
+                // Stamped when the send returns, as the relay always has: the
+                // kernel has then handed the datagrams to the receiving
+                // socket (loopback delivers inside the call) — for a batch,
+                // the time of its last datagram, an upper bound for all.
                 let sent_at = clock.now();
                 for &(at, id, len, corrupted, duplicate) in &intended {
                     let err = sent_at.saturating_since(at);
