@@ -1,6 +1,6 @@
 //! Driver 3 of the link model: two network namespaces joined through TUN
 //! devices, this process forwarding IP packets between them through one
-//! [`Link`] per direction — the Mahimahi approach. Any program (kernel TCP,
+//! [`Link`](xk_netemu::Link) per direction — the Mahimahi approach. Any program (kernel TCP,
 //! iperf3, our own tools) runs in the namespaces under exactly the emulated
 //! conditions.
 //!
