@@ -204,11 +204,8 @@ fn default_controller_fills_long_fat_pipes() {
     fills(&[0u64, 10, 50, 200, 500, 1000].map(|r| (45_000_000, r)));
 }
 
-/// The same at 1 Gbit/s. Not met yet (issue #12): 75 % at 10 ms and 87 % at
-/// 100 ms — slow-start overshoot into the BDP queue loses thousands of
-/// packets, and part of their recovery is spurious.
+/// The same at 1 Gbit/s (BDP up to 125 MB).
 #[test]
-#[ignore = "issue #12 open: 75-87 % at 1 Gbit/s"]
 fn default_controller_fills_gigabit_pipes() {
     fills(&[10u64, 100, 1000].map(|r| (1_000_000_000, r)));
 }
@@ -228,18 +225,18 @@ fn fills(grid: &[(u64, u64)]) {
 /// Reordering alone (1–5 % of packets overtake the rest, netem style, at
 /// 45 Mbit/s and 20 ms): no window reduction stands (any taken is undone) and
 /// goodput stays ≥ 90 %.
-///
-/// Not met yet (issue #12): 3–5 % reordering costs 12–13 reductions (2–3
-/// undone) and goodput 88–89 %; the reordering window does not yet widen
-/// fast enough.
 #[test]
-#[ignore = "issue #12 open: reordering still reduces the window"]
 fn reordering_is_not_loss() {
     let mut cells = Vec::new();
     for (i, reorder) in [0.01, 0.03, 0.05].into_iter().enumerate() {
         let rtt = Duration::from_millis(20);
         let path = Path { rate_bps: 45_000_000, rtt, queue: 0, loss: 0.0, reorder };
-        let r = run(3000 + i as u64, path, ContextConfig::stream(), 30);
+        // A fixed window of ~4.7 BDP: the queue is unlimited (no drop may be
+        // mistaken for reordering) and must not grow without bound either.
+        let mut cfg = ContextConfig::stream();
+        cfg.recv_buffer = 512 << 10;
+        cfg.recv_buffer_max = cfg.recv_buffer;
+        let r = run(3000 + i as u64, path, cfg, 30);
         let s = &r.stats;
         let verdict = if s.congestion_events > s.undone {
             Err("a window reduction for reordering".into())
@@ -259,25 +256,38 @@ fn mathis(p: f64, rtt: Duration) -> f64 {
     1400.0 * 8.0 / rtt.as_secs_f64() * (1.5f64).sqrt() / p.sqrt()
 }
 
-/// RFC 9438's average CUBIC window under random loss (§5.2, in segments):
-/// the larger of the cubic estimate and the Reno-friendly one.
+/// RFC 9438's average CUBIC window under random loss (§5, in segments):
+/// the larger of the cubic estimate and the Reno-friendly one — CUBIC's
+/// AIMD(3(1−β)/(1+β), β) has Reno's average, sqrt(3/2)/sqrt(p).
 fn cubic_estimate(p: f64, rtt: Duration) -> f64 {
     let (c, beta) = (0.4f64, 0.7f64);
     let r = rtt.as_secs_f64();
     let w_cubic = (c * (3.0 + beta) / (4.0 * (1.0 - beta))).powf(0.25) * r.powf(0.75) / p.powf(0.75);
-    let w_reno = (3.0 * (1.0 + beta) / (2.0 * (1.0 - beta))).sqrt() / p.sqrt();
+    let w_reno = (1.5f64).sqrt() / p.sqrt();
     w_cubic.max(w_reno) * 1400.0 * 8.0 / r
 }
 
-/// Random loss 0.1–2 %: NewReno at least the Reno response function, CUBIC
-/// at least RFC 9438's estimate (each capped at 90 % of the bottleneck).
-///
-/// Not met yet (issue #12): NewReno reaches 88–98 % of the Mathis rate,
-/// CUBIC only 30–50 % of its estimate (below NewReno, which its
-/// Reno-friendly region should prevent).
+/// Random loss 0.1–2 % (a BDP drop-tail queue, 60 s): NewReno at least
+/// 75 % of the Reno response function, CUBIC at least 75 % of RFC 9438's
+/// estimate (each capped at 90 % of the bottleneck). A regression floor: the
+/// goal, 100 %, is the ignored test below (the 200 ms cells see only a
+/// dozen loss events in the measured 30 s, so single runs scatter).
 #[test]
-#[ignore = "issue #12 open: CUBIC below RFC 9438's estimate under random loss"]
+fn random_loss_near_the_response_functions() {
+    random_loss(0.75);
+}
+
+/// The goal of issue #12: at least the response functions. Not met yet:
+/// 80–98 % in 14 of 24 cells (loss is detected an RTT and a reordering
+/// window after the packet left, and the reduction drains the pipe before
+/// sending resumes; proportional rate reduction would smooth it).
+#[test]
+#[ignore = "issue #12 open: 80-98 % of the response functions in 14 of 24 cells"]
 fn random_loss_meets_the_response_functions() {
+    random_loss(1.0);
+}
+
+fn random_loss(factor: f64) {
     let mut cells = Vec::new();
     let mut seed = 4000;
     for rtt_ms in [20u64, 50, 200] {
@@ -295,11 +305,11 @@ fn random_loss_meets_the_response_functions() {
             {
                 seed += 1;
                 let r = run(seed, path, config(cc, &path), 60);
-                let want = model.min(0.9 * path.rate_bps as f64);
+                let want = factor * model.min(0.9 * path.rate_bps as f64);
                 let verdict = if r.goodput >= want {
                     Ok(())
                 } else {
-                    Err(format!("under the model's {:.2} Mbit/s", want / 1e6))
+                    Err(format!("under {:.0} % of the model: {:.2} Mbit/s", factor * 100.0, want / 1e6))
                 };
                 cells.push((path, cc, r, verdict));
             }

@@ -103,8 +103,9 @@ pub(crate) struct Context {
     last_round_peak: u64,
     /// Dynamic right-sizing: `(when, bytes read then)` at the round start.
     drs: (Instant, u64),
-    /// When our last status request for an RTT sample as a receiver left.
-    rtt_probe_at: Option<Instant>,
+    /// When our last status request for an RTT sample as a receiver left,
+    /// and how much data we had received then.
+    rtt_probe_at: Option<(Instant, u64)>,
     /// Ranges a report newly showed held (reused buffer).
     covered: Vec<(u64, u64)>,
     /// A TCNTL answered a status request while we held spans: an ECNTL
@@ -586,7 +587,7 @@ impl Context {
         let mut covered = std::mem::take(&mut self.covered);
         covered.clear();
         let applied = self.send.apply_report(c.rseq, spans, |a, b| covered.push((a, b)));
-        let Ok(acked) = applied else {
+        let Ok((acked, unmarked)) = applied else {
             self.covered = covered;
             self.need_diag = Some((
                 diag_code::PROTOCOL_ERROR,
@@ -611,11 +612,11 @@ impl Context {
             self.retries = 0;
             self.wtimer = None;
         }
-        if info.spurious_bytes > 0 {
+        if info.spurious_bytes + unmarked > 0 {
             self.stats.spurious_retransmitted += info.spurious_bytes;
             self.rec.widen_reordering_window();
             if let Some(e) = &mut self.episode {
-                e.spurious += info.spurious_bytes;
+                e.spurious += info.spurious_bytes + unmarked;
                 if e.spurious >= e.lost {
                     // Every loss of the episode was reordering: undo it.
                     self.episode = None;
@@ -796,16 +797,19 @@ impl Context {
     /// to size its buffer (`right_size`): at most once per round trip, a
     /// report or window update asks for status too (SREQ with a fresh sync).
     fn rtt_probe(&mut self, now: Instant) -> Options {
-        let due = self
-            .rtt_probe_at
-            .is_none_or(|t| self.rtt.srtt().is_some_and(|srtt| now.saturating_since(t) >= srtt));
+        // Only while data arrives (new data since the last probe: two idle
+        // peers must not answer each other's probes for ever), and at most
+        // once per round trip.
+        let due = self.rtt_probe_at.is_none_or(|(t, nxt)| {
+            self.recv.nxt > nxt && self.rtt.srtt().is_some_and(|srtt| now.saturating_since(t) >= srtt)
+        }) && self.recv.nxt > 0;
         let idle = self.send.in_flight() == 0 && !self.send.has_new();
         if !due || !idle || self.cfg.noerr || self.recv.buffer() >= self.recv.max_buffer() {
             return Options::EMPTY;
         }
         self.rec.next_sync();
         self.rec.on_optional_request(now, self.send.nxt);
-        self.rtt_probe_at = Some(now);
+        self.rtt_probe_at = Some((now, self.recv.nxt));
         Options::SREQ
     }
 
@@ -961,9 +965,20 @@ impl Context {
         // The congestion window counts bytes in flight (not those the peer
         // holds or we know lost), so the edge for new data is relative to nxt.
         let cwnd = self.cc.window();
-        let room_cc = cwnd.saturating_sub(self.send.in_flight());
+        let in_flight = self.send.in_flight();
+        let mut room_cc = cwnd.saturating_sub(in_flight);
+        // Sender-side silly-window avoidance (RFC 1122 §4.2.3.4): while data
+        // is in flight, wait until the window admits a full packet rather
+        // than cut a small one to fit it (a window in bytes, as CUBIC's, would
+        // otherwise fill the path with fragments of packets).
+        let full = self.cfg.mss.min(room.saturating_sub(8)).max(1) as u64;
+        if room_cc < full && in_flight > 0 {
+            room_cc = 0;
+        }
         let limit = flow.min(self.send.nxt.saturating_add(room_cc));
-        if let Some(seg) = self.send.next_segment(self.cfg.mss, room, limit) {
+        // Retransmissions are data in flight like any other: within the window.
+        let retransmit_ok = room_cc > 0 || in_flight == 0;
+        if let Some(seg) = self.send.next_segment(self.cfg.mss, room, limit, retransmit_ok) {
             let wire = overhead + seg.btag.map_or(0, |_| 8) + seg.data.len();
             if !self.may_send(now, wire) {
                 return None;

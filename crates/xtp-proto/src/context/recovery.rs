@@ -317,7 +317,7 @@ mod tests {
     /// Sends `n` packets of 1000 bytes, one per millisecond from `t0`.
     fn send(r: &mut Recovery, b: &mut SendBuf, n: usize, t0: u64) {
         for i in 0..n {
-            let seg = b.next_segment(1000, usize::MAX, u64::MAX).unwrap();
+            let seg = b.next_segment(1000, usize::MAX, u64::MAX, true).unwrap();
             r.next_sync();
             b.on_sent(&seg);
             r.on_sent(ms(t0 + i as u64), seg.seq, seg.seq + seg.data.len() as u64, seg.retransmit, false);
@@ -326,7 +326,7 @@ mod tests {
 
     fn report(r: &mut Recovery, b: &mut SendBuf, now: u64, rseq: u64, spans: &[Span], echo: u64) -> Lost {
         let mut covered = Vec::new();
-        let acked = b.apply_report(rseq, spans, |a, z| covered.push((a, z))).unwrap();
+        let (acked, _) = b.apply_report(rseq, spans, |a, z| covered.push((a, z))).unwrap();
         r.on_report(ms(now), Some(echo), acked, &covered, true);
         r.detect_lost(ms(now), Duration::from_millis(100), b)
     }
@@ -356,7 +356,7 @@ mod tests {
         // shows it held proves the retransmission spurious.
         send(&mut r, &mut b, 1, 130);
         let mut covered = Vec::new();
-        let acked = b.apply_report(10_000, &[], |a, z| covered.push((a, z))).unwrap();
+        let (acked, _) = b.apply_report(10_000, &[], |a, z| covered.push((a, z))).unwrap();
         let info = r.on_report(ms(140), Some(10), acked, &covered, true);
         assert_eq!(info.spurious_bytes, 1000);
     }

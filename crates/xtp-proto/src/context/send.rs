@@ -164,11 +164,20 @@ impl SendBuf {
 
     /// The next segment to send: the lowest hole to retransmit, else new data
     /// below `limit` (the flow/congestion edge). At most `max` bytes of data,
-    /// and at most `room` bytes of data and BTAG together.
-    pub(crate) fn next_segment(&self, max: usize, room: usize, limit: u64) -> Option<Segment> {
+    /// and at most `room` bytes of data and BTAG together. Retransmissions
+    /// only if `retransmit` (the congestion window has room).
+    pub(crate) fn next_segment(
+        &self,
+        max: usize,
+        room: usize,
+        limit: u64,
+        retransmit: bool,
+    ) -> Option<Segment> {
         let (max, room) = (max as u64, room as u64);
         if let Some((s, e)) = self.retx.first() {
-            return self.cut(s, max.min(e - s), room, true);
+            // Lost data goes first; if the window has no room now, nothing
+            // new may overtake it.
+            return if retransmit { self.cut(s, max.min(e - s), room, true) } else { None };
         }
         if self.nxt < self.end && self.nxt < limit {
             return self.cut(self.nxt, max.min(limit - self.nxt), room, false);
@@ -211,19 +220,22 @@ impl SendBuf {
 
     /// Applies the acknowledgement part of a status report: cumulative
     /// `rseq` and the `spans` held beyond it. Calls `covered` for every range
-    /// the report newly shows held; returns the bytes newly acknowledged.
+    /// the report newly shows held; returns the bytes newly acknowledged and
+    /// the bytes it took off the retransmit queue (marked lost, not yet
+    /// resent, but held after all: the loss was reordering).
     pub(crate) fn apply_report(
         &mut self,
         rseq: u64,
         spans: &[Span],
         mut covered: impl FnMut(u64, u64),
-    ) -> Result<u64, InvalidReport> {
+    ) -> Result<(u64, u64), InvalidReport> {
         if rseq > self.nxt || spans.iter().any(|s| s.right > self.nxt || s.left < rseq || s.left >= s.right) {
             return Err(InvalidReport);
         }
         if self.noerr {
-            return Ok(0);
+            return Ok((0, 0));
         }
+        let marked = self.retx.covered();
         let mut newly = 0;
         if rseq > self.una {
             self.sacked.for_each_gap(self.una, rseq, |a, b| {
@@ -238,7 +250,7 @@ impl SendBuf {
             newly += self.sacked.insert_with(left, s.right, &mut covered);
             self.retx.remove(left, s.right);
         }
-        Ok(newly)
+        Ok((newly, marked - self.retx.covered()))
     }
 
     /// Whether the peer holds all of `[seq, end)`.
@@ -267,7 +279,7 @@ mod tests {
 
     fn send_all(b: &mut SendBuf, mss: usize) -> Vec<Segment> {
         let mut out = Vec::new();
-        while let Some(s) = b.next_segment(mss, usize::MAX, u64::MAX) {
+        while let Some(s) = b.next_segment(mss, usize::MAX, u64::MAX, true) {
             b.on_sent(&s);
             out.push(s);
         }
@@ -300,10 +312,14 @@ mod tests {
         let mut b = SendBuf::new(false);
         b.write(Bytes::from(vec![1u8; 100]), true, Some(5));
         b.write(Bytes::from(vec![2u8; 100]), true, None);
-        let s = b.next_segment(1000, 58, u64::MAX).unwrap();
+        let s = b.next_segment(1000, 58, u64::MAX, true).unwrap();
         assert_eq!((s.data.len(), s.btag), (50, Some(5)), "50 bytes of data + 8 of tag in 58");
         b.on_sent(&s);
-        assert_eq!(b.next_segment(1000, 58, u64::MAX).map(|s| s.data.len()), Some(50), "the rest, untagged");
+        assert_eq!(
+            b.next_segment(1000, 58, u64::MAX, true).map(|s| s.data.len()),
+            Some(50),
+            "the rest, untagged"
+        );
     }
 
     #[test]
@@ -312,23 +328,27 @@ mod tests {
         send_all(&mut b, 1000);
         let spans = [Span { left: 3000, right: 5000 }, Span { left: 7000, right: 10_000 }];
         let mut covered = Vec::new();
-        assert_eq!(b.apply_report(1000, &spans, |a, z| covered.push((a, z))), Ok(6000));
+        assert_eq!(b.apply_report(1000, &spans, |a, z| covered.push((a, z))), Ok((6000, 0)));
         assert_eq!(covered, vec![(0, 1000), (3000, 5000), (7000, 10_000)]);
         assert!(b.holds(3000, 4000) && !b.holds(2000, 4000));
         // A packet covering [2000, 8000) was lost: only the holes are resent.
         assert_eq!(b.mark_lost(2000, 8000), 3000);
         assert_eq!(b.mark_lost(2000, 8000), 0, "already marked");
         assert_eq!(
-            b.next_segment(1000, usize::MAX, u64::MAX).map(|s| (s.seq, s.retransmit)),
+            b.next_segment(1000, usize::MAX, u64::MAX, true).map(|s| (s.seq, s.retransmit)),
             Some((2000, true))
         );
         assert_eq!(b.in_flight(), 9000 - 5000 - 3000);
         // The same report again changes nothing; one beyond what was sent is refused.
-        assert_eq!(b.apply_report(1000, &spans, |_, _| {}), Ok(0));
+        assert_eq!(b.apply_report(1000, &spans, |_, _| {}), Ok((0, 0)));
         assert_eq!(b.apply_report(20_000, &[], |_, _| {}), Err(InvalidReport));
         // A retransmitted range reported held leaves the retransmit queue.
-        assert_eq!(b.apply_report(1000, &[Span { left: 1000, right: 3000 }], |_, _| {}), Ok(2000));
-        assert_eq!(b.next_segment(1000, usize::MAX, u64::MAX).map(|s| s.seq), Some(5000));
+        assert_eq!(
+            b.apply_report(1000, &[Span { left: 1000, right: 3000 }], |_, _| {}),
+            Ok((2000, 1000)),
+            "[2000, 3000) was marked lost, not yet resent"
+        );
+        assert_eq!(b.next_segment(1000, usize::MAX, u64::MAX, true).map(|s| s.seq), Some(5000));
     }
 
     #[test]
@@ -336,9 +356,9 @@ mod tests {
         let mut b = buf_with(4000);
         send_all(&mut b, 1000);
         assert_eq!(b.in_flight(), 4000);
-        assert_eq!(b.apply_report(1000, &[Span { left: 2000, right: 3000 }], |_, _| {}), Ok(2000));
+        assert_eq!(b.apply_report(1000, &[Span { left: 2000, right: 3000 }], |_, _| {}), Ok((2000, 0)));
         assert_eq!(b.in_flight(), 2000);
-        assert_eq!(b.apply_report(4000, &[], |_, _| {}), Ok(2000));
+        assert_eq!(b.apply_report(4000, &[], |_, _| {}), Ok((2000, 0)));
         assert!(b.all_acked());
         assert_eq!(b.in_flight(), 0);
         assert!(b.chunks.is_empty());
