@@ -7,7 +7,11 @@
 //! few round trips. Checked: every byte arrives exactly once and in order,
 //! with message boundaries and BTAGs intact; every corrupted packet is rejected
 //! (checksum); both sides close gracefully; no context is left after the
-//! linger; the sender never exceeds the receiver's advertised `alloc`.
+//! linger; the sender never exceeds the receiver's advertised `alloc`. All at
+//! the default retry limit (8). On seeds whose paths lose nothing and keep
+//! order (about one in ten), additionally: no WTIMER expiry on either side,
+//! and the transfer within three times its serialisation time plus 40 round
+//! trips and the 3 s initial timeout.
 //!
 //! `cargo test -p xtp-proto --test props` runs 1,000 seeds (CI);
 //! `cargo test --release -p xtp-proto --test props -- --ignored` runs the long
@@ -23,6 +27,12 @@ use xk_time::{Duration, Instant};
 use xtp_proto::{CloseReason, ContextConfig, EndpointConfig, Service};
 
 struct Case {
+    /// No loss, corruption, blackout or reordering in either direction
+    /// (jitter that keeps order and duplication remain).
+    lossless: bool,
+    /// Bottleneck rate (bit/s) and one-way delay.
+    rate: u64,
+    delay: Duration,
     client: Role,
     messages: Vec<Vec<u8>>,
     reply: Option<Vec<u8>>,
@@ -92,7 +102,28 @@ fn case(seed: u64) -> Case {
         cfg.nocheck = false;
         (Role::Client { port: 7, messages: messages.clone(), cfg }, None)
     };
-    Case { client, messages, reply, ab, ba }
+    // Drawn last, so every other draw (and so every earlier seed's case)
+    // stays what it was: a fifth of the seeds lose nothing.
+    // Half of those also keep packets in order. (Loss-free seeds with
+    // netem-style reordering still see a spurious timeout now and then —
+    // seeds 683, 817, 995 of this sweep: a packet that skips a 270 ms delay
+    // line gives a first RTT sample of 2 ms — so the timeout and time bounds
+    // below hold for order-keeping paths; issue #12 is open on the rest.)
+    let lossless = rng.chance(0.2);
+    let in_order = lossless && rng.chance(0.5);
+    let (mut ab, mut ba) = (ab, ba);
+    if lossless {
+        for l in [&mut ab, &mut ba] {
+            l.loss = Loss::None;
+            l.corrupt = Corrupt::None;
+            l.blackouts.clear();
+            if in_order {
+                l.reorder = 0.0;
+                l.jitter_reorders = false;
+            }
+        }
+    }
+    Case { lossless: in_order, rate, delay, client, messages, reply, ab, ba }
 }
 
 fn run_seed(seed: u64) -> Result<(), String> {
@@ -106,7 +137,12 @@ fn run_seed(seed: u64) -> Result<(), String> {
             c0.ba
         );
     }
-    let cfg = EndpointConfig { max_retries: 30, ..EndpointConfig::default() };
+    // The default retry limit: no impairment in the sweep may make the
+    // engine give up on a live peer.
+    let cfg = EndpointConfig::default();
+    let (lossless, rate, delay) = (c0.lossless, c0.rate, c0.delay);
+    let total: usize =
+        c0.messages.iter().map(Vec::len).sum::<usize>() + c0.reply.as_ref().map_or(0, Vec::len);
     let (mut sim, c, s) =
         pair_with(seed, c0.client, Role::Server { port: 7, reply: c0.reply.clone() }, c0.ab, c0.ba, cfg);
     let fail = |msg: String, sim: &xk_sim::Sim<Host>| format!("seed {seed}: {msg} ({})", sim.report());
@@ -131,6 +167,33 @@ fn run_seed(seed: u64) -> Result<(), String> {
         && sim.node(c).messages() != vec![(reply.clone(), Some(7))]
     {
         return Err(fail("transaction reply differs".into(), &sim));
+    }
+    let dropped = |a, b| {
+        let l = sim.link_stats(a, b).unwrap();
+        l.drop_loss + l.drop_queue + l.drop_blackout + l.drop_mtu + l.corrupted
+    };
+    if lossless && dropped(c, s) + dropped(s, c) == 0 {
+        // Nothing was lost (no queue overflow either), so any timeout was spurious, and the transfer
+        // is bounded by the path: its serialisation three times over plus
+        // 40 round trips and the 3 s initial timeout.
+        let elapsed = sim.now() - Instant::ZERO;
+        let bound = Duration::from_secs_f64(3.0 * total as f64 * 8.0 / rate as f64)
+            + (delay * 2) * 40
+            + Duration::from_secs(3);
+        for (who, n) in [("client", c), ("server", s)] {
+            let ctx = sim.node(n).ctx;
+            if let Some(st) = ctx.and_then(|x| sim.node(n).ep.context_stats(x))
+                && st.timeouts > 0
+            {
+                return Err(fail(format!("{who}: {} timeouts on a loss-free path", st.timeouts), &sim));
+            }
+        }
+        if elapsed > bound {
+            return Err(fail(
+                format!("{total} bytes took {elapsed:?} on a loss-free path (bound {bound:?})"),
+                &sim,
+            ));
+        }
     }
     for (who, n) in [("client", c), ("server", s)] {
         if sim.node(n).closed.first().map(|x| &x.1) != Some(&CloseReason::Graceful) {

@@ -79,8 +79,12 @@ pub(crate) struct Recovery {
     retx_flight: BTreeMap<u64, (u64, u64)>,
     /// The last `sync` handed out (64-bit; the wire carries the low 32).
     pub(crate) sync: u64,
-    /// Newest transmission the peer is known to have received.
+    /// Newest transmission the peer is known to have received, from a
+    /// report that lists what it holds (evidence for loss).
     rack_sync: u64,
+    /// Newest transmission any report answered (a TCNTL included): status
+    /// requests up to it are answered.
+    answered_sync: u64,
     /// Its RTT.
     rack_rtt: Duration,
     /// Reordering window in quarters of `min_rtt`.
@@ -103,6 +107,7 @@ impl Recovery {
             retx_flight: BTreeMap::new(),
             sync: 0,
             rack_sync: 0,
+            answered_sync: 0,
             rack_rtt: Duration::ZERO,
             reo_quarters: 1,
             min_rtt: None,
@@ -235,6 +240,9 @@ impl Recovery {
         }
         if echo > self.rack_sync && complete {
             self.rack_sync = echo;
+        }
+        if echo > self.answered_sync {
+            self.answered_sync = echo;
             info.echo_advanced = true;
         }
         if echo >= self.round_end {
@@ -260,7 +268,7 @@ impl Recovery {
         let wait = srtt.max(self.rack_rtt) + reo;
         self.loss_timer = None;
         while let Some(&r) = self.log.front() {
-            let held = if r.end > r.seq { send.holds(r.seq, r.end) } else { r.sync <= self.rack_sync };
+            let held = if r.end > r.seq { send.holds(r.seq, r.end) } else { r.sync <= self.answered_sync };
             if held {
                 self.pop_front();
                 continue;
