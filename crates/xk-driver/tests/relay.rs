@@ -128,6 +128,22 @@ fn rate_limit_holds_within_two_percent() {
 #[test]
 fn packet_radio_channel_in_real_time() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // A run whose round trips miss the model is repeated, up to three runs:
+    // this machine is sometimes not run at all for 10–100 ms (see
+    // `release_error_at_45_mbit_and_100_ms`), which shifts a round trip by
+    // as much, however exact the relay. A real timing error fails all three.
+    for attempt in 1..=3 {
+        match radio_round_trips() {
+            Ok(()) => return,
+            Err(why) if attempt < 3 => eprintln!("run {attempt} missed the model, repeated: {why}"),
+            Err(why) => panic!("three runs missed the model; last: {why}"),
+        }
+    }
+}
+
+/// One run of the packet-radio check; `Err` when a round trip misses the
+/// model (the rest is asserted).
+fn radio_round_trips() -> Result<(), String> {
     // p = 1 makes the timing exact: key-up 100 ms, then (100 + 20) bytes at
     // 9,600 bit/s = 100 ms of airtime, handed over at the frame's end.
     let line = "profile packet-radio-9600 txdelay 100ms persist 100%";
@@ -169,16 +185,16 @@ fn packet_radio_channel_in_real_time() {
     for (i, rtt) in rtts.iter().enumerate() {
         let ms = rtt.as_secs_f64() * 1e3;
         let (model, below) = if i == 0 { (410.0, 0.0) } else { (420.0, 5.0) };
-        assert!(
-            (model - below..model + 3.0).contains(&ms),
-            "round trip {i}: {ms:.2} ms, model says {model} ms: {rtts:?}"
-        );
+        if !(model - below..model + 3.0).contains(&ms) {
+            return Err(format!("round trip {i}: {ms:.2} ms, model says {model} ms: {rtts:?}"));
+        }
     }
     let (f, r) = (&report.forward.link, &report.reverse.link);
     assert_eq!((f.key_ups, r.key_ups, f.delivered, r.delivered), (3, 3, 3, 3), "{report:?}");
     assert_eq!((f.drop_mtu, f.drop_collision, r.drop_collision), (1, 0, 0));
     assert!(report.forward.error_quantile(0.5) < Duration::from_millis(1), "{report:?}");
     assert!(report.reverse.error_quantile(0.5) < Duration::from_millis(1), "{report:?}");
+    Ok(())
 }
 
 /// The E2 operating point — 45 Mbit/s, 100 ms each way — with 1,400-byte
