@@ -379,7 +379,10 @@ pub(crate) struct BulkArgs {
     /// a check, not a throughput run — hashing costs more than XTP itself.
     #[arg(long)]
     verify: bool,
-    /// Send for this many seconds instead of a byte count (0.1–3600).
+    /// Send for this many seconds instead of a byte count (0.1–3600). XTP's
+    /// goodput then counts the bytes the peer acknowledged within that time
+    /// (as iperf3 counts what arrived); what was still queued is delivered
+    /// afterwards, untimed.
     #[arg(short = 't', long, conflicts_with = "bytes")]
     time: Option<f64>,
     /// Checksum over headers only (NOCHECK).
@@ -493,6 +496,9 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
     let chunk_len = 1 << 20;
     let mut closed: Option<CloseReason> = None;
     let mut limit = if a.time.is_some() { u64::MAX } else { a.bytes };
+    // The context's counters as last seen (it is gone once closed).
+    let mut stats = None;
+    let mut timed: Option<(u64, f64)> = None;
     while closed.is_none() {
         let now = d.now();
         let ep = d.endpoint();
@@ -500,11 +506,17 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
         if a.time.is_some_and(|t| now - t0 >= Duration::from_secs_f64(t)) && written < limit {
             limit = written;
             ep.close(now, ctx);
+            // Goodput is what the peer acknowledged within the time, as
+            // iperf3 counts what arrived within it; the queued rest is then
+            // delivered (and counted by the server) but not timed.
+            let acked = ep.context_stats(ctx).map_or(0, |s| s.bytes_acked);
+            timed = Some((acked, (now - t0).as_secs_f64()));
         }
         let piece = a.length.unwrap_or(chunk_len);
         // Keep twice the send window queued (at least 8 MiB), so a long fat
         // path is limited by the protocol, not by this loop.
-        let window = ep.context_stats(ctx).map_or(0, |s| s.send_window.min(1 << 30));
+        stats = ep.context_stats(ctx).or(stats);
+        let window = stats.map_or(0, |s| s.send_window.min(1 << 30));
         let queued = (2 * window).max(8 * chunk_len as u64);
         while written < limit && ep.unacked_bytes(ctx) < queued {
             let n = (limit - written).min(piece as u64) as usize;
@@ -538,7 +550,7 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
     if reason != CloseReason::Graceful {
         return Err(closed_error(&reason));
     }
-    let bytes = written.min(limit);
+    let (bytes, secs) = timed.unwrap_or((written.min(limit), secs));
     let gbps = bytes as f64 * 8.0 / secs / 1e9;
     let digest = sha.map(|s| hex(&s.finalize()));
     if a.json {
@@ -547,11 +559,40 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
             json!({"transport": "xtp", "bytes": bytes, "seconds": secs, "gbit_per_s": gbps,
             "nocheck": a.nocheck, "message_bytes": a.length, "sha256": digest, "datagrams_sent": d.counters().sent,
             "send_calls": d.counters().send_calls, "send_errors": d.counters().send_errors,
-            "gso": d.offload().0, "gro": d.offload().1})
+            "gso": d.offload().0, "gro": d.offload().1, "context": stats.map(stats_json)})
         );
     } else {
         let digest = digest.map(|d| format!(" sha256 {d}")).unwrap_or_default();
-        println!("sent {bytes} bytes{digest} in {secs:.3} s: {gbps:.3} Gbit/s");
+        let verb = if timed.is_some() { "acknowledged" } else { "sent" };
+        println!("{verb} {bytes} bytes{digest} in {secs:.3} s: {gbps:.3} Gbit/s");
+        if let Some(s) = stats {
+            println!(
+                "  {}: retransmitted {} B ({} spurious), {} timeouts ({} spurious), {} reductions ({} undone), \
+                 srtt {:.1} ms, min rtt {:.1} ms, cwnd {} B",
+                s.congestion,
+                s.retransmitted,
+                s.spurious_retransmitted,
+                s.timeouts,
+                s.spurious_timeouts,
+                s.congestion_events,
+                s.undone,
+                s.srtt.unwrap_or_default().as_secs_f64() * 1e3,
+                s.min_rtt.unwrap_or_default().as_secs_f64() * 1e3,
+                s.cwnd,
+            );
+        }
     }
     Ok(())
+}
+
+/// A context's counters as JSON (for `-J`).
+fn stats_json(s: xtp_proto::ContextStats) -> serde_json::Value {
+    let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+    json!({"congestion": s.congestion, "bytes_sent": s.bytes_sent, "retransmitted": s.retransmitted,
+        "spurious_retransmitted": s.spurious_retransmitted, "packets_sent": s.packets_sent,
+        "timeouts": s.timeouts, "spurious_timeouts": s.spurious_timeouts, "loss_reports": s.loss_reports,
+        "congestion_events": s.congestion_events, "undone": s.undone, "tail_probes": s.tail_probes,
+        "rtt_samples": s.rtt_samples, "cwnd": s.cwnd, "send_window": s.send_window,
+        "srtt_ms": ms(s.srtt), "min_rtt_ms": ms(s.min_rtt), "rto_ms": s.rto.as_secs_f64() * 1e3,
+        "recv_buffer": s.recv_buffer})
 }

@@ -91,6 +91,14 @@ pub(crate) fn initial_window(mss: u64) -> u64 {
     10 * mss
 }
 
+/// The pacer's burst at `rate` bytes/s for packets of `packet` bytes: about
+/// a millisecond of data, at least 10 and at most 64 packets — big enough to
+/// keep GSO batches large, small enough that the bottleneck queue absorbs
+/// it. A model-based window must leave room for a few of them.
+pub(crate) fn send_quantum(rate: u64, packet: u64) -> u64 {
+    (rate / 1000).clamp(10 * packet, 64 * packet)
+}
+
 /// The pacing rate of a window-based controller: the window spread over one
 /// smoothed RTT, doubled in slow start (the window doubles per round trip)
 /// and 1.25 times in congestion avoidance (Linux's ratios), so pacing never

@@ -837,11 +837,7 @@ impl Context {
     fn may_send(&mut self, now: Instant, wire: usize) -> bool {
         match self.cc.pacing_rate(self.rtt.srtt()) {
             Some(rate) => {
-                // Bursts of about a millisecond, at least 10 and at most 64
-                // packets: big enough to keep GSO batches large, small enough
-                // that the bottleneck queue absorbs them.
-                let packet = self.max_packet as u64;
-                let burst = (rate / 1000).clamp(10 * packet, 64 * packet);
+                let burst = crate::cc::send_quantum(rate, self.max_packet as u64);
                 self.pacer.set(rate, burst, now);
             }
             None if self.pacer.rate() != 0 => self.pacer.set(0, 1, now),

@@ -253,9 +253,12 @@ impl Recovery {
     }
 
     /// A retransmission turned out spurious: reordering is deeper than the
-    /// window assumed. Widen it, up to one `min_rtt`.
+    /// window assumed. Double it (RFC 8985 steps by one quarter of
+    /// `min_rtt` per round; doubling reaches a path whose `min_rtt` is an
+    /// outlier — a packet that skipped the queue — in a few episodes); it
+    /// never exceeds SRTT.
     pub(crate) fn widen_reordering_window(&mut self) {
-        self.reo_quarters = (self.reo_quarters + 1).min(4);
+        self.reo_quarters = (self.reo_quarters * 2).min(1 << 12);
     }
 
     /// Resolves transmissions from the oldest: held ones are forgotten, holes
