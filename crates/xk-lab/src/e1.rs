@@ -21,22 +21,39 @@ use xk_sim::{Node, Sim};
 use xk_time::{Duration, Instant};
 use xtp_proto::{ContextConfig, ContextId, Endpoint, EndpointConfig, Event};
 
+use crate::experiment::{Env, Experiment, Step};
+use crate::html::Page;
+use crate::stats;
+use crate::svg::{esc, loglog};
+
 /// One measured row: samples of the one-way end-to-end time in ns.
-pub(crate) struct Row {
-    pub(crate) setting: String,
-    pub(crate) size: usize,
-    pub(crate) link_delay_ns: u64,
-    pub(crate) e2e_ns: Vec<u64>,
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Row {
+    /// Where it ran: simulator (with its link delay), real UDP, UDP floor.
+    pub setting: String,
+    /// Message bytes.
+    pub size: usize,
+    /// One-way link delay included in the end-to-end time.
+    pub link_delay_ns: u64,
+    /// Median one-way end-to-end time.
+    pub median_e2e_ns: f64,
+    /// Median end-to-end time less the link delay.
+    pub processing_ns: f64,
+    /// Every sample of the one-way end-to-end time.
+    pub samples_e2e_ns: Vec<u64>,
 }
 
 impl Row {
-    pub(crate) fn median_e2e(&self) -> f64 {
-        let mut v = self.e2e_ns.clone();
-        v.sort_unstable();
-        v[v.len() / 2] as f64
-    }
-    pub(crate) fn processing(&self) -> f64 {
-        self.median_e2e() - self.link_delay_ns as f64
+    fn new(setting: String, size: usize, link_delay_ns: u64, e2e_ns: Vec<u64>) -> Row {
+        let median_e2e_ns = stats::median(e2e_ns.iter().map(|&v| v as f64));
+        Row {
+            setting,
+            size,
+            link_delay_ns,
+            median_e2e_ns,
+            processing_ns: median_e2e_ns - link_delay_ns as f64,
+            samples_e2e_ns: e2e_ns,
+        }
     }
 }
 
@@ -188,12 +205,7 @@ pub(crate) fn simulated(size: usize, delay: Duration, count: u32, seed: u64) -> 
     // One way = half the virtual round trip + half the CPU time per round trip.
     let e2e_ns = rtts.iter().map(|r| (r + cpu_per_rt) / 2).collect();
     let ms = delay.as_secs_f64() * 1e3;
-    Ok(Row {
-        setting: format!("simulator, {ms} ms link"),
-        size,
-        link_delay_ns: delay.as_nanos() as u64,
-        e2e_ns,
-    })
+    Ok(Row::new(format!("simulator, {ms} ms link"), size, delay.as_nanos() as u64, e2e_ns))
 }
 
 /// E1 over real UDP on loopback. Client and server endpoints run on one
@@ -241,7 +253,7 @@ pub(crate) fn udp(size: usize, count: u32) -> Result<Row, String> {
         }
         e2e_ns.push((d.now() - t0).as_nanos() as u64 / 2);
     }
-    Ok(Row { setting: "real UDP, loopback".into(), size, link_delay_ns: 0, e2e_ns })
+    Ok(Row::new("real UDP, loopback".into(), size, 0, e2e_ns))
 }
 
 /// The floor for [`udp`]: the same exchange with plain UDP sockets and no
@@ -266,5 +278,190 @@ pub(crate) fn udp_floor(size: usize, count: u32) -> Result<Row, String> {
         client.recv(&mut buf).map_err(|e| format!("E1 UDP floor: {e}"))?;
         e2e_ns.push((clock.now() - t0).as_nanos() as u64 / 2);
     }
-    Ok(Row { setting: "raw UDP floor, loopback".into(), size, link_delay_ns: 0, e2e_ns })
+    Ok(Row::new("raw UDP floor, loopback".into(), size, 0, e2e_ns))
+}
+
+/// Seed 000, Table 3 (processing time, integrated clients), SandiaXTP row:
+/// 10 / 1,000 / 10,000 bytes, ms.
+const SEED000_T3_SANDIA_MS: [(f64, f64); 3] = [(10.0, 0.80), (1000.0, 1.52), (10_000.0, 2.68)];
+/// Seed 000, Table 2 (end-to-end, integrated clients, 0.9 ms simulated link), ms.
+const SEED000_T2_SANDIA_MS: [(f64, f64); 3] = [(10.0, 1.70), (1000.0, 2.42), (10_000.0, 3.58)];
+
+/// E1's parameters.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Message bytes.
+    pub sizes: Vec<usize>,
+    /// Round trips per simulated row.
+    pub simulated_count: u32,
+    /// Round trips per loopback row.
+    pub udp_count: u32,
+}
+
+/// E1 (seed 000, Tables 1–3): message ping-pong.
+pub struct E1(Params);
+
+impl Experiment for E1 {
+    const ID: &'static str = "E1";
+    const TITLE: &'static str = "Message ping-pong: end-to-end (one-way) and processing time (seed 000)";
+    type Params = Params;
+    type Point = usize;
+    type Row = Row;
+
+    fn defaults(quick: bool) -> Params {
+        Params {
+            sizes: vec![10, 1000, 10_000],
+            simulated_count: if quick { 200 } else { 2000 },
+            udp_count: if quick { 500 } else { 5000 },
+        }
+    }
+    fn check(p: &Params) -> Result<(), String> {
+        if p.sizes.is_empty() || p.sizes.iter().any(|&s| s == 0 || s > 1_000_000) {
+            return Err("sizes: 1 to 1,000,000 bytes each, at least one".into());
+        }
+        if p.simulated_count == 0 || p.udp_count == 0 {
+            return Err("simulated_count and udp_count must be at least 1".into());
+        }
+        Ok(())
+    }
+    fn new(p: Params) -> Self {
+        E1(p)
+    }
+    fn params(&self) -> &Params {
+        &self.0
+    }
+    fn steps(&self, _env: &Env) -> Vec<Step<usize>> {
+        self.0
+            .sizes
+            .iter()
+            .map(|&s| Step {
+                label: format!("{s} B: simulator 0.9 ms, simulator 0 ms, UDP loopback, raw UDP floor"),
+                point: s,
+            })
+            .collect()
+    }
+    fn run(&mut self, &size: &usize, env: &Env) -> Result<Vec<Row>, String> {
+        let i = self.0.sizes.iter().position(|&s| s == size).unwrap_or(0) as u64;
+        let (sim_n, udp_n) = (self.0.simulated_count, self.0.udp_count);
+        Ok(vec![
+            simulated(size, Duration::from_micros(900), sim_n, env.seed + i)?,
+            simulated(size, Duration::ZERO, sim_n, env.seed + 10 + i)?,
+            udp(size, udp_n)?,
+            udp_floor(size, udp_n)?,
+        ])
+    }
+    fn csv_key() -> &'static [&'static str] {
+        &["setting", "size"]
+    }
+    fn render(_p: &Params, rows: &[Row], _notes: &[String], page: &mut Page) {
+        // Relative to the fastest row, as the seed's Table 3.
+        let fastest = rows.iter().map(|r| r.processing_ns).fold(f64::INFINITY, f64::min).max(1e-9);
+        let table: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    esc(&r.setting),
+                    r.size.to_string(),
+                    format!("{:.1}", r.median_e2e_ns / 1e3),
+                    format!("{:.1}", r.processing_ns / 1e3),
+                    format!("{:.4}", r.processing_ns / 1e6),
+                    format!("{:.1}", r.processing_ns / fastest),
+                ]
+            })
+            .collect();
+        page.table(
+            "Measured here: one-way end-to-end and processing time (median); relative = processing time over the fastest row's",
+            &["setting", "bytes", "end-to-end µs", "processing µs", "processing ms", "relative"],
+            &table,
+        );
+        let seed: Vec<Vec<String>> = SEED000_T3_SANDIA_MS
+            .iter()
+            .zip(SEED000_T2_SANDIA_MS)
+            .map(|((n, p), (_, e))| {
+                vec![
+                    n.to_string(),
+                    format!("{e:.2}"),
+                    format!("{p:.2}"),
+                    format!("{:.1}", p / SEED000_T3_SANDIA_MS[0].1),
+                ]
+            })
+            .collect();
+        page.table(
+            "Seed 000 (Thees & Gotzhein 1997), SandiaXTP, integrated clients, 0.9 ms simulated link",
+            &["bytes", "end-to-end ms (Table 2)", "processing ms (Table 3)", "relative (Table 3)"],
+            &seed,
+        );
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for r in rows {
+            let pt = (r.size as f64, r.processing_ns / 1e3);
+            match series.iter_mut().find(|s| s.0 == r.setting) {
+                Some(s) => s.1.push(pt),
+                None => series.push((r.setting.clone(), vec![pt])),
+            }
+        }
+        series.push((
+            "SandiaXTP 1997 (seed 000 T3)".into(),
+            SEED000_T3_SANDIA_MS.iter().map(|(n, p)| (*n, p * 1e3)).collect(),
+        ));
+        page.figure(
+            loglog("E1 processing time vs message size", "message size (bytes)", "processing time (µs)", &series),
+            "E1: one-way processing time per message against its size, each setting a line, seed 000's SandiaXTP for comparison.",
+        );
+        page.reading(&reading(rows));
+    }
+    fn summary(_p: &Params, rows: &[Row]) -> Vec<String> {
+        let mut out = vec!["E1 processing time per message (one way, median):".to_string()];
+        for r in rows {
+            out.push(format!(
+                "  {:>24} {:>6} B  e2e {:>10.1} µs  processing {:>8.1} µs",
+                r.setting,
+                r.size,
+                r.median_e2e_ns / 1e3,
+                r.processing_ns / 1e3
+            ));
+        }
+        out.push(
+            "  seed 000 Table 3, SandiaXTP (1997): 800 / 1,520 / 2,680 µs for 10 / 1,000 / 10,000 B".into(),
+        );
+        out
+    }
+    fn headline(r: &Row) -> Option<(String, f64, &'static str)> {
+        Some((format!("{} {} B processing", r.setting, r.size), r.processing_ns / 1e3, "µs"))
+    }
+}
+
+/// E1's reading: per setting, the processing time at the smallest size and
+/// how it grows to the largest, against the seed's factor.
+pub(crate) fn reading(rows: &[Row]) -> String {
+    let mut settings: Vec<&str> = Vec::new();
+    for r in rows {
+        if !settings.contains(&r.setting.as_str()) {
+            settings.push(&r.setting);
+        }
+    }
+    let mut parts = Vec::new();
+    for s in &settings {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.setting == *s).collect();
+        let (Some(lo), Some(hi)) = (mine.iter().min_by_key(|r| r.size), mine.iter().max_by_key(|r| r.size))
+        else {
+            continue;
+        };
+        if lo.size == hi.size {
+            continue;
+        }
+        parts.push(format!(
+            "{s}: {:.1} µs at {} bytes, ×{:.1} at {} bytes",
+            lo.processing_ns / 1e3,
+            lo.size,
+            hi.processing_ns / lo.processing_ns.max(1e-9),
+            hi.size
+        ));
+    }
+    format!(
+        "Processing time per message, smallest to largest size — {}. SandiaXTP in 1997: {:.0} µs at 10 bytes, ×{:.1} at 10,000 bytes. In the simulator the processing time includes the simulator's own copies, so its growth with size overstates the protocol's.",
+        parts.join("; "),
+        SEED000_T3_SANDIA_MS[0].1 * 1e3,
+        SEED000_T3_SANDIA_MS[2].1 / SEED000_T3_SANDIA_MS[0].1
+    )
 }

@@ -13,16 +13,20 @@ use xtp_proto::{ContextConfig, Endpoint, EndpointConfig};
 
 /// One mechanism: name, parameter, ns per operation, and (if counted) payload
 /// copies per operation.
-pub(crate) struct Mechanism {
-    pub(crate) name: String,
-    pub(crate) param: String,
-    pub(crate) ns: f64,
-    pub(crate) copies: Option<f64>,
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Mechanism {
+    /// What is timed.
+    pub name: String,
+    /// Its parameter (size, count).
+    pub param: String,
+    /// Median ns per operation.
+    pub ns: f64,
+    /// Payload copies per operation, where counted.
+    pub copies: Option<f64>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: Vec<f64>) -> f64 {
+    crate::stats::median(v)
 }
 
 fn time(reps: usize, ops: usize, mut f: impl FnMut()) -> f64 {
@@ -74,8 +78,7 @@ fn layers<M: Msg + 'static>(size: usize, ops: usize, reps: usize) -> (f64, f64) 
     (ns, copies)
 }
 
-pub(crate) fn run(quick: bool) -> Vec<Mechanism> {
-    let (reps, scale) = if quick { (3, 1) } else { (5, 10) };
+pub(crate) fn run(reps: usize, scale: usize) -> Vec<Mechanism> {
     let mut out = Vec::new();
     // Context creation: connect on an endpoint that already holds n contexts.
     {
@@ -134,4 +137,97 @@ pub(crate) fn run(quick: bool) -> Vec<Mechanism> {
         out.push(Mechanism { name: name.into(), param: "1,000 pending".into(), ns, copies: None });
     }
     out
+}
+
+/// E9's parameters.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Timed repetitions per mechanism (the median is kept).
+    pub reps: usize,
+    /// Operations per repetition, in units of the quick plan's counts.
+    pub scale: usize,
+}
+
+/// E9 (seed 000 §4.2): mechanism benchmark.
+pub struct E9(Params);
+
+impl crate::experiment::Experiment for E9 {
+    const ID: &'static str = "E9";
+    const TITLE: &'static str = "Mechanism benchmark (seed 000 §4.2)";
+    type Params = Params;
+    type Point = ();
+    type Row = Mechanism;
+
+    fn defaults(quick: bool) -> Params {
+        if quick { Params { reps: 3, scale: 1 } } else { Params { reps: 5, scale: 10 } }
+    }
+    fn check(p: &Params) -> Result<(), String> {
+        if p.reps == 0 || !(1..=1000).contains(&p.scale) {
+            return Err("reps at least 1, scale 1 to 1,000".into());
+        }
+        Ok(())
+    }
+    fn new(p: Params) -> Self {
+        E9(p)
+    }
+    fn params(&self) -> &Params {
+        &self.0
+    }
+    fn steps(&self, _env: &crate::experiment::Env) -> Vec<crate::experiment::Step<()>> {
+        vec![crate::experiment::Step { label: "mechanisms".into(), point: () }]
+    }
+    fn run(&mut self, _: &(), _env: &crate::experiment::Env) -> Result<Vec<Mechanism>, String> {
+        Ok(run(self.0.reps, self.0.scale))
+    }
+    fn csv_key() -> &'static [&'static str] {
+        &["name", "param"]
+    }
+    fn render(_p: &Params, rows: &[Mechanism], _notes: &[String], page: &mut crate::html::Page) {
+        let table: Vec<Vec<String>> = rows
+            .iter()
+            .map(|m| {
+                vec![
+                    format!("<span style=\"float:left\">{}</span>", crate::svg::esc(&m.name)),
+                    crate::svg::esc(&m.param),
+                    format!("{:.1}", m.ns),
+                    m.copies.map_or("—".to_string(), |c| format!("{c:.2}")),
+                ]
+            })
+            .collect();
+        page.table(
+            "Measured here (median ns per operation)",
+            &["mechanism", "parameter", "ns", "payload copies per operation"],
+            &table,
+        );
+        page.table(
+            "Seed 000 §3–4 (1997): copies of a data packet",
+            &["implementation", "copies"],
+            &[
+                vec!["SandiaXTP (central packet buffers)".into(), "4, end to end".into()],
+                vec![
+                    "Estelle specification (EC, PET/DINGO)".into(),
+                    "7 on the way down, 7 on the way up".into(),
+                ],
+            ],
+        );
+        let rope =
+            rows.iter().filter(|m| m.name.contains("Rope")).filter_map(|m| m.copies).fold(0.0, f64::max);
+        let contig =
+            rows.iter().filter(|m| m.name.contains("Contig")).filter_map(|m| m.copies).fold(0.0, f64::max);
+        page.reading(&format!(
+            "Through the toy two-layer graph, a message in the rope form is copied at most {rope:.2} times per round trip, in the contiguous form at most {contig:.2} times (building it behind its headroom). This counts copies in xk-msg only, not on the real XTP path through sockets; the seed counted copies, not nanoseconds, for these mechanisms."
+        ));
+    }
+    fn summary(_p: &Params, rows: &[Mechanism]) -> Vec<String> {
+        let mut out = vec!["E9 mechanisms:".to_string()];
+        for m in rows {
+            let copies = m.copies.map(|c| format!(", {c:.2} payload copies")).unwrap_or_default();
+            out.push(format!("  {:>44} {:>14}: {:>10.1} ns{copies}", m.name, m.param, m.ns));
+        }
+        out
+    }
+    fn headline(m: &Mechanism) -> Option<(String, f64, &'static str)> {
+        Some((format!("{} {}", m.name, m.param), m.ns, "ns"))
+    }
 }

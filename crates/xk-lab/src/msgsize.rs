@@ -9,17 +9,30 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
+use crate::experiment::{Env, Experiment, Step};
+use crate::html::Page;
+use crate::stats;
+use crate::svg::loglog;
+
 /// One measurement.
-pub(crate) struct Row {
-    pub(crate) transport: &'static str,
-    pub(crate) message: usize,
-    pub(crate) bytes: u64,
-    pub(crate) seconds: f64,
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Row {
+    /// xtp, tcp, quic or iperf3.
+    pub transport: String,
+    /// Bytes per message (write).
+    pub message_bytes: usize,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Seconds taken.
+    pub seconds: f64,
+    /// Goodput.
+    pub mbit_per_s: f64,
 }
 
 impl Row {
-    pub(crate) fn mbit(&self) -> f64 {
-        self.bytes as f64 * 8.0 / self.seconds / 1e6
+    fn new(transport: &str, message_bytes: usize, bytes: u64, seconds: f64) -> Row {
+        let mbit_per_s = bytes as f64 * 8.0 / seconds / 1e6;
+        Row { transport: transport.into(), message_bytes, bytes, seconds, mbit_per_s }
     }
 }
 
@@ -66,51 +79,26 @@ fn server(exe: &str) -> Result<Server, String> {
 /// of `bytes` take minutes (100 MB of 16-byte QUIC writes is ~40 s).
 pub(crate) const MAX_MESSAGES: u64 = 250_000;
 
-/// Runs every size for each peer; `progress` is called before each run.
-/// Each measurement is made `reps` times (one row each) and moves
-/// `min(bytes, size × MAX_MESSAGES)` bytes.
-pub(crate) fn run(
-    sizes: &[usize],
-    max_bytes: u64,
-    reps: u32,
-    peers: &[String],
-    mut progress: impl FnMut(&str),
-) -> Result<Vec<Row>, String> {
-    let has = |p: &str| peers.iter().any(|x| x == p);
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?.display().to_string();
-    let srv = server(&exe)?;
-    let mut rows = Vec::new();
-    for &size in sizes {
-        let bytes = max_bytes.min(size as u64 * MAX_MESSAGES);
-        let ours = ["xtp", "tcp", "quic"].into_iter().filter(|t| has(t));
-        for (transport, rep) in ours.flat_map(|t| (1..=reps).map(move |r| (t, r))) {
-            progress(&format!("message size {size} B, {transport}, repetition {rep} of {reps}"));
-            let mut cmd = Command::new(&exe);
-            if transport == "quic" {
-                cmd.args(["bulk", "--to", &srv.quic, "--quic-cert"]).arg(&srv.cert);
-            } else {
-                cmd.args(["bulk", "--to", &srv.addr]);
-            }
-            let out = cmd
-                .args(["-n", &bytes.to_string(), "-l", &size.to_string()])
-                .args(["--transport", transport, "-J"])
-                .output()
-                .map_err(|e| format!("run xpress bulk: {e}"))?;
-            if !out.status.success() {
-                return Err(format!("bulk -l {size} {transport}: {}", String::from_utf8_lossy(&out.stderr)));
-            }
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
-            let seconds = v["seconds"].as_f64().ok_or("bulk result without seconds")?;
-            let bytes = v["bytes"].as_u64().ok_or("bulk result without bytes")?;
-            rows.push(Row { transport, message: size, bytes, seconds });
-        }
-        for _ in 0..if has("iperf3") { reps } else { 0 } {
-            if let Some(row) = iperf3(size, bytes)? {
-                rows.push(row);
-            }
-        }
+/// One run of `transport` with `size`-byte messages against `srv`.
+fn measure(exe: &str, srv: &Server, transport: &str, size: usize, bytes: u64) -> Result<Row, String> {
+    let mut cmd = Command::new(exe);
+    if transport == "quic" {
+        cmd.args(["bulk", "--to", &srv.quic, "--quic-cert"]).arg(&srv.cert);
+    } else {
+        cmd.args(["bulk", "--to", &srv.addr]);
     }
-    Ok(rows)
+    let out = cmd
+        .args(["-n", &bytes.to_string(), "-l", &size.to_string()])
+        .args(["--transport", transport, "-J"])
+        .output()
+        .map_err(|e| format!("run xpress bulk: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("bulk -l {size} {transport}: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    let seconds = v["seconds"].as_f64().ok_or("bulk result without seconds")?;
+    let bytes = v["bytes"].as_u64().ok_or("bulk result without bytes")?;
+    Ok(Row::new(transport, size, bytes, seconds))
 }
 
 /// iperf3 over loopback TCP with `size`-byte writes; None when iperf3 is not
@@ -171,9 +159,7 @@ fn iperf3(size: usize, bytes: u64) -> Result<Option<Row>, String> {
     let sum = &v["end"]["sum_received"];
     let (sent, seconds) = (sum["bytes"].as_u64(), sum["seconds"].as_f64());
     match (sent, seconds) {
-        (Some(b), Some(s)) if s > 0.0 => {
-            Ok(Some(Row { transport: "iperf3", message: size, bytes: b, seconds: s }))
-        }
+        (Some(b), Some(s)) if s > 0.0 => Ok(Some(Row::new("iperf3", size, b, s))),
         _ => Err(format!("iperf3 JSON without end.sum_received: {v}")),
     }
 }
@@ -187,5 +173,186 @@ impl Drop for Reaped {
             let _ = self.0.kill();
             let _ = self.0.wait();
         }
+    }
+}
+
+/// The transports goodput vs message size can measure (iperf3 only when
+/// installed).
+pub(crate) const PEERS: [&str; 4] = ["xtp", "tcp", "quic", "iperf3"];
+
+/// MSG's parameters.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Message bytes.
+    pub sizes: Vec<usize>,
+    /// Most bytes per run (a run also stops at 250,000 messages).
+    pub bytes: u64,
+    /// Runs per point.
+    pub repetitions: u32,
+    /// Transports measured: xtp, tcp, quic, iperf3 (iperf3 if installed).
+    pub peers: Vec<String>,
+}
+
+/// Goodput vs message size.
+pub struct Msg {
+    p: Params,
+    server: Option<Server>,
+    exe: String,
+}
+
+fn have_iperf3() -> bool {
+    Command::new("iperf3").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+}
+
+impl Experiment for Msg {
+    const ID: &'static str = "MSG";
+    const TITLE: &'static str = "Bulk goodput vs message size: XTP messages (EOM) vs kernel TCP writes (Nagle off) vs QUIC (quinn) stream writes, loopback";
+    type Params = Params;
+    type Point = (usize, String, u32);
+    type Row = Row;
+
+    fn defaults(quick: bool) -> Params {
+        Params {
+            sizes: if quick { vec![64, 1024, 65_536] } else { vec![16, 64, 256, 1024, 4096, 16_384, 65_536] },
+            bytes: if quick { 20_000_000 } else { 100_000_000 },
+            repetitions: if quick { 2 } else { 3 },
+            peers: PEERS.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+    fn check(p: &Params) -> Result<(), String> {
+        if p.sizes.is_empty() || p.sizes.iter().any(|&s| s == 0 || s > 1 << 20) {
+            return Err("sizes: must not be empty; 1 B to 1 MiB each".into());
+        }
+        if p.peers.is_empty() {
+            return Err("peers: must not be empty".into());
+        }
+        if let Some(x) = p.peers.iter().find(|x| !PEERS.contains(&x.as_str())) {
+            return Err(format!("unknown peer {x:?} (known: {})", PEERS.join(", ")));
+        }
+        if p.bytes == 0 || !(1..=100).contains(&p.repetitions) {
+            return Err("bytes at least 1, repetitions 1 to 100".into());
+        }
+        Ok(())
+    }
+    fn new(p: Params) -> Self {
+        Msg { p, server: None, exe: String::new() }
+    }
+    fn params(&self) -> &Params {
+        &self.p
+    }
+    fn steps(&self, _env: &Env) -> Vec<Step<(usize, String, u32)>> {
+        let iperf3 = have_iperf3();
+        let mut out = Vec::new();
+        for &size in &self.p.sizes {
+            for t in self.p.peers.iter().filter(|t| *t != "iperf3" || iperf3) {
+                for rep in 1..=self.p.repetitions {
+                    out.push(Step {
+                        label: format!(
+                            "message size {size} B, {t}, repetition {rep} of {}",
+                            self.p.repetitions
+                        ),
+                        point: (size, t.clone(), rep),
+                    });
+                }
+            }
+        }
+        out
+    }
+    fn notes(&self, _env: &Env) -> Vec<String> {
+        if self.p.peers.iter().any(|p| p == "iperf3") && !have_iperf3() {
+            vec!["MSG: iperf3 rows skipped: iperf3 is not installed".into()]
+        } else {
+            Vec::new()
+        }
+    }
+    fn run(
+        &mut self,
+        (size, transport, _rep): &(usize, String, u32),
+        _env: &Env,
+    ) -> Result<Vec<Row>, String> {
+        let bytes = self.p.bytes.min(*size as u64 * MAX_MESSAGES);
+        if transport == "iperf3" {
+            return Ok(iperf3(*size, bytes)?.into_iter().collect());
+        }
+        if self.server.is_none() {
+            // Separate processes are the point here: the same tools a user runs.
+            self.exe = std::env::current_exe().map_err(|e| e.to_string())?.display().to_string();
+            self.server = Some(server(&self.exe)?);
+        }
+        let srv = self.server.as_ref().expect("started above");
+        Ok(vec![measure(&self.exe, srv, transport, *size, bytes)?])
+    }
+    fn csv_key() -> &'static [&'static str] {
+        &["transport", "message_bytes"]
+    }
+    fn render(p: &Params, rows: &[Row], _notes: &[String], page: &mut Page) {
+        let groups = stats::group(rows, |r| (r.message_bytes, r.transport.clone()), |r| r.mbit_per_s);
+        let get = |size: usize, t: &str| groups.iter().find(|g| g.0.0 == size && g.0.1 == t).map(|g| g.1);
+        let rate = |size: usize, t: &str| get(size, t).map_or(0.0, |s| s.median);
+        let mut sizes: Vec<usize> = rows.iter().map(|r| r.message_bytes).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let table: Vec<Vec<String>> = sizes
+            .iter()
+            .map(|&size| {
+                let shown = |t: &str| get(size, t).map_or("—".to_string(), |s| s.html(1));
+                let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.2}", a / b) } else { "—".into() };
+                vec![
+                    size.to_string(),
+                    shown("xtp"),
+                    shown("tcp"),
+                    shown("quic"),
+                    shown("iperf3"),
+                    ratio(rate(size, "xtp"), rate(size, "tcp")),
+                    ratio(rate(size, "xtp"), rate(size, "quic")),
+                ]
+            })
+            .collect();
+        page.table(
+            &format!("Measured here on loopback, Mbit/s: XTP messages (each ending with EOM), kernel TCP writes of the same size (Nagle off) and QUIC (quinn) stream writes of the same size, same tools, separate processes; each run moves {} bytes or {MAX_MESSAGES} messages, whichever is less", p.bytes),
+            &["message bytes", "XTP", "kernel TCP", "QUIC (quinn)", "iperf3 (TCP)", "XTP / TCP", "XTP / QUIC"],
+            &table,
+        );
+        let series = |t: &str| -> Vec<(f64, f64)> {
+            sizes.iter().filter(|&&s| get(s, t).is_some()).map(|&s| (s as f64, rate(s, t))).collect()
+        };
+        page.figure(
+            loglog(
+                "Goodput vs message size (loopback)",
+                "message size (bytes)",
+                "goodput (Mbit/s)",
+                &[
+                    ("XTP".to_string(), series("xtp")),
+                    ("kernel TCP".to_string(), series("tcp")),
+                    ("QUIC (quinn)".to_string(), series("quic")),
+                    ("iperf3".to_string(), series("iperf3")),
+                ],
+            ),
+            "Goodput against message size on loopback, median of the repetitions.",
+        );
+        if let (Some(&lo), Some(&hi)) = (sizes.first(), sizes.last()) {
+            page.reading(&format!(
+                "With {lo}-byte messages XTP moves {:.1} Mbit/s against TCP's {:.1} and QUIC's {:.1}; with {hi}-byte messages {:.1} against {:.1} and {:.1}. QUIC here is quinn in user space like XTP, encrypting every packet (TLS 1.3), with windows raised to 16/32 MiB for loopback; each small write is one async call. Each XTP message is at least one packet with its own EOM (and a status request); TCP, with Nagle off, still coalesces writes into segments when the receiver lags. iperf3 (when installed) runs with its own defaults — Nagle on, its own timing — as an outside check on our TCP numbers, not as the same method.",
+                rate(lo, "xtp"),
+                rate(lo, "tcp"),
+                rate(lo, "quic"),
+                rate(hi, "xtp"),
+                rate(hi, "tcp"),
+                rate(hi, "quic")
+            ));
+        }
+    }
+    fn summary(_p: &Params, rows: &[Row]) -> Vec<String> {
+        let mut out = vec!["Goodput vs message size (loopback; median, range):".to_string()];
+        for ((size, t), s, _) in
+            stats::group(rows, |r| (r.message_bytes, r.transport.clone()), |r| r.mbit_per_s)
+        {
+            out.push(format!("  {size:>6} B {t}: {} Mbit/s", s.text(1)));
+        }
+        out
+    }
+    fn headline(r: &Row) -> Option<(String, f64, &'static str)> {
+        Some((format!("{} B {}", r.message_bytes, r.transport), r.mbit_per_s, "Mbit/s"))
     }
 }

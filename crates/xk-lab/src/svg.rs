@@ -147,6 +147,67 @@ pub(crate) fn loglog(title: &str, xl: &str, yl: &str, series: &[(String, Vec<(f6
     plot(title, (xl, yl), series, (true, true))
 }
 
+/// A heatmap of ratios with the number in each cell: rows × columns,
+/// green at ≥ 1, shading to red towards 0.5 and below; `None` cells grey.
+pub(crate) fn heatmap(
+    title: &str,
+    (xl, yl): (&str, &str),
+    rows: &[String],
+    cols: &[String],
+    cells: &[Vec<Option<f64>>],
+) -> String {
+    if rows.is_empty() || cols.is_empty() || cells.iter().flatten().all(Option::is_none) {
+        return String::new();
+    }
+    let (cw, ch, l, t) = (110.0, 44.0, 110.0, 60.0);
+    let (w, h) = (l + cw * cols.len() as f64 + 20.0, t + ch * rows.len() as f64 + 50.0);
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" class="plot" font-family="sans-serif"><rect width="{w}" height="{h}" fill="white"/><text x="{}" y="22" font-size="15" text-anchor="middle">{}</text><text x="{}" y="46" font-size="13" text-anchor="middle">{}</text><text x="16" y="{}" font-size="13" transform="rotate(-90 16 {})" text-anchor="middle">{}</text>"#,
+        w / 2.0,
+        esc(title),
+        l + cw * cols.len() as f64 / 2.0,
+        esc(xl),
+        t + ch * rows.len() as f64 / 2.0,
+        t + ch * rows.len() as f64 / 2.0,
+        esc(yl)
+    );
+    for (j, c) in cols.iter().enumerate() {
+        s += &format!(
+            r#"<text x="{}" y="{}" font-size="13" text-anchor="middle">{}</text>"#,
+            l + cw * (j as f64 + 0.5),
+            t + ch * rows.len() as f64 + 20.0,
+            esc(c)
+        );
+    }
+    for (i, r) in rows.iter().enumerate() {
+        let y = t + ch * i as f64;
+        s += &format!(
+            r#"<text x="{}" y="{}" font-size="13" text-anchor="end">{}</text>"#,
+            l - 8.0,
+            y + ch / 2.0 + 5.0,
+            esc(r)
+        );
+        for (j, v) in cells.get(i).into_iter().flatten().enumerate() {
+            let x = l + cw * j as f64;
+            let (fill, text) = match v {
+                Some(v) => {
+                    // 1.0 and above: green; 0.5 and below: red; between: blend.
+                    let f = ((v - 0.5) / 0.5).clamp(0.0, 1.0);
+                    let (r, g, b) = (230.0 - 130.0 * f, 120.0 + 100.0 * f, 110.0 + 10.0 * f);
+                    (format!("rgb({r:.0},{g:.0},{b:.0})"), format!("{v:.2}"))
+                }
+                None => ("#ddd".to_string(), "—".to_string()),
+            };
+            s += &format!(
+                r#"<rect x="{x}" y="{y}" width="{cw}" height="{ch}" fill="{fill}" stroke="white"/><text x="{}" y="{}" font-size="15" text-anchor="middle">{text}</text>"#,
+                x + cw / 2.0,
+                y + ch / 2.0 + 5.0
+            );
+        }
+    }
+    s + "</svg>"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,62 +35,76 @@ fn tempdir(name: &str) -> PathBuf {
     d
 }
 
+/// Every measured row of experiment `id` (all steps, all repetitions).
+fn rows(json: &serde_json::Value, id: &str) -> Vec<serde_json::Value> {
+    json["experiments"][id]["runs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{id}: no runs"))
+        .iter()
+        .flat_map(|r| r["rows"].as_array().unwrap().clone())
+        .collect()
+}
+
 #[test]
 fn quick_report_has_every_experiment_and_renders() {
     let dir = tempdir("report");
     run_report(&dir);
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
-    let e1 = json["experiments"]["E1"]["rows"].as_array().unwrap();
-    assert_eq!(e1.len(), 12, "4 settings (2 simulated, XTP over UDP, raw UDP floor) × 3 sizes");
-    for r in e1 {
-        assert!(!r["samples_e2e_ns"].as_array().unwrap().is_empty(), "{r}");
-        assert!(r["processing_ns"].as_f64().unwrap() > 0.0, "{r}");
-    }
-    let e2 = json["experiments"]["E2"]["rows"].as_array().unwrap();
-    assert_eq!(e2.len(), 6, "3 RTTs × checksum on/off in a quick run");
-    assert!(e2.iter().all(|p| p["mbit_per_s"].as_f64().unwrap() > 0.1), "{e2:?}");
-    // Kernel TCP rows: measured through `xpress netns` as root, else a note says why not.
-    let tcp = json["experiments"]["E2"]["tcp_rows"].as_array().unwrap();
     let root = std::process::Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    if root {
-        assert_eq!(tcp.len(), 6, "3 RTTs × default / 64 KB window");
-        let at = |rtt: u64, w: bool| {
-            tcp.iter()
-                .find(|p| p["rtt_ms"].as_u64() == Some(rtt) && p["window_64k"].as_bool() == Some(w))
-                .and_then(|p| p["mbit_per_s"].as_f64())
-                .unwrap()
-        };
-        // The 64 KB window caps TCP at 64 KB per round trip (2.6 Mbit/s at 200 ms).
-        assert!(at(200, true) < 3.0 && at(200, true) < at(200, false), "{tcp:?}");
+    let have_iperf3 = std::process::Command::new("iperf3").arg("--version").output().is_ok();
+    let e1 = rows(&json, "E1");
+    assert_eq!(e1.len(), 12, "4 settings (2 simulated, XTP over UDP, raw UDP floor) × 3 sizes");
+    for r in &e1 {
+        assert!(!r["samples_e2e_ns"].as_array().unwrap().is_empty(), "{r}");
+        assert!(r["processing_ns"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // E2: 2 RTTs × 3 XTP settings, and 2 kernel-TCP settings as root.
+    let e2 = rows(&json, "E2");
+    let tcp: Vec<&serde_json::Value> =
+        e2.iter().filter(|r| r["setting"].as_str().unwrap().starts_with("Tcp")).collect();
+    assert_eq!(e2.len() - tcp.len(), 6, "2 RTTs × 3 XTP settings: {e2:?}");
+    assert!(e2.iter().all(|p| p["mbit_per_s"].as_f64().unwrap() > 1.0), "{e2:?}");
+    let at = |rtt: u64, s: &str| {
+        e2.iter()
+            .find(|p| p["rtt_ms"].as_u64() == Some(rtt) && p["setting"] == s)
+            .and_then(|p| p["mbit_per_s"].as_f64())
+            .unwrap()
+    };
+    // The seed's XTP (1 MB window, rate control) is not window-limited at
+    // 100 ms (1 MB per RTT = 84 Mbit/s): near the 45 Mbit/s path.
+    assert!(at(100, "XtpSeed") > 30.0, "{e2:?}");
+    if root && have_iperf3 {
+        assert_eq!(tcp.len(), 4, "2 RTTs × default / 64 KB window");
+        // The 64 KB window caps TCP at 64 KB per round trip (5.2 Mbit/s at 100 ms).
+        assert!(at(100, "Tcp64k") < 6.0 && at(100, "Tcp64k") < at(100, "Tcp"), "{e2:?}");
+        assert!(rows(&json, "PATHS").iter().any(|r| r["transport"] == "tcp"));
+        assert_eq!(rows(&json, "FAIR").len(), 1);
     } else {
         assert!(tcp.is_empty());
-        assert!(json["experiments"]["E2"]["tcp"].as_str().unwrap().contains("needs root"));
+        let notes = json["experiments"]["E2"]["notes"].to_string();
+        assert!(notes.contains("needs root") || notes.contains("iperf3"), "{notes}");
+    }
+    // Every path row says whether the emulator's timing was trustworthy.
+    for r in e2.iter().chain(&rows(&json, "PATHS")) {
+        assert!(r["valid"].is_boolean() && r["p99_error_us"].is_array(), "{r}");
     }
     assert_eq!(json["partial"].as_bool(), Some(false));
-    let msg = json["experiments"]["MSG"]["rows"].as_array().unwrap();
+    let msg = rows(&json, "MSG");
     let count = |t: &str| msg.iter().filter(|r| r["transport"].as_str() == Some(t)).count();
-    assert_eq!((count("xtp"), count("tcp"), count("quic")), (3, 3, 3), "3 message sizes × XTP / TCP / QUIC");
-    let have_iperf3 = std::process::Command::new("iperf3").arg("--version").output().is_ok();
-    assert_eq!(count("iperf3"), if have_iperf3 { 3 } else { 0 }, "iperf3 rows when installed");
+    assert_eq!(
+        (count("xtp"), count("tcp"), count("quic")),
+        (6, 6, 6),
+        "3 message sizes × 2 runs × XTP / TCP / QUIC"
+    );
+    assert_eq!(count("iperf3"), if have_iperf3 { 6 } else { 0 }, "iperf3 rows when installed");
     assert!(msg.iter().all(|r| r["mbit_per_s"].as_f64().unwrap() > 1.0), "{msg:?}");
-    // Repetitions: the quick plan measures each message size twice; the row
-    // holds the median, the spread and both runs.
-    for r in msg {
-        let runs: Vec<f64> =
-            r["samples"].as_array().unwrap().iter().map(|s| s["mbit_per_s"].as_f64().unwrap()).collect();
-        assert_eq!(runs.len(), 2, "{r}");
-        let sp = &r["mbit_per_s_spread"];
-        assert_eq!(sp["n"], 2);
-        assert_eq!(sp["min"].as_f64().unwrap(), runs.iter().copied().fold(f64::MAX, f64::min));
-        assert_eq!(sp["max"].as_f64().unwrap(), runs.iter().copied().fold(0.0, f64::max));
-    }
     // E6: packet radio in the simulator, 2 rates × 4 file sizes; the slow
     // channel is used better than the fast one (seed 003's finding).
-    let e6 = json["experiments"]["E6"]["rows"].as_array().unwrap();
+    let e6 = rows(&json, "E6");
     assert_eq!(e6.len(), 8, "{e6:?}");
     let norm = |rate: u64, size: u64| {
         e6.iter()
@@ -101,7 +115,7 @@ fn quick_report_has_every_experiment_and_renders() {
     assert!(norm(1200, 10_000) > norm(9600, 10_000), "{e6:?}");
     assert!(norm(1200, 10_000) < 1.0 && norm(9600, 1) > 0.0, "{e6:?}");
     // CSV beside the JSON: one file per experiment, machine before/after.
-    for name in ["E1", "E2", "MSG", "E6", "E4", "E9", "machine"] {
+    for name in ["E1", "E2", "PATHS", "MSG", "E6", "E4", "E9", "machine"] {
         let csv = std::fs::read_to_string(dir.join(format!("results-{name}.csv")))
             .unwrap_or_else(|e| panic!("results-{name}.csv: {e}"));
         let lines: Vec<&str> = csv.lines().collect();
@@ -110,44 +124,57 @@ fn quick_report_has_every_experiment_and_renders() {
         assert!(lines.iter().all(|l| fields(l) == cols), "ragged: {csv}");
     }
     let e6_csv = std::fs::read_to_string(dir.join("results-E6.csv")).unwrap();
-    assert!(e6_csv.starts_with("rate_bps,file_bytes,normalised"), "key columns first: {e6_csv}");
-    let e4 = json["experiments"]["E4"]["rows"].as_array().unwrap();
+    assert!(e6_csv.starts_with("step,rate_bps,file_bytes,"), "key columns first: {e6_csv}");
+    let e4 = rows(&json, "E4");
     assert_eq!(e4.len(), 15, "3 table sizes × 5 key sizes in a quick run");
-    for c in e4 {
-        // The reported median is one of the recorded repetitions.
+    for c in &e4 {
+        // The reported median is the median of the recorded repetitions.
         let reps: Vec<f64> =
-            c["samples_hit_ns"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            c["samples"][0].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
         assert_eq!(reps.len(), 3, "{c}");
-        assert!(reps.contains(&c["hit_ns"].as_f64().unwrap()), "{c}");
+        assert!(reps.contains(&c["hit"].as_f64().unwrap()), "{c}");
     }
-    let e9 = json["experiments"]["E9"]["rows"].as_array().unwrap();
+    let e9 = rows(&json, "E9");
     assert!(e9.len() >= 10, "E9 mechanisms: {}", e9.len());
-    assert!(e9.iter().all(|r| r["ns_per_op"].as_f64().unwrap() > 0.0));
+    assert!(e9.iter().all(|r| r["ns"].as_f64().unwrap() > 0.0));
     // The rope form crosses the stacks without a payload copy; contiguous copies once.
     let copies = |name: &str| {
-        e9.iter().find(|r| r["mechanism"].as_str().unwrap().contains(name)).unwrap()["copies_per_op"]
-            .as_f64()
-            .unwrap()
+        e9.iter().find(|r| r["name"].as_str().unwrap().contains(name)).unwrap()["copies"].as_f64().unwrap()
     };
     assert_eq!(copies("(Rope)"), 0.0);
     assert_eq!(copies("(Contig)"), 1.0);
     assert!(json["machine_before"]["cores"].as_u64().unwrap() >= 1);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     for needle in [
+        "Contents",
         "Goodput vs message size",
-        "E1 — message ping-pong",
-        "E2 — throughput vs round-trip delay",
-        "E4 — demux map lookup",
-        "E6 — file retrieval over packet radio",
+        "E1 — Message ping-pong",
+        "E2 — Steady-state goodput vs round-trip delay",
+        "PATHS — Impaired paths",
+        "E4 — Demux map lookup",
+        "E6 — File retrieval over packet radio",
         "Tables 6.1 and 6.2",
-        "Plots from the plan",
-        "E6 normalised throughput vs file size",
         "Seed 000",
         "Seed 003",
+        "Seed 002",
         "<svg",
         "<polyline",
     ] {
         assert!(html.contains(needle), "report.html lacks {needle:?}");
+    }
+    // Every figure is also a file next to the page, linked from it.
+    let figs: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".svg"))
+        .collect();
+    assert!(figs.len() >= 5, "standalone SVG figures: {}", figs.len());
+    for f in &figs {
+        assert!(html.contains(&*f.file_name().to_string_lossy()), "{:?} not linked", f.file_name());
+    }
+    // Table of contents links resolve to sections.
+    for id in ["e1", "e2", "paths", "msg", "e6", "e4", "e9"] {
+        assert!(html.contains(&format!("href=\"#{id}\"")) && html.contains(&format!("id=\"{id}\"")), "{id}");
     }
 
     // Headless Chromium, if installed (CI installs it and requires it).
@@ -188,5 +215,62 @@ fn quick_report_has_every_experiment_and_renders() {
         .filter(|p| p.len() >= 3 && (i32::from(p[0]) - i32::from(p[2])).abs() > 60)
         .count();
     assert!(coloured > 200, "screenshot looks blank: {coloured} coloured pixels");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn xpress(args: &[&str]) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_xpress")).args(args).output().unwrap();
+    assert!(out.status.success(), "xpress {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// The (experiment, step) pairs a results directory holds.
+fn steps(dir: &Path) -> Vec<(String, u64)> {
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    let mut v: Vec<(String, u64)> = json["experiments"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(id, s)| {
+            s["runs"].as_array().unwrap().iter().map(move |r| (id.clone(), r["step"].as_u64().unwrap()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn shards_merge_into_the_whole_plan_and_results_replot_and_compare() {
+    let dir = tempdir("shards");
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, "experiments = [\"E4\", \"E9\", \"E6\"]\n[E6]\nsizes = [100, 1000]\n").unwrap();
+    let p = plan.to_str().unwrap();
+    let (whole, a, b, merged) = (dir.join("whole"), dir.join("a"), dir.join("b"), dir.join("merged"));
+    let s = |d: &Path| d.to_str().unwrap().to_string();
+    xpress(&["report", "--quick", "--plan", p, "--out", &s(&whole)]);
+    xpress(&["report", "--quick", "--plan", p, "--shard", "0/2", "--out", &s(&a)]);
+    xpress(&["report", "--quick", "--plan", p, "--shard", "1/2", "--out", &s(&b)]);
+    let (sa, sb) = (steps(&a), steps(&b));
+    assert!(!sa.is_empty() && !sb.is_empty() && sa.iter().all(|x| !sb.contains(x)), "{sa:?} {sb:?}");
+    xpress(&["report", "--merge", &s(&a), &s(&b), "--out", &s(&merged)]);
+    assert_eq!(steps(&merged), steps(&whole), "the merged step set equals the unsharded one");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(merged.join("results.json")).unwrap()).unwrap();
+    assert_eq!(json["partial"], false, "all shards merged: complete");
+    // Merging a shard with itself is refused.
+    let twice = Command::new(env!("CARGO_BIN_EXE_xpress"))
+        .args(["report", "--merge", &s(&a), &s(&a), "--out", &s(&dir.join("bad"))])
+        .output()
+        .unwrap();
+    assert!(!twice.status.success() && String::from_utf8_lossy(&twice.stderr).contains("in two shards"));
+    // --replot rebuilds the page from results.json alone.
+    std::fs::remove_file(merged.join("report.html")).unwrap();
+    xpress(&["report", "--replot", &s(&merged)]);
+    assert!(std::fs::read_to_string(merged.join("report.html")).unwrap().contains("E4 — Demux map lookup"));
+    // --compare: one line per row with both values and the ratio.
+    let out = xpress(&["report", "--compare", &s(&whole), &s(&merged)]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("B/A") && text.contains("bindings") && text.contains("normalised"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }

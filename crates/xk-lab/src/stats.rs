@@ -1,42 +1,90 @@
-//! Repetitions and their summary, and the CSV form of the results.
+//! Statistics of repeated measurements (the lab's one median, percentile and
+//! spread), and the CSV form of the results.
 //!
 //! A repeated measurement is kept whole: the grouped row carries the median
 //! as its value, the spread (min, quartiles, max, n) beside it, and every
 //! repetition's own row under `samples`, so each number in the report traces
 //! to what was measured.
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 /// The `q`-quantile (0..=1) of sorted samples, interpolating linearly
 /// between neighbouring ranks (so the median of an even count is the mean of
-/// the middle two).
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let pos = (sorted.len() - 1) as f64 * q;
+/// the middle two). The one percentile helper of the lab.
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = (sorted.len() - 1) as f64 * q.clamp(0.0, 1.0);
     let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
     sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
-/// Median and spread of `samples` (n, min, p25, median, p75, max); `null`
-/// for no samples.
-pub(crate) fn spread(samples: &[f64]) -> Value {
-    let mut v: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return Value::Null;
-    }
+/// Sorted copy of the finite samples.
+pub(crate) fn sorted(samples: impl IntoIterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = samples.into_iter().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
-    json!({
-        "n": v.len(), "min": v[0], "p25": quantile(&v, 0.25), "median": quantile(&v, 0.5),
-        "p75": quantile(&v, 0.75), "max": v[v.len() - 1],
-    })
+    v
 }
 
-/// Groups rows whose `key` fields are equal (first-seen order). Each group
-/// becomes one row: the key fields, `value` = the median of the group's
-/// `value` fields, `<value>_spread`, and `samples` = the group's rows.
-pub(crate) fn group(rows: Vec<Value>, key: &[&str], value: &str) -> Vec<Value> {
-    let mut groups: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
+/// The median of samples (NaN for none).
+pub(crate) fn median(samples: impl IntoIterator<Item = f64>) -> f64 {
+    quantile(&sorted(samples), 0.5)
+}
+
+/// Median and spread of repeated measurements.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Spread {
+    pub(crate) n: usize,
+    pub(crate) min: f64,
+    pub(crate) p25: f64,
+    pub(crate) median: f64,
+    pub(crate) p75: f64,
+    pub(crate) max: f64,
+}
+
+impl Spread {
+    /// The spread of `samples`; None for none.
+    pub(crate) fn of(samples: impl IntoIterator<Item = f64>) -> Option<Spread> {
+        let v = sorted(samples);
+        (!v.is_empty()).then(|| Spread {
+            n: v.len(),
+            min: v[0],
+            p25: quantile(&v, 0.25),
+            median: quantile(&v, 0.5),
+            p75: quantile(&v, 0.75),
+            max: v[v.len() - 1],
+        })
+    }
+
+    /// `median (min–max, n)` when repeated, else the value; `prec` decimals.
+    pub(crate) fn html(&self, prec: usize) -> String {
+        if self.n > 1 {
+            format!(
+                "{:.prec$} <span class=\"src\">({:.prec$}–{:.prec$}, n {})</span>",
+                self.median, self.min, self.max, self.n
+            )
+        } else {
+            format!("{:.prec$}", self.median)
+        }
+    }
+
+    /// `median (n N, min–max)` for the console.
+    pub(crate) fn text(&self, prec: usize) -> String {
+        format!("{:.prec$} (n {}, {:.prec$}–{:.prec$})", self.median, self.n, self.min, self.max)
+    }
+}
+
+/// Groups rows by `key` (first-seen order), each group with the spread of
+/// `value` over its rows.
+pub(crate) fn group<R, K: PartialEq>(
+    rows: &[R],
+    key: impl Fn(&R) -> K,
+    value: impl Fn(&R) -> f64,
+) -> Vec<(K, Spread, Vec<&R>)> {
+    let mut groups: Vec<(K, Vec<&R>)> = Vec::new();
     for r in rows {
-        let k: Vec<Value> = key.iter().map(|f| r[*f].clone()).collect();
+        let k = key(r);
         match groups.iter_mut().find(|g| g.0 == k) {
             Some(g) => g.1.push(r),
             None => groups.push((k, vec![r])),
@@ -44,18 +92,7 @@ pub(crate) fn group(rows: Vec<Value>, key: &[&str], value: &str) -> Vec<Value> {
     }
     groups
         .into_iter()
-        .map(|(k, members)| {
-            let samples: Vec<f64> = members.iter().filter_map(|m| m[value].as_f64()).collect();
-            let s = spread(&samples);
-            let mut out = Map::new();
-            for (f, v) in key.iter().zip(k) {
-                out.insert((*f).to_string(), v);
-            }
-            out.insert(value.to_string(), s["median"].clone());
-            out.insert(format!("{value}_spread"), s);
-            out.insert("samples".into(), Value::Array(members));
-            Value::Object(out)
-        })
+        .filter_map(|(k, members)| Spread::of(members.iter().map(|r| value(r))).map(|s| (k, s, members)))
         .collect()
 }
 
@@ -117,26 +154,20 @@ pub(crate) fn csv(rows: &[Value], first: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn groups_keep_every_sample_and_summarise_them() {
-        let rows = vec![
-            json!({"rtt": 0, "mbit": 10.0, "s": 1.0}),
-            json!({"rtt": 20, "mbit": 5.0, "s": 2.0}),
-            json!({"rtt": 0, "mbit": 30.0, "s": 0.3}),
-            json!({"rtt": 0, "mbit": 20.0, "s": 0.5}),
-        ];
-        let g = group(rows, &["rtt"], "mbit");
+        let rows = [(0, 10.0), (20, 5.0), (0, 30.0), (0, 20.0)];
+        let g = group(&rows, |r| r.0, |r| r.1);
         assert_eq!(g.len(), 2);
-        assert_eq!(g[0]["rtt"], 0);
-        assert_eq!(g[0]["mbit"], 20.0);
-        assert_eq!(
-            g[0]["mbit_spread"],
-            json!({"n": 3, "min": 10.0, "p25": 15.0, "median": 20.0, "p75": 25.0, "max": 30.0})
-        );
-        assert_eq!(g[0]["samples"].as_array().unwrap().len(), 3);
-        assert_eq!(g[1]["mbit_spread"]["n"], 1);
-        assert_eq!(spread(&[]), Value::Null);
+        assert_eq!(g[0].0, 0);
+        assert_eq!(g[0].1, Spread { n: 3, min: 10.0, p25: 15.0, median: 20.0, p75: 25.0, max: 30.0 });
+        assert_eq!(g[0].2.len(), 3);
+        assert_eq!(g[1].1.n, 1);
+        assert_eq!(Spread::of([]), None);
+        assert!(median([]).is_nan());
+        assert_eq!(median([3.0, 1.0]), 2.0);
     }
 
     #[test]

@@ -1,0 +1,321 @@
+//! One bulk transfer under an emulated link, for the path experiments (E2,
+//! PATHS, fairness): XTP (`xpress serve` / `xpress bulk -t`) or kernel TCP
+//! (iperf3) between two network namespaces joined by `xpress netns` — both
+//! through the same emulator — or, without root, XTP through the in-process
+//! relay on loopback (kernel TCP cannot be put under the link there).
+//!
+//! Separate processes are the point: the namespaces need them, and the
+//! emulator runs in its own process, as it does for a user.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+
+use bytes::Bytes;
+use serde_json::Value;
+use xk_driver::driver::UdpDriver;
+use xk_driver::relay::{self, RelayConfig};
+use xk_netemu::parse_line;
+use xk_time::Duration;
+use xtp_proto::{Congestion, ContextConfig, EndpointConfig, Event};
+
+/// Who sends.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Sender {
+    /// XTP (`xpress bulk`).
+    Xtp {
+        /// Congestion controller: `cubic`, `bbr`, `newreno`, `none`.
+        cc: String,
+        /// A fixed window (None: it grows with the path).
+        window: Option<u64>,
+        /// NOCHECK.
+        nocheck: bool,
+        /// Rate limit, bytes/s (0: none).
+        rate: u64,
+    },
+    /// Kernel TCP through iperf3.
+    Tcp {
+        /// Congestion controller (None: the system's default).
+        cc: Option<String>,
+        /// Socket buffer (`iperf3 -w`; None: Linux's autotuning).
+        window: Option<u64>,
+    },
+}
+
+/// One transfer's outcome.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Outcome {
+    /// Goodput over the timed part.
+    pub mbit_per_s: f64,
+    /// Bytes the receiver got (TCP) or acknowledged (XTP) in the timed part.
+    pub bytes: u64,
+    /// The timed part.
+    pub seconds: f64,
+    /// Bytes retransmitted (XTP: the context's count; TCP: segments × MSS
+    /// is not known, so iperf3's retransmitted segments), if reported.
+    pub retransmits: Option<u64>,
+    /// XTP: WTIMER expiries.
+    pub timeouts: Option<u64>,
+    /// How the path was emulated: `netns` or `relay`.
+    pub emulator: String,
+    /// Whether the emulator judged its own timing good enough.
+    pub valid: bool,
+    /// Why not, if not.
+    pub invalid_reasons: Vec<String>,
+    /// p99 release error of each direction, µs.
+    pub p99_error_us: [f64; 2],
+}
+
+/// The kernel's default TCP congestion controller.
+pub fn kernel_default_cc() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .map_or("unknown".into(), |s| s.trim().into())
+}
+
+/// Whether the kernel offers `cc` (cubic, bbr, reno, …).
+pub fn kernel_has_cc(cc: &str) -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .is_ok_and(|s| s.split_whitespace().any(|c| c == cc))
+}
+
+/// Whether iperf3 is installed.
+pub fn have_iperf3() -> bool {
+    Command::new("iperf3").arg("--version").output().is_ok()
+}
+
+fn xtp_args(cc: &str, window: Option<u64>, nocheck: bool, rate: u64) -> String {
+    let mut s = format!(" --cc {cc}");
+    if let Some(w) = window {
+        s += &format!(" --window {w}");
+    }
+    if nocheck {
+        s += " --nocheck";
+    }
+    if rate > 0 {
+        s += &format!(" --rate {rate}");
+    }
+    s
+}
+
+/// A scratch file removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The first line of `text` that parses as a JSON object.
+fn json_line(text: &str) -> Option<Value> {
+    text.lines().find_map(|l| l.trim_start().starts_with('{').then(|| serde_json::from_str(l).ok()).flatten())
+}
+
+/// Runs `sender` for `seconds` under `link` (netem-like, each direction)
+/// through `xpress netns` (root).
+pub fn through_netns(link: &str, sender: &Sender, seconds: f64, seed: u64) -> Result<Outcome, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?.display().to_string();
+    let report =
+        Scratch(std::env::temp_dir().join(format!("xpress-netns-{}-{seed}.json", std::process::id())));
+    let limit = (seconds + 90.0).ceil();
+    let (a, b) = match sender {
+        Sender::Xtp { cc, window, nocheck, rate } => (
+            format!("exec {exe} serve --listen 10.200.0.1:3636 --duration {limit}"),
+            format!(
+                "{exe} bulk --to 10.200.0.1:3636 -t {seconds} -J{}",
+                xtp_args(cc, *window, *nocheck, *rate)
+            ),
+        ),
+        Sender::Tcp { cc, window } => {
+            let mut b = format!("iperf3 -c $XPRESS_PEER -t {seconds} -J");
+            if let Some(cc) = cc {
+                b += &format!(" -C {cc}");
+            }
+            if let Some(w) = window {
+                b += &format!(" -w {w}");
+            }
+            ("exec iperf3 -s -1".to_string(), b)
+        }
+    };
+    let out = Command::new(&exe)
+        .args(["netns", "--link", link, "--a", &a, "--b", &b, "--seed", &seed.to_string()])
+        .args(["--duration", &limit.to_string(), "--report"])
+        .arg(&report.0)
+        .output()
+        .map_err(|e| format!("cannot run xpress netns: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let fail = || {
+        format!(
+            "xpress netns --link {link:?} --b {b:?}: no result (exit {:?}): {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).lines().rev().take(4).collect::<Vec<_>>().join(" / ")
+        )
+    };
+    let mut o = match sender {
+        Sender::Xtp { .. } => {
+            let v = json_line(&stdout).ok_or_else(fail)?;
+            let ctx = &v["context"];
+            Outcome {
+                bytes: v["bytes"].as_u64().ok_or_else(fail)?,
+                seconds: v["seconds"].as_f64().ok_or_else(fail)?,
+                retransmits: ctx["retransmitted"].as_u64(),
+                timeouts: ctx["timeouts"].as_u64(),
+                ..Outcome::default()
+            }
+        }
+        Sender::Tcp { .. } => {
+            // iperf3's JSON is one multi-line object; other lines may
+            // surround it.
+            let start = stdout.find("\n{").map_or(0, |i| i + 1);
+            let end = stdout.rfind("\n}").map_or(stdout.len(), |i| i + 2);
+            let v: Value = serde_json::from_str(&stdout[start.min(end)..end]).map_err(|_| fail())?;
+            if let Some(e) = v["error"].as_str() {
+                return Err(format!("iperf3 under xpress netns: {e}"));
+            }
+            let r = &v["end"]["sum_received"];
+            Outcome {
+                bytes: r["bytes"].as_u64().ok_or_else(fail)?,
+                seconds: r["seconds"].as_f64().ok_or_else(fail)?,
+                retransmits: v["end"]["sum_sent"]["retransmits"].as_u64(),
+                ..Outcome::default()
+            }
+        }
+    };
+    o.mbit_per_s = o.bytes as f64 * 8.0 / o.seconds.max(1e-9) / 1e6;
+    o.emulator = "netns".into();
+    let rep: Value = std::fs::read_to_string(&report.0)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or("xpress netns wrote no emulator report")?;
+    o.valid = rep["valid"].as_bool().unwrap_or(false);
+    o.invalid_reasons = rep["invalid_reasons"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.as_str().map(String::from))
+        .collect();
+    o.p99_error_us = [
+        rep["forward"]["release_error_p99_us"].as_f64().unwrap_or(f64::NAN),
+        rep["reverse"]["release_error_p99_us"].as_f64().unwrap_or(f64::NAN),
+    ];
+    Ok(o)
+}
+
+/// XTP for `seconds` under `link` through the in-process relay on loopback
+/// (no root needed). Goodput counts bytes acknowledged within the time.
+pub fn through_relay(
+    link: &str,
+    cc: &str,
+    window: Option<u64>,
+    nocheck: bool,
+    rate: u64,
+    seconds: f64,
+    seed: u64,
+) -> Result<Outcome, String> {
+    let spec = parse_line(link).map_err(|e| format!("{link:?}: {e}"))?;
+    let congestion: Congestion = cc.parse().map_err(|e| format!("--cc {cc}: {e}"))?;
+    let mut server =
+        UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), seed ^ 21).map_err(|e| e.to_string())?;
+    server.endpoint().listen(9, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    let saddr = server.local_addr().map_err(|e| e.to_string())?;
+    let relay_sock = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let raddr = relay_sock.local_addr().map_err(|e| e.to_string())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let cfg = RelayConfig {
+        listen: raddr,
+        server: saddr,
+        forward: spec.clone(),
+        reverse: spec,
+        seed,
+        duration: Duration::from_secs_f64(seconds + 120.0),
+        spin: xk_driver::pacer::DEFAULT_SPIN,
+        max_p99_error: relay::DEFAULT_MAX_P99_ERROR,
+        stop: Some(stop.clone()),
+    };
+    let relay = thread::spawn(move || relay::run_on(relay_sock, &cfg, &mut None));
+    let server_stop = stop.clone();
+    let srv = thread::spawn(move || {
+        while !server_stop.load(Ordering::Relaxed) {
+            if server.turn(Duration::from_millis(5)).is_err() {
+                return;
+            }
+            let now = server.now();
+            let ep = server.endpoint();
+            while let Some(ev) = ep.poll_event() {
+                match ev {
+                    Event::Readable { ctx } => while ep.read(now, ctx).is_some() {},
+                    Event::PeerFinished { ctx } => ep.close(now, ctx),
+                    _ => {}
+                }
+            }
+        }
+    });
+    let result = (|| -> Result<(u64, f64, u64, u64), String> {
+        let mut d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), seed ^ 22)
+            .map_err(|e| e.to_string())?;
+        let mut cfg = ContextConfig::stream();
+        cfg.nocheck = nocheck;
+        cfg.congestion = congestion;
+        cfg.out_rate = u32::try_from(rate).map_err(|_| format!("rate {rate}: above 4 GB/s"))?;
+        if let Some(w) = window {
+            cfg.recv_buffer = w as usize;
+            cfg.recv_buffer_max = w as usize;
+        }
+        let t0 = d.now();
+        let ctx = d.endpoint().connect(t0, raddr, 9, cfg).map_err(|e| e.to_string())?;
+        let chunk = Bytes::from(vec![0x77u8; 1 << 20]);
+        let until = Duration::from_secs_f64(seconds);
+        loop {
+            let now = d.now();
+            let ep = d.endpoint();
+            let s = ep.context_stats(ctx).ok_or("the context ended early")?;
+            if now - t0 >= until {
+                ep.abort(now, ctx);
+                return Ok((s.bytes_acked, (now - t0).as_secs_f64(), s.retransmitted, s.timeouts));
+            }
+            while ep.unacked_bytes(ctx) < (2 * s.send_window.min(1 << 30)).max(8 << 20) {
+                ep.write(now, ctx, chunk.clone(), false, None).map_err(|e| e.to_string())?;
+            }
+            while let Some(ev) = ep.poll_event() {
+                if let Event::Closed { reason, .. } = ev {
+                    return Err(format!("the transfer ended early: {reason:?}"));
+                }
+            }
+            d.turn(Duration::from_millis(5)).map_err(|e| e.to_string())?;
+        }
+    })();
+    stop.store(true, Ordering::Relaxed);
+    let report = relay.join().map_err(|_| "relay thread panicked".to_string())?.map_err(|e| e.to_string())?;
+    let _ = srv.join();
+    let (bytes, secs, retx, timeouts) = result?;
+    Ok(Outcome {
+        mbit_per_s: bytes as f64 * 8.0 / secs / 1e6,
+        bytes,
+        seconds: secs,
+        retransmits: Some(retx),
+        timeouts: Some(timeouts),
+        emulator: "relay".into(),
+        valid: report.valid,
+        invalid_reasons: report.invalid_reasons.clone(),
+        p99_error_us: [
+            report.forward.error_quantile(0.99).as_secs_f64() * 1e6,
+            report.reverse.error_quantile(0.99).as_secs_f64() * 1e6,
+        ],
+    })
+}
+
+/// Runs `sender` under `link`: through `xpress netns` as root, else XTP
+/// through the relay (Err for TCP without root: the caller skips the row).
+pub fn bulk(link: &str, sender: &Sender, seconds: f64, seed: u64, root: bool) -> Result<Outcome, String> {
+    match (sender, root) {
+        (_, true) => through_netns(link, sender, seconds, seed),
+        (Sender::Xtp { cc, window, nocheck, rate }, false) => {
+            through_relay(link, cc, *window, *nocheck, *rate, seconds, seed)
+        }
+        (Sender::Tcp { .. }, false) => {
+            Err("kernel TCP under the emulated link needs root (xpress netns)".into())
+        }
+    }
+}
