@@ -6,10 +6,14 @@
 //!
 //! * In the simulator (`xk-sim`): two endpoints joined by a link of 0.9 ms or
 //!   zero delay. Virtual time covers the link; the protocol's own cost is the
-//!   real CPU time the simulation took per round trip (both endpoints on one
-//!   core), added to it.
-//! * Over real UDP on loopback: two endpoints on sockets in this process (the
-//!   server on its own thread), link delay zero.
+//!   wall time spent inside the two endpoints (and their applications) per
+//!   round trip, the simulator's event queue and packet copies excluded.
+//! * Over real UDP on loopback, link delay zero, three ways: both endpoints
+//!   on one thread taking turns without sleeping (the protocol plus the
+//!   kernel's UDP path); the server on its own thread (blocking waits: a
+//!   cross-thread wake-up per message); the server as `xpress serve` in its
+//!   own process (seed 000 Table 1's situation).
+//! * The raw-UDP floor: the same exchange with plain sockets, no protocol.
 
 use std::net::SocketAddr;
 use std::time::Instant as WallInstant;
@@ -71,6 +75,9 @@ pub(crate) struct PingNode {
     sent_at: Instant,
     rtts: Vec<u64>,
     buf: Vec<u8>,
+    /// Wall time spent in the endpoint and the application (not in the
+    /// simulator's own queues and copies), ns.
+    busy_ns: u64,
 }
 
 impl PingNode {
@@ -114,16 +121,24 @@ impl PingNode {
 
 impl Node for PingNode {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Vec<u8>) {
+        let t = WallInstant::now();
         self.ep.handle_datagram(now, from, Bytes::from(data));
         self.app(now);
+        self.busy_ns += t.elapsed().as_nanos() as u64;
     }
     fn handle_timeout(&mut self, now: Instant) {
+        let t = WallInstant::now();
         self.ep.handle_timeout(now);
         self.app(now);
+        self.busy_ns += t.elapsed().as_nanos() as u64;
     }
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
-        let t = self.ep.poll_transmit(now, &mut self.buf)?;
-        Some((t.dst, self.buf[..t.len].to_vec()))
+        let t = WallInstant::now();
+        let out = self.ep.poll_transmit(now, &mut self.buf);
+        self.busy_ns += t.elapsed().as_nanos() as u64;
+        // The copy into the simulator's own packet is the simulator's work.
+        let out = out?;
+        Some((out.dst, self.buf[..out.len].to_vec()))
     }
     fn poll_timeout(&mut self) -> Option<Instant> {
         self.ep.poll_timeout()
@@ -149,6 +164,7 @@ fn node(
         sent_at: Instant::ZERO,
         rtts: Vec::new(),
         buf: vec![0u8; 2048],
+        busy_ns: 0,
     }
 }
 
@@ -193,8 +209,10 @@ impl PingNode {
 /// E1 in the simulator with the given one-way link delay.
 pub(crate) fn simulated(size: usize, delay: Duration, count: u32, seed: u64) -> Result<Row, String> {
     let link = LinkParams { delay, ..LinkParams::default() };
-    let (sim, [c, _], cpu) = exchange(link, &EndpointConfig::default(), (size, 0), count, seed)?;
-    let cpu_per_rt = cpu.as_nanos() as u64 / u64::from(count.max(1));
+    let (sim, [c, s], _) = exchange(link, &EndpointConfig::default(), (size, 0), count, seed)?;
+    // Both endpoints' own time (protocol and application), not the
+    // simulator's event queue and packet copies.
+    let cpu_per_rt = (sim.node(c).busy_ns + sim.node(s).busy_ns) / u64::from(count.max(1));
     let rtts = &sim.node(c).rtts;
     if rtts.len() < count as usize {
         return Err(format!(
@@ -253,7 +271,105 @@ pub(crate) fn udp(size: usize, count: u32) -> Result<Row, String> {
         }
         e2e_ns.push((d.now() - t0).as_nanos() as u64 / 2);
     }
-    Ok(Row::new("real UDP, loopback".into(), size, 0, e2e_ns))
+    Ok(Row::new("real UDP, one thread".into(), size, 0, e2e_ns))
+}
+
+/// Ping-pong from a blocking client in this thread against `to`: one way =
+/// half of each round trip.
+fn blocking_client(to: SocketAddr, size: usize, count: u32, what: &str) -> Result<Vec<u64>, String> {
+    let mut d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 13).map_err(|e| e.to_string())?;
+    let now = d.now();
+    let ctx = d.endpoint().connect(now, to, 7, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    let msg = Bytes::from(vec![0x42u8; size]);
+    let mut e2e_ns = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let t0 = d.now();
+        d.endpoint().write(t0, ctx, msg.clone(), true, None).map_err(|e| e.to_string())?;
+        d.flush().map_err(|e| e.to_string())?;
+        let mut got = 0;
+        while got < size {
+            if d.now() - t0 > Duration::from_secs(5) {
+                return Err(format!("E1 {what} {size} B: no echo within 5 s"));
+            }
+            d.turn(Duration::from_millis(50)).map_err(|e| e.to_string())?;
+            let now = d.now();
+            while let Some(c) = d.endpoint().read(now, ctx) {
+                got += c.data.len();
+            }
+            while d.endpoint().poll_event().is_some() {}
+        }
+        e2e_ns.push((d.now() - t0).as_nanos() as u64 / 2);
+    }
+    let now = d.now();
+    d.endpoint().abort(now, ctx);
+    let _ = d.flush();
+    Ok(e2e_ns)
+}
+
+/// E1 over real UDP with the server endpoint on its own thread (blocking
+/// waits on both sides: each message costs a cross-thread wake-up).
+pub(crate) fn udp_threads(size: usize, count: u32) -> Result<Row, String> {
+    let mut server =
+        UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 14).map_err(|e| e.to_string())?;
+    let saddr = server.local_addr().map_err(|e| e.to_string())?;
+    server.endpoint().listen(7, ContextConfig::stream()).map_err(|e| e.to_string())?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let halt = stop.clone();
+    let srv = std::thread::spawn(move || {
+        while !halt.load(std::sync::atomic::Ordering::Relaxed) {
+            if server.turn(Duration::from_millis(20)).is_err() {
+                return;
+            }
+            let now = server.now();
+            let ep = server.endpoint();
+            while let Some(ev) = ep.poll_event() {
+                if let Event::Readable { ctx } = ev {
+                    while let Some(c) = ep.read(now, ctx) {
+                        let _ = ep.write(now, ctx, c.data, c.eom, None);
+                    }
+                }
+            }
+        }
+    });
+    let r = blocking_client(saddr, size, count, "server thread");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = srv.join();
+    Ok(Row::new("real UDP, server thread".into(), size, 0, r?))
+}
+
+/// `xpress serve` as a child process, ended by its id when dropped.
+struct ServeProcess(std::process::Child);
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// E1 over real UDP against `xpress serve` in its own process (seed 000
+/// Table 1's situation: client and protocol server in separate processes).
+pub(crate) fn udp_processes(size: usize, count: u32) -> Result<Row, String> {
+    use std::io::BufRead;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = std::process::Command::new(exe)
+        .args(["serve", "--listen", "127.0.0.1:0", "--duration", "120"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("start xpress serve: {e}"))?;
+    let out = child.stdout.take().ok_or("no stdout")?;
+    let guard = ServeProcess(child);
+    let mut line = String::new();
+    std::io::BufReader::new(out).read_line(&mut line).map_err(|e| e.to_string())?;
+    let addr: SocketAddr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| format!("xpress serve said {line:?}"))?;
+    let r = blocking_client(addr, size, count, "separate processes");
+    drop(guard);
+    Ok(Row::new("real UDP, separate processes".into(), size, 0, r?))
 }
 
 /// The floor for [`udp`]: the same exchange with plain UDP sockets and no
@@ -336,7 +452,9 @@ impl Experiment for E1 {
             .sizes
             .iter()
             .map(|&s| Step {
-                label: format!("{s} B: simulator 0.9 ms, simulator 0 ms, UDP loopback, raw UDP floor"),
+                label: format!(
+                    "{s} B: simulator 0.9 ms and 0 ms; real UDP one thread, server thread, separate processes; raw UDP floor"
+                ),
                 point: s,
             })
             .collect()
@@ -348,6 +466,8 @@ impl Experiment for E1 {
             simulated(size, Duration::from_micros(900), sim_n, env.seed + i)?,
             simulated(size, Duration::ZERO, sim_n, env.seed + 10 + i)?,
             udp(size, udp_n)?,
+            udp_threads(size, udp_n)?,
+            udp_processes(size, udp_n)?,
             udp_floor(size, udp_n)?,
         ])
     }
@@ -459,9 +579,34 @@ pub(crate) fn reading(rows: &[Row]) -> String {
         ));
     }
     format!(
-        "Processing time per message, smallest to largest size — {}. SandiaXTP in 1997: {:.0} µs at 10 bytes, ×{:.1} at 10,000 bytes. In the simulator the processing time includes the simulator's own copies, so its growth with size overstates the protocol's.",
+        "Processing time per message, smallest to largest size — {}. SandiaXTP in 1997: {:.0} µs at 10 bytes, ×{:.1} at 10,000 bytes. In the simulator, processing is the endpoints' own time (the simulator's queues and packet copies excluded) added to the virtual link delay.",
         parts.join("; "),
         SEED000_T3_SANDIA_MS[0].1 * 1e3,
         SEED000_T3_SANDIA_MS[2].1 / SEED000_T3_SANDIA_MS[0].1
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(setting: &str, size: usize, us: u64) -> Row {
+        Row::new(setting.into(), size, 0, vec![us * 1000; 3])
+    }
+
+    #[test]
+    fn the_reading_quotes_the_rows_it_came_from() {
+        let rows = [
+            row("real UDP, one thread", 10, 5),
+            row("real UDP, one thread", 10_000, 20),
+            row("raw UDP floor, loopback", 10, 4),
+            row("raw UDP floor, loopback", 10_000, 6),
+        ];
+        let text = reading(&rows);
+        // Each setting's own rows: 20/5 = 4.0, 6/4 = 1.5 — not one setting's
+        // row over another's.
+        assert!(text.contains("real UDP, one thread: 5.0 µs at 10 bytes, ×4.0 at 10000 bytes"), "{text}");
+        assert!(text.contains("raw UDP floor, loopback: 4.0 µs at 10 bytes, ×1.5 at 10000 bytes"), "{text}");
+        assert!(text.contains("800 µs at 10 bytes, ×3.4 at 10,000 bytes"), "{text}");
+    }
 }

@@ -17,7 +17,7 @@ use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
 use crate::netns_run::{self, Outcome, Sender};
 use crate::stats;
-use crate::svg::plot;
+use crate::svg::{Series, plot_series};
 
 /// The bottleneck, bytes/s (45 Mbit/s).
 const RATE_BYTES: u64 = 5_625_000;
@@ -234,18 +234,22 @@ impl Experiment for E2 {
             page.note(n);
         }
         page.note("Seed 002 (Miyake, Kato, Suzuki), Fig. 3, read from the figure (no table in the source): XTP on the x-kernel with a 1 MB window peaked near 17 Mbit/s and kept its throughput as the round trip grew to 200 ms; SunOS kernel TCP reached about 19 Mbit/s at 0 ms and collapsed with delay (64 KB / 53 KB windows); checksums cost XTP little. \"64 KB window\" here is iperf3 -w 64K (Linux halves a socket buffer for its own overhead, so the window is smaller still).");
-        let series: Vec<(String, Vec<(f64, f64)>)> = present
+        let series: Vec<Series> = present
             .iter()
             .map(|&s| {
-                (
-                    s.name().to_string(),
-                    rtts.iter().filter_map(|&r| get(r, s).map(|g| (r as f64, g.1.median))).collect(),
-                )
+                let pts: Vec<(f64, stats::Spread)> =
+                    rtts.iter().filter_map(|&r| get(r, s).map(|g| (r as f64, g.1))).collect();
+                Series::spread(s.name(), &pts)
             })
             .collect();
         page.figure(
-            plot("E2 goodput vs round-trip delay (45 Mbit/s path)", ("round-trip delay (ms)", "goodput (Mbit/s)"), &series, (false, false)),
-            "E2: steady-state goodput against round-trip delay, one line per sender setting (median of the runs).",
+            plot_series(
+                "E2 goodput vs round-trip delay (45 Mbit/s path)",
+                ("round-trip delay (ms)", "goodput (Mbit/s)"),
+                &series,
+                (false, false),
+            ),
+            "E2: steady-state goodput against round-trip delay, one line per sender setting (median of the runs; bars: their range).",
         );
         page.reading(&reading(rows));
     }
@@ -319,4 +323,36 @@ pub(crate) fn reading(rows: &[Row]) -> String {
         _ => "Without the kernel TCP rows the comparison is half made.",
     };
     format!("{}. {verdict}", parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(rtt_ms: u64, setting: Setting, mbit: f64) -> Row {
+        let outcome = Outcome { mbit_per_s: mbit, valid: true, ..Outcome::default() };
+        Row { rtt_ms, setting, rep: 1, tcp_cc: None, outcome }
+    }
+
+    #[test]
+    fn the_reading_quotes_the_rows_and_judges_the_finding() {
+        let mut rows = vec![
+            row(0, Setting::XtpSeed, 43.1),
+            row(200, Setting::XtpSeed, 40.0),
+            row(0, Setting::XtpSeedNocheck, 43.3),
+            row(0, Setting::Tcp64k, 43.0),
+            row(200, Setting::Tcp64k, 2.5),
+            row(200, Setting::XtpDefault, 42.0),
+            row(200, Setting::Tcp, 39.0),
+        ];
+        let text = reading(&rows);
+        // 1 MB per 200 ms = 41.9 Mbit/s: the window limit at 200 ms.
+        assert!(text.contains("43.1 Mbit/s at 0 ms, 40.0 at 200 ms, where its window allows 41.9"), "{text}");
+        assert!(text.contains("43.0 Mbit/s at 0 ms, 2.5 at 200 ms — it collapses"), "{text}");
+        assert!(text.contains("42.0 Mbit/s and default kernel TCP 39.0 (ratio 1.08)"), "{text}");
+        assert!(text.contains("by -0.5 %"), "{text}");
+        assert!(text.ends_with("The seed's finding holds here."), "{text}");
+        rows[1].outcome.mbit_per_s = 20.0;
+        assert!(reading(&rows).ends_with("does not hold in full here."));
+    }
 }

@@ -116,6 +116,9 @@ pub struct Run {
     pub point: Value,
     /// The rows it measured.
     pub rows: Vec<Value>,
+    /// Why the step failed, if it did (its rows are then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A row's key, headline value and unit (for `--compare`).
@@ -189,6 +192,7 @@ impl<E: Experiment> Dyn for Erased<E> {
                 .map(serde_json::to_value)
                 .collect::<Result<_, _>>()
                 .map_err(|e| e.to_string())?,
+            error: None,
         })
     }
     fn csv_key(&self) -> &'static [&'static str] {

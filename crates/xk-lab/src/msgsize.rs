@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
 use crate::stats;
-use crate::svg::loglog;
+use crate::svg::{Series, plot_series};
 
 /// One measurement.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -314,22 +314,24 @@ impl Experiment for Msg {
             &["message bytes", "XTP", "kernel TCP", "QUIC (quinn)", "iperf3 (TCP)", "XTP / TCP", "XTP / QUIC"],
             &table,
         );
-        let series = |t: &str| -> Vec<(f64, f64)> {
-            sizes.iter().filter(|&&s| get(s, t).is_some()).map(|&s| (s as f64, rate(s, t))).collect()
+        let series = |name: &str, t: &str| {
+            let pts: Vec<(f64, stats::Spread)> =
+                sizes.iter().filter_map(|&s| get(s, t).map(|g| (s as f64, g))).collect();
+            Series::spread(name, &pts)
         };
         page.figure(
-            loglog(
+            plot_series(
                 "Goodput vs message size (loopback)",
-                "message size (bytes)",
-                "goodput (Mbit/s)",
+                ("message size (bytes)", "goodput (Mbit/s)"),
                 &[
-                    ("XTP".to_string(), series("xtp")),
-                    ("kernel TCP".to_string(), series("tcp")),
-                    ("QUIC (quinn)".to_string(), series("quic")),
-                    ("iperf3".to_string(), series("iperf3")),
+                    series("XTP", "xtp"),
+                    series("kernel TCP", "tcp"),
+                    series("QUIC (quinn)", "quic"),
+                    series("iperf3", "iperf3"),
                 ],
+                (true, true),
             ),
-            "Goodput against message size on loopback, median of the repetitions.",
+            "Goodput against message size on loopback, median of the repetitions (bars: their range).",
         );
         if let (Some(&lo), Some(&hi)) = (sizes.first(), sizes.last()) {
             page.reading(&format!(

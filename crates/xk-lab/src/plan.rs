@@ -230,6 +230,20 @@ mod tests {
     }
 
     #[test]
+    fn the_plan_files_in_plans_resolve() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plans");
+        let mut n = 0;
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let f = f.unwrap().path();
+            let text = std::fs::read_to_string(&f).unwrap();
+            let plan = Plan::resolve(&registry(), false, Some((&f.display().to_string(), &text)));
+            plan.and_then(|p| p.build(&registry())).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+        assert!(n >= 3, "plans/ holds the full sweeps");
+    }
+
+    #[test]
     fn every_experiment_builds_from_its_defaults() {
         for quick in [true, false] {
             let p = Plan::resolve(&registry(), quick, None).unwrap();

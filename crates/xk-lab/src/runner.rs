@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 
 use serde_json::{Map, Value, json};
 
-use crate::experiment::{Entry, Env, Section, registry};
+use crate::experiment::{Entry, Env, Run, Section, registry};
 use crate::html::{self, Page};
 use crate::plan::{Plan, PlotSpec};
 use crate::progress::Progress;
@@ -135,14 +135,25 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
         }
     }
     let mut p = Progress::new(todo.len(), stop);
+    let mut failed = 0;
     for &(ei, si) in &todo {
         let e = &mut exps[ei];
         if !p.step(&format!("{} {}", e.id(), labels[ei][si])) {
             break;
         }
-        let run = e
-            .run_step(si, &env)
-            .map_err(|err| format!("{} step {si} ({}): {err}", e.id(), labels[ei][si]))?;
+        // A failed step is recorded and the run goes on: one broken point
+        // must not cost the rest of a long sweep.
+        let run = e.run_step(si, &env).unwrap_or_else(|err| {
+            eprintln!("  FAILED: {} step {si} ({}): {err}", e.id(), labels[ei][si]);
+            failed += 1;
+            Run {
+                step: si,
+                label: labels[ei][si].clone(),
+                point: Value::Null,
+                rows: Vec::new(),
+                error: Some(err),
+            }
+        });
         sections[ei].runs.push(run);
     }
     let ran = sections.iter().map(|s| s.runs.len()).sum::<usize>();
@@ -163,7 +174,13 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
         "machine_after": machine(),
         "experiments": exps.iter().zip(&sections).map(|(e, s)| (e.id().to_string(), json!(s))).collect::<Map<_, _>>(),
     });
-    write_all(&a.out, &results, &reg)
+    write_all(&a.out, &results, &reg)?;
+    if failed > 0 {
+        return Err(format!(
+            "{failed} step(s) failed (listed above and in the report); everything else was written"
+        ));
+    }
+    Ok(())
 }
 
 /// Writes results.json, the CSV files, report.html and its figures, and
@@ -222,6 +239,14 @@ fn write_all(out: &Path, results: &Value, reg: &[Entry]) -> Result<(), String> {
             ));
         }
         (entry.render)(&sec, &mut page)?;
+        for r in sec.runs.iter().filter(|r| r.error.is_some()) {
+            page.push(&format!(
+                "<p class=\"bad\"><b>Step {} failed</b> ({}): {}</p>",
+                r.step,
+                crate::svg::esc(&r.label),
+                crate::svg::esc(r.error.as_deref().unwrap_or(""))
+            ));
+        }
         for line in (entry.summary)(&sec)? {
             println!("{line}");
         }

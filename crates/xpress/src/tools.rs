@@ -381,8 +381,8 @@ pub(crate) struct BulkArgs {
     verify: bool,
     /// Send for this many seconds instead of a byte count (0.1–3600). XTP's
     /// goodput then counts the bytes the peer acknowledged within that time
-    /// (as iperf3 counts what arrived); what was still queued is delivered
-    /// afterwards, untimed.
+    /// (as iperf3 counts what arrived), and the context is aborted then:
+    /// what was still queued is not delivered.
     #[arg(short = 't', long, conflicts_with = "bytes")]
     time: Option<f64>,
     /// Checksum over headers only (NOCHECK).
@@ -503,14 +503,15 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
         let now = d.now();
         let ep = d.endpoint();
         // With -t, the byte count is whatever was written when time ran out.
-        if a.time.is_some_and(|t| now - t0 >= Duration::from_secs_f64(t)) && written < limit {
-            limit = written;
-            ep.close(now, ctx);
+        if a.time.is_some_and(|t| now - t0 >= Duration::from_secs_f64(t)) && timed.is_none() {
             // Goodput is what the peer acknowledged within the time, as
-            // iperf3 counts what arrived within it; the queued rest is then
-            // delivered (and counted by the server) but not timed.
+            // iperf3 counts what arrived within it. The run ends here: the
+            // context is aborted, not drained — what is still queued (up to
+            // twice the window) would take minutes on a slow, lossy path.
             let acked = ep.context_stats(ctx).map_or(0, |s| s.bytes_acked);
             timed = Some((acked, (now - t0).as_secs_f64()));
+            limit = written;
+            ep.abort(now, ctx);
         }
         let piece = a.length.unwrap_or(chunk_len);
         // Keep twice the send window queued (at least 8 MiB), so a long fat
@@ -547,7 +548,7 @@ fn bulk_on<X: Io>(mut d: Driver<X>, a: &BulkArgs, to: SocketAddr) -> Result<(), 
     }
     let secs = (d.now() - t0).as_secs_f64();
     let reason = closed.unwrap_or(CloseReason::LocalAbort);
-    if reason != CloseReason::Graceful {
+    if reason != CloseReason::Graceful && !(timed.is_some() && reason == CloseReason::LocalAbort) {
         return Err(closed_error(&reason));
     }
     let (bytes, secs) = timed.unwrap_or((written.min(limit), secs));

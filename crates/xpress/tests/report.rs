@@ -57,7 +57,11 @@ fn quick_report_has_every_experiment_and_renders() {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     let have_iperf3 = std::process::Command::new("iperf3").arg("--version").output().is_ok();
     let e1 = rows(&json, "E1");
-    assert_eq!(e1.len(), 12, "4 settings (2 simulated, XTP over UDP, raw UDP floor) × 3 sizes");
+    assert_eq!(
+        e1.len(),
+        18,
+        "6 settings (2 simulated; XTP over UDP on one thread, server thread, separate processes; raw UDP floor) × 3 sizes"
+    );
     for r in &e1 {
         assert!(!r["samples_e2e_ns"].as_array().unwrap().is_empty(), "{r}");
         assert!(r["processing_ns"].as_f64().unwrap() > 0.0, "{r}");
