@@ -225,6 +225,44 @@ fn fills(grid: &[(u64, u64)]) {
 /// Reordering alone (1–5 % of packets overtake the rest, netem style, at
 /// 45 Mbit/s and 20 ms): no window reduction stands (any taken is undone) and
 /// goodput stays ≥ 90 %.
+/// Slow start into a deep buffer (1,000 packets, 5 × the BDP at 45 Mbit/s
+/// and 50 ms): HyStart++ must leave early enough that a 3-second transfer
+/// still averages ≥ 90 % of the bottleneck, slow start included. Before
+/// CSS ended on a second RTT rise, the window reached 1.9 MB (6.8 × BDP)
+/// and the overflow cost 84 %.
+#[test]
+fn slow_start_into_a_deep_buffer() {
+    let mut cells = Vec::new();
+    for (seed, cc) in [(7001, Congestion::Cubic), (7002, Congestion::NewReno)] {
+        let path = Path {
+            rate_bps: 45_000_000,
+            rtt: Duration::from_millis(50),
+            queue: 1000,
+            loss: 0.0,
+            reorder: 0.0,
+        };
+        let fwd = LinkParams {
+            delay: path.rtt / 2,
+            rate_bps: path.rate_bps,
+            limit_packets: 1000,
+            ..LinkParams::default()
+        };
+        let back = LinkParams { delay: path.rtt / 2, rate_bps: path.rate_bps, ..LinkParams::default() };
+        let (mut sim, c, s) =
+            pair(seed, Role::Bulk { port: 7, cfg: config(cc, &path) }, Role::Sink { port: 7 }, fwd, back);
+        sim.run_until(Instant::from_secs(3), u64::MAX, |_| false).unwrap();
+        let goodput = sim.node(s).sink_bytes as f64 * 8.0 / 3.0;
+        let stats = sim.node(c).ep.context_stats(sim.node(c).ctx.unwrap()).unwrap();
+        let verdict = if goodput >= 0.9 * path.rate_bps as f64 {
+            Ok(())
+        } else {
+            Err("under 90 % over 3 s".to_string())
+        };
+        cells.push((path, cc, Run { goodput, stats, seed }, verdict));
+    }
+    check(cells);
+}
+
 #[test]
 fn reordering_is_not_loss() {
     let mut cells = Vec::new();

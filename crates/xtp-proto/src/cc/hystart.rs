@@ -6,7 +6,9 @@
 //! `clamp(last/8, 4 ms, 16 ms)`, the sender enters *conservative slow start*
 //! (growth divided by 4). If the RTT falls back below the level that triggered
 //! it, slow start resumes (the increase was noise); after `CSS_ROUNDS` rounds
-//! it becomes congestion avoidance.
+//! it becomes congestion avoidance — or at once, our deviation from the RFC,
+//! when a whole round's minimum has risen again by the threshold above the
+//! level that started CSS (the queue keeps growing: not noise).
 
 use xk_time::Duration;
 
@@ -19,6 +21,11 @@ const MIN_RTT_THRESH: Duration = Duration::from_millis(4);
 const MAX_RTT_THRESH: Duration = Duration::from_millis(16);
 
 /// What the controller should do after a report.
+/// How much a round's minimum RTT must rise to count (RFC 9406 §4.2).
+fn threshold(rtt: Duration) -> Duration {
+    (rtt / 8).clamp(MIN_RTT_THRESH, MAX_RTT_THRESH)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Ordinary slow start: grow by the bytes acknowledged.
@@ -47,9 +54,15 @@ impl HyStart {
             self.last_round_min = self.round_min;
             self.round_min = None;
             self.samples = 0;
-            if self.css_baseline.is_some() {
+            if let Some(base) = self.css_baseline {
                 self.css_rounds += 1;
-                if self.css_rounds >= CSS_ROUNDS {
+                // A whole round whose RTT rose again by the threshold above
+                // the baseline confirms the queue is growing: leave now. (RFC
+                // 9406 waits out CSS_ROUNDS; with a deep buffer its 25 % growth
+                // per round overshoots ×3 and overflows it — measured: 1.9 MB
+                // window on a 281 KB path with a 1,000-packet queue.)
+                let risen = self.last_round_min.is_some_and(|m| m >= base + threshold(base));
+                if self.css_rounds >= CSS_ROUNDS || risen {
                     *self = HyStart::default();
                     return Phase::Exit;
                 }
@@ -61,8 +74,7 @@ impl HyStart {
         }
         match (self.css_baseline, self.round_min, self.last_round_min) {
             (None, Some(cur), Some(last)) if self.samples >= N_RTT_SAMPLE => {
-                let thresh = (last / 8).clamp(MIN_RTT_THRESH, MAX_RTT_THRESH);
-                if cur >= last + thresh {
+                if cur >= last + threshold(last) {
                     self.css_baseline = Some(cur);
                     self.css_rounds = 0;
                 }
