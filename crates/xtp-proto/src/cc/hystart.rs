@@ -6,7 +6,9 @@
 //! `clamp(last/8, 4 ms, 16 ms)`, the sender enters *conservative slow start*
 //! (growth divided by 4). If the RTT falls back below the level that triggered
 //! it, slow start resumes (the increase was noise); after `CSS_ROUNDS` rounds
-//! it becomes congestion avoidance.
+//! it becomes congestion avoidance — or at once, our deviation from the RFC,
+//! when a whole round's minimum has risen again by the threshold above the
+//! level that started CSS (the queue keeps growing: not noise).
 
 use xk_time::Duration;
 
