@@ -85,6 +85,11 @@ impl CongestionController for Cubic {
         if self.s.cwnd < self.s.ssthresh {
             let phase = self.s.hystart.on_ack(ack);
             if phase == Phase::Exit {
+                // At most halve it: at sub-millisecond RTTs one min_rtt of
+                // reports is a noisy measure of the BDP.
+                if let Some(cap) = self.s.hystart.take_exit_cap() {
+                    self.s.cwnd = self.s.cwnd.min(cap.max(self.s.cwnd / 2).max(initial_window(self.mss)));
+                }
                 self.s.ssthresh = self.s.cwnd;
             } else {
                 self.s.cwnd = self.s.cwnd.saturating_add(HyStart::growth(phase, ack.bytes));

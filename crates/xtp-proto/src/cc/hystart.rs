@@ -10,7 +10,7 @@
 //! when a whole round's minimum has risen again by the threshold above the
 //! level that started CSS (the queue keeps growing: not noise).
 
-use xk_time::Duration;
+use xk_time::{Duration, Instant};
 
 use super::Ack;
 
@@ -19,6 +19,8 @@ const CSS_GROWTH_DIVISOR: u64 = 4;
 const CSS_ROUNDS: u32 = 5;
 const MIN_RTT_THRESH: Duration = Duration::from_millis(4);
 const MAX_RTT_THRESH: Duration = Duration::from_millis(16);
+/// Shortest pause between reports that breaks a train (Linux: 2 ms).
+const TRAIN_GAP_MIN: Duration = Duration::from_millis(2);
 
 /// What the controller should do after a report.
 /// How much a round's minimum RTT must rise to count (RFC 9406 §4.2).
@@ -45,11 +47,49 @@ pub struct HyStart {
     /// Set in conservative slow start: the round minimum that triggered it.
     css_baseline: Option<Duration>,
     css_rounds: u32,
+    /// Start of the current round's unbroken train of reports (None once a
+    /// gap broke it).
+    train_start: Option<Instant>,
+    /// When the last report arrived.
+    last_report: Option<Instant>,
+    /// Bytes the current train acknowledged.
+    train_bytes: u64,
+    /// Set when a train ended slow start: twice what it delivered in one
+    /// minimum RTT (twice the path's BDP), the most the window needs.
+    exit_cap: Option<u64>,
 }
 
 impl HyStart {
     /// Feeds one report during slow start; returns the phase to apply.
     pub fn on_ack(&mut self, ack: &Ack) -> Phase {
+        // The report train (Linux's HyStart "ACK train", in its paced form):
+        // reports that keep arriving without a pause for a whole minimum RTT
+        // since the round began mean the bottleneck was busy all that time —
+        // the window has reached the path's BDP. With pacing at twice the
+        // window per RTT, an unsaturated round's reports arrive within half an
+        // RTT and then pause, so the train breaks; and the queue drains in
+        // that pause, which hides the rise in RTT from the delay test until
+        // the window is twice the BDP (measured: 3.9 MB on a 1.1 MB path, a
+        // 1,000-packet queue overflowed by 1,800 packets).
+        let gap = (ack.min_rtt / 8).max(TRAIN_GAP_MIN);
+        if ack.round_start {
+            self.train_start = Some(ack.now);
+            self.train_bytes = 0;
+        } else if self.last_report.is_some_and(|t| ack.now.saturating_since(t) > gap) {
+            self.train_start = None;
+        }
+        self.last_report = Some(ack.now);
+        self.train_bytes += ack.bytes;
+        if let Some(t0) = self.train_start
+            && ack.min_rtt > Duration::ZERO
+            && ack.now.saturating_since(t0) >= ack.min_rtt
+        {
+            // The window grew by a BDP during the train and may be three
+            // times the BDP by now; more than twice only fills the queue.
+            let cap = 2 * self.train_bytes;
+            *self = HyStart { exit_cap: Some(cap), ..HyStart::default() };
+            return Phase::Exit;
+        }
         if ack.round_start {
             self.last_round_min = self.round_min;
             self.round_min = None;
@@ -98,6 +138,12 @@ impl HyStart {
     }
 
     /// Starts over (after a loss ends slow start, or a timeout restarts it).
+    /// After a report train ended slow start: the window it found the path
+    /// needs at most (taken once).
+    pub fn take_exit_cap(&mut self) -> Option<u64> {
+        self.exit_cap.take()
+    }
+
     pub fn reset(&mut self) {
         *self = HyStart::default();
     }
@@ -107,6 +153,31 @@ impl HyStart {
 mod tests {
     use super::*;
     use crate::cc::tests::ack;
+
+    #[test]
+    fn a_report_train_of_one_min_rtt_ends_slow_start_with_a_cap() {
+        let mut h = HyStart::default();
+        // Paced, unsaturated rounds: reports for half the 100 ms RTT, then a
+        // pause: the train breaks, slow start goes on.
+        for round in 0..3u64 {
+            for i in 0..25u64 {
+                let t = round * 100 + i * 2;
+                assert_eq!(h.on_ack(&ack(t, 1000, 100, i == 0)), Phase::SlowStart, "t {t}");
+            }
+        }
+        // Saturated: reports every 2 ms for a whole min_rtt since the round
+        // began. 50 reports of 1,000 bytes by then: the cap is twice that.
+        let mut exit = None;
+        for i in 0..=60u64 {
+            if h.on_ack(&ack(300 + i * 2, 1000, 100, i == 0)) == Phase::Exit {
+                exit = Some(i);
+                break;
+            }
+        }
+        assert_eq!(exit, Some(50));
+        assert_eq!(h.take_exit_cap(), Some(2 * 51 * 1000));
+        assert_eq!(h.take_exit_cap(), None, "taken once");
+    }
 
     #[test]
     fn rising_rtt_leads_to_exit_after_css_rounds() {
