@@ -113,11 +113,11 @@ impl HyStart {
             self.samples += 1;
         }
         match (self.css_baseline, self.round_min, self.last_round_min) {
-            (None, Some(cur), Some(last)) if self.samples >= N_RTT_SAMPLE => {
-                if cur >= last + threshold(last) {
-                    self.css_baseline = Some(cur);
-                    self.css_rounds = 0;
-                }
+            (None, Some(cur), Some(last))
+                if self.samples >= N_RTT_SAMPLE && cur >= last + threshold(last) =>
+            {
+                self.css_baseline = Some(cur);
+                self.css_rounds = 0;
             }
             (Some(base), Some(cur), _) if cur < base => {
                 // The delay increase went away: back to slow start.
@@ -137,13 +137,13 @@ impl HyStart {
         }
     }
 
-    /// Starts over (after a loss ends slow start, or a timeout restarts it).
     /// After a report train ended slow start: the window it found the path
     /// needs at most (taken once).
     pub fn take_exit_cap(&mut self) -> Option<u64> {
         self.exit_cap.take()
     }
 
+    /// Starts over (after a loss ends slow start, or a timeout restarts it).
     pub fn reset(&mut self) {
         *self = HyStart::default();
     }
