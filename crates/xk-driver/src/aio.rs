@@ -74,7 +74,14 @@ fn spawn(sock: UdpSocket, cfg: EndpointConfig, seed: u64) -> Arc<Shared> {
             ctxs: HashMap::new(),
             incoming: VecDeque::new(),
             acceptor: None,
-            handles: 0,
+            // The creator's reservation, released once its handle exists:
+            // on a multi-threaded runtime the driver task may run before
+            // `connect` or `bind` has registered anything, and with no
+            // handle and no context it would take itself for finished and
+            // end — leaving the stream or listener without a driver (found
+            // by the FTP tests: a hang at connect, or a passive data
+            // listener that never accepted).
+            handles: 1,
         }),
         nudge: Notify::new(),
         clock: Clock::new(),
@@ -187,15 +194,25 @@ impl AsyncXtpStream {
         let ctx = {
             let mut st = shared.lock();
             let now = shared.now();
-            let ctx = st
-                .ep
-                .connect(now, peer, port, ContextConfig::stream())
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}")))?;
+            let ctx = st.ep.connect(now, peer, port, ContextConfig::stream()).map_err(|e| {
+                st.handles -= 1; // no stream: release the reservation
+                io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}"))
+            });
+            let ctx = match ctx {
+                Ok(ctx) => ctx,
+                Err(e) => {
+                    drop(st);
+                    shared.nudge.notify_one();
+                    return Err(e);
+                }
+            };
             st.ctxs.entry(ctx).or_default();
             ctx
         };
+        let stream = AsyncXtpStream::new(shared.clone(), ctx, peer);
+        shared.lock().handles -= 1; // the stream's handle replaces the reservation
         shared.nudge.notify_one();
-        Ok(AsyncXtpStream::new(shared, ctx, peer))
+        Ok(stream)
     }
 
     fn new(shared: Arc<Shared>, ctx: ContextId, peer: SocketAddr) -> AsyncXtpStream {
@@ -338,10 +355,14 @@ impl AsyncXtpListener {
         let shared = spawn(sock, EndpointConfig::default(), time_seed());
         {
             let mut st = shared.lock();
-            st.ep
-                .listen(port, ContextConfig::stream())
-                .map_err(|e| io::Error::new(io::ErrorKind::AddrInUse, format!("XTP port {port}: {e:?}")))?;
-            st.handles += 1;
+            // The listener's handle is the creator's reservation; on error
+            // it is released so the driver ends.
+            if let Err(e) = st.ep.listen(port, ContextConfig::stream()) {
+                st.handles -= 1;
+                drop(st);
+                shared.nudge.notify_one();
+                return Err(io::Error::new(io::ErrorKind::AddrInUse, format!("XTP port {port}: {e:?}")));
+            }
         }
         Ok(AsyncXtpListener { shared, local })
     }

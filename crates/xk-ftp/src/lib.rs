@@ -1,0 +1,32 @@
+//! xk-ftp — an RFC 959 FTP server and client over any byte-stream transport:
+//! kernel TCP (interoperable with standard clients such as curl and Python's
+//! ftplib) or XTP (the E3 application of seed 003).
+//!
+//! # Contract
+//!
+//! * [`server::serve`] runs a server on a [`net::Net`] (TCP or XTP) until its
+//!   stop signal: one tokio task per session, every path confined to the
+//!   root directory ([`vpath`]), data connections only between the control
+//!   connection's two hosts (no FTP bounce, no PASV theft), limits on
+//!   sessions and on failed logins, each refusal a reply that says which
+//!   limit.
+//! * [`client::Client`] speaks to any RFC 959 server: login, EPSV (falling
+//!   back to PASV), RETR with REST, STOR, APPE, LIST/NLST/MLSD, SIZE, MKD,
+//!   RMD, DELE, RNFR/RNTO.
+//!
+//! Concurrency: tokio tasks, because the XTP side is the async API
+//! (`xk_driver::aio`), whose streams can be spread over tasks — the blocking
+//! XTP API keeps every stream of a listener on one thread.
+//!
+//! Over XTP, a host's address is its UDP socket address; the control
+//! connection is XTP port 21 there. A passive data connection is a fresh
+//! XTP endpoint: EPSV's port-only reply (`229 (|||p|)`) names its UDP port,
+//! and the client opens XTP port 20 (ftp-data) at that UDP port on the
+//! control connection's host. PASV names the same UDP port in its six-number
+//! form. Active mode (PORT/EPRT) is TCP only.
+
+pub mod client;
+pub mod net;
+pub mod proto;
+pub mod server;
+pub mod vpath;

@@ -1,0 +1,113 @@
+//! The two transports behind one interface: a listener, a connection, and
+//! the data-connection helpers of passive mode.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use xk_driver::aio::{AsyncXtpListener, AsyncXtpStream};
+
+/// XTP port of the control connection (FTP's well-known port).
+pub const XTP_CONTROL_PORT: u16 = 21;
+/// XTP port of data connections (ftp-data).
+pub const XTP_DATA_PORT: u16 = 20;
+
+/// Which transport carries FTP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Net {
+    /// Kernel TCP.
+    Tcp,
+    /// XTP over UDP.
+    Xtp,
+}
+
+impl std::str::FromStr for Net {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Net, String> {
+        match s {
+            "tcp" => Ok(Net::Tcp),
+            "xtp" => Ok(Net::Xtp),
+            _ => Err(format!("{s:?}: the transport is tcp or xtp")),
+        }
+    }
+}
+
+/// A byte stream of either transport.
+pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
+
+/// A connection and its peer's address.
+pub type Conn = (Pin<Box<dyn Stream>>, SocketAddr);
+
+/// A listener of either transport.
+pub enum Listener {
+    /// TCP.
+    Tcp(TcpListener),
+    /// XTP (its UDP address; streams on one XTP port).
+    Xtp(AsyncXtpListener),
+}
+
+impl Listener {
+    /// Binds the control listener at `addr`.
+    pub async fn control(net: Net, addr: SocketAddr) -> io::Result<Listener> {
+        match net {
+            Net::Tcp => Ok(Listener::Tcp(TcpListener::bind(addr).await?)),
+            Net::Xtp => Ok(Listener::Xtp(AsyncXtpListener::bind(addr, XTP_CONTROL_PORT).await?)),
+        }
+    }
+
+    /// A passive data listener on `ip`, any port.
+    pub async fn data(net: Net, ip: std::net::IpAddr) -> io::Result<Listener> {
+        let addr = SocketAddr::new(ip, 0);
+        match net {
+            Net::Tcp => Ok(Listener::Tcp(TcpListener::bind(addr).await?)),
+            Net::Xtp => Ok(Listener::Xtp(AsyncXtpListener::bind(addr, XTP_DATA_PORT).await?)),
+        }
+    }
+
+    /// The local address (for XTP: the UDP address).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Listener::Tcp(l) => l.local_addr(),
+            Listener::Xtp(l) => Ok(l.local_addr()),
+        }
+    }
+
+    /// The next connection.
+    pub async fn accept(&self) -> io::Result<Conn> {
+        match self {
+            Listener::Tcp(l) => {
+                let (s, peer) = l.accept().await?;
+                s.set_nodelay(true)?;
+                Ok((Box::pin(s), peer))
+            }
+            Listener::Xtp(l) => {
+                let (s, peer) = l.accept().await?;
+                Ok((Box::pin(s), peer))
+            }
+        }
+    }
+}
+
+/// Opens the control connection to `addr`.
+pub async fn connect_control(net: Net, addr: SocketAddr) -> io::Result<Conn> {
+    connect(net, addr, XTP_CONTROL_PORT).await
+}
+
+/// Opens a data connection to `addr` (XTP: port 20 at that UDP address).
+pub async fn connect_data(net: Net, addr: SocketAddr) -> io::Result<Conn> {
+    connect(net, addr, XTP_DATA_PORT).await
+}
+
+async fn connect(net: Net, addr: SocketAddr, xtp_port: u16) -> io::Result<Conn> {
+    match net {
+        Net::Tcp => {
+            let s = TcpStream::connect(addr).await?;
+            s.set_nodelay(true)?;
+            Ok((Box::pin(s), addr))
+        }
+        Net::Xtp => Ok((Box::pin(AsyncXtpStream::connect(addr, xtp_port).await?), addr)),
+    }
+}

@@ -1,0 +1,657 @@
+//! The FTP server: one tokio task per session over either transport.
+//!
+//! Security by default: paths confined to the root ([`crate::vpath`]); a
+//! data connection only between the control connection's two hosts (PORT
+//! and EPRT to another address refused — FTP bounce; a passive connection
+//! from another address refused — PASV theft); a delay after each failed
+//! login and the session closed after `max_login_failures`; sessions limited
+//! per address and in total (421, naming the limit); an idle timeout;
+//! anonymous access only when configured, and then read-only. Malformed
+//! input gets an error reply, never a crash: lines are bounded, non-UTF-8
+//! lines refused.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{
+    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite, AsyncWriteExt, BufReader,
+};
+use tokio::sync::watch;
+
+use crate::net::{Conn, Listener, Net, connect_data};
+use crate::proto::{self, Entry, MAX_LINE, parse_command, reply};
+use crate::vpath;
+
+/// What a server serves and its limits.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// TCP or XTP.
+    pub net: Net,
+    /// Control address (XTP: the UDP address; the control port is XTP port 21).
+    pub listen: SocketAddr,
+    /// The directory served; every path is confined to it.
+    pub root: PathBuf,
+    /// Accounts: (user, password).
+    pub users: Vec<(String, String)>,
+    /// Let `anonymous` / `ftp` log in with any password, read-only.
+    pub anonymous: bool,
+    /// Sessions at once, in total.
+    pub max_sessions: usize,
+    /// Sessions at once from one address.
+    pub max_per_addr: usize,
+    /// A session idle this long is closed (421).
+    pub idle: Duration,
+    /// Wait after a failed login before replying.
+    pub login_delay: Duration,
+    /// Failed logins before the session is closed.
+    pub max_login_failures: u32,
+}
+
+impl Config {
+    /// Defaults for `root`: TCP on 127.0.0.1:2121, no accounts, no
+    /// anonymous access, 64 sessions (8 per address), 5 min idle, 1 s after
+    /// a failed login, 3 failures.
+    pub fn new(root: PathBuf) -> Config {
+        Config {
+            net: Net::Tcp,
+            listen: "127.0.0.1:2121".parse().expect("address"),
+            root,
+            users: Vec::new(),
+            anonymous: false,
+            max_sessions: 64,
+            max_per_addr: 8,
+            idle: Duration::from_secs(300),
+            login_delay: Duration::from_secs(1),
+            max_login_failures: 3,
+        }
+    }
+}
+
+/// A bound server.
+pub struct Server {
+    listener: Listener,
+    cfg: Arc<Config>,
+    root: PathBuf,
+    sessions: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// Binds the control listener. The root must be an existing directory.
+pub async fn bind(cfg: Config) -> io::Result<Server> {
+    let root = cfg
+        .root
+        .canonicalize()
+        .map_err(|e| io::Error::new(e.kind(), format!("root {}: {e}", cfg.root.display())))?;
+    if !root.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("root {}: not a directory", root.display()),
+        ));
+    }
+    let listener = Listener::control(cfg.net, cfg.listen).await?;
+    Ok(Server { listener, cfg: Arc::new(cfg), root, sessions: Arc::default() })
+}
+
+impl Server {
+    /// The control address (XTP: the UDP address).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `stop` turns true.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) -> io::Result<()> {
+        loop {
+            let (stream, peer) = tokio::select! {
+                c = self.listener.accept() => c?,
+                _ = stop.changed() => return Ok(()),
+            };
+            let admitted = {
+                let mut s = self.sessions.lock().expect("session table");
+                let total: usize = s.values().sum();
+                let here = s.get(&peer.ip()).copied().unwrap_or(0);
+                if total >= self.cfg.max_sessions {
+                    Err(format!("too many sessions (limit {} in total)", self.cfg.max_sessions))
+                } else if here >= self.cfg.max_per_addr {
+                    Err(format!(
+                        "too many sessions from {} (limit {} per address)",
+                        peer.ip(),
+                        self.cfg.max_per_addr
+                    ))
+                } else {
+                    *s.entry(peer.ip()).or_default() += 1;
+                    Ok(())
+                }
+            };
+            let (cfg, root, sessions) = (self.cfg.clone(), self.root.clone(), self.sessions.clone());
+            tokio::spawn(async move {
+                let (r, mut w) = tokio::io::split(stream);
+                if let Err(why) = admitted {
+                    let _ = w.write_all(reply(421, &why).as_bytes()).await;
+                    let _ = w.shutdown().await;
+                    return;
+                }
+                let mut s = Session::new(cfg, root, peer);
+                let _ = s.run(BufReader::new(r), &mut w).await;
+                let _ = w.shutdown().await;
+                let mut t = sessions.lock().expect("session table");
+                if let Some(n) = t.get_mut(&peer.ip()) {
+                    *n -= 1;
+                    if *n == 0 {
+                        t.remove(&peer.ip());
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// Runs a server on the current runtime until `stop`; returns its address.
+pub async fn spawn(cfg: Config, stop: watch::Receiver<bool>) -> io::Result<SocketAddr> {
+    let server = bind(cfg).await?;
+    let addr = server.local_addr()?;
+    tokio::spawn(server.run(stop));
+    Ok(addr)
+}
+
+struct Session {
+    cfg: Arc<Config>,
+    root: PathBuf,
+    peer: SocketAddr,
+    user: Option<String>,
+    logged_in: bool,
+    anonymous: bool,
+    failures: u32,
+    cwd: String,
+    binary: bool,
+    rest: u64,
+    rnfr: Option<PathBuf>,
+    passive: Option<Listener>,
+    active: Option<SocketAddr>,
+}
+
+/// What a command handler asks the session loop to do.
+enum Next {
+    Reply(u16, String),
+    Quit(u16, String),
+}
+
+fn ok(code: u16, text: impl Into<String>) -> io::Result<Next> {
+    Ok(Next::Reply(code, text.into()))
+}
+
+impl Session {
+    fn new(cfg: Arc<Config>, root: PathBuf, peer: SocketAddr) -> Session {
+        Session {
+            cfg,
+            root,
+            peer,
+            user: None,
+            logged_in: false,
+            anonymous: false,
+            failures: 0,
+            cwd: "/".into(),
+            binary: false,
+            rest: 0,
+            rnfr: None,
+            passive: None,
+            active: None,
+        }
+    }
+
+    async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+        &mut self,
+        mut r: BufReader<R>,
+        w: &mut W,
+    ) -> io::Result<()> {
+        w.write_all(reply(220, "xpress FTP server ready").as_bytes()).await?;
+        let mut buf = Vec::with_capacity(256);
+        loop {
+            buf.clear();
+            let mut limited = (&mut r).take(MAX_LINE as u64 + 1);
+            let read = limited.read_until(b'\n', &mut buf);
+            let n = match tokio::time::timeout(self.cfg.idle, read).await {
+                Err(_) => {
+                    w.write_all(
+                        reply(421, &format!("idle for {} s: closing", self.cfg.idle.as_secs())).as_bytes(),
+                    )
+                    .await?;
+                    return Ok(());
+                }
+                Ok(r) => r?,
+            };
+            if n == 0 {
+                return Ok(());
+            }
+            if n > MAX_LINE {
+                w.write_all(reply(500, &format!("line longer than {MAX_LINE} bytes")).as_bytes()).await?;
+                // Skip the rest of the overlong line.
+                let mut rest = Vec::new();
+                (&mut r).take(1 << 20).read_until(b'\n', &mut rest).await?;
+                continue;
+            }
+            let Ok(line) = std::str::from_utf8(&buf) else {
+                w.write_all(reply(501, "command is not UTF-8").as_bytes()).await?;
+                continue;
+            };
+            let Some(cmd) = parse_command(line) else { continue };
+            let next = match self.handle(&cmd.verb, &cmd.arg, w).await {
+                Ok(n) => n,
+                Err(e) => Next::Reply(451, format!("local error: {e}")),
+            };
+            match next {
+                Next::Reply(code, text) => w.write_all(reply(code, &text).as_bytes()).await?,
+                Next::Quit(code, text) => {
+                    w.write_all(reply(code, &text).as_bytes()).await?;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// The real path of a client's argument, or the refusal as a reply.
+    fn path(&self, arg: &str) -> Result<(String, PathBuf), Next> {
+        let v = vpath::resolve(&self.cwd, arg).map_err(|r| Next::Reply(550, r.0))?;
+        let p = vpath::real(&self.root, &v).map_err(|r| Next::Reply(550, r.0))?;
+        Ok((v, p))
+    }
+
+    async fn handle<W: AsyncWrite + Unpin>(&mut self, verb: &str, arg: &str, w: &mut W) -> io::Result<Next> {
+        // Before login only these.
+        if !self.logged_in
+            && !matches!(verb, "USER" | "PASS" | "QUIT" | "FEAT" | "SYST" | "HELP" | "NOOP" | "OPTS" | "AUTH")
+        {
+            return ok(530, "log in first (USER and PASS)");
+        }
+        let writes = matches!(
+            verb,
+            "STOR" | "STOU" | "APPE" | "DELE" | "MKD" | "XMKD" | "RMD" | "XRMD" | "RNFR" | "RNTO"
+        );
+        if writes && self.anonymous {
+            return ok(550, "anonymous users may not change anything");
+        }
+        macro_rules! path {
+            ($a:expr) => {
+                match self.path($a) {
+                    Ok(p) => p,
+                    Err(n) => return Ok(n),
+                }
+            };
+        }
+        match verb {
+            "USER" => {
+                self.user = Some(arg.to_string());
+                self.logged_in = false;
+                ok(331, format!("password for {arg}"))
+            }
+            "PASS" => {
+                let Some(user) = self.user.clone() else { return ok(503, "USER first") };
+                let anon = self.cfg.anonymous && matches!(user.as_str(), "anonymous" | "ftp");
+                if anon || self.cfg.users.iter().any(|(u, p)| *u == user && *p == arg) {
+                    self.logged_in = true;
+                    self.anonymous = anon;
+                    return ok(230, if anon { "anonymous login, read-only" } else { "logged in" });
+                }
+                self.failures += 1;
+                tokio::time::sleep(self.cfg.login_delay).await;
+                if self.failures >= self.cfg.max_login_failures {
+                    return Ok(Next::Quit(421, format!("{} failed logins: closing", self.failures)));
+                }
+                ok(530, "login incorrect")
+            }
+            "AUTH" => ok(504, "TLS is not offered"),
+            "QUIT" => Ok(Next::Quit(221, "goodbye".into())),
+            "NOOP" => ok(200, "ok"),
+            "SYST" => ok(215, "UNIX Type: L8"),
+            "FEAT" => ok(
+                211,
+                "Features:\nEPSV\nEPRT\nMDTM\nMLST type*;size*;modify*;perm*;\nPASV\nREST STREAM\nSIZE\nUTF8\nEnd",
+            ),
+            "OPTS" => {
+                if arg.eq_ignore_ascii_case("UTF8 ON") {
+                    ok(200, "UTF8 is always on")
+                } else {
+                    ok(501, format!("option {arg:?} not supported"))
+                }
+            }
+            "HELP" => ok(
+                214,
+                "Commands:\nUSER PASS QUIT NOOP SYST FEAT OPTS HELP STAT TYPE MODE STRU PWD CWD CDUP\nMKD RMD DELE RNFR RNTO SIZE MDTM REST PASV EPSV PORT EPRT RETR STOR APPE\nSTOU LIST NLST MLSD MLST ABOR ALLO\nEnd",
+            ),
+            "STAT" if arg.is_empty() => {
+                ok(211, format!("xpress FTP server\nconnected from {}\nEnd of status", self.peer))
+            }
+            "TYPE" => match arg.to_ascii_uppercase().as_str() {
+                "I" | "L 8" => {
+                    self.binary = true;
+                    ok(200, "type set to I")
+                }
+                "A" | "A N" => {
+                    self.binary = false;
+                    ok(200, "type set to A")
+                }
+                _ => ok(504, format!("type {arg:?} not supported")),
+            },
+            "MODE" => {
+                if arg.eq_ignore_ascii_case("S") {
+                    ok(200, "mode S")
+                } else {
+                    ok(504, "only MODE S")
+                }
+            }
+            "STRU" => {
+                if arg.eq_ignore_ascii_case("F") {
+                    ok(200, "structure F")
+                } else {
+                    ok(504, "only STRU F")
+                }
+            }
+            "ALLO" => ok(202, "no storage allocation needed"),
+            "PWD" | "XPWD" => {
+                ok(257, format!("\"{}\" is the current directory", self.cwd.replace('"', "\"\"")))
+            }
+            "CWD" | "XCWD" | "CDUP" | "XCUP" => {
+                let target = if verb.ends_with("UP") { ".." } else { arg };
+                let (v, p) = path!(target);
+                if !p.is_dir() {
+                    return ok(550, format!("{v}: not a directory"));
+                }
+                self.cwd = v;
+                ok(250, format!("directory is {}", self.cwd))
+            }
+            "MKD" | "XMKD" => {
+                let (v, p) = path!(arg);
+                tokio::fs::create_dir(&p)
+                    .await
+                    .map_or_else(|e| ok(550, format!("{v}: {e}")), |()| ok(257, format!("\"{v}\" created")))
+            }
+            "RMD" | "XRMD" => {
+                let (v, p) = path!(arg);
+                if v == "/" {
+                    return ok(550, "the root cannot be removed");
+                }
+                tokio::fs::remove_dir(&p)
+                    .await
+                    .map_or_else(|e| ok(550, format!("{v}: {e}")), |()| ok(250, format!("{v} removed")))
+            }
+            "DELE" => {
+                let (v, p) = path!(arg);
+                tokio::fs::remove_file(&p)
+                    .await
+                    .map_or_else(|e| ok(550, format!("{v}: {e}")), |()| ok(250, format!("{v} deleted")))
+            }
+            "RNFR" => {
+                let (v, p) = path!(arg);
+                if tokio::fs::symlink_metadata(&p).await.is_err() {
+                    return ok(550, format!("{v}: no such file"));
+                }
+                self.rnfr = Some(p);
+                ok(350, "ready for RNTO")
+            }
+            "RNTO" => {
+                let Some(from) = self.rnfr.take() else { return ok(503, "RNFR first") };
+                let (v, p) = path!(arg);
+                tokio::fs::rename(&from, &p)
+                    .await
+                    .map_or_else(|e| ok(550, format!("{v}: {e}")), |()| ok(250, "renamed"))
+            }
+            "SIZE" => {
+                let (v, p) = path!(arg);
+                match tokio::fs::metadata(&p).await {
+                    Ok(m) if m.is_file() => ok(213, m.len().to_string()),
+                    _ => ok(550, format!("{v}: not a file")),
+                }
+            }
+            "MDTM" => {
+                let (v, p) = path!(arg);
+                match tokio::fs::metadata(&p).await {
+                    Ok(m) if m.is_file() => ok(213, proto::mdtm(Entry::of(String::new(), &m).mtime)),
+                    _ => ok(550, format!("{v}: not a file")),
+                }
+            }
+            "REST" => match arg.trim().parse::<u64>() {
+                Ok(n) => {
+                    self.rest = n;
+                    ok(350, format!("restarting at {n}; now STOR, APPE or RETR"))
+                }
+                Err(_) => ok(501, format!("REST {arg:?}: not a byte offset")),
+            },
+            "PASV" | "EPSV" => {
+                if verb == "EPSV" && arg.eq_ignore_ascii_case("ALL") {
+                    return ok(200, "EPSV ALL accepted");
+                }
+                // The data listener on the address the client reached us at.
+                let ip = self.cfg.listen.ip();
+                let ip = if ip.is_unspecified() { self.peer.ip() } else { ip };
+                let l = Listener::data(self.cfg.net, ip).await?;
+                let addr = l.local_addr()?;
+                self.passive = Some(l);
+                self.active = None;
+                if verb == "EPSV" {
+                    ok(229, format!("Entering Extended Passive Mode (|||{}|)", addr.port()))
+                } else {
+                    match proto::pasv_text(addr) {
+                        Some(t) => ok(227, format!("Entering Passive Mode ({t})")),
+                        None => ok(522, "PASV needs IPv4; use EPSV"),
+                    }
+                }
+            }
+            "PORT" | "EPRT" => {
+                if self.cfg.net == Net::Xtp {
+                    return ok(502, "active mode is not offered over XTP; use EPSV or PASV");
+                }
+                let addr = if verb == "PORT" { proto::parse_hostport(arg) } else { proto::parse_eprt(arg) };
+                let Some(addr) = addr else { return ok(501, format!("{verb} {arg:?}: not an address")) };
+                if addr.ip() != self.peer.ip() {
+                    return ok(
+                        504,
+                        format!(
+                            "{verb} to {} refused: data connections go only to the client's own address",
+                            addr.ip()
+                        ),
+                    );
+                }
+                if addr.port() < 1024 {
+                    return ok(504, format!("{verb} to port {} refused: not below 1024", addr.port()));
+                }
+                self.active = Some(addr);
+                self.passive = None;
+                ok(200, format!("{verb} ok"))
+            }
+            "RETR" => {
+                let (v, p) = path!(arg);
+                let mut f = match tokio::fs::File::open(&p).await {
+                    Ok(f) if f.metadata().await.is_ok_and(|m| m.is_file()) => f,
+                    _ => return ok(550, format!("{v}: not a readable file")),
+                };
+                let rest = std::mem::take(&mut self.rest);
+                if rest > 0 {
+                    f.seek(io::SeekFrom::Start(rest)).await?;
+                }
+                let binary = self.binary;
+                self.transfer(w, &v, |mut data| async move {
+                    if binary {
+                        tokio::io::copy(&mut f, &mut data).await.map(|_| ())
+                    } else {
+                        to_ascii(&mut f, &mut data).await
+                    }
+                    .and(data.shutdown().await)
+                })
+                .await
+            }
+            "STOR" | "APPE" | "STOU" => {
+                let name = if verb == "STOU" {
+                    format!("stou-{}", std::process::id() ^ rand_suffix())
+                } else {
+                    arg.to_string()
+                };
+                let (v, p) = path!(&name);
+                let rest = std::mem::take(&mut self.rest);
+                let mut opts = tokio::fs::OpenOptions::new();
+                opts.write(true).create(true);
+                if verb == "APPE" {
+                    opts.append(true);
+                } else if rest == 0 {
+                    opts.truncate(true);
+                }
+                if verb == "STOU" {
+                    opts.create_new(true);
+                }
+                let mut f = match opts.open(&p).await {
+                    Ok(f) => f,
+                    Err(e) => return ok(550, format!("{v}: {e}")),
+                };
+                if rest > 0 && verb == "STOR" {
+                    f.seek(io::SeekFrom::Start(rest)).await?;
+                }
+                let binary = self.binary;
+                self.transfer(w, &v, |mut data| async move {
+                    if binary {
+                        tokio::io::copy(&mut data, &mut f).await.map(|_| ())
+                    } else {
+                        from_ascii(&mut data, &mut f).await
+                    }?;
+                    f.flush().await
+                })
+                .await
+            }
+            "LIST" | "NLST" | "MLSD" => {
+                // Clients send options such as `-la`: not a path.
+                let target = if arg.starts_with('-') { "" } else { arg };
+                let (v, p) = path!(target);
+                let mut entries = Vec::new();
+                match tokio::fs::metadata(&p).await {
+                    Ok(m) if m.is_dir() => {
+                        let mut rd = tokio::fs::read_dir(&p).await?;
+                        while let Some(e) = rd.next_entry().await? {
+                            if let Ok(m) = e.metadata().await {
+                                entries.push(Entry::of(e.file_name().to_string_lossy().into_owned(), &m));
+                            }
+                        }
+                    }
+                    Ok(m) if verb != "MLSD" => {
+                        entries.push(Entry::of(v.rsplit('/').next().unwrap_or("").to_string(), &m))
+                    }
+                    _ => return ok(550, format!("{v}: no such directory")),
+                }
+                entries.sort_by(|a, b| a.name.cmp(&b.name));
+                let text: String = entries
+                    .iter()
+                    .map(|e| match verb {
+                        "LIST" => e.list_line(),
+                        "NLST" => format!("{}\r\n", e.name),
+                        _ => e.mlsd_line(),
+                    })
+                    .collect();
+                self.transfer(w, &v, |mut data| async move {
+                    data.write_all(text.as_bytes()).await.and(data.shutdown().await)
+                })
+                .await
+            }
+            "MLST" => {
+                let (v, p) = path!(arg);
+                match tokio::fs::metadata(&p).await {
+                    Ok(m) => {
+                        let line = Entry::of(v.clone(), &m).mlsd_line();
+                        ok(250, format!("Listing {v}\n{}\nEnd", line.trim_end()))
+                    }
+                    Err(_) => ok(550, format!("{v}: no such file")),
+                }
+            }
+            "ABOR" => ok(226, "no transfer to abort"),
+            _ => ok(502, format!("{verb}: not implemented")),
+        }
+    }
+
+    /// Opens the data connection (passive: accepted only from the client's
+    /// own address; active: connected to the address PORT/EPRT gave), says
+    /// 150, runs `body` on it, and replies 226 or 426.
+    async fn transfer<W, F, Fut>(&mut self, w: &mut W, what: &str, body: F) -> io::Result<Next>
+    where
+        W: AsyncWrite + Unpin,
+        F: FnOnce(std::pin::Pin<Box<dyn crate::net::Stream>>) -> Fut,
+        Fut: std::future::Future<Output = io::Result<()>>,
+    {
+        let conn: Conn = if let Some(l) = self.passive.take() {
+            w.write_all(reply(150, &format!("opening data connection for {what}")).as_bytes()).await?;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                match tokio::time::timeout_at(deadline, l.accept()).await {
+                    Err(_) => return ok(425, "no data connection within 30 s"),
+                    Ok(Err(e)) => return ok(425, format!("data connection: {e}")),
+                    Ok(Ok((s, from))) if from.ip() == self.peer.ip() => break (s, from),
+                    // Another host took the port first (PASV theft): drop
+                    // it and keep waiting for the client.
+                    Ok(Ok(_)) => continue,
+                }
+            }
+        } else if let Some(addr) = self.active.take() {
+            w.write_all(reply(150, &format!("connecting to {addr} for {what}")).as_bytes()).await?;
+            match connect_data(self.cfg.net, addr).await {
+                Ok(c) => c,
+                Err(e) => return ok(425, format!("cannot connect to {addr}: {e}")),
+            }
+        } else {
+            return ok(425, "use PASV, EPSV, PORT or EPRT first");
+        };
+        match body(conn.0).await {
+            Ok(()) => ok(226, "transfer complete"),
+            Err(e) => ok(426, format!("transfer aborted: {e}")),
+        }
+    }
+}
+
+/// A few bits that differ between STOU names in one process.
+fn rand_suffix() -> u32 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos())
+}
+
+/// Copies `src` to `dst` with every LF as CRLF (TYPE A on the wire).
+async fn to_ascii<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(src: &mut R, dst: &mut W) -> io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(128 * 1024);
+    loop {
+        let n = src.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        out.clear();
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                out.push(b'\r');
+            }
+            out.push(b);
+        }
+        dst.write_all(&out).await?;
+    }
+}
+
+/// Copies `src` to `dst` with every CRLF as LF (TYPE A from the wire).
+async fn from_ascii<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(src: &mut R, dst: &mut W) -> io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(64 * 1024);
+    let mut cr = false;
+    loop {
+        let n = src.read(&mut buf).await?;
+        if n == 0 {
+            if cr {
+                dst.write_all(b"\r").await?;
+            }
+            return Ok(());
+        }
+        out.clear();
+        for &b in &buf[..n] {
+            if cr && b != b'\n' {
+                out.push(b'\r');
+            }
+            cr = b == b'\r';
+            if !cr {
+                out.push(b);
+            }
+        }
+        dst.write_all(&out).await?;
+    }
+}
