@@ -97,21 +97,39 @@ pub fn parse_prob(param: &str, s: &str) -> Result<f64, ConfigError> {
     Ok(p)
 }
 
-/// Parses a byte size: `1500`, `64k`, `1m` (powers of 1024).
-pub fn parse_size(param: &str, s: &str) -> Result<usize, ConfigError> {
-    let lower = s.to_ascii_lowercase();
-    let (num, scale) = if let Some(n) = lower.strip_suffix('k') {
-        (n, 1024)
-    } else if let Some(n) = lower.strip_suffix('m') {
-        (n, 1024 * 1024)
-    } else if let Some(n) = lower.strip_suffix('b') {
-        (n, 1)
-    } else {
-        (lower.as_str(), 1)
+/// Parses a byte count: `1500`, `64k`, `1m`, `1g`, `2t` (powers of 1024, as
+/// in `tc` and iperf3's `-n`; `kb`/`mb`/`gb`/`tb` and `b` also accepted,
+/// any case). The one size parser of the project: the link model's
+/// `limit-bytes` and the tools' `-n`/`-l`/`--window` all come here.
+pub fn parse_bytes(param: &str, s: &str) -> Result<u64, ConfigError> {
+    let lower = s.trim().to_ascii_lowercase();
+    let body = lower.strip_suffix('b').unwrap_or(&lower);
+    let (num, scale) = match body.char_indices().last() {
+        Some((i, 'k')) => (&body[..i], 1u64 << 10),
+        Some((i, 'm')) => (&body[..i], 1 << 20),
+        Some((i, 'g')) => (&body[..i], 1 << 30),
+        Some((i, 't')) => (&body[..i], 1 << 40),
+        _ => (body, 1),
     };
-    let v: usize =
-        num.parse().map_err(|_| ConfigError::new(param, s, "expected a size like 1500, 64k or 1m"))?;
-    v.checked_mul(scale).ok_or_else(|| ConfigError::new(param, s, "size too large"))
+    let bad = || ConfigError::new(param, s, "expected a size like 1500, 64k, 1m or 1g (k = 1024)");
+    if num.is_empty() {
+        return Err(bad());
+    }
+    // Whole numbers stay exact; a fraction is allowed with a unit (`1.5m`).
+    if let Ok(v) = num.parse::<u64>() {
+        return v.checked_mul(scale).ok_or_else(|| ConfigError::new(param, s, "size too large"));
+    }
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let bytes = v * scale as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes >= u64::MAX as f64 {
+        return Err(ConfigError::new(param, s, "size out of range"));
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// [`parse_bytes`] for sizes held in memory (`usize`).
+pub fn parse_size(param: &str, s: &str) -> Result<usize, ConfigError> {
+    usize::try_from(parse_bytes(param, s)?).map_err(|_| ConfigError::new(param, s, "size too large"))
 }
 
 fn parse_count(param: &str, s: &str) -> Result<usize, ConfigError> {

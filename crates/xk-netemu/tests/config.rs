@@ -133,3 +133,32 @@ fn radio_keywords_refine_the_profile() {
     assert_eq!(t.params.csma.unwrap().persist, 1.0);
     assert!(parse_line("rate 1mbit").unwrap().params.csma.is_none());
 }
+
+/// The one size parser (the tools' `-n`, `-l`, `--window` and the link's
+/// `limit-bytes`): powers of 1024 as in `tc` and iperf3, exact for whole
+/// numbers, and a refusal naming the flag otherwise.
+#[test]
+fn byte_sizes_use_binary_units_and_refuse_nonsense() {
+    use xk_netemu::parse_bytes;
+    for (text, bytes) in [
+        ("1500", 1500u64),
+        ("64k", 65_536),
+        ("64K", 65_536),
+        ("64kb", 65_536),
+        ("1m", 1 << 20),
+        ("1.5m", 3 << 19),
+        ("1G", 1 << 30),
+        ("2t", 2 << 40),
+        ("100000000", 100_000_000),
+        ("10b", 10),
+    ] {
+        assert_eq!(parse_bytes("-n", text).unwrap(), bytes, "{text}");
+    }
+    for bad in ["", "k", "ten", "-1", "1x", "99999999999t"] {
+        let e = parse_bytes("-n", bad).unwrap_err().to_string();
+        assert!(e.starts_with("-n = "), "{bad}: {e}");
+    }
+    assert_eq!(xk_netemu::parse_rate("--rate", "10mbit").unwrap(), 10_000_000);
+    let e = xk_netemu::parse_rate("--rate", "1000000").unwrap_err().to_string();
+    assert!(e.contains("--rate") && e.contains("unit"), "{e}");
+}

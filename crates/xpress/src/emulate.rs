@@ -82,9 +82,7 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
     }
     let forward = spec("--link", &a.link)?;
     let reverse = spec("--reverse", a.reverse.as_deref().unwrap_or(&a.link))?;
-    let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
+    let seed = a.seed.unwrap_or_else(xk_driver::clock::time_seed);
     eprintln!("xpress emulate: {} <-> {} seed {seed} for {} s", a.listen, a.server, a.duration);
     let cfg = RelayConfig {
         listen: a.listen,

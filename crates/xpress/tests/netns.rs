@@ -95,7 +95,7 @@ fn kernel_tcp_sees_the_emulated_rtt_and_rate() {
         let out = netns(
             &format!("delay {}ms", rtt_ms / 2),
             &server,
-            &format!("{X} ping --to 10.200.0.1:3636 --transport tcp -l 100 -n 10 -J"),
+            &format!("{X} ping --to 10.200.0.1:3636 --transport tcp -l 100 -c 10 -i 0 -J"),
         );
         let p50_ms = json(&out)["rtt_us"]["p50"].as_f64().unwrap() / 1000.0;
         eprintln!("RTT {rtt_ms} ms: kernel TCP ping p50 {p50_ms:.3} ms");

@@ -47,7 +47,7 @@ fn refusal_without_root(args: &[&str]) -> Option<String> {
 
 #[test]
 fn raw_needs_root_and_says_so() {
-    let Some(err) = refusal_without_root(&["ping", "--raw", "127.0.0.1", "--to", "127.0.0.2:0", "-n", "1"])
+    let Some(err) = refusal_without_root(&["ping", "--raw", "127.0.0.1", "--to", "127.0.0.2:0", "-c", "1"])
     else {
         eprintln!("skipped: running as root without setpriv, cannot test the refusal");
         return;
@@ -111,12 +111,34 @@ fn transfer_over_ip_protocol_36_decodes_in_tshark() {
     assert!(out.status.success(), "bulk over IP 36 failed: {}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let sha = report["sha256"].as_str().unwrap().to_string();
+    // After the list of services, the transfer's line.
     let mut got = String::new();
-    sout.read_line(&mut got).unwrap();
-    assert_eq!(got.trim(), format!("received 5000000 bytes sha256 {sha} (Graceful)"));
+    while !got.starts_with("received") {
+        got.clear();
+        assert!(sout.read_line(&mut got).unwrap() > 0, "serve ended without a received line");
+    }
+    assert!(
+        got.starts_with(&format!("received 5000000 bytes sha256 {sha} from "))
+            && got.trim().ends_with("(closed gracefully)"),
+        "{got}"
+    );
+    assert_eq!(report["receiver_sha256"].as_str(), Some(sha.as_str()));
 
     let out = Command::new(env!("CARGO_BIN_EXE_xpress"))
-        .args(["ping", "--raw", "127.0.0.1", "--to", "127.0.0.2:0", "-l", "100", "-n", "100", "-J"])
+        .args([
+            "ping",
+            "--raw",
+            "127.0.0.1",
+            "--to",
+            "127.0.0.2:0",
+            "-l",
+            "100",
+            "-c",
+            "100",
+            "-i",
+            "0",
+            "-J",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "ping over IP 36 failed: {}", String::from_utf8_lossy(&out.stderr));

@@ -1,0 +1,38 @@
+//! The xpress applications as a library: what `xpress serve`, `ping` and
+//! `bulk` do, callable with typed configurations and returning typed,
+//! serialisable results — for the command line (which only parses flags
+//! and prints) and for the laboratory (which runs them in-process).
+//!
+//! | module | what |
+//! |---|---|
+//! | [`server`] | echo, discard and verify over XTP; the TCP and UDP floors; the QUIC peer |
+//! | [`ping`] | request/reply round trips over XTP, raw UDP or kernel TCP, with ping's conventions |
+//! | [`bulk`] | one transfer with iperf3's conventions (`-n`/`-t`, intervals, the receiver's count) |
+//! | [`addr`] | host names, IPv6 and the default port |
+//! | [`format`] | numbers with three significant figures and a readable unit |
+//! | [`close`] | why a context ended, as a sentence |
+//!
+//! Every run takes a `stop` flag (set it from a Ctrl-C handler): the run
+//! then ends early and still returns what it measured, marked interrupted.
+//!
+//! This crate does I/O and reads the wall clock (it sits with `xk-driver`
+//! in the driver layer); sizes and rates are parsed by the link model's one
+//! parser, [`xk_netemu::parse_bytes`] and [`xk_netemu::parse_rate`].
+
+pub mod addr;
+pub mod bulk;
+pub mod client;
+pub mod close;
+pub mod floors;
+pub mod format;
+pub mod ping;
+mod quic;
+pub mod server;
+pub mod stats;
+pub mod transport;
+
+pub use bulk::{Amount, BulkConfig, BulkResult, Interval};
+pub use client::PathConfig;
+pub use ping::{PingConfig, PingResult, Reply};
+pub use server::{Received, ServeConfig, Server, Service};
+pub use transport::Transport;
