@@ -510,11 +510,15 @@ fn bulk_xtp<X: Io>(
         if finish.is_none() && !closing {
             // Keep twice the send window queued (at least 8 MiB), so a long
             // fat path is limited by the protocol, not by this loop; with a
-            // time bound only about one window more, so the close after the
-            // deadline takes a round trip or two, not a queue's drain.
+            // time bound only a quarter window (at least 256 KiB) more than
+            // can be in flight, so what is queued at the deadline drains in
+            // about a round trip, within the grace, not in seconds.
             let window = stats.map_or(0, |s| s.send_window.min(1 << 30));
-            let queued =
-                if deadline.is_some() { window + (1 << 20) } else { (2 * window).max(8 * chunk_len as u64) };
+            let queued = if deadline.is_some() {
+                window + (window / 4).max(256 << 10)
+            } else {
+                (2 * window).max(8 * chunk_len as u64)
+            };
             let piece = cfg.length.unwrap_or(chunk_len);
             while written < limit && ep.unacked_bytes(ctx) < queued {
                 let n = (limit - written).min(piece as u64) as usize;
@@ -570,6 +574,14 @@ fn bulk_xtp<X: Io>(
     let ours = finish.is_some() && reason == CloseReason::LocalAbort;
     if reason != CloseReason::Graceful && !ours {
         return Err(crate::close::describe(&reason));
+    }
+    // Cut short by us before the peer ever answered: not a zero result but
+    // a missing server (or a path that drops everything).
+    if ours && stats.is_none_or(|s| s.rtt_samples == 0 && s.bytes_acked == 0) && !r.interrupted {
+        return Err(format!(
+            "no answer from {to} in {}: nothing was acknowledged (is `xpress serve` running there?)",
+            crate::format::secs((end - t0).as_secs_f64())
+        ));
     }
     if reason == CloseReason::Graceful {
         if r.receiver_bytes != Some(written) {

@@ -38,7 +38,8 @@ pub(crate) struct NetnsArgs {
     /// Give an interactive shell in namespace B instead of --b.
     #[arg(long)]
     shell: bool,
-    /// Seconds before A is started's server is given to come up.
+    /// Seconds given to A's command (a server) to come up before B's
+    /// command starts.
     #[arg(long, default_value_t = 0.5)]
     settle: f64,
     /// Longest run in seconds (the emulator stops forwarding after it).

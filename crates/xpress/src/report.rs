@@ -8,10 +8,11 @@ use clap::Args;
 
 #[derive(Args)]
 pub(crate) struct ReportArgs {
-    /// Small sizes and counts (about 25 s; what CI runs).
+    /// Small sizes and counts (about 30 s after the build; what CI runs).
     #[arg(long)]
     quick: bool,
-    /// Directory for report.html, results.json and results.csv.
+    /// Directory for report.html, results.json and one CSV per experiment
+    /// (results-E2.csv, …, results-machine.csv).
     #[arg(long, default_value = "out/report")]
     out: PathBuf,
     /// Master seed of the simulated experiments.

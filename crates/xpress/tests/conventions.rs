@@ -313,3 +313,16 @@ fn logfile_takes_the_output_and_the_server_answers_its_count() {
     s.out.read_line(&mut line).unwrap();
     assert!(line.starts_with("received 2097152 bytes from 127.0.0.1:"), "{line}");
 }
+
+#[test]
+fn a_silent_server_is_an_error_not_a_zero_result() {
+    // A socket that takes datagrams and never answers.
+    let hole = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = hole.local_addr().unwrap().to_string();
+    let t0 = Instant::now();
+    let o = run(&["bulk", "--to", &to, "-t", "0.5"]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains(&format!("no answer from {to}")) && err.contains("xpress serve"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "took {:?}", t0.elapsed());
+}
