@@ -1,30 +1,24 @@
-//! `bulk`: one transfer with iperf3's conventions — a byte count (`-n`) or
-//! a wall-time bound (`-t`), interval reports (`-i`), the receiver's own
-//! count reported back at the end, and a result that says what the
-//! protocol did (retransmissions, RTT, window).
+//! `bulk`: a transfer with iperf3's conventions — a byte count (`-n`) or a
+//! wall-time bound (`-t`), interval reports (`-i`), parallel contexts
+//! (`-P`) with their sum, reverse (`-R`: the server sends) and both
+//! directions at once (`--bidir`), the receiver's own count reported back
+//! at the end, and a result that says what the protocol did
+//! (retransmissions, RTT, window). The types and checks are here, the XTP
+//! engine in `bulk_xtp.rs`, the TCP floor and the QUIC peer below.
 //!
 //! With a time bound the sender stops writing at the deadline and closes;
-//! the goodput counts the bytes the receiver acknowledged by then (as
-//! iperf3 counts what arrived in time). The queue is kept to about one
-//! window so the close completes within a round trip or two; if it has not
-//! after `max(1 s, 4 RTT)` the context is aborted, so a run never outlives
-//! its bound by more than that grace.
+//! the goodput counts the bytes the receiver acknowledged (or, receiving,
+//! got) by then, as iperf3 counts what arrived in time.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
-use xk_driver::driver::Driver;
-use xk_driver::transport::Transport as Io;
-use xk_time::Instant;
-use xtp_proto::{CloseReason, Congestion, ContextConfig, ContextStats};
+use xtp_proto::{Congestion, ContextStats};
 
 use crate::client::{ClientDriver, PathConfig};
-use crate::server::{DISCARD_PORT, VERIFY_PORT};
 use crate::transport::{TCP_VIA_REFUSAL, Transport};
 
 /// How much to send.
@@ -36,6 +30,18 @@ pub enum Amount {
     Time(Duration),
 }
 
+/// Which way the data goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Client to server (the default).
+    Send,
+    /// Server to client (`-R`).
+    Receive,
+    /// Both at once (`--bidir`): `parallel` contexts each way.
+    Both,
+}
+
 /// A bulk transfer to run.
 #[derive(Clone, Debug)]
 pub struct BulkConfig {
@@ -43,8 +49,12 @@ pub struct BulkConfig {
     pub to: SocketAddr,
     /// What to measure.
     pub transport: Transport,
-    /// Bytes or time.
+    /// Bytes (in all, shared by the parallel contexts of a direction) or time.
     pub amount: Amount,
+    /// Contexts per direction (`-P`), 1 to 128.
+    pub parallel: u32,
+    /// Which way.
+    pub direction: Direction,
     /// Messages of this many bytes (EOM each) instead of a stream.
     pub length: Option<usize>,
     /// Hash both sides (SHA-256) and compare.
@@ -72,6 +82,8 @@ impl BulkConfig {
             to,
             transport: Transport::Xtp,
             amount,
+            parallel: 1,
+            direction: Direction::Send,
             length: None,
             verify: false,
             nocheck: false,
@@ -85,30 +97,73 @@ impl BulkConfig {
     }
 }
 
-/// One interval report.
+/// One interval report, of one context or (`stream: None`) the sum of a
+/// direction's contexts.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Interval {
+    /// The context's index; `None`: the sum over the direction (the only
+    /// line when one context goes that way).
+    pub stream: Option<usize>,
+    /// `send` or `receive`.
+    pub direction: Direction,
     /// Start, seconds since the first byte.
     pub start: f64,
     /// End, seconds since the first byte.
     pub end: f64,
     /// Bytes the sender put on the wire (retransmissions included; TCP:
-    /// bytes written to the socket).
-    pub sent_bytes: u64,
-    /// Bytes the receiver acknowledged: its goodput (XTP only).
-    pub acked_bytes: Option<u64>,
+    /// bytes written to the socket); `None` where the sender is the server.
+    pub sent_bytes: Option<u64>,
     /// Sender's rate, bits per second.
-    pub sent_bits_per_second: f64,
-    /// Receiver's goodput, bits per second (XTP only).
-    pub acked_bits_per_second: Option<f64>,
-    /// Bytes retransmitted in the interval (XTP only).
+    pub sent_bits_per_second: Option<f64>,
+    /// Bytes the receiver got: acknowledged (sending) or delivered to us
+    /// (receiving); `None` for TCP.
+    pub receiver_bytes: Option<u64>,
+    /// Receiver's goodput, bits per second.
+    pub receiver_bits_per_second: Option<f64>,
+    /// Bytes retransmitted in the interval (XTP sender).
     pub retransmitted: Option<u64>,
-    /// Smoothed RTT at the end, ms (XTP only).
+    /// Smoothed RTT at the end, ms (XTP).
     pub srtt_ms: Option<f64>,
-    /// Congestion window at the end, bytes (XTP, when a controller runs).
+    /// Congestion window at the end, bytes (XTP sender with a controller).
     pub cwnd: Option<u64>,
     /// Send window (the smaller of cwnd and the peer's allocation).
     pub send_window: Option<u64>,
+}
+
+/// One context's result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StreamResult {
+    /// Index, from 0, in the order opened (sending contexts first).
+    pub stream: usize,
+    /// `send` or `receive`.
+    pub direction: Direction,
+    /// Bytes counted (as [`BulkResult::bytes`]).
+    pub bytes: u64,
+    /// Seconds.
+    pub seconds: f64,
+    /// Goodput, bits per second.
+    pub bits_per_second: f64,
+    /// Bytes written by the sender (`None`: the sender is the server).
+    pub sent_bytes: Option<u64>,
+    /// What the receiver counted (sending: the server's answer).
+    pub receiver_bytes: Option<u64>,
+    /// SHA-256 of what we sent (`--verify`).
+    pub sha256: Option<String>,
+    /// SHA-256 the server computed (`--verify`).
+    pub receiver_sha256: Option<String>,
+    /// The context's counters at the end (XTP).
+    pub context: Option<ContextCounters>,
+}
+
+/// A direction's total, for `--bidir`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Sum {
+    /// Bytes counted.
+    pub bytes: u64,
+    /// Seconds.
+    pub seconds: f64,
+    /// Goodput, bits per second.
+    pub bits_per_second: f64,
 }
 
 /// A context's protocol counters at the end (XTP).
@@ -178,14 +233,20 @@ impl From<ContextStats> for ContextCounters {
     }
 }
 
-/// The outcome of a bulk run; `-J` prints it as one line of JSON.
+/// The outcome of a bulk run; `-J` prints it as one line of JSON. The
+/// top-level numbers are the sum over the sending contexts (over the
+/// receiving ones with `-R`); with `--bidir`, `receive_sum` has the other way.
 #[derive(Clone, Debug, Serialize)]
 pub struct BulkResult {
     /// `xtp`, `tcp` or `quic`.
     pub transport: &'static str,
+    /// `send`, `receive` (`-R`) or `both` (`--bidir`).
+    pub direction: Direction,
+    /// Contexts per direction.
+    pub parallel: u32,
     /// Bytes counted: sent (`-n`, all of them delivered) or acknowledged
     /// by the receiver within the time (`-t`, XTP; TCP: what the receiver
-    /// counted).
+    /// counted); receiving, what arrived (within the time).
     pub bytes: u64,
     /// Seconds those bytes took.
     pub seconds: f64,
@@ -222,10 +283,15 @@ pub struct BulkResult {
     /// UDP GRO in use (XTP).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gro: Option<bool>,
-    /// The context's counters at the end (XTP).
+    /// The first context's counters at the end (XTP; all of them are in
+    /// `streams`).
     pub context: Option<ContextCounters>,
-    /// Interval reports (`-i`).
+    /// Interval reports (`-i`): each context's (with several) and the sums.
     pub intervals: Vec<Interval>,
+    /// Each context's result.
+    pub streams: Vec<StreamResult>,
+    /// `--bidir`: the receiving direction's total.
+    pub receive_sum: Option<Sum>,
     /// Stopped early (Ctrl-C): the numbers are what was done by then.
     pub interrupted: bool,
     /// Warnings about the set-up (small socket buffers, …).
@@ -233,9 +299,11 @@ pub struct BulkResult {
 }
 
 impl BulkResult {
-    fn new(transport: Transport, cfg: &BulkConfig) -> Self {
+    pub(crate) fn new(transport: Transport, cfg: &BulkConfig) -> Self {
         BulkResult {
             transport: transport.name(),
+            direction: cfg.direction,
+            parallel: cfg.parallel,
             bytes: 0,
             seconds: 0.0,
             gbit_per_s: 0.0,
@@ -254,12 +322,30 @@ impl BulkResult {
             gro: None,
             context: None,
             intervals: Vec::new(),
+            streams: Vec::new(),
+            receive_sum: None,
             interrupted: false,
             warnings: Vec::new(),
         }
     }
 
-    fn set_rate(&mut self, bytes: u64, seconds: f64) {
+    /// The single context's result, from the totals.
+    fn stream_result(&self) -> StreamResult {
+        StreamResult {
+            stream: 0,
+            direction: Direction::Send,
+            bytes: self.bytes,
+            seconds: self.seconds,
+            bits_per_second: self.bits_per_second,
+            sent_bytes: Some(self.sent_bytes),
+            receiver_bytes: self.receiver_bytes,
+            sha256: None,
+            receiver_sha256: None,
+            context: None,
+        }
+    }
+
+    pub(crate) fn set_rate(&mut self, bytes: u64, seconds: f64) {
         self.bytes = bytes;
         self.seconds = seconds;
         self.bits_per_second = if seconds > 0.0 { bytes as f64 * 8.0 / seconds } else { 0.0 };
@@ -280,6 +366,20 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
         && !(1..=1 << 20).contains(&l)
     {
         return Err(format!("-l {l}: a message must be 1 B to 1 MiB"));
+    }
+    if !(1..=128).contains(&cfg.parallel) {
+        return Err(format!("-P {}: from 1 to 128 parallel contexts", cfg.parallel));
+    }
+    if cfg.transport != Transport::Xtp && (cfg.parallel > 1 || cfg.direction != Direction::Send) {
+        return Err("-P, -R and --bidir: XTP only for now (TCP and QUIC send one stream)".into());
+    }
+    if cfg.verify && cfg.direction != Direction::Send {
+        return Err("--verify with -R or --bidir: the server hashes what it receives only".into());
+    }
+    if let Amount::Bytes(b) = cfg.amount
+        && b < u64::from(cfg.parallel)
+    {
+        return Err(format!("-n {b} with -P {}: at least one byte per context", cfg.parallel));
     }
     if cfg.window == Some(0) {
         return Err("--window 0: the window must be at least 1 byte".into());
@@ -316,8 +416,8 @@ pub fn run(
     check(cfg)?;
     match cfg.transport {
         Transport::Xtp => match cfg.path.open(cfg.to)? {
-            (ClientDriver::Udp(d), to) => bulk_xtp(d, cfg, to, stop, on_interval),
-            (ClientDriver::Raw(d), to) => bulk_xtp(d, cfg, to, stop, on_interval),
+            (ClientDriver::Udp(d), to) => crate::bulk_xtp::run(d, cfg, to, stop, on_interval),
+            (ClientDriver::Raw(d), to) => crate::bulk_xtp::run(d, cfg, to, stop, on_interval),
         },
         Transport::Tcp => bulk_tcp(cfg, stop, on_interval),
         Transport::Udp => {
@@ -344,12 +444,14 @@ fn bulk_tcp(
     let mut intervals = Vec::new();
     let out = crate::floors::bulk_tcp(cfg.to, bytes, secs, cfg.length, cfg.interval, stop, |t, sent| {
         let iv = Interval {
+            stream: None,
+            direction: Direction::Send,
             start: last.0,
             end: t,
-            sent_bytes: sent - last.1,
-            acked_bytes: None,
-            sent_bits_per_second: (sent - last.1) as f64 * 8.0 / (t - last.0),
-            acked_bits_per_second: None,
+            sent_bytes: Some(sent - last.1),
+            sent_bits_per_second: Some((sent - last.1) as f64 * 8.0 / (t - last.0)),
+            receiver_bytes: None,
+            receiver_bits_per_second: None,
             retransmitted: None,
             srtt_ms: None,
             cwnd: None,
@@ -370,6 +472,7 @@ fn bulk_tcp(
         });
     }
     r.set_rate(out.server_bytes.unwrap_or(out.sent), out.seconds);
+    r.streams.push(r.stream_result());
     Ok(r)
 }
 
@@ -391,214 +494,6 @@ fn bulk_quic(cfg: &BulkConfig) -> Result<BulkResult, String> {
     r.sent_bytes = bytes;
     r.receiver_bytes = Some(got);
     r.set_rate(bytes, secs);
-    Ok(r)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Why the sender stopped writing before its byte count.
-#[derive(Clone, Copy, PartialEq)]
-enum Finish {
-    /// The `-t` deadline.
-    Time,
-    /// Ctrl-C.
-    Stopped,
-}
-
-fn bulk_xtp<X: Io>(
-    mut d: Driver<X>,
-    cfg: &BulkConfig,
-    to: SocketAddr,
-    stop: &AtomicBool,
-    mut on_interval: impl FnMut(&Interval),
-) -> Result<BulkResult, String> {
-    let mut r = BulkResult::new(Transport::Xtp, cfg);
-    r.warnings.extend(d.buffer_warning());
-    let mut c = ContextConfig::stream();
-    c.nocheck = cfg.nocheck;
-    // XTP's rate is in bytes per second.
-    c.out_rate = cfg.rate_bps.map_or(0, |b| (b / 8).max(1) as u32);
-    c.congestion = cfg.cc;
-    if let Some(w) = cfg.window {
-        c.recv_buffer = w;
-        c.recv_buffer_max = w;
-    }
-    let t0 = d.now();
-    let port = if cfg.verify { VERIFY_PORT } else { DISCARD_PORT };
-    let ctx = d.endpoint().connect(t0, to, port, c).map_err(|e| format!("connect {to}: {e}"))?;
-    // The data: a deterministic 1 MiB pattern, generated once and written
-    // as shared slices as the send queue drains (bounded memory, no
-    // per-chunk work), hashed as it goes only with --verify.
-    let chunk_len = 1usize << 20;
-    let pattern: Bytes = (0..chunk_len as u64)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect::<Vec<u8>>()
-        .into();
-    let mut sha = cfg.verify.then(Sha256::new);
-    let (limit, deadline) = match cfg.amount {
-        Amount::Bytes(b) => (b, None),
-        Amount::Time(t) => (u64::MAX, Some(t0 + xk_time::Duration::from_nanos(t.as_nanos() as u64))),
-    };
-    let tick = cfg.interval.map(|i| xk_time::Duration::from_nanos(i.as_nanos() as u64));
-    let mut next_tick = tick.map(|i| t0 + i);
-    let mut last = (t0, 0u64, 0u64, 0u64); // time, bytes_sent, bytes_acked, retransmitted
-    let mut written = 0u64;
-    let mut closing = false;
-    let mut finish: Option<(Finish, Instant)> = None; // why, and when to abort if not closed
-    let mut stats: Option<ContextStats> = None;
-    let mut answer = Vec::new();
-    let mut counted: Option<(u64, f64)> = None;
-    let reason = loop {
-        let now = d.now();
-        let ep = d.endpoint();
-        stats = ep.context_stats(ctx).or(stats);
-        if let (Some(t), Some(i)) = (next_tick, tick)
-            && now >= t
-            && finish.is_none()
-            && let Some(s) = stats
-        {
-            let secs = (now - last.0).as_secs_f64().max(1e-9);
-            let acked = s.bytes_acked - last.2;
-            let iv = Interval {
-                start: (last.0 - t0).as_secs_f64(),
-                end: (now - t0).as_secs_f64(),
-                sent_bytes: s.bytes_sent - last.1,
-                acked_bytes: Some(acked),
-                sent_bits_per_second: (s.bytes_sent - last.1) as f64 * 8.0 / secs,
-                acked_bits_per_second: Some(acked as f64 * 8.0 / secs),
-                retransmitted: Some(s.retransmitted - last.3),
-                srtt_ms: s.srtt.map(|d| d.as_secs_f64() * 1e3),
-                cwnd: (s.cwnd != u64::MAX).then_some(s.cwnd),
-                send_window: Some(s.send_window),
-            };
-            on_interval(&iv);
-            r.intervals.push(iv);
-            last = (now, s.bytes_sent, s.bytes_acked, s.retransmitted);
-            next_tick = Some(t + i);
-        }
-        // The deadline or Ctrl-C: count what the receiver acknowledged by
-        // now, stop writing, close; abort if the close takes too long.
-        let why = if stop.load(Ordering::Relaxed) {
-            Some(Finish::Stopped)
-        } else if deadline.is_some_and(|dl| now >= dl) {
-            Some(Finish::Time)
-        } else {
-            None
-        };
-        if let (Some(why), None) = (why, finish) {
-            let acked = stats.map_or(0, |s| s.bytes_acked);
-            let secs = match (why, deadline) {
-                (Finish::Time, Some(dl)) => (dl - t0).as_secs_f64(),
-                _ => (now - t0).as_secs_f64(),
-            };
-            counted = Some((acked, secs));
-            let srtt = stats.and_then(|s| s.srtt).unwrap_or_default();
-            let grace = (srtt * 4).max(xk_time::Duration::from_secs(1));
-            finish = Some((why, now + grace));
-            if !closing {
-                ep.close(now, ctx);
-                closing = true;
-            }
-        }
-        if let Some((_, abort_at)) = finish
-            && now >= abort_at
-        {
-            ep.abort(now, ctx);
-        }
-        if finish.is_none() && !closing {
-            // Keep twice the send window queued (at least 8 MiB), so a long
-            // fat path is limited by the protocol, not by this loop; with a
-            // time bound only a quarter window (at least 256 KiB) more than
-            // can be in flight, so what is queued at the deadline drains in
-            // about a round trip, within the grace, not in seconds.
-            let window = stats.map_or(0, |s| s.send_window.min(1 << 30));
-            let queued = if deadline.is_some() {
-                window + (window / 4).max(256 << 10)
-            } else {
-                (2 * window).max(8 * chunk_len as u64)
-            };
-            let piece = cfg.length.unwrap_or(chunk_len);
-            while written < limit && ep.unacked_bytes(ctx) < queued {
-                let n = (limit - written).min(piece as u64) as usize;
-                let start = (written % chunk_len as u64) as usize;
-                let start = if start + n > chunk_len { 0 } else { start };
-                let chunk = pattern.slice(start..start + n);
-                if let Some(sha) = sha.as_mut() {
-                    sha.update(&chunk);
-                }
-                ep.write(now, ctx, chunk, cfg.length.is_some(), None).map_err(|e| e.to_string())?;
-                written += n as u64;
-            }
-            if written == limit {
-                ep.close(now, ctx);
-                closing = true;
-            }
-        }
-        // The server's answer: its count, then (verify) its SHA-256.
-        while let Some(c) = ep.read(now, ctx) {
-            answer.extend_from_slice(&c.data);
-        }
-        let mut closed = None;
-        while let Some(ev) = ep.poll_event() {
-            if let xtp_proto::Event::Closed { reason, .. } = ev {
-                closed = Some(reason);
-            }
-        }
-        if let Some(reason) = closed {
-            break reason;
-        }
-        let wait = next_tick.map_or(xk_time::Duration::from_millis(50), |t| {
-            t.saturating_since(now).min(xk_time::Duration::from_millis(50))
-        });
-        d.turn(wait).map_err(|e| format!("socket: {e}"))?;
-    };
-    let end = d.now();
-    crate::client::linger(&mut d, stats.and_then(|s| s.srtt));
-    r.sent_bytes = written;
-    r.interrupted = matches!(finish, Some((Finish::Stopped, _)));
-    r.sha256 = sha.map(|s| hex(&s.finalize()));
-    if answer.len() >= 8 {
-        r.receiver_bytes = Some(u64::from_be_bytes(answer[..8].try_into().unwrap_or_default()));
-        if answer.len() >= 40 {
-            r.receiver_sha256 = Some(hex(&answer[8..40]));
-        }
-    }
-    r.datagrams_sent = Some(d.counters().sent);
-    r.send_calls = Some(d.counters().send_calls);
-    r.send_errors = Some(d.counters().send_errors);
-    r.gso = Some(d.offload().0);
-    r.gro = Some(d.offload().1);
-    r.context = stats.map(ContextCounters::from);
-    let ours = finish.is_some() && reason == CloseReason::LocalAbort;
-    if reason != CloseReason::Graceful && !ours {
-        return Err(crate::close::describe(&reason));
-    }
-    // Cut short by us before the peer ever answered: not a zero result but
-    // a missing server (or a path that drops everything).
-    if ours && stats.is_none_or(|s| s.rtt_samples == 0 && s.bytes_acked == 0) && !r.interrupted {
-        return Err(format!(
-            "no answer from {to} in {}: nothing was acknowledged (is `xpress serve` running there?)",
-            crate::format::secs((end - t0).as_secs_f64())
-        ));
-    }
-    if reason == CloseReason::Graceful {
-        if r.receiver_bytes != Some(written) {
-            return Err(match r.receiver_bytes {
-                Some(n) => format!("the server counted {n} of the {written} bytes sent"),
-                None => "the server closed without its count (is it `xpress serve` of this version?)".into(),
-            });
-        }
-        if cfg.verify && r.receiver_sha256 != r.sha256 {
-            return Err(format!(
-                "--verify: the data differ: sent sha256 {}, server's {}",
-                r.sha256.as_deref().unwrap_or("?"),
-                r.receiver_sha256.as_deref().unwrap_or("none")
-            ));
-        }
-    }
-    let (bytes, secs) = counted.unwrap_or((written, (end - t0).as_secs_f64()));
-    r.set_rate(bytes, secs);
+    r.streams.push(r.stream_result());
     Ok(r)
 }

@@ -21,8 +21,10 @@
 
 pub mod addr;
 pub mod bulk;
+mod bulk_xtp;
 pub mod client;
 pub mod close;
+mod feed;
 pub mod floors;
 pub mod format;
 pub mod ping;
@@ -31,7 +33,7 @@ pub mod server;
 pub mod stats;
 pub mod transport;
 
-pub use bulk::{Amount, BulkConfig, BulkResult, Interval};
+pub use bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult};
 pub use client::PathConfig;
 pub use ping::{PingConfig, PingResult, Reply};
 pub use server::{Received, ServeConfig, Server, Service};

@@ -5,6 +5,7 @@
 //! | echo | XTP port 7 | sends every message back (`ping`) |
 //! | discard | XTP port 9 | counts what arrives; when the client closes, answers the 8-byte count (`bulk`) |
 //! | verify | XTP port 10 | as discard, and hashes: answers the count and the SHA-256 (`bulk --verify`) |
+//! | source | XTP port 19 | sends what the client's 13-byte request asks for, bytes or time (`bulk -R`) |
 //! | tcp | TCP, the XTP port number | first byte `e`: echo, `d`: discard, answering the count |
 //! | udp-echo | UDP, `--udp-echo-port` (default XTP port + 1) | echoes datagrams (`ping --transport udp`) |
 //! | quic | QUIC, `--quic-port` (default: any free) | discard answering the count (`bulk --transport quic`) |
@@ -29,6 +30,7 @@ use xk_time::Duration;
 use xtp_proto::{CloseReason, Congestion, ContextConfig, ContextId, EndpointConfig, Event};
 
 use crate::client::driver_config;
+use crate::feed::{Feeder, SourceRequest, hex};
 
 /// XTP port of the echo service.
 pub const ECHO_PORT: u16 = 7;
@@ -38,6 +40,8 @@ pub const DISCARD_PORT: u16 = 9;
 /// costs more CPU than the protocol itself, so throughput runs use plain
 /// discard, like the TCP floor (which never hashes).
 pub const VERIFY_PORT: u16 = 10;
+/// XTP port of the source service (chargen's number): it sends (`bulk -R`).
+pub const SOURCE_PORT: u16 = 19;
 
 /// What to serve, where.
 #[derive(Clone, Debug)]
@@ -93,14 +97,14 @@ pub struct Service {
     pub what: &'static str,
 }
 
-/// What one XTP discard or verify context delivered.
+/// What one XTP discard, verify or source context carried.
 #[derive(Clone, Debug, Serialize)]
 pub struct Received {
-    /// `discard` or `verify`.
+    /// `discard`, `verify` or `source`.
     pub service: &'static str,
-    /// Who sent it.
+    /// The client.
     pub peer: SocketAddr,
-    /// Bytes delivered.
+    /// Bytes delivered to us (discard, verify) or written by us (source).
     pub bytes: u64,
     /// Seconds from the context's arrival to its end.
     pub seconds: f64,
@@ -124,10 +128,6 @@ pub struct Server {
     cfg: ServeConfig,
     /// Set when the server ends: the floor threads then stop.
     done: Arc<AtomicBool>,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Server {
@@ -227,8 +227,8 @@ impl Drop for Server {
     }
 }
 
-const XTP_WHAT: &str = "XTP over UDP: echo on XTP port 7, discard 9, verify 10";
-const XTP_WHAT_RAW: &str = "XTP over IP protocol 36: echo on XTP port 7, discard 9, verify 10";
+const XTP_WHAT: &str = "XTP over UDP: echo on XTP port 7, discard 9, verify 10, source 19";
+const XTP_WHAT_RAW: &str = "XTP over IP protocol 36: echo on XTP port 7, discard 9, verify 10, source 19";
 
 /// A bind failure in words, with the likely cause where it is a common one.
 fn bind_error(flag: &str, what: &str, addr: SocketAddr, e: &std::io::Error) -> String {
@@ -249,6 +249,9 @@ struct Conn {
     bytes: u64,
     sha: Option<Sha256>,
     digest: Option<String>,
+    /// Source: the request as it arrives, then what we send.
+    request: Vec<u8>,
+    source: Option<(Feeder, Option<StdInstant>)>,
 }
 
 fn serve_xtp<T: Io>(
@@ -260,25 +263,51 @@ fn serve_xtp<T: Io>(
     let ep = d.endpoint();
     let mut ccfg = ContextConfig::stream();
     ccfg.congestion = cfg.cc;
-    for port in [ECHO_PORT, DISCARD_PORT, VERIFY_PORT] {
+    for port in [ECHO_PORT, DISCARD_PORT, VERIFY_PORT, SOURCE_PORT] {
         ep.listen(port, ccfg.clone()).map_err(|e| format!("XTP port {port}: {e}"))?;
     }
     let end = cfg.duration.map(|s| StdInstant::now() + s);
     let mut conns: HashMap<ContextId, Conn> = HashMap::new();
+    // Source contexts still writing, in arrival order.
+    let mut sources: Vec<ContextId> = Vec::new();
     loop {
         if end.is_some_and(|e| StdInstant::now() >= e) || stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        d.turn(Duration::from_millis(100)).map_err(|e| format!("socket: {e}"))?;
+        // Sources are fed as the queue drains: look again soon.
+        let wait = if sources.is_empty() { 100 } else { 5 };
+        d.turn(Duration::from_millis(wait)).map_err(|e| format!("socket: {e}"))?;
         let now = d.now();
         let ep = d.endpoint();
+        sources.retain(|ctx| {
+            let Some((feeder, deadline)) = conns.get_mut(ctx).and_then(|c| c.source.as_mut()) else {
+                return false;
+            };
+            if deadline.is_some_and(|d| StdInstant::now() >= d) {
+                feeder.stop();
+            }
+            if feeder.feed(ep, now, *ctx).is_err() || feeder.done() {
+                ep.close(now, *ctx);
+                return false;
+            }
+            true
+        });
         while let Some(ev) = ep.poll_event() {
             match ev {
                 Event::Incoming { ctx, port, peer, .. } => {
                     let sha = (port == VERIFY_PORT).then(Sha256::new);
                     conns.insert(
                         ctx,
-                        Conn { port, peer, start: StdInstant::now(), bytes: 0, sha, digest: None },
+                        Conn {
+                            port,
+                            peer,
+                            start: StdInstant::now(),
+                            bytes: 0,
+                            sha,
+                            digest: None,
+                            request: Vec::new(),
+                            source: None,
+                        },
                     );
                 }
                 Event::Readable { ctx } => {
@@ -286,6 +315,28 @@ fn serve_xtp<T: Io>(
                         let Some(conn) = conns.get_mut(&ctx) else { continue };
                         if conn.port == ECHO_PORT {
                             let _ = ep.write(now, ctx, c.data, c.eom, c.btag);
+                        } else if conn.port == SOURCE_PORT {
+                            if conn.source.is_some() || conn.request.len() + c.data.len() > SourceRequest::LEN
+                            {
+                                ep.abort(now, ctx);
+                                continue;
+                            }
+                            conn.request.extend_from_slice(&c.data);
+                            if conn.request.len() == SourceRequest::LEN {
+                                let Some(r) = SourceRequest::decode(&conn.request) else {
+                                    ep.abort(now, ctx);
+                                    continue;
+                                };
+                                let length = (r.length > 0).then_some(r.length as usize);
+                                let (limit, deadline) = if r.timed {
+                                    let t = std::time::Duration::from_millis(r.amount.min(3_600_000));
+                                    (u64::MAX, Some(StdInstant::now() + t))
+                                } else {
+                                    (r.amount, None)
+                                };
+                                conn.source = Some((Feeder::new(limit, r.timed, length, false), deadline));
+                                sources.push(ctx);
+                            }
                         } else {
                             conn.bytes += c.data.len() as u64;
                             if let Some(h) = conn.sha.as_mut() {
@@ -298,7 +349,7 @@ fn serve_xtp<T: Io>(
                     // The receiver's own count (and hash) goes back before
                     // our close, so the client reports both sides.
                     if let Some(conn) = conns.get_mut(&ctx)
-                        && conn.port != ECHO_PORT
+                        && (conn.port == DISCARD_PORT || conn.port == VERIFY_PORT)
                     {
                         let mut answer = conn.bytes.to_be_bytes().to_vec();
                         if let Some(h) = conn.sha.take() {
@@ -308,7 +359,10 @@ fn serve_xtp<T: Io>(
                         }
                         let _ = ep.write(now, ctx, answer.into(), true, None);
                     }
-                    ep.close(now, ctx);
+                    // A source still writing closes when it is done.
+                    if !sources.contains(&ctx) {
+                        ep.close(now, ctx);
+                    }
                 }
                 Event::Closed { ctx, reason } => {
                     if let Some(mut c) = conns.remove(&ctx)
@@ -317,10 +371,16 @@ fn serve_xtp<T: Io>(
                         if let Some(h) = c.sha.take() {
                             c.digest = Some(hex(&h.finalize()));
                         }
+                        let service = match c.port {
+                            VERIFY_PORT => "verify",
+                            SOURCE_PORT => "source",
+                            _ => "discard",
+                        };
+                        let bytes = c.source.as_ref().map_or(c.bytes, |(f, _)| f.written);
                         on_received(&Received {
-                            service: if c.port == VERIFY_PORT { "verify" } else { "discard" },
+                            service,
                             peer: c.peer,
-                            bytes: c.bytes,
+                            bytes,
                             seconds: c.start.elapsed().as_secs_f64(),
                             sha256: c.digest,
                             graceful: reason == CloseReason::Graceful,

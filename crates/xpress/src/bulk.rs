@@ -1,8 +1,9 @@
 //! `xpress bulk`: flags and printing; the transfer is `xk_apps::bulk`.
 //!
 //! Output follows iperf3: a header, an interval line every `-i` seconds
-//! (sender's rate, receiver's goodput, retransmissions, RTT, window), and
-//! the end summary with both sides' counts and the protocol's counters;
+//! (sender's rate, receiver's goodput, retransmissions, RTT, window) per
+//! context and a `[SUM]` with `-P`, `tx`/`rx` with `--bidir`, and the end
+//! summary with both sides' counts and the protocol's counters;
 //! `-J` gives all of it as one line of JSON at the end. Ctrl-C prints the
 //! summary so far and exits with status 1.
 
@@ -11,7 +12,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Args;
-use xk_apps::bulk::{self, Amount, BulkConfig, BulkResult, Interval};
+use xk_apps::bulk::{self, Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult};
 use xk_apps::{Transport, format};
 use xtp_proto::Congestion;
 
@@ -30,6 +31,15 @@ pub(crate) struct BulkArgs {
     /// the receiver acknowledged by then (XTP; TCP: what it counted).
     #[arg(short = 't', long, conflicts_with = "bytes", value_parser = args::seconds, value_name = "SECONDS")]
     time: Option<std::time::Duration>,
+    /// Parallel contexts (per direction), 1–128; -n is shared among them.
+    #[arg(short = 'P', long, default_value_t = 1, value_name = "N")]
+    parallel: u32,
+    /// Reverse: the server sends, we receive (XTP's source service).
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    reverse: bool,
+    /// Both directions at once (-P contexts each way).
+    #[arg(long)]
+    bidir: bool,
     /// Print an interval line every this many seconds.
     #[arg(short = 'i', long, value_parser = args::seconds, value_name = "SECONDS")]
     interval: Option<std::time::Duration>,
@@ -78,6 +88,14 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
         to: a.to,
         transport: a.transport,
         amount: a.time.map_or(Amount::Bytes(a.bytes), Amount::Time),
+        parallel: a.parallel,
+        direction: if a.bidir {
+            Direction::Both
+        } else if a.reverse {
+            Direction::Receive
+        } else {
+            Direction::Send
+        },
         length: a.length,
         verify: a.verify,
         nocheck: a.nocheck,
@@ -107,9 +125,17 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
             Amount::Bytes(b) => format!("{} bytes", b),
             Amount::Time(t) => format!("for {}", format::secs(t.as_secs_f64())),
         };
-        let _ = writeln!(out, "Connecting to {}{via} ({}), sending {what}", a.to, a.transport.name());
+        let how = match cfg.direction {
+            Direction::Send => "sending",
+            Direction::Receive => "receiving (reverse)",
+            Direction::Both => "sending and receiving",
+        };
+        let streams =
+            if a.parallel > 1 { format!(", {} contexts each way", a.parallel) } else { String::new() };
+        let _ = writeln!(out, "Connecting to {}{via} ({}{streams}), {how} {what}", a.to, a.transport.name());
     }
     let mut header = false;
+    let (labels, bidir) = (a.parallel > 1 || a.bidir, a.bidir);
     let r = bulk::run(&cfg, stop, |iv| {
         if json {
             return;
@@ -118,7 +144,8 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
             let _ = writeln!(out, "{}", interval_header());
             header = true;
         }
-        let _ = writeln!(out, "{}", interval_line(iv));
+        let tag = if labels { label(iv.stream, iv.direction, bidir) } else { String::new() };
+        let _ = writeln!(out, "{}", interval_line(iv, &tag));
     })?;
     for w in &r.warnings {
         eprintln!("xpress bulk: warning: {w}");
@@ -138,55 +165,106 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
 
 fn interval_header() -> String {
     format!(
-        "{:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10}",
-        "interval", "sent", "sender", "receiver", "retr", "rtt", "cwnd"
+        "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10}",
+        "", "interval", "sent", "sender", "receiver", "retr", "rtt", "cwnd"
     )
 }
 
+/// `[  0]`, `[SUM]`, with `tx`/`rx` when both directions run.
+fn label(stream: Option<usize>, dir: Direction, bidir: bool) -> String {
+    let who = stream.map_or_else(|| "SUM".to_string(), |k| format!("{k:>3}"));
+    let way = match (bidir, dir) {
+        (false, _) => "",
+        (true, Direction::Receive) => " rx",
+        (true, _) => " tx",
+    };
+    format!("[{who}{way}]")
+}
+
 /// One interval: seconds, bytes sent, the sender's rate, the receiver's
-/// goodput (acknowledged bytes), retransmitted bytes, RTT, window.
-fn interval_line(iv: &Interval) -> String {
+/// goodput (acknowledged, or delivered to us), retransmitted bytes, RTT,
+/// window; `-` where this side cannot know.
+/// `tag`: whose line it is (empty with one context).
+fn interval_line(iv: &Interval, tag: &str) -> String {
     let dash = || "-".to_string();
     format!(
-        "{:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10}",
+        "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10}",
+        tag,
         format!("{:.2}-{:.2} s", iv.start, iv.end),
-        format::bytes(iv.sent_bytes),
-        format::rate(iv.sent_bits_per_second),
-        iv.acked_bits_per_second.map_or_else(dash, format::rate),
+        iv.sent_bytes.map_or_else(dash, format::bytes),
+        iv.sent_bits_per_second.map_or_else(dash, format::rate),
+        iv.receiver_bits_per_second.map_or_else(dash, format::rate),
         iv.retransmitted.map_or_else(dash, format::bytes),
         iv.srtt_ms.map_or_else(dash, |ms| format::secs(ms / 1e3)),
         iv.cwnd.map_or_else(dash, format::bytes),
     )
 }
 
+/// A context's line in the summary of a run with several.
+fn stream_line(s: &StreamResult, bidir: bool) -> String {
+    let got = s.receiver_bytes.map_or_else(|| "-".into(), |n| n.to_string());
+    format!(
+        "  {} {} in {}: {} (receiver counted {got} bytes)\n",
+        label(Some(s.stream), s.direction, bidir),
+        format::bytes(s.bytes),
+        format::secs(s.seconds),
+        format::rate(s.bits_per_second)
+    )
+}
+
 /// The end: what was counted, both sides' view, the protocol's counters.
 fn summary(r: &BulkResult) -> String {
     let mut s = String::new();
+    let bidir = r.direction == Direction::Both;
+    if r.streams.len() > 1 {
+        for st in &r.streams {
+            s += &stream_line(st, bidir);
+        }
+    }
     let rate = format::rate(r.bits_per_second);
     let secs = format::secs(r.seconds);
-    if r.timed && r.transport == "xtp" {
+    let sum = if r.streams.len() > 1 { label(None, Direction::Send, bidir) + " " } else { String::new() };
+    let t = r.transport;
+    if r.direction == Direction::Receive {
+        s +=
+            &format!("{sum}{t}: received {} bytes ({}) in {secs}: {rate}\n", r.bytes, format::bytes(r.bytes));
+    } else if r.timed && t == "xtp" {
         s += &format!(
-            "{}: {} acknowledged by the receiver within {secs}: {rate}\n",
-            r.transport,
+            "{sum}{t}: {} acknowledged by the receiver within {secs}: {rate}\n",
             format::bytes(r.bytes)
         );
     } else {
-        s += &format!("{}: {} bytes ({}) in {secs}: {rate}\n", r.transport, r.bytes, format::bytes(r.bytes));
+        s += &format!("{sum}{t}: {} bytes ({}) in {secs}: {rate}\n", r.bytes, format::bytes(r.bytes));
     }
-    let receiver = match r.receiver_bytes {
-        Some(n) => format!("the receiver counted {n} bytes"),
-        None => "no count from the receiver (the transfer was cut short)".into(),
-    };
-    s += &format!("  sender wrote {} bytes; {receiver}\n", r.sent_bytes);
+    if let Some(rx) = &r.receive_sum {
+        s += &format!(
+            "{} {t}: received {} in {}: {}\n",
+            label(None, Direction::Receive, true),
+            format::bytes(rx.bytes),
+            format::secs(rx.seconds),
+            format::rate(rx.bits_per_second)
+        );
+    }
+    if r.direction != Direction::Receive {
+        let receiver = match r.receiver_bytes {
+            Some(n) => format!("the receiver counted {n} bytes"),
+            None => "no count from the receiver (the transfer was cut short)".into(),
+        };
+        s += &format!("  sender wrote {} bytes; {receiver}\n", r.sent_bytes);
+    }
     if let Some(h) = &r.sha256 {
         let same = if r.receiver_sha256.as_ref() == Some(h) { " (the receiver's matches)" } else { "" };
         s += &format!("  sha256 {h}{same}\n");
     }
-    if let Some(c) = &r.context {
-        let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format::secs(v / 1e3));
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format::secs(v / 1e3));
+    if let (Some(c), Direction::Receive) = (&r.context, r.direction) {
+        // A receiving context's window and retransmissions are the server's.
+        s += &format!("  receiving: srtt {}, min rtt {}\n", ms(c.srtt_ms), ms(c.min_rtt_ms));
+    } else if let Some(c) = &r.context {
         let cwnd = if c.cwnd == u64::MAX { "none".into() } else { format::bytes(c.cwnd) };
+        let which = if r.streams.len() > 1 { " (context 0)" } else { "" };
         s += &format!(
-            "  {}: retransmitted {} ({} spurious), {} timeouts ({} spurious), {} reductions ({} undone), \
+            "  {}{which}: retransmitted {} ({} spurious), {} timeouts ({} spurious), {} reductions ({} undone), \
              srtt {}, min rtt {}, cwnd {cwnd}\n",
             c.congestion,
             format::bytes(c.retransmitted),
@@ -212,32 +290,43 @@ mod tests {
     #[test]
     fn interval_lines_show_both_rates_retransmissions_rtt_and_window() {
         let iv = Interval {
+            stream: None,
+            direction: Direction::Send,
             start: 1.0,
             end: 2.0,
-            sent_bytes: 12_500_000,
-            acked_bytes: Some(12_000_000),
-            sent_bits_per_second: 100e6,
-            acked_bits_per_second: Some(96e6),
+            sent_bytes: Some(12_500_000),
+            sent_bits_per_second: Some(100e6),
+            receiver_bytes: Some(12_000_000),
+            receiver_bits_per_second: Some(96e6),
             retransmitted: Some(3000),
             srtt_ms: Some(20.34),
             cwnd: Some(1 << 20),
             send_window: Some(1 << 20),
         };
-        let l = interval_line(&iv);
+        let l = interval_line(&iv, "");
         for part in
             ["1.00-2.00 s", "11.9 MiB", "100 Mbit/s", "96.0 Mbit/s", "2.93 KiB", "20.3 ms", "1.00 MiB"]
         {
             assert!(l.contains(part), "{part:?} not in {l:?}");
         }
+        assert!(!l.contains('['), "{l}");
+        assert_eq!(interval_header().chars().count(), l.chars().count());
+        // TCP knows only what it wrote.
         let tcp = Interval {
-            acked_bytes: None,
-            acked_bits_per_second: None,
+            receiver_bytes: None,
+            receiver_bits_per_second: None,
             retransmitted: None,
             srtt_ms: None,
             cwnd: None,
-            ..iv
+            ..iv.clone()
         };
-        assert!(interval_line(&tcp).ends_with('-'), "{}", interval_line(&tcp));
-        assert_eq!(interval_header().chars().count(), l.chars().count());
+        assert!(interval_line(&tcp, "").ends_with('-'), "{}", interval_line(&tcp, ""));
+        // With -P and --bidir each line says whose it is.
+        assert_eq!(label(None, Direction::Send, true), "[SUM tx]");
+        assert_eq!(label(Some(1), Direction::Send, false), "[  1]");
+        let rx = Interval { stream: Some(2), direction: Direction::Receive, sent_bytes: None, ..iv };
+        let l = interval_line(&rx, &label(rx.stream, rx.direction, true));
+        assert!(l.starts_with("[  2 rx]"), "{l}");
+        assert_eq!(l.split_whitespace().nth(4), Some("-"), "a receiver does not know what was sent: {l}");
     }
 }

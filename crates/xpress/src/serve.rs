@@ -90,8 +90,9 @@ pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
         }
         let sha = r.sha256.as_ref().map(|h| format!(" sha256 {h}")).unwrap_or_default();
         let rate = if r.seconds > 0.0 { r.bytes as f64 * 8.0 / r.seconds } else { 0.0 };
+        let (verb, dir) = if r.service == "source" { ("sent", "to") } else { ("received", "from") };
         println!(
-            "received {} bytes{sha} from {} in {}: {} ({})",
+            "{verb} {} bytes{sha} {dir} {} in {}: {} ({})",
             r.bytes,
             r.peer,
             format::secs(r.seconds),
