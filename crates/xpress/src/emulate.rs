@@ -4,6 +4,9 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use clap::Args;
 use xk_driver::pacer;
 use xk_driver::relay::{self, DEFAULT_MAX_P99_ERROR, RelayConfig};
@@ -18,8 +21,8 @@ pub(crate) struct EmulateArgs {
     /// The server the relay forwards to.
     #[arg(long)]
     server: SocketAddr,
-    /// Client → server link, netem-like (`delay 20ms rate 100mbit loss 1%`) or
-    /// `@file.toml`.
+    /// Client → server link in tc-netem's words (`delay 20ms 5ms rate
+    /// 100mbit loss 1%`; see docs/NETEM.md) or `@file.toml`.
     #[arg(long, default_value = "")]
     link: String,
     /// Server → client link (default: the same as --link).
@@ -28,7 +31,8 @@ pub(crate) struct EmulateArgs {
     /// Master seed (default: derived from the clock; printed either way).
     #[arg(long)]
     seed: Option<u64>,
-    /// Stop after this many seconds.
+    /// Stop after this many seconds (Ctrl-C stops earlier; the report is
+    /// printed either way).
     #[arg(long, default_value_t = 60.0)]
     duration: f64,
     /// Least margin (µs) before each release spent spinning instead of
@@ -84,6 +88,17 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
     let reverse = spec("--reverse", a.reverse.as_deref().unwrap_or(&a.link))?;
     let seed = a.seed.unwrap_or_else(xk_driver::clock::time_seed);
     eprintln!("xpress emulate: {} <-> {} seed {seed} for {} s", a.listen, a.server, a.duration);
+    // What was understood, in the link's own words (a typo that still
+    // parses shows here).
+    eprintln!("xpress emulate: forward (client -> server): {forward}");
+    eprintln!("xpress emulate: reverse (server -> client): {reverse}");
+    // Ctrl-C ends the relay early; its report (below) is still printed.
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
+            .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
+    }
     let cfg = RelayConfig {
         listen: a.listen,
         server: a.server,
@@ -93,7 +108,7 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
         duration: Duration::from_secs_f64(a.duration),
         spin: Duration::from_micros(a.spin_us),
         max_p99_error: Duration::from_micros(a.max_p99_error_us),
-        stop: None,
+        stop: Some(stop),
     };
     let mut file = match &a.log {
         Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| format!("--log {p}: {e}"))?)),

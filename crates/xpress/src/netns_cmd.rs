@@ -21,7 +21,8 @@ pub(crate) const PREFIX: &str = "xpns";
 
 #[derive(Args)]
 pub(crate) struct NetnsArgs {
-    /// A → B link, netem-like (`delay 20ms rate 100mbit`) or `@file.toml`.
+    /// A → B link in tc-netem's words (`delay 20ms rate 100mbit`; see
+    /// docs/NETEM.md) or `@file.toml`.
     #[arg(long, default_value = "")]
     link: String,
     /// B → A link (default: the same as --link).
@@ -132,10 +133,10 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     let mtu = [forward.params.mtu, reverse.params.mtu].into_iter().filter(|&m| m > 0).min().unwrap_or(1500);
     let mtu = u16::try_from(mtu).unwrap_or(u16::MAX);
     let ns = Netns::create_with_mtu(PREFIX, mtu).map_err(|e| format!("--link: {e}"))?;
-    eprintln!(
-        "xpress netns: {} ({ADDR_A}) <-> {} ({ADDR_B}), seed {}; forward: {:?}",
-        ns.names.0, ns.names.1, a.seed, a.link
-    );
+    eprintln!("xpress netns: {} ({ADDR_A}) <-> {} ({ADDR_B}), seed {}", ns.names.0, ns.names.1, a.seed);
+    // What was understood, in the link's own words.
+    eprintln!("xpress netns: A -> B: {forward}");
+    eprintln!("xpress netns: B -> A: {reverse}");
     let (status, report) = std::thread::scope(|s| {
         let fwd = s.spawn(|| {
             let opts = ForwardOptions {

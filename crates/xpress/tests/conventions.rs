@@ -375,3 +375,48 @@ fn parallel_contexts_reverse_and_both_directions() {
     let o = run(&["bulk", "--to", &to, "--transport", "tcp", "-P", "2"]);
     assert!(text(&o).1.contains("XTP only"), "{}", text(&o).1);
 }
+
+#[test]
+fn emulate_echoes_the_link_it_parsed_and_reports_on_ctrl_c() {
+    let mut child = Command::new(X)
+        .args(["emulate", "--listen", "127.0.0.1:0", "--server", "127.0.0.1:9", "--duration", "60"])
+        .args(["--link", "delay 100ms 10ms loss 1", "--no-realtime", "--no-keep-warm"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut child = Reaped(child);
+    let mut said = String::new();
+    for _ in 0..3 {
+        err.read_line(&mut said).unwrap();
+    }
+    // netem's numbers: `loss 1` is 1 %, and jitter reorders without a rate.
+    assert!(
+        said.contains(
+            "forward (client -> server): delay 100ms 10ms distribution uniform loss 1% jitter-reorders"
+        ),
+        "{said}"
+    );
+    let _ = Command::new("kill").args(["-INT", &child.0.id().to_string()]).status();
+    let t0 = Instant::now();
+    while child.0.try_wait().unwrap().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "emulate did not stop on Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut out = String::new();
+    use std::io::Read;
+    child.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert!(out.contains("\"forward\"") && out.contains("\"delivered\""), "no statistics on Ctrl-C: {out}");
+    // A netem form the model lacks is refused, naming it.
+    let o = run(&[
+        "emulate",
+        "--listen",
+        "127.0.0.1:0",
+        "--server",
+        "127.0.0.1:9",
+        "--link",
+        "delay 100ms 10ms 25%",
+    ]);
+    assert!(text(&o).1.contains("delay correlation"), "{}", text(&o).1);
+}
