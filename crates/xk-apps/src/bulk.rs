@@ -400,6 +400,9 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
     if cfg.rate_bps.is_some() && cfg.transport != Transport::Xtp {
         return Err("--rate: XTP only (its rate control); TCP and QUIC are not paced by this tool".into());
     }
+    if cfg.path.pcap.is_some() && cfg.transport != Transport::Xtp {
+        return Err("--pcap: XTP only (capture kernel TCP or QUIC with tcpdump)".into());
+    }
     if cfg.path.via.is_some() && cfg.transport == Transport::Tcp {
         return Err(TCP_VIA_REFUSAL.into());
     }

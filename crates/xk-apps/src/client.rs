@@ -19,6 +19,8 @@ pub struct PathConfig {
     pub raw: Option<Ipv4Addr>,
     /// Spin instead of sleeping while waiting.
     pub busy_poll: bool,
+    /// Write every XTP packet sent and received to this pcap file.
+    pub pcap: Option<std::path::PathBuf>,
 }
 
 /// The driver and wait settings of `busy_poll` and `no_offload`.
@@ -50,15 +52,21 @@ impl PathConfig {
                     std::net::IpAddr::V4(v4) => SocketAddr::from((v4, 0)),
                     std::net::IpAddr::V6(_) => return Err(format!("--to {to}: --raw supports IPv4 only")),
                 };
-                let d = Driver::bind_raw(ip, EndpointConfig::default(), time_seed(), dc)
+                let mut d = Driver::bind_raw(ip, EndpointConfig::default(), time_seed(), dc)
                     .map_err(|e| format!("raw IP 36 on {ip}: {e}"))?;
+                if let Some(p) = &self.pcap {
+                    crate::capture::install(&mut d, p, Some(to))?;
+                }
                 Ok((ClientDriver::Raw(d), to))
             }
             None => {
                 let dst = self.via.unwrap_or(to);
                 let local = crate::addr::any_for(dst);
-                let d = UdpDriver::bind_with(local, EndpointConfig::default(), time_seed(), dc)
+                let mut d = UdpDriver::bind_with(local, EndpointConfig::default(), time_seed(), dc)
                     .map_err(|e| format!("bind {local} to reach {dst}: {e}"))?;
+                if let Some(p) = &self.pcap {
+                    crate::capture::install(&mut d, p, Some(dst))?;
+                }
                 Ok((ClientDriver::Udp(d), dst))
             }
         }

@@ -22,6 +22,7 @@
 pub mod addr;
 pub mod bulk;
 mod bulk_xtp;
+mod capture;
 pub mod client;
 pub mod close;
 mod feed;

@@ -105,6 +105,9 @@ pub fn run(cfg: &PingConfig, stop: &AtomicBool, on_reply: impl FnMut(Reply)) -> 
     if cfg.timeout.is_zero() {
         return Err("-W 0: the reply timeout must be positive".into());
     }
+    if cfg.path.pcap.is_some() && cfg.transport != Transport::Xtp {
+        return Err("--pcap: XTP only (capture kernel TCP or UDP with tcpdump)".into());
+    }
     if cfg.path.via.is_some() && cfg.transport == Transport::Tcp {
         return Err(crate::transport::TCP_VIA_REFUSAL.into());
     }

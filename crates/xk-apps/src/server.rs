@@ -66,6 +66,8 @@ pub struct ServeConfig {
     pub quic_port: u16,
     /// Stop after this long.
     pub duration: Option<std::time::Duration>,
+    /// Write every XTP packet sent and received to this pcap file.
+    pub pcap: Option<PathBuf>,
 }
 
 impl ServeConfig {
@@ -82,6 +84,7 @@ impl ServeConfig {
             quic_cert: None,
             quic_port: 0,
             duration: None,
+            pcap: None,
         }
     }
 }
@@ -143,14 +146,20 @@ impl Server {
             if cfg.quic_cert.is_some() || cfg.udp_echo_port.is_some() {
                 return Err("--raw serves XTP only: leave out --quic-cert and --udp-echo-port".into());
             }
-            let d = Driver::bind_raw(ip, EndpointConfig::default(), time_seed(), dc)
+            let mut d = Driver::bind_raw(ip, EndpointConfig::default(), time_seed(), dc)
                 .map_err(|e| format!("raw IP 36 on {ip}: {e}"))?;
+            if let Some(p) = &cfg.pcap {
+                crate::capture::install(&mut d, p, None)?;
+            }
             let services =
                 vec![Service { name: "xtp", addr: SocketAddr::new(ip.into(), 0), what: XTP_WHAT_RAW }];
             return Ok(Server { driver: AnyDriver::Raw(d), services, cfg: cfg.clone(), done });
         }
-        let d = UdpDriver::bind_with(cfg.listen, EndpointConfig::default(), time_seed(), dc)
+        let mut d = UdpDriver::bind_with(cfg.listen, EndpointConfig::default(), time_seed(), dc)
             .map_err(|e| bind_error("--listen", "XTP (UDP)", cfg.listen, &e))?;
+        if let Some(p) = &cfg.pcap {
+            crate::capture::install(&mut d, p, None)?;
+        }
         let local = d.local_addr().map_err(|e| e.to_string())?;
         let mut services = vec![Service { name: "xtp", addr: local, what: XTP_WHAT }];
         let tcp = TcpListener::bind(local).map_err(|e| bind_error("--listen", "TCP", local, &e))?;

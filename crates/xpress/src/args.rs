@@ -58,11 +58,21 @@ pub(crate) struct PathArgs {
     /// address to the `--to` address (port ignored).
     #[arg(long, value_name = "LOCAL_IP")]
     raw: Option<std::net::Ipv4Addr>,
+    /// Write every XTP packet sent and received to FILE (pcap, framed as
+    /// IPv4 protocol 36: Wireshark and tshark decode it as XTP as it is).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
 }
 
 impl PathArgs {
     pub(crate) fn config(&self, busy_poll: bool) -> PathConfig {
-        PathConfig { no_offload: self.no_offload, via: self.via, raw: self.raw, busy_poll }
+        PathConfig {
+            no_offload: self.no_offload,
+            via: self.via,
+            raw: self.raw,
+            busy_poll,
+            pcap: self.pcap.clone(),
+        }
     }
 }
 

@@ -48,6 +48,10 @@ pub(crate) struct ServeArgs {
     /// Port of the QUIC service (default: any free port; printed).
     #[arg(long, value_name = "PORT", default_value_t = 0, requires = "quic_cert")]
     quic_port: u16,
+    /// Write every XTP packet sent and received to FILE (pcap, framed as
+    /// IPv4 protocol 36: Wireshark and tshark decode it as XTP as it is).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
     /// Print each finished transfer as a line of JSON.
     #[arg(short = 'J', long)]
     json: bool,
@@ -66,6 +70,7 @@ pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
         quic_cert: a.quic_cert.clone(),
         quic_port: a.quic_port,
         duration: a.duration,
+        pcap: a.pcap.clone(),
     };
     let server = Server::bind(&cfg)?;
     if let Some(w) = server.warning() {
