@@ -12,6 +12,7 @@ use xk_driver::pacer;
 use xk_driver::relay::{self, DEFAULT_MAX_P99_ERROR, RelayConfig};
 use xk_netemu::{LinkSpec, parse_line, parse_toml};
 use xk_time::Duration;
+use xtp_wire::pcap::PcapWriter;
 
 #[derive(Args)]
 pub(crate) struct EmulateArgs {
@@ -56,6 +57,11 @@ pub(crate) struct EmulateArgs {
     /// Write one JSON line per datagram event here.
     #[arg(long)]
     log: Option<String>,
+    /// Write every datagram that crossed the emulated link (dropped ones
+    /// are not) to FILE as pcap, framed as IPv4 protocol 36: for XTP
+    /// traffic, which Wireshark and tshark then decode as it is.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
 }
 
 /// The pacing the `--no-realtime` / `--no-keep-warm` flags leave.
@@ -66,6 +72,18 @@ pub(crate) fn pacing(no_realtime: bool, no_keep_warm: bool) -> pacer::Pacing {
 /// Whole microseconds of `d`, for command-line defaults.
 pub(crate) const fn duration_micros(d: Duration) -> u64 {
     d.as_micros() as u64
+}
+
+/// A pcap file for `--pcap`, or an error naming it.
+pub(crate) fn pcap_writer(p: &std::path::Path) -> Result<PcapWriter<BufWriter<File>>, String> {
+    let f = File::create(p).map_err(|e| format!("--pcap {}: {e}", p.display()))?;
+    PcapWriter::new(BufWriter::new(f)).map_err(|e| format!("--pcap {}: {e}", p.display()))
+}
+
+/// Nanoseconds since 1970 at the moment a new driver clock reads zero
+/// (pcap files want wall time; the forwarding loop's clock starts at 0).
+pub(crate) fn unix_base() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |t| t.as_nanos() as u64)
 }
 
 pub(crate) fn spec(what: &str, s: &str) -> Result<LinkSpec, String> {
@@ -123,8 +141,27 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
     }
     let sock = std::net::UdpSocket::bind(a.listen).map_err(|e| format!("relay on {}: {e}", a.listen))?;
     let mut log = file.as_mut().map(|f| f as &mut dyn Write);
-    let report = relay::run_on_with(sock, &cfg, pacing(a.no_realtime, a.no_keep_warm), &mut log)
+    let mut pcap = match &a.pcap {
+        Some(p) => Some(pcap_writer(p)?),
+        None => None,
+    };
+    let base = unix_base();
+    let mut capture = |_dir: usize, t: xk_time::Instant, from: SocketAddr, to: SocketAddr, data: &[u8]| {
+        if let Some(w) = pcap.as_mut() {
+            let v4 = |a: SocketAddr| match a.ip() {
+                std::net::IpAddr::V4(ip) => ip,
+                std::net::IpAddr::V6(_) => std::net::Ipv4Addr::UNSPECIFIED,
+            };
+            let _ = w.write_packet(base + t.as_nanos(), v4(from), v4(to), data);
+        }
+    };
+    let cap: Option<relay::Capture<'_>> = a.pcap.is_some().then_some(&mut capture as relay::Capture<'_>);
+    let report = relay::run_on_captured(sock, &cfg, pacing(a.no_realtime, a.no_keep_warm), &mut log, cap)
         .map_err(|e| format!("relay on {}: {e}", a.listen))?;
+    drop(capture);
+    if let Some(w) = pcap {
+        w.into_inner().map_err(|e| format!("--pcap: {e}"))?;
+    }
     if let (Some(s), Some(w)) = (&report.timing.scheduling, &report.timing.keep_warm) {
         eprintln!("xpress emulate: forwarding thread: {s}; keep-warm: {w}");
     }

@@ -52,6 +52,11 @@ pub(crate) struct NetnsArgs {
     /// Write the emulator's report (JSON) here.
     #[arg(long)]
     report: Option<String>,
+    /// Write every IP packet that crossed the emulated link (dropped ones
+    /// are not) to FILE as pcap: kernel TCP, UDP, XTP over IP 36 — what
+    /// tcpdump inside the namespaces would show, after the link.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
     /// Write one JSON line per packet event (arrive / release) here.
     #[arg(long)]
     log: Option<String>,
@@ -132,6 +137,16 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     // directions'), so the kernel's packets fit the emulated link.
     let mtu = [forward.params.mtu, reverse.params.mtu].into_iter().filter(|&m| m > 0).min().unwrap_or(1500);
     let mtu = u16::try_from(mtu).unwrap_or(u16::MAX);
+    let mut writer = match &a.pcap {
+        Some(p) => Some(crate::emulate::pcap_writer(p)?),
+        None => None,
+    };
+    let base = crate::emulate::unix_base();
+    let mut pcap = writer.as_mut().map(|w| {
+        move |_dir: usize, t: xk_time::Instant, ip: &[u8]| {
+            let _ = w.write_ip(base + t.as_nanos(), ip);
+        }
+    });
     let ns = Netns::create_with_mtu(PREFIX, mtu).map_err(|e| format!("--link: {e}"))?;
     eprintln!("xpress netns: {} ({ADDR_A}) <-> {} ({ADDR_B}), seed {}", ns.names.0, ns.names.1, a.seed);
     // What was understood, in the link's own words.
@@ -144,6 +159,7 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
                 max_p99_error: Duration::from_micros(a.max_p99_error_us),
                 pacing: pacing(a.no_realtime, a.no_keep_warm),
                 log: log.as_mut().map(|w| w as &mut dyn std::io::Write),
+                capture: pcap.as_mut().map(|c| c as &mut dyn FnMut(usize, xk_time::Instant, &[u8])),
             };
             let r = ns.forward(&forward, &reverse, a.seed, Duration::from_secs_f64(a.duration), opts, &stop);
             if let Some(w) = log.as_mut() {

@@ -2,7 +2,7 @@
 //! packet type the tools produce, none malformed. The traffic: a transfer
 //! through the emulator with loss (DATA, CNTL, FIRST, TCNTL, ECNTL) and a
 //! ping whose server is replaced midway (the new one answers the old
-//! context with DIAG). JCNTL (multicast join) is not produced by the tools.
+//! context with DIAG); the emulator's capture of what crossed its link too. JCNTL (multicast join) is not produced by the tools.
 //! Without tshark the test checks that the files were written and says it
 //! skipped the decoding.
 
@@ -62,7 +62,7 @@ fn pcap_files_decode_as_xtp_in_stock_tshark() {
     let dir = std::env::temp_dir().join(format!("xpress-pcap-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = |name: &str| dir.join(name).display().to_string();
-    let (spcap, bpcap, ppcap) = (f("serve.pcap"), f("bulk.pcap"), f("ping.pcap"));
+    let (spcap, bpcap, ppcap, epcap) = (f("serve.pcap"), f("bulk.pcap"), f("ping.pcap"), f("emulate.pcap"));
 
     // A transfer through a lossy emulated path: losses make ECNTL.
     let port = free_port();
@@ -72,7 +72,7 @@ fn pcap_files_decode_as_xtp_in_stock_tshark() {
         Command::new(X)
             .args(["emulate", "--listen", &format!("127.0.0.1:{relay_port}")])
             .args(["--server", &format!("127.0.0.1:{port}"), "--link", "delay 2ms loss 5%"])
-            .args(["--duration", "60", "--no-realtime", "--no-keep-warm"])
+            .args(["--duration", "60", "--no-realtime", "--no-keep-warm", "--pcap", &epcap])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -85,7 +85,7 @@ fn pcap_files_decode_as_xtp_in_stock_tshark() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    drop(relay);
+    interrupt(relay);
     interrupt(server); // its capture is complete once it has stopped
 
     // A ping whose server is replaced: the new one does not know the
@@ -109,7 +109,7 @@ fn pcap_files_decode_as_xtp_in_stock_tshark() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    for p in [&spcap, &bpcap, &ppcap] {
+    for p in [&spcap, &bpcap, &ppcap, &epcap] {
         let len = std::fs::metadata(p).unwrap().len();
         assert!(len > 24 + 100, "{p}: {len} bytes, no packets");
     }
@@ -118,7 +118,7 @@ fn pcap_files_decode_as_xtp_in_stock_tshark() {
         return;
     }
     let mut types = BTreeSet::new();
-    for p in [&spcap, &bpcap, &ppcap] {
+    for p in [&spcap, &bpcap, &ppcap, &epcap] {
         let all = tshark(&["-r", p]).unwrap().lines().count();
         let xtp = tshark(&["-r", p, "-Y", "xtp"]).unwrap().lines().count();
         let bad = tshark(&["-r", p, "-Y", "_ws.malformed || _ws.expert.severity >= error"]).unwrap();

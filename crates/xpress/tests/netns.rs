@@ -165,3 +165,41 @@ fn kernel_tcp_over_the_packet_radio_channel() {
     assert!(f["key_ups"].as_u64().unwrap() > 0 && v["key_ups"].as_u64().unwrap() > 0, "{r}");
     assert_clean(marker);
 }
+
+/// `netns --pcap`: what crossed the link, as IP packets stock tshark reads.
+#[test]
+fn netns_pcap_holds_the_packets_that_crossed_the_link() {
+    if !is_root() {
+        eprintln!("skipped: xpress netns needs root (namespaces, TUN); CI runs this as root");
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let marker = "--duration 61.25";
+    let pcap = std::env::temp_dir().join(format!("xpress-netns-{}.pcap", std::process::id()));
+    let out = Command::new(X)
+        .args(["netns", "--link", "delay 1ms", "--pcap"])
+        .arg(&pcap)
+        .args(["--a", &format!("exec {X} serve --listen 10.200.0.1:3636 {marker}"), "--b"])
+        .arg(format!("{X} bulk --to 10.200.0.1:3636 --transport tcp -n 300000 -J"))
+        .args(["--report", "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_clean(marker);
+    let Ok(t) = Command::new("tshark").arg("-r").arg(&pcap).args(["-Y", "tcp"]).output() else {
+        eprintln!("skipped the decoding: tshark is not installed (CI installs it)");
+        let _ = std::fs::remove_file(&pcap);
+        return;
+    };
+    let tcp = String::from_utf8_lossy(&t.stdout).lines().count();
+    let bad = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args(["-Y", "_ws.malformed || _ws.expert.severity >= error"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&pcap);
+    // 300 KB is about 210 full segments one way, plus the ACKs.
+    assert!(tcp > 200, "only {tcp} TCP packets in the capture");
+    assert!(String::from_utf8_lossy(&bad.stdout).trim().is_empty(), "malformed packets in the capture");
+}
