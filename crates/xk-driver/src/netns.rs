@@ -84,10 +84,14 @@ pub struct ForwardOptions<'a> {
     pub pacing: Pacing,
     /// One JSON line per packet event (arrive / release), if given.
     pub log: Option<&'a mut dyn Write>,
-    /// Sees each released IP packet (what crossed the emulated link): the
-    /// direction (0: A → B), the release time, the packet (`--pcap`).
-    pub capture: Option<&'a mut dyn FnMut(usize, Instant, &[u8])>,
+    /// Sees each released IP packet (what crossed the emulated link):
+    /// `--pcap`.
+    pub capture: Option<PacketTap<'a>>,
 }
+
+/// A capture of released packets: the direction (0: A → B), the release
+/// time, the IP packet.
+pub type PacketTap<'a> = &'a mut dyn FnMut(usize, Instant, &[u8]);
 
 impl Netns {
     /// Creates namespaces `<prefix><pid>a` / `…b` and their TUN link with

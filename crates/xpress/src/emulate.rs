@@ -158,7 +158,6 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
     let cap: Option<relay::Capture<'_>> = a.pcap.is_some().then_some(&mut capture as relay::Capture<'_>);
     let report = relay::run_on_captured(sock, &cfg, pacing(a.no_realtime, a.no_keep_warm), &mut log, cap)
         .map_err(|e| format!("relay on {}: {e}", a.listen))?;
-    drop(capture);
     if let Some(w) = pcap {
         w.into_inner().map_err(|e| format!("--pcap: {e}"))?;
     }
