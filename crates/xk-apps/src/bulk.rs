@@ -4,7 +4,8 @@
 //! directions at once (`--bidir`), the receiver's own count reported back
 //! at the end, and a result that says what the protocol did
 //! (retransmissions, RTT, window). The types and checks are here, the XTP
-//! engine in `bulk_xtp.rs`, the TCP floor and the QUIC peer below.
+//! engine in `bulk_xtp.rs`, the TCP floor in `bulk_tcp.rs`, the QUIC peer
+//! below.
 //!
 //! With a time bound the sender stops writing at the deadline and closes;
 //! the goodput counts the bytes the receiver acknowledged (or, receiving,
@@ -370,8 +371,8 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
     if !(1..=128).contains(&cfg.parallel) {
         return Err(format!("-P {}: from 1 to 128 parallel contexts", cfg.parallel));
     }
-    if cfg.transport != Transport::Xtp && (cfg.parallel > 1 || cfg.direction != Direction::Send) {
-        return Err("-P, -R and --bidir: XTP only for now (TCP and QUIC send one stream)".into());
+    if cfg.transport == Transport::Quic && (cfg.parallel > 1 || cfg.direction != Direction::Send) {
+        return Err("-P, -R and --bidir: XTP and TCP only (the QUIC peer sends one stream)".into());
     }
     if cfg.verify && cfg.direction != Direction::Send {
         return Err("--verify with -R or --bidir: the server hashes what it receives only".into());
@@ -422,61 +423,12 @@ pub fn run(
             (ClientDriver::Udp(d), to) => crate::bulk_xtp::run(d, cfg, to, stop, on_interval),
             (ClientDriver::Raw(d), to) => crate::bulk_xtp::run(d, cfg, to, stop, on_interval),
         },
-        Transport::Tcp => bulk_tcp(cfg, stop, on_interval),
+        Transport::Tcp => crate::bulk_tcp::run(cfg, stop, on_interval),
         Transport::Udp => {
             Err("--transport udp: bulk over raw UDP has no reliability to compare; use tcp or xtp".into())
         }
         Transport::Quic => bulk_quic(cfg),
     }
-}
-
-fn bulk_tcp(
-    cfg: &BulkConfig,
-    stop: &AtomicBool,
-    mut on_interval: impl FnMut(&Interval),
-) -> Result<BulkResult, String> {
-    if cfg.verify || cfg.path.raw.is_some() {
-        return Err("--transport tcp: --verify and --raw are XTP only".into());
-    }
-    let (bytes, secs) = match cfg.amount {
-        Amount::Bytes(b) => (b, None),
-        Amount::Time(t) => (0, Some(t.as_secs_f64())),
-    };
-    let mut r = BulkResult::new(Transport::Tcp, cfg);
-    let mut last = (0.0, 0u64);
-    let mut intervals = Vec::new();
-    let out = crate::floors::bulk_tcp(cfg.to, bytes, secs, cfg.length, cfg.interval, stop, |t, sent| {
-        let iv = Interval {
-            stream: None,
-            direction: Direction::Send,
-            start: last.0,
-            end: t,
-            sent_bytes: Some(sent - last.1),
-            sent_bits_per_second: Some((sent - last.1) as f64 * 8.0 / (t - last.0)),
-            receiver_bytes: None,
-            receiver_bits_per_second: None,
-            retransmitted: None,
-            srtt_ms: None,
-            cwnd: None,
-            send_window: None,
-        };
-        on_interval(&iv);
-        intervals.push(iv);
-        last = (t, sent);
-    })?;
-    r.intervals = intervals;
-    r.sent_bytes = out.sent;
-    r.receiver_bytes = out.server_bytes;
-    r.interrupted = out.interrupted;
-    if !out.interrupted && secs.is_none() && out.server_bytes != Some(out.sent) {
-        return Err(match out.server_bytes {
-            Some(n) => format!("tcp: the server counted {n} of {} bytes", out.sent),
-            None => "tcp: the server did not answer its count (is it `xpress serve`?)".into(),
-        });
-    }
-    r.set_rate(out.server_bytes.unwrap_or(out.sent), out.seconds);
-    r.streams.push(r.stream_result());
-    Ok(r)
 }
 
 fn bulk_quic(cfg: &BulkConfig) -> Result<BulkResult, String> {

@@ -62,8 +62,15 @@ impl PathConfig {
             None => {
                 let dst = self.via.unwrap_or(to);
                 let local = crate::addr::any_for(dst);
-                let mut d = UdpDriver::bind_with(local, EndpointConfig::default(), time_seed(), dc)
-                    .map_err(|e| format!("bind {local} to reach {dst}: {e}"))?;
+                let mut d =
+                    UdpDriver::bind_with(local, EndpointConfig::default(), time_seed(), dc).map_err(|e| {
+                        let hint = if e.raw_os_error() == Some(nix::libc::EAFNOSUPPORT) {
+                            " (IPv6 is disabled on this host)"
+                        } else {
+                            ""
+                        };
+                        format!("bind {local} to reach {dst}: {e}{hint}")
+                    })?;
                 if let Some(p) = &self.pcap {
                     crate::capture::install(&mut d, p, Some(dst))?;
                 }

@@ -1,16 +1,18 @@
 //! The floors XTP is compared with, measured by the same tools: a raw UDP
 //! echo (the cost of the kernel path alone) and kernel TCP.
 //!
-//! The TCP server takes a one-byte command: `e` echoes, `d` discards and,
+//! The TCP server takes a one-byte command: `e` echoes; `d` discards and,
 //! when the client has shut down its side, answers the 8-byte big-endian
 //! count of what it received — the receiver's own view, as XTP's discard
-//! service and the QUIC peer give it.
+//! service and the QUIC peer give it; `s` reads a 13-byte source request
+//! (bytes or time, as XTP's source service) and sends that (`bulk -R`).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::feed::SourceRequest;
 use crate::ping::Echo;
 
 /// Reads once; with `busy`, spins on a non-blocking socket instead of
@@ -47,6 +49,10 @@ pub fn tcp_server(l: TcpListener, busy: bool, done: &AtomicBool) {
             if s.read_exact(&mut mode).is_err() {
                 return;
             }
+            if mode[0] == b's' {
+                source(s);
+                return;
+            }
             let echo = mode[0] == b'e';
             let busy = busy && echo && s.set_nonblocking(true).is_ok();
             let mut buf = vec![0u8; 1 << 16];
@@ -70,6 +76,31 @@ pub fn tcp_server(l: TcpListener, busy: bool, done: &AtomicBool) {
             }
         });
     }
+}
+
+/// The TCP source: sends what the request asks, then closes.
+fn source(mut s: TcpStream) {
+    let mut req = [0u8; SourceRequest::LEN];
+    if s.read_exact(&mut req).is_err() {
+        return;
+    }
+    let Some(r) = SourceRequest::decode(&req) else { return };
+    let deadline = r.timed.then(|| Instant::now() + Duration::from_millis(r.amount.min(3_600_000)));
+    let limit = if r.timed { u64::MAX } else { r.amount };
+    let chunk = vec![0x5au8; 1 << 16];
+    let mut sent = 0u64;
+    while sent < limit && deadline.is_none_or(|d| Instant::now() < d) {
+        let n = (limit - sent).min(chunk.len() as u64) as usize;
+        match s.write(&chunk[..n]) {
+            Ok(w) => sent += w as u64,
+            Err(_) => return,
+        }
+    }
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    // Wait for the client's close, so the last bytes are not cut by a reset.
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut rest = [0u8; 64];
+    while matches!(s.read(&mut rest), Ok(n) if n > 0) {}
 }
 
 /// Echoes UDP datagrams (`busy`: spinning on non-blocking receives) until
@@ -232,80 +263,4 @@ impl Echo for TcpEcho {
             }
         }
     }
-}
-
-/// A TCP bulk run's outcome.
-pub(crate) struct TcpBulk {
-    pub(crate) sent: u64,
-    pub(crate) seconds: f64,
-    pub(crate) server_bytes: Option<u64>,
-    pub(crate) interrupted: bool,
-}
-
-/// Sends `bytes` (or, with `seconds`, for that long) over kernel TCP to the
-/// discard service; the clock stops when the server's count comes back
-/// (all data consumed). `message`: writes of this size with Nagle off.
-/// `on_interval(seconds_since_start, bytes_written_so_far)` is called every
-/// `interval`.
-pub(crate) fn bulk_tcp(
-    to: SocketAddr,
-    bytes: u64,
-    seconds: Option<f64>,
-    message: Option<usize>,
-    interval: Option<Duration>,
-    stop: &AtomicBool,
-    mut on_interval: impl FnMut(f64, u64),
-) -> Result<TcpBulk, String> {
-    let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(10))
-        .map_err(|e| format!("tcp connect {to}: {e}"))?;
-    s.write_all(b"d").map_err(|e| e.to_string())?;
-    if message.is_some() {
-        s.set_nodelay(true).map_err(|e| e.to_string())?;
-    }
-    // A write blocks at most this long, so the time bound, intervals and
-    // Ctrl-C are noticed on a slow path too.
-    s.set_write_timeout(Some(Duration::from_millis(50))).map_err(|e| e.to_string())?;
-    let chunk = vec![0x5au8; message.unwrap_or(1 << 20)];
-    let t0 = Instant::now();
-    let mut left = if seconds.is_some() { u64::MAX } else { bytes };
-    let mut sent = 0u64;
-    let mut next_tick = interval.map(|i| t0 + i);
-    let mut interrupted = false;
-    let mut pending: &[u8] = &[];
-    while left > 0 || !pending.is_empty() {
-        let now = Instant::now();
-        if let (Some(t), Some(i)) = (next_tick, interval)
-            && now >= t
-        {
-            on_interval((t - t0).as_secs_f64(), sent);
-            next_tick = Some(t + i);
-        }
-        if seconds.is_some_and(|t| (now - t0).as_secs_f64() >= t) {
-            break;
-        }
-        if stop.load(Ordering::Relaxed) {
-            interrupted = true;
-            break;
-        }
-        if pending.is_empty() {
-            let n = left.min(chunk.len() as u64) as usize;
-            pending = &chunk[..n];
-            left -= n as u64;
-        }
-        match s.write(pending) {
-            Ok(n) => {
-                pending = &pending[n..];
-                sent += n as u64;
-            }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(e) => return Err(format!("tcp send: {e}")),
-        }
-    }
-    s.shutdown(std::net::Shutdown::Write).map_err(|e| e.to_string())?;
-    // The server answers its count once it has read everything.
-    s.set_read_timeout(Some(Duration::from_secs(if interrupted { 2 } else { 60 })))
-        .map_err(|e| e.to_string())?;
-    let mut count = [0u8; 8];
-    let server_bytes = s.read_exact(&mut count).ok().map(|()| u64::from_be_bytes(count));
-    Ok(TcpBulk { sent, seconds: t0.elapsed().as_secs_f64(), server_bytes, interrupted })
 }

@@ -21,6 +21,7 @@
 
 pub mod addr;
 pub mod bulk;
+mod bulk_tcp;
 mod bulk_xtp;
 mod capture;
 pub mod client;

@@ -31,10 +31,12 @@ pub(crate) struct BulkArgs {
     /// the receiver acknowledged by then (XTP; TCP: what it counted).
     #[arg(short = 't', long, conflicts_with = "bytes", value_parser = args::seconds, value_name = "SECONDS")]
     time: Option<std::time::Duration>,
-    /// Parallel contexts (per direction), 1–128; -n is shared among them.
+    /// Parallel contexts (TCP: connections) per direction, 1–128; -n is
+    /// shared among them.
     #[arg(short = 'P', long, default_value_t = 1, value_name = "N")]
     parallel: u32,
-    /// Reverse: the server sends, we receive (XTP's source service).
+    /// Reverse: the server sends, we receive (its source service; XTP and
+    /// TCP).
     #[arg(short = 'R', long, conflicts_with = "bidir")]
     reverse: bool,
     /// Both directions at once (-P contexts each way).
@@ -130,8 +132,9 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
             Direction::Receive => "receiving (reverse)",
             Direction::Both => "sending and receiving",
         };
+        let unit = if a.transport == Transport::Xtp { "contexts" } else { "connections" };
         let streams =
-            if a.parallel > 1 { format!(", {} contexts each way", a.parallel) } else { String::new() };
+            if a.parallel > 1 { format!(", {} {unit} each way", a.parallel) } else { String::new() };
         let _ = writeln!(out, "Connecting to {}{via} ({}{streams}), {how} {what}", a.to, a.transport.name());
     }
     let mut header = false;
@@ -327,6 +330,7 @@ mod tests {
         let rx = Interval { stream: Some(2), direction: Direction::Receive, sent_bytes: None, ..iv };
         let l = interval_line(&rx, &label(rx.stream, rx.direction, true));
         assert!(l.starts_with("[  2 rx]"), "{l}");
-        assert_eq!(l.split_whitespace().nth(4), Some("-"), "a receiver does not know what was sent: {l}");
+        // `[`, `2`, `rx]`, `1.00-2.00`, `s`, then the sent column.
+        assert_eq!(l.split_whitespace().nth(5), Some("-"), "a receiver does not know what was sent: {l}");
     }
 }

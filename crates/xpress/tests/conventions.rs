@@ -371,9 +371,24 @@ fn parallel_contexts_reverse_and_both_directions() {
     }
     assert!(out.contains("acknowledged by the receiver within 500 ms"), "{out}");
     assert!(out.contains("[SUM rx] xtp: received"), "{out}");
-    // Ctrl-C-free refusal of what only XTP does.
-    let o = run(&["bulk", "--to", &to, "--transport", "tcp", "-P", "2"]);
-    assert!(text(&o).1.contains("XTP only"), "{}", text(&o).1);
+    // The kernel-TCP floor does the same: -P 2 -R counts exactly, both ways.
+    let o = run(&["bulk", "--to", &to, "--transport", "tcp", "-P", "2", "-R", "-n", "1000001", "-J"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["bytes"].as_u64(), v["streams"].as_array().map(Vec::len)),
+        (Some(1_000_001), Some(2)),
+        "{v}"
+    );
+    let o = run(&["bulk", "--to", &to, "--transport", "tcp", "--bidir", "-t", "0.3", "-J"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["bytes"].as_u64() > Some(0) && v["receive_sum"]["bytes"].as_u64() > Some(0), "{v}");
+    // The QUIC peer sends one stream.
+    let o = run(&["bulk", "--to", &to, "--transport", "quic", "-P", "2"]);
+    assert!(text(&o).1.contains("XTP and TCP only"), "{}", text(&o).1);
 }
 
 #[test]
