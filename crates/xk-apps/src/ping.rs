@@ -92,10 +92,8 @@ pub(crate) trait Echo {
     }
 }
 
-/// Runs `cfg`, calling `on_reply` for each reply or loss as it happens;
-/// returns the summary (also when stopped or when the path failed midway:
-/// `error` then says why).
-pub fn run(cfg: &PingConfig, stop: &AtomicBool, on_reply: impl FnMut(Reply)) -> Result<PingResult, String> {
+/// Checks `cfg` and names the flag at fault.
+pub fn check(cfg: &PingConfig) -> Result<(), String> {
     if cfg.length == 0 {
         return Err("-l 0: a request must carry at least 1 byte".into());
     }
@@ -111,6 +109,17 @@ pub fn run(cfg: &PingConfig, stop: &AtomicBool, on_reply: impl FnMut(Reply)) -> 
     if cfg.path.via.is_some() && cfg.transport == Transport::Tcp {
         return Err(crate::transport::TCP_VIA_REFUSAL.into());
     }
+    if cfg.transport == Transport::Quic {
+        return Err("--transport quic: bulk only (ping measures XTP, UDP and TCP)".into());
+    }
+    Ok(())
+}
+
+/// Runs `cfg`, calling `on_reply` for each reply or loss as it happens;
+/// returns the summary (also when stopped or when the path failed midway:
+/// `error` then says why).
+pub fn run(cfg: &PingConfig, stop: &AtomicBool, on_reply: impl FnMut(Reply)) -> Result<PingResult, String> {
+    check(cfg)?;
     match cfg.transport {
         Transport::Xtp => match cfg.path.open(cfg.to)? {
             (ClientDriver::Udp(d), to) => drive(cfg, stop, XtpEcho::open(d, to, cfg)?, on_reply),

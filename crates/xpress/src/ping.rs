@@ -75,6 +75,7 @@ pub(crate) fn run(a: &PingArgs) -> Result<ExitCode, String> {
         cc: a.cc,
         path: a.path.config(a.busy_poll),
     };
+    ping::check(&cfg)?;
     let lines = !a.quiet && !a.json;
     if !a.json {
         let via = cfg.path.via.map(|v| format!(" via {v}")).unwrap_or_default();

@@ -435,3 +435,11 @@ fn emulate_echoes_the_link_it_parsed_and_reports_on_ctrl_c() {
     ]);
     assert!(text(&o).1.contains("delay correlation"), "{}", text(&o).1);
 }
+
+#[test]
+fn a_refused_ping_prints_no_header_first() {
+    let o = run(&["ping", "-c", "0"]);
+    let (out, err) = text(&o);
+    assert!(out.is_empty(), "printed before refusing: {out}");
+    assert!(err.contains("-c 0"), "{err}");
+}
