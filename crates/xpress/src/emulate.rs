@@ -16,11 +16,12 @@ use xtp_wire::pcap::PcapWriter;
 
 #[derive(Args)]
 pub(crate) struct EmulateArgs {
-    /// Address clients send to.
-    #[arg(long)]
+    /// Address clients send to (what they give as `--via`): HOST[:PORT].
+    #[arg(long, value_parser = crate::args::addr, value_name = "ADDR")]
     listen: SocketAddr,
-    /// The server the relay forwards to.
-    #[arg(long)]
+    /// The server the relay forwards to: HOST[:PORT], port 3636 by default
+    /// (`xpress serve`'s XTP address; its UDP echo for `ping --transport udp`).
+    #[arg(long, value_parser = crate::args::addr, value_name = "ADDR")]
     server: SocketAddr,
     /// Client → server link in tc-netem's words (`delay 20ms 5ms rate
     /// 100mbit loss 1%`; see docs/NETEM.md) or `@file.toml`.

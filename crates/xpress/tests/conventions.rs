@@ -394,7 +394,7 @@ fn parallel_contexts_reverse_and_both_directions() {
 #[test]
 fn emulate_echoes_the_link_it_parsed_and_reports_on_ctrl_c() {
     let mut child = Command::new(X)
-        .args(["emulate", "--listen", "127.0.0.1:0", "--server", "127.0.0.1:9", "--duration", "60"])
+        .args(["emulate", "--listen", "localhost:0", "--server", "localhost:9", "--duration", "60"])
         .args(["--link", "delay 100ms 10ms loss 1", "--no-realtime", "--no-keep-warm"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -406,6 +406,7 @@ fn emulate_echoes_the_link_it_parsed_and_reports_on_ctrl_c() {
     for _ in 0..3 {
         err.read_line(&mut said).unwrap();
     }
+    assert!(said.contains("127.0.0.1:0 <-> 127.0.0.1:9"), "host names resolved: {said}");
     // netem's numbers: `loss 1` is 1 %, and jitter reorders without a rate.
     assert!(
         said.contains(
