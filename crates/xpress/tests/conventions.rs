@@ -444,3 +444,73 @@ fn a_refused_ping_prints_no_header_first() {
     assert!(out.is_empty(), "printed before refusing: {out}");
     assert!(err.contains("-c 0"), "{err}");
 }
+
+/// Every `-J` key the lab and the scripts read before this interface grew
+/// is still there, with its meaning (new keys may be added).
+#[test]
+fn json_keeps_every_earlier_key() {
+    let s = serve(&[]);
+    let to = s.addr.to_string();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let o = run(args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o).1);
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let v = json(&["bulk", "--to", &to, "-n", "1000000", "-l", "1000", "-J"]);
+    for k in [
+        "transport",
+        "bytes",
+        "seconds",
+        "gbit_per_s",
+        "nocheck",
+        "message_bytes",
+        "sha256",
+        "datagrams_sent",
+        "send_calls",
+        "send_errors",
+        "gso",
+        "gro",
+        "context",
+    ] {
+        assert!(v.get(k).is_some(), "bulk -J lost {k}: {v}");
+    }
+    for k in [
+        "congestion",
+        "bytes_sent",
+        "retransmitted",
+        "spurious_retransmitted",
+        "packets_sent",
+        "timeouts",
+        "spurious_timeouts",
+        "loss_reports",
+        "congestion_events",
+        "undone",
+        "tail_probes",
+        "rtt_samples",
+        "cwnd",
+        "send_window",
+        "srtt_ms",
+        "min_rtt_ms",
+        "rto_ms",
+        "recv_buffer",
+    ] {
+        assert!(v["context"].get(k).is_some(), "bulk -J context lost {k}: {v}");
+    }
+    assert_eq!(
+        (v["transport"].as_str(), v["bytes"].as_u64(), v["message_bytes"].as_u64()),
+        (Some("xtp"), Some(1_000_000), Some(1000))
+    );
+    let gbps = v["bytes"].as_f64().unwrap() * 8.0 / v["seconds"].as_f64().unwrap() / 1e9;
+    assert!((v["gbit_per_s"].as_f64().unwrap() - gbps).abs() < 1e-9, "{v}");
+    let v = json(&["bulk", "--to", &to, "--transport", "tcp", "-n", "1000000", "-J"]);
+    assert_eq!((v["transport"].as_str(), v["bytes"].as_u64()), (Some("tcp"), Some(1_000_000)), "{v}");
+    assert!(v["seconds"].as_f64().unwrap() > 0.0 && v["gbit_per_s"].as_f64().unwrap() > 0.0, "{v}");
+    let v = json(&["ping", "--to", &to, "-l", "100", "-c", "5", "-i", "0", "-J"]);
+    for k in ["transport", "busy_poll", "length", "count"] {
+        assert!(v.get(k).is_some(), "ping -J lost {k}: {v}");
+    }
+    for k in ["p50", "p90", "p99", "max"] {
+        assert!(v["rtt_us"][k].as_f64().unwrap() > 0.0, "ping -J lost rtt_us.{k}: {v}");
+    }
+    assert_eq!((v["length"].as_u64(), v["count"].as_u64()), (Some(100), Some(5)));
+}
