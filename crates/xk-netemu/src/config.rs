@@ -11,6 +11,7 @@
 //! corrupt PERCENT [0%]              duplicate PERCENT [0%]
 //! reorder PERCENT [0%]              (needs a delay: the chosen packets skip it)
 //! rate RATE [PACKETOVERHEAD [0]]    RATE = 1200bit, 64kbit, 45mbit, 10gbit
+//! slot MIN [MAX] [packets N] [bytes N]   packets leave in bursts at slot starts
 //! limit PACKETS
 //! -- ours --
 //! profile NAME                      start from a named profile
@@ -29,7 +30,8 @@
 //! Times take a unit (`ns`, `us`, `ms`, `s`); percentages are `1%` or `1`
 //! (as netem reads them). What netem has and the model does not —
 //! correlations other than 0, `loss state`, `ecn`, `distribution
-//! paretonormal`, `reorder … gap`, cell sizes, negative overheads, `slot` —
+//! paretonormal`, `reorder … gap`, cell sizes, negative overheads, `slot
+//! distribution` —
 //! is refused with a message naming it. `docs/NETEM.md` maps every netem
 //! form to ours; a test parses each row. TOML uses the same keywords as
 //! keys (`delay = "50ms"`, `loss = "gemodel 1% 30%"`, `blackout = ["1s-2s"]`,
@@ -38,7 +40,7 @@
 use xk_time::Duration;
 
 use crate::link::Change;
-use crate::params::{Blackout, ConfigError, Corrupt, CsmaParams, JitterDist, LinkParams, Loss};
+use crate::params::{Blackout, ConfigError, Corrupt, CsmaParams, JitterDist, LinkParams, Loss, Slot};
 use crate::profiles;
 
 /// A parsed configuration: base parameters and scheduled changes.
@@ -361,11 +363,38 @@ fn apply(p: &mut LinkParams, kw: &str, t: &mut Tokens<'_>) -> Result<(), ConfigE
             }
         }
         "slot" => {
-            return Err(ConfigError::new(
-                "slot",
-                t.peek().unwrap_or(""),
-                "slotting is not supported by the link model (packets are released one by one)",
-            ));
+            // netem: slot MIN_DELAY [MAX_DELAY] [packets N] [bytes N].
+            let v = t.value("slot")?;
+            if v == "distribution" || v == "dist" {
+                return Err(ConfigError::new(
+                    "slot distribution",
+                    t.peek().unwrap_or(""),
+                    "slot distributions are not supported; give slot MIN_DELAY [MAX_DELAY]",
+                ));
+            }
+            let min = parse_duration("slot", v)?;
+            let max = match t.optional_value(starts_numeric) {
+                Some(m) => parse_duration("slot max", m)?,
+                None => min,
+            };
+            let mut slot = Slot { min, max, packets: 0, bytes: 0 };
+            loop {
+                match t.peek() {
+                    Some("packets") => {
+                        t.next();
+                        let n = t.value("slot packets")?;
+                        slot.packets = n
+                            .parse()
+                            .map_err(|_| ConfigError::new("slot packets", n, "expected a whole number"))?;
+                    }
+                    Some("bytes") => {
+                        t.next();
+                        slot.bytes = parse_bytes("slot bytes", t.value("slot bytes")?)?;
+                    }
+                    _ => break,
+                }
+            }
+            p.slot = Some(slot);
         }
         "ecn" => return Err(ConfigError::new("ecn", "", "ECN marking is not supported: the model drops")),
         "mtu" => p.mtu = parse_count("mtu", t.value("mtu")?)?,
@@ -392,7 +421,7 @@ fn apply(p: &mut LinkParams, kw: &str, t: &mut Tokens<'_>) -> Result<(), ConfigE
             return Err(ConfigError::new(
                 "keyword",
                 other,
-                "unknown (netem's: delay, distribution, loss, corrupt, duplicate, reorder, rate, limit; ours: profile, jitter, jitter-reorders, jitter-keeps-order, overhead, limit-bytes, ber, mtu, blackout, csma, txdelay, persist, slottime, txtail, dcd, maxframe, at)",
+                "unknown (netem's: delay, distribution, loss, corrupt, duplicate, reorder, rate, slot, limit; ours: profile, jitter, jitter-reorders, jitter-keeps-order, overhead, limit-bytes, ber, mtu, blackout, csma, txdelay, persist, slottime, txtail, dcd, maxframe, at)",
             ));
         }
     }

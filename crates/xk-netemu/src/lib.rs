@@ -39,5 +39,5 @@ pub use config::{
     LinkSpec, parse_bytes, parse_duration, parse_line, parse_percent, parse_rate, parse_size, parse_toml,
 };
 pub use link::{Change, Delivery, DropReason, Fate, Link, LinkPacket, LinkStats, SendOutcome};
-pub use params::{Blackout, ConfigError, Corrupt, CsmaParams, JitterDist, LinkParams, Loss};
+pub use params::{Blackout, ConfigError, Corrupt, CsmaParams, JitterDist, LinkParams, Loss, Slot};
 pub use path::Path;

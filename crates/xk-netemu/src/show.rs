@@ -82,6 +82,15 @@ impl fmt::Display for LinkParams {
         if self.overhead > 0 {
             w.push(format!("overhead {}", self.overhead));
         }
+        if let Some(s) = &self.slot {
+            w.push(format!("slot {} {}", time(s.min), time(s.max)));
+            if s.packets > 0 {
+                w.push(format!("packets {}", s.packets));
+            }
+            if s.bytes > 0 {
+                w.push(format!("bytes {}", s.bytes));
+            }
+        }
         if self.limit_packets > 0 {
             w.push(format!("limit {}", self.limit_packets));
         }

@@ -76,7 +76,8 @@ fn errors_name_parameter_value_and_reason() {
         ("delay 10ms 1ms distribution paretonormal", "distribution", "paretonormal", "not supported"),
         ("loss state 1%", "loss state", "", "4-state Markov model is not supported"),
         ("loss 1% ecn", "loss ecn", "", "ECN"),
-        ("slot 800us 1ms", "slot", "800us", "slotting is not supported"),
+        ("slot distribution pareto 1ms 100us", "slot distribution", "pareto", "not supported"),
+        ("slot 2ms 1ms", "slot", "", "MIN_DELAY <= MAX_DELAY"),
         ("rate 10mbit -4", "rate packetoverhead", "-4", "negative"),
         ("rate 10mbit 20 53", "rate cellsize", "53", "cell sizes"),
         ("limit lots", "limit", "lots", "whole number"),
@@ -237,6 +238,7 @@ fn a_link_is_printed_in_its_own_words_and_parses_back() {
         "ber 1e-6 mtu 1400 limit-bytes 64k blackout 1s-1500ms",
         "profile packet-radio-9600 txdelay 50ms",
         "delay 1ms at 5s delay 50ms at 10s loss 3%",
+        "delay 5ms slot 1ms 2ms packets 4 bytes 6000",
     ] {
         let a = parse_line(line).unwrap();
         let shown = a.to_string();
