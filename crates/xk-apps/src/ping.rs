@@ -42,6 +42,23 @@ pub struct PingConfig {
     pub path: PathConfig,
 }
 
+impl PingConfig {
+    /// `count` back-to-back XTP requests of 64 bytes to `to`, a reply
+    /// given up after 10 s, every other option at its default.
+    pub fn new(to: SocketAddr, count: u64) -> Self {
+        PingConfig {
+            to,
+            transport: Transport::Xtp,
+            length: 64,
+            count: Some(count),
+            interval: Duration::ZERO,
+            timeout: Duration::from_secs(10),
+            cc: Congestion::Cubic,
+            path: PathConfig::default(),
+        }
+    }
+}
+
 /// One request's fate.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Reply {
