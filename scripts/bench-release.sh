@@ -80,7 +80,7 @@ for i in $(seq 1 "$RUNS"); do
         --duration $((SECS + 3)) >"$TMP/relay.json" 2>"$TMP/relay.err" &
     EP=$!
     sleep 0.3
-    "$X" bulk --to "127.0.0.1:$port" --via "127.0.0.1:$((port - 1))" -t "$SECS" --rate 5625000 -J \
+    "$X" bulk --to "127.0.0.1:$port" --via "127.0.0.1:$((port - 1))" -t "$SECS" --rate 45mbit -J \
         >"$TMP/bulk.json" 2>&1 || true
     wait "$EP" || true
     stop_load

@@ -25,7 +25,7 @@ trap 'kill $SERVER $BUSY 2>/dev/null; rm -f "$out" "$out.busy"' EXIT
 for _ in $(seq 50); do grep -q listening "$out" && break; sleep 0.1; done
 ADDR=$(head -1 "$out" | awk '{print $3}')
 echo "server $ADDR (pid $SERVER), $(nproc) cores, $(uname -r)"
-p50() { local a=$1; shift; $X ping --to "$a" -l "$1" -n 5000 --transport "$2" "${@:3}" -J | python3 -c 'import json,sys; r=json.load(sys.stdin)["rtt_us"]; print("%.1f %.1f" % (r["p50"], r["p99"]))'; }
+p50() { local a=$1; shift; $X ping --to "$a" -l "$1" -c 5000 -i 0 --transport "$2" "${@:3}" -J | python3 -c 'import json,sys; r=json.load(sys.stdin)["rtt_us"]; print("%.1f %.1f" % (r["p50"], r["p99"]))'; }
 for len in 1 1000; do
   read -r xp50 xp99 <<<"$(p50 "$ADDR" $len xtp)"
   read -r up50 up99 <<<"$(p50 "$ADDR" $len udp)"
@@ -38,7 +38,7 @@ if [ "$(nproc)" -ge 2 ]; then
   BUSY=$!
   for _ in $(seq 50); do grep -q listening "$out.busy" && break; sleep 0.1; done
   BADDR=$(head -1 "$out.busy" | awk '{print $3}')
-  bp50() { taskset -c 0 $B ping --to "$BADDR" -l "$1" -n 5000 --transport "$2" --busy-poll -J | python3 -c 'import json,sys; r=json.load(sys.stdin)["rtt_us"]; print("%.1f %.1f" % (r["p50"], r["p99"]))'; }
+  bp50() { taskset -c 0 $B ping --to "$BADDR" -l "$1" -c 5000 -i 0 --transport "$2" --busy-poll -J | python3 -c 'import json,sys; r=json.load(sys.stdin)["rtt_us"]; print("%.1f %.1f" % (r["p50"], r["p99"]))'; }
   for len in 1 1000; do
     read -r xp50 xp99 <<<"$(bp50 $len xtp)"
     read -r up50 up99 <<<"$(bp50 $len udp)"

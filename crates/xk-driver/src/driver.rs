@@ -74,7 +74,22 @@ pub struct Driver<T: Transport> {
     spare: Vec<u8>,
     /// Kernel buffer sizes granted (receive, send).
     pub buffers: (usize, usize),
+    /// Sees every packet sent and received (see [`Driver::set_tap`]).
+    tap: Option<Box<Tap>>,
 }
+
+/// Which way a tapped packet went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TapDir {
+    /// We sent it to the address.
+    Sent,
+    /// We received it from the address.
+    Received,
+}
+
+/// A packet observer: direction, the driver's time, the peer, one XTP
+/// packet (a GSO or GRO train arrives here split into its packets).
+pub type Tap = dyn FnMut(TapDir, Instant, SocketAddr, &[u8]) + Send;
 
 /// XTP over UDP.
 pub type UdpDriver = Driver<BatchSocket>;
@@ -128,7 +143,15 @@ impl<T: Transport> Driver<T> {
             out: Vec::with_capacity(TX_BATCH),
             spare: vec![0u8; TX_BATCH * max_packet],
             buffers,
+            tap: None,
         }
+    }
+
+    /// Calls `tap` with every packet sent and received from now on (a
+    /// packet capture: `--pcap`). `None` removes it. Costs one branch per
+    /// packet when unset.
+    pub fn set_tap(&mut self, tap: Option<Box<Tap>>) {
+        self.tap = tap;
     }
 
     /// A warning when the kernel granted less socket buffer than asked
@@ -193,6 +216,11 @@ impl<T: Transport> Driver<T> {
                 return Ok(());
             }
             self.data_first();
+            if let Some(tap) = self.tap.as_mut() {
+                for o in &self.out {
+                    tap(TapDir::Sent, now, o.dst, &self.arena[o.start..o.start + o.len]);
+                }
+            }
             self.sock.send(&self.arena, &self.out)?;
             if self.out.len() < TX_BATCH {
                 return Ok(());
@@ -248,10 +276,14 @@ impl<T: Transport> Driver<T> {
         // a 13.5 ms minimum RTT, which shrank BBR's window and RACK's wait).
         let ep = &mut self.ep;
         let clock = &self.clock;
+        let tap = &mut self.tap;
         let stamp = std::cell::Cell::new(None);
         let mut feed = |from: SocketAddr, data: Bytes| {
             let now = stamp.get().unwrap_or_else(|| clock.now());
             stamp.set(Some(now));
+            if let Some(tap) = tap.as_mut() {
+                tap(TapDir::Received, now, from, &data);
+            }
             ep.handle_datagram(now, from, data)
         };
         let n = self.sock.recv(block, &mut feed)?;

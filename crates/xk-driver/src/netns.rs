@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use xk_netemu::{Fate, LinkSpec, Path};
-use xk_time::{Duration, duration_nanos};
+use xk_time::{Duration, Instant, duration_nanos};
 
 use crate::clock::Clock;
 use crate::pacer::{Pacer, Pacing};
@@ -84,7 +84,14 @@ pub struct ForwardOptions<'a> {
     pub pacing: Pacing,
     /// One JSON line per packet event (arrive / release), if given.
     pub log: Option<&'a mut dyn Write>,
+    /// Sees each released IP packet (what crossed the emulated link):
+    /// `--pcap`.
+    pub capture: Option<PacketTap<'a>>,
 }
+
+/// A capture of released packets: the direction (0: A → B), the release
+/// time, the IP packet.
+pub type PacketTap<'a> = &'a mut dyn FnMut(usize, Instant, &[u8]);
 
 impl Netns {
     /// Creates namespaces `<prefix><pid>a` / `…b` and their TUN link with
@@ -162,7 +169,7 @@ impl Netns {
         opts: ForwardOptions<'_>,
         stop: &Arc<AtomicBool>,
     ) -> io::Result<RelayReport> {
-        let ForwardOptions { spin, max_p99_error, pacing, mut log } = opts;
+        let ForwardOptions { spin, max_p99_error, pacing, mut log, mut capture } = opts;
         let drops_at_start = self.tun_drops();
         let clock = Clock::new();
         let start = clock.now();
@@ -196,6 +203,9 @@ impl Netns {
                     // apart (`write_*` in the timing) and delays the packets
                     // behind it, whose own stamps show it.
                     let sent_at = clock.now();
+                    if let Some(cap) = capture.as_mut() {
+                        cap(d, sent_at, &p.packet);
+                    }
                     if outs[d].send(&p.packet).is_err() {
                         send_errors[d] += 1;
                     }

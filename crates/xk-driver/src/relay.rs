@@ -262,6 +262,24 @@ pub fn run_on_with(
     pacing: Pacing,
     log: &mut Option<&mut dyn Write>,
 ) -> io::Result<RelayReport> {
+    run_on_captured(sock, cfg, pacing, log, None)
+}
+
+/// What a capture sees of each released datagram: the direction (0:
+/// client → server), the release time, where it came from, where it went,
+/// its bytes.
+pub type Capture<'a> = &'a mut dyn FnMut(usize, Instant, SocketAddr, SocketAddr, &[u8]);
+
+/// As [`run_on_with`], handing each released datagram to `capture` (what
+/// crossed the emulated link; dropped datagrams are not seen): `xpress
+/// emulate --pcap`.
+pub fn run_on_captured(
+    sock: UdpSocket,
+    cfg: &RelayConfig,
+    pacing: Pacing,
+    log: &mut Option<&mut dyn Write>,
+    mut capture: Option<Capture<'_>>,
+) -> io::Result<RelayReport> {
     let clock = Clock::new();
     let start = clock.now();
     let mut path: Path<Bytes> =
@@ -321,6 +339,13 @@ pub fn run_on_with(
                 // socket (loopback delivers inside the call) — for a batch,
                 // the time of its last datagram, an upper bound for all.
                 let sent_at = clock.now();
+                if let (Some(cap), Some(from)) =
+                    (capture.as_mut(), if dir == 0 { client } else { Some(cfg.server) })
+                {
+                    for o in &out {
+                        cap(dir, sent_at, from, o.dst, &arena[o.start..o.start + o.len]);
+                    }
+                }
                 for &(at, id, len, corrupted, duplicate) in &intended {
                     let err = sent_at.saturating_since(at);
                     pacer.stats.release(at, now, sent_at);

@@ -32,9 +32,12 @@ mod noise;
 mod params;
 pub mod path;
 pub mod profiles;
+mod show;
 
 pub use channel::{AirDrop, Channel};
-pub use config::{LinkSpec, parse_line, parse_toml};
+pub use config::{
+    LinkSpec, parse_bytes, parse_duration, parse_line, parse_percent, parse_rate, parse_size, parse_toml,
+};
 pub use link::{Change, Delivery, DropReason, Fate, Link, LinkPacket, LinkStats, SendOutcome};
-pub use params::{Blackout, ConfigError, Corrupt, CsmaParams, JitterDist, LinkParams, Loss};
+pub use params::{Blackout, ConfigError, Corrupt, CsmaParams, JitterDist, LinkParams, Loss, Slot};
 pub use path::Path;

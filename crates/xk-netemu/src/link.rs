@@ -19,7 +19,12 @@
 //!    earlier than `done`; unless jitter may reorder, also no earlier than the
 //!    previous arrival;
 //! 9. **reordering** — with probability `reorder`, the copy skips stage 8 and
-//!    arrives at `done`, ahead of earlier packets still in the delay line.
+//!    arrives at `done`, ahead of earlier packets still in the delay line;
+//! 10. **slotting** (netem's `slot`, applied as packets leave) — a packet due
+//!     waits for the next slot start; when the slot's start lies before the
+//!     packet is due, the next one is drawn `min`..`max` after it is due (as
+//!     netem does); each slot releases at most `packets` / `bytes`, then the
+//!     next slot is drawn from then.
 //!
 //! All times are integer nanoseconds. Each random process has its own stream
 //! derived from the link's seed, so turning one impairment on or off does not
@@ -196,6 +201,15 @@ struct Streams {
     corrupt: Rng,
     jitter: Rng,
     reorder: Rng,
+    slot: Rng,
+}
+
+/// Where slotting stands: the next slot's start and what it may still carry.
+#[derive(Clone, Copy, Default)]
+struct SlotState {
+    next: Instant,
+    packets_left: u64,
+    bytes_left: u64,
 }
 
 /// A timed change of parameters.
@@ -223,6 +237,7 @@ pub struct Link<P> {
     next_id: u64,
     next_order: u64,
     stats: LinkStats,
+    slot: SlotState,
 }
 
 impl<P: LinkPacket> Link<P> {
@@ -261,6 +276,7 @@ impl<P: LinkPacket> Link<P> {
                 corrupt: s("corrupt"),
                 jitter: s("jitter"),
                 reorder: s("reorder"),
+                slot: s("slot"),
             },
             queue: VecDeque::new(),
             queue_bytes: 0,
@@ -270,6 +286,7 @@ impl<P: LinkPacket> Link<P> {
             next_id: 0,
             next_order: 0,
             stats: LinkStats::default(),
+            slot: SlotState::default(),
         })
     }
 
@@ -288,17 +305,53 @@ impl<P: LinkPacket> Link<P> {
         self.flight.len()
     }
 
-    /// When the next packet arrives, if any is in flight.
+    /// When the next packet arrives, if any is in flight. With slotting,
+    /// not before the next slot start (a slot not yet drawn is drawn at the
+    /// first `poll` at or after the packet is due; ask again after it).
     pub fn next_arrival(&self) -> Option<Instant> {
-        self.flight.peek().map(|Reverse(f)| f.at)
+        let at = self.flight.peek().map(|Reverse(f)| f.at)?;
+        Some(if self.params.slot.is_some() { at.max(self.slot.next) } else { at })
+    }
+
+    /// A new slot starting `min`..`max` after `from`, with a full budget.
+    fn draw_slot(&mut self, from: Instant) {
+        let Some(s) = self.params.slot else { return };
+        let (lo, hi) = (duration_nanos(s.min), duration_nanos(s.max));
+        let gap = lo + ((hi - lo) as f64 * self.rng.slot.unit()).round() as u64;
+        let cap = |n: u64| if n == 0 { u64::MAX } else { n };
+        self.slot = SlotState {
+            next: from + Duration::from_nanos(gap),
+            packets_left: cap(u64::from(s.packets)),
+            bytes_left: cap(s.bytes),
+        };
     }
 
     /// The next packet that has arrived by `now`.
     pub fn poll(&mut self, now: Instant) -> Option<Delivery<P>> {
-        if self.flight.peek()?.0.at > now {
+        let at = self.flight.peek()?.0.at;
+        if at > now {
             return None;
         }
-        let Reverse(f) = self.flight.pop()?;
+        if self.params.slot.is_some() {
+            if self.slot.next < at {
+                self.draw_slot(at);
+            }
+            if self.slot.next > now {
+                return None;
+            }
+        }
+        let Reverse(mut f) = self.flight.pop()?;
+        if self.params.slot.is_some() {
+            // It leaves at the slot's start, not when it became due: drivers
+            // measure their release error against this.
+            f.delivery.at = f.delivery.at.max(self.slot.next);
+            let len = f.delivery.packet.len() as u64;
+            self.slot.packets_left = self.slot.packets_left.saturating_sub(1);
+            self.slot.bytes_left = self.slot.bytes_left.saturating_sub(len);
+            if self.slot.packets_left == 0 || self.slot.bytes_left == 0 {
+                self.draw_slot(now);
+            }
+        }
         self.stats.delivered += 1;
         self.stats.delivered_bytes += f.delivery.packet.len() as u64;
         Some(f.delivery)

@@ -50,6 +50,22 @@ pub enum Corrupt {
     BitErrorRate(f64),
 }
 
+/// netem's slotting: packets leave in bursts, at slot starts a uniformly
+/// random `min`..`max` apart, at most `packets` / `bytes` per slot (0: no
+/// cap) — the delivery pattern of Wi-Fi and cellular links (aggregation,
+/// scheduling grants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    /// Shortest gap between slot starts.
+    pub min: Duration,
+    /// Longest gap between slot starts.
+    pub max: Duration,
+    /// Most packets released per slot (0: any number).
+    pub packets: u32,
+    /// Most bytes released per slot (0: any number).
+    pub bytes: u64,
+}
+
 /// A window during which the link delivers nothing (offsets from link start).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Blackout {
@@ -137,6 +153,8 @@ pub struct LinkParams {
     /// access rules instead of two independent directions; `rate_bps` is then
     /// the channel's bit rate and `overhead` the framing bytes per frame.
     pub csma: Option<CsmaParams>,
+    /// netem's slotting (see [`Slot`]), if set.
+    pub slot: Option<Slot>,
 }
 
 impl Default for LinkParams {
@@ -157,6 +175,7 @@ impl Default for LinkParams {
             mtu: 0,
             blackouts: Vec::new(),
             csma: None,
+            slot: None,
         }
     }
 }
@@ -258,6 +277,7 @@ impl LinkParams {
                 ("jitter", !self.jitter.is_zero(), format!("{:?}", self.jitter)),
                 ("duplicate", self.duplicate > 0.0, self.duplicate.to_string()),
                 ("reorder", self.reorder > 0.0, self.reorder.to_string()),
+                ("slot", self.slot.is_some(), String::new()),
             ];
             for (name, set, value) in unsupported {
                 if set {
@@ -268,6 +288,15 @@ impl LinkParams {
                     ));
                 }
             }
+        }
+        if let Some(s) = &self.slot
+            && (s.max < s.min || s.max.is_zero())
+        {
+            return Err(ConfigError::new(
+                "slot",
+                format!("{:?} {:?}", s.min, s.max),
+                "needs 0 < MIN_DELAY <= MAX_DELAY",
+            ));
         }
         for (i, b) in self.blackouts.iter().enumerate() {
             if b.end <= b.start {

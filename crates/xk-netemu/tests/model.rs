@@ -231,3 +231,43 @@ fn same_seed_same_trace() {
     assert_ne!(trace(9, "a"), trace(10, "a"));
     assert_ne!(trace(9, "a"), trace(9, "b"));
 }
+
+/// netem's `slot`: packets leave only at slot starts, at most `packets` per
+/// slot, and none waits longer than it must.
+#[test]
+fn slotting_releases_packets_in_bursts_at_slot_starts() {
+    let p = parse_line("delay 10ms slot 1ms packets 3").unwrap().params;
+    let mut l = link(p, 7);
+    // One packet every 100 µs for 20 ms.
+    for i in 0..200u64 {
+        let _ = l.send(Instant::from_nanos(i * 100_000), vec![0u8; 100]);
+    }
+    let mut out: Vec<u64> = Vec::new();
+    let mut now = Instant::ZERO;
+    while let Some(t) = l.next_arrival() {
+        now = now.max(t);
+        match l.poll(now) {
+            Some(d) => {
+                assert!(d.at <= now, "a delivery says it left after it was polled");
+                out.push(d.at.as_nanos());
+            }
+            None => {
+                // A slot was drawn: ask again.
+                if l.next_arrival() == Some(t) {
+                    now += Duration::from_nanos(1);
+                }
+            }
+        }
+        assert!(out.len() <= 200 && now < Instant::from_nanos(10_000_000_000), "runaway");
+    }
+    assert_eq!(out.len(), 200, "every packet leaves");
+    // Bursts: release instants repeat, at most 3 packets at one instant.
+    let mut per_instant = std::collections::BTreeMap::new();
+    for t in &out {
+        *per_instant.entry(*t).or_insert(0) += 1;
+    }
+    assert!(per_instant.values().all(|&n| n <= 3), "{per_instant:?}");
+    assert!(per_instant.len() < 200, "no bursts at all");
+    // Nothing leaves before its 10 ms delay.
+    assert!(out[0] >= 10_000_000, "{}", out[0]);
+}

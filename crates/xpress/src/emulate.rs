@@ -4,22 +4,27 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use clap::Args;
 use xk_driver::pacer;
 use xk_driver::relay::{self, DEFAULT_MAX_P99_ERROR, RelayConfig};
 use xk_netemu::{LinkSpec, parse_line, parse_toml};
 use xk_time::Duration;
+use xtp_wire::pcap::PcapWriter;
 
 #[derive(Args)]
 pub(crate) struct EmulateArgs {
-    /// Address clients send to.
-    #[arg(long)]
+    /// Address clients send to (what they give as `--via`): HOST[:PORT].
+    #[arg(long, value_parser = crate::args::addr, value_name = "ADDR")]
     listen: SocketAddr,
-    /// The server the relay forwards to.
-    #[arg(long)]
+    /// The server the relay forwards to: HOST[:PORT], port 3636 by default
+    /// (`xpress serve`'s XTP address; its UDP echo for `ping --transport udp`).
+    #[arg(long, value_parser = crate::args::addr, value_name = "ADDR")]
     server: SocketAddr,
-    /// Client → server link, netem-like (`delay 20ms rate 100mbit loss 1%`) or
-    /// `@file.toml`.
+    /// Client → server link in tc-netem's words (`delay 20ms 5ms rate
+    /// 100mbit loss 1%`; see docs/NETEM.md) or `@file.toml`.
     #[arg(long, default_value = "")]
     link: String,
     /// Server → client link (default: the same as --link).
@@ -28,7 +33,8 @@ pub(crate) struct EmulateArgs {
     /// Master seed (default: derived from the clock; printed either way).
     #[arg(long)]
     seed: Option<u64>,
-    /// Stop after this many seconds.
+    /// Stop after this many seconds (Ctrl-C stops earlier; the report is
+    /// printed either way).
     #[arg(long, default_value_t = 60.0)]
     duration: f64,
     /// Least margin (µs) before each release spent spinning instead of
@@ -52,6 +58,11 @@ pub(crate) struct EmulateArgs {
     /// Write one JSON line per datagram event here.
     #[arg(long)]
     log: Option<String>,
+    /// Write every datagram that crossed the emulated link (dropped ones
+    /// are not) to FILE as pcap, framed as IPv4 protocol 36: for XTP
+    /// traffic, which Wireshark and tshark then decode as it is.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
 }
 
 /// The pacing the `--no-realtime` / `--no-keep-warm` flags leave.
@@ -62,6 +73,18 @@ pub(crate) fn pacing(no_realtime: bool, no_keep_warm: bool) -> pacer::Pacing {
 /// Whole microseconds of `d`, for command-line defaults.
 pub(crate) const fn duration_micros(d: Duration) -> u64 {
     d.as_micros() as u64
+}
+
+/// A pcap file for `--pcap`, or an error naming it.
+pub(crate) fn pcap_writer(p: &std::path::Path) -> Result<PcapWriter<BufWriter<File>>, String> {
+    let f = File::create(p).map_err(|e| format!("--pcap {}: {e}", p.display()))?;
+    PcapWriter::new(BufWriter::new(f)).map_err(|e| format!("--pcap {}: {e}", p.display()))
+}
+
+/// Nanoseconds since 1970 at the moment a new driver clock reads zero
+/// (pcap files want wall time; the forwarding loop's clock starts at 0).
+pub(crate) fn unix_base() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |t| t.as_nanos() as u64)
 }
 
 pub(crate) fn spec(what: &str, s: &str) -> Result<LinkSpec, String> {
@@ -82,10 +105,19 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
     }
     let forward = spec("--link", &a.link)?;
     let reverse = spec("--reverse", a.reverse.as_deref().unwrap_or(&a.link))?;
-    let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
+    let seed = a.seed.unwrap_or_else(xk_driver::clock::time_seed);
     eprintln!("xpress emulate: {} <-> {} seed {seed} for {} s", a.listen, a.server, a.duration);
+    // What was understood, in the link's own words (a typo that still
+    // parses shows here).
+    eprintln!("xpress emulate: forward (client -> server): {forward}");
+    eprintln!("xpress emulate: reverse (server -> client): {reverse}");
+    // Ctrl-C ends the relay early; its report (below) is still printed.
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
+            .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
+    }
     let cfg = RelayConfig {
         listen: a.listen,
         server: a.server,
@@ -95,7 +127,7 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
         duration: Duration::from_secs_f64(a.duration),
         spin: Duration::from_micros(a.spin_us),
         max_p99_error: Duration::from_micros(a.max_p99_error_us),
-        stop: None,
+        stop: Some(stop),
     };
     let mut file = match &a.log {
         Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| format!("--log {p}: {e}"))?)),
@@ -110,8 +142,26 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
     }
     let sock = std::net::UdpSocket::bind(a.listen).map_err(|e| format!("relay on {}: {e}", a.listen))?;
     let mut log = file.as_mut().map(|f| f as &mut dyn Write);
-    let report = relay::run_on_with(sock, &cfg, pacing(a.no_realtime, a.no_keep_warm), &mut log)
+    let mut pcap = match &a.pcap {
+        Some(p) => Some(pcap_writer(p)?),
+        None => None,
+    };
+    let base = unix_base();
+    let mut capture = |_dir: usize, t: xk_time::Instant, from: SocketAddr, to: SocketAddr, data: &[u8]| {
+        if let Some(w) = pcap.as_mut() {
+            let v4 = |a: SocketAddr| match a.ip() {
+                std::net::IpAddr::V4(ip) => ip,
+                std::net::IpAddr::V6(_) => std::net::Ipv4Addr::UNSPECIFIED,
+            };
+            let _ = w.write_packet(base + t.as_nanos(), v4(from), v4(to), data);
+        }
+    };
+    let cap: Option<relay::Capture<'_>> = a.pcap.is_some().then_some(&mut capture as relay::Capture<'_>);
+    let report = relay::run_on_captured(sock, &cfg, pacing(a.no_realtime, a.no_keep_warm), &mut log, cap)
         .map_err(|e| format!("relay on {}: {e}", a.listen))?;
+    if let Some(w) = pcap {
+        w.into_inner().map_err(|e| format!("--pcap: {e}"))?;
+    }
     if let (Some(s), Some(w)) = (&report.timing.scheduling, &report.timing.keep_warm) {
         eprintln!("xpress emulate: forwarding thread: {s}; keep-warm: {w}");
     }

@@ -3,13 +3,14 @@
 //! Every part of the laboratory adds a subcommand here. The binary is the one
 //! place (with the driver and lab crates) allowed to read the wall clock.
 
+mod args;
 mod bench;
+mod bulk;
 mod emulate;
-mod floors;
 mod netns_cmd;
-mod quic;
+mod ping;
 mod report;
-mod tools;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -34,12 +35,21 @@ enum Command {
     Netns(netns_cmd::NetnsArgs),
     /// The seeds' experiments reproduced here: HTML and JSON report.
     Report(report::ReportArgs),
-    /// Serve `ping` (echo, XTP port 7) and `bulk` (discard, port 9) over UDP.
-    Serve(tools::ServeArgs),
-    /// Message ping-pong over XTP: round-trip time percentiles.
-    Ping(tools::PingArgs),
-    /// Bulk transfer over XTP: goodput and SHA-256 of the data.
-    Bulk(tools::BulkArgs),
+    /// Serve `ping` and `bulk`: XTP echo/discard/verify, the TCP and UDP
+    /// floors, optionally QUIC; one line per bound service.
+    Serve(serve::ServeArgs),
+    /// Round trips over XTP (or the UDP/TCP floors), as ping reports them.
+    Ping(ping::PingArgs),
+    /// Bulk transfer over XTP (or TCP, QUIC), as iperf3 reports it.
+    Bulk(bulk::BulkArgs),
+}
+
+/// A tool's own exit status, or 1 with its error printed.
+fn status(r: Result<ExitCode, String>) -> ExitCode {
+    r.unwrap_or_else(|e| {
+        eprintln!("xpress: error: {e}");
+        ExitCode::FAILURE
+    })
 }
 
 fn main() -> ExitCode {
@@ -56,9 +66,9 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Emulate(args) => emulate::run(&args),
         Command::Report(args) => report::run(&args),
-        Command::Serve(args) => tools::serve(&args),
-        Command::Ping(args) => tools::ping(&args),
-        Command::Bulk(args) => tools::bulk(&args),
+        Command::Serve(args) => serve::run(&args),
+        Command::Ping(args) => return status(ping::run(&args)),
+        Command::Bulk(args) => return status(bulk::run(&args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

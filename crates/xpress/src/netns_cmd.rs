@@ -21,7 +21,8 @@ pub(crate) const PREFIX: &str = "xpns";
 
 #[derive(Args)]
 pub(crate) struct NetnsArgs {
-    /// A → B link, netem-like (`delay 20ms rate 100mbit`) or `@file.toml`.
+    /// A → B link in tc-netem's words (`delay 20ms rate 100mbit`; see
+    /// docs/NETEM.md) or `@file.toml`.
     #[arg(long, default_value = "")]
     link: String,
     /// B → A link (default: the same as --link).
@@ -38,7 +39,8 @@ pub(crate) struct NetnsArgs {
     /// Give an interactive shell in namespace B instead of --b.
     #[arg(long)]
     shell: bool,
-    /// Seconds before A is started's server is given to come up.
+    /// Seconds given to A's command (a server) to come up before B's
+    /// command starts.
     #[arg(long, default_value_t = 0.5)]
     settle: f64,
     /// Longest run in seconds (the emulator stops forwarding after it).
@@ -50,6 +52,11 @@ pub(crate) struct NetnsArgs {
     /// Write the emulator's report (JSON) here.
     #[arg(long)]
     report: Option<String>,
+    /// Write every IP packet that crossed the emulated link (dropped ones
+    /// are not) to FILE as pcap: kernel TCP, UDP, XTP over IP 36 — what
+    /// tcpdump inside the namespaces would show, after the link.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
     /// Write one JSON line per packet event (arrive / release) here.
     #[arg(long)]
     log: Option<String>,
@@ -130,11 +137,21 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     // directions'), so the kernel's packets fit the emulated link.
     let mtu = [forward.params.mtu, reverse.params.mtu].into_iter().filter(|&m| m > 0).min().unwrap_or(1500);
     let mtu = u16::try_from(mtu).unwrap_or(u16::MAX);
+    let mut writer = match &a.pcap {
+        Some(p) => Some(crate::emulate::pcap_writer(p)?),
+        None => None,
+    };
+    let base = crate::emulate::unix_base();
+    let mut pcap = writer.as_mut().map(|w| {
+        move |_dir: usize, t: xk_time::Instant, ip: &[u8]| {
+            let _ = w.write_ip(base + t.as_nanos(), ip);
+        }
+    });
     let ns = Netns::create_with_mtu(PREFIX, mtu).map_err(|e| format!("--link: {e}"))?;
-    eprintln!(
-        "xpress netns: {} ({ADDR_A}) <-> {} ({ADDR_B}), seed {}; forward: {:?}",
-        ns.names.0, ns.names.1, a.seed, a.link
-    );
+    eprintln!("xpress netns: {} ({ADDR_A}) <-> {} ({ADDR_B}), seed {}", ns.names.0, ns.names.1, a.seed);
+    // What was understood, in the link's own words.
+    eprintln!("xpress netns: A -> B: {forward}");
+    eprintln!("xpress netns: B -> A: {reverse}");
     let (status, report) = std::thread::scope(|s| {
         let fwd = s.spawn(|| {
             let opts = ForwardOptions {
@@ -142,6 +159,7 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
                 max_p99_error: Duration::from_micros(a.max_p99_error_us),
                 pacing: pacing(a.no_realtime, a.no_keep_warm),
                 log: log.as_mut().map(|w| w as &mut dyn std::io::Write),
+                capture: pcap.as_mut().map(|c| c as &mut dyn FnMut(usize, xk_time::Instant, &[u8])),
             };
             let r = ns.forward(&forward, &reverse, a.seed, Duration::from_secs_f64(a.duration), opts, &stop);
             if let Some(w) = log.as_mut() {

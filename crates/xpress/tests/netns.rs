@@ -95,7 +95,7 @@ fn kernel_tcp_sees_the_emulated_rtt_and_rate() {
         let out = netns(
             &format!("delay {}ms", rtt_ms / 2),
             &server,
-            &format!("{X} ping --to 10.200.0.1:3636 --transport tcp -l 100 -n 10 -J"),
+            &format!("{X} ping --to 10.200.0.1:3636 --transport tcp -l 100 -c 10 -i 0 -J"),
         );
         let p50_ms = json(&out)["rtt_us"]["p50"].as_f64().unwrap() / 1000.0;
         eprintln!("RTT {rtt_ms} ms: kernel TCP ping p50 {p50_ms:.3} ms");
@@ -164,4 +164,42 @@ fn kernel_tcp_over_the_packet_radio_channel() {
     assert_eq!(f["drop_mtu"].as_u64(), Some(0), "TCP segments fit the 238-byte MTU: {r}");
     assert!(f["key_ups"].as_u64().unwrap() > 0 && v["key_ups"].as_u64().unwrap() > 0, "{r}");
     assert_clean(marker);
+}
+
+/// `netns --pcap`: what crossed the link, as IP packets stock tshark reads.
+#[test]
+fn netns_pcap_holds_the_packets_that_crossed_the_link() {
+    if !is_root() {
+        eprintln!("skipped: xpress netns needs root (namespaces, TUN); CI runs this as root");
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let marker = "--duration 61.25";
+    let pcap = std::env::temp_dir().join(format!("xpress-netns-{}.pcap", std::process::id()));
+    let out = Command::new(X)
+        .args(["netns", "--link", "delay 1ms", "--pcap"])
+        .arg(&pcap)
+        .args(["--a", &format!("exec {X} serve --listen 10.200.0.1:3636 {marker}"), "--b"])
+        .arg(format!("{X} bulk --to 10.200.0.1:3636 --transport tcp -n 300000 -J"))
+        .args(["--report", "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_clean(marker);
+    let Ok(t) = Command::new("tshark").arg("-r").arg(&pcap).args(["-Y", "tcp"]).output() else {
+        eprintln!("skipped the decoding: tshark is not installed (CI installs it)");
+        let _ = std::fs::remove_file(&pcap);
+        return;
+    };
+    let tcp = String::from_utf8_lossy(&t.stdout).lines().count();
+    let bad = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args(["-Y", "_ws.malformed || _ws.expert.severity >= error"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&pcap);
+    // 300 KB is about 210 full segments one way, plus the ACKs.
+    assert!(tcp > 200, "only {tcp} TCP packets in the capture");
+    assert!(String::from_utf8_lossy(&bad.stdout).trim().is_empty(), "malformed packets in the capture");
 }

@@ -47,7 +47,7 @@ fn refusal_without_root(args: &[&str]) -> Option<String> {
 
 #[test]
 fn raw_needs_root_and_says_so() {
-    let Some(err) = refusal_without_root(&["ping", "--raw", "127.0.0.1", "--to", "127.0.0.2:0", "-n", "1"])
+    let Some(err) = refusal_without_root(&["ping", "--raw", "127.0.0.1", "--to", "127.0.0.2:0", "-c", "1"])
     else {
         eprintln!("skipped: running as root without setpriv, cannot test the refusal");
         return;
@@ -105,18 +105,52 @@ fn transfer_over_ip_protocol_36_decodes_in_tshark() {
     assert_eq!(first.trim(), "listening on 127.0.0.2:0");
 
     let out = Command::new(env!("CARGO_BIN_EXE_xpress"))
-        .args(["bulk", "--raw", "127.0.0.1", "--to", "127.0.0.2:0", "-n", "5000000", "--verify", "-J"])
+        .args([
+            "bulk",
+            "--raw",
+            "127.0.0.1",
+            "--to",
+            "127.0.0.2:0",
+            "-n",
+            "5000000",
+            "--verify",
+            "-J",
+            "--pcap",
+        ])
+        .arg(dir.join("ours.pcap"))
         .output()
         .unwrap();
     assert!(out.status.success(), "bulk over IP 36 failed: {}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let sha = report["sha256"].as_str().unwrap().to_string();
+    // After the list of services, the transfer's line.
     let mut got = String::new();
-    sout.read_line(&mut got).unwrap();
-    assert_eq!(got.trim(), format!("received 5000000 bytes sha256 {sha} (Graceful)"));
+    while !got.starts_with("received") {
+        got.clear();
+        assert!(sout.read_line(&mut got).unwrap() > 0, "serve ended without a received line");
+    }
+    assert!(
+        got.starts_with(&format!("received 5000000 bytes sha256 {sha} from "))
+            && got.trim().ends_with("(closed gracefully)"),
+        "{got}"
+    );
+    assert_eq!(report["receiver_sha256"].as_str(), Some(sha.as_str()));
 
     let out = Command::new(env!("CARGO_BIN_EXE_xpress"))
-        .args(["ping", "--raw", "127.0.0.1", "--to", "127.0.0.2:0", "-l", "100", "-n", "100", "-J"])
+        .args([
+            "ping",
+            "--raw",
+            "127.0.0.1",
+            "--to",
+            "127.0.0.2:0",
+            "-l",
+            "100",
+            "-c",
+            "100",
+            "-i",
+            "0",
+            "-J",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "ping over IP 36 failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -132,18 +166,26 @@ fn transfer_over_ip_protocol_36_decodes_in_tshark() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    let count = |filter: &str| -> usize {
+    let count = |file: &std::path::Path, filter: &str| -> usize {
         let out =
-            Command::new("tshark").arg("-r").arg(&pcap).args(["-Y", filter]).output().expect("tshark -r");
+            Command::new("tshark").arg("-r").arg(file).args(["-Y", filter]).output().expect("tshark -r");
         String::from_utf8_lossy(&out.stdout).lines().count()
     };
-    let total = count("ip.proto == 36");
-    let xtp = count("xtp");
-    let bad = count("_ws.malformed || _ws.expert.severity >= error");
-    // 5 MB is ~3,600 data packets; a capture may miss some under load, not most.
-    assert!(total > 2_000, "captured only {total} protocol-36 packets");
+    // The kernel's capture need not keep up with a release build's
+    // transfer (it kept 403-1,283 of ~3,600 packets): what it holds must
+    // decode, and the count is checked on the client's own --pcap, which
+    // sees every packet.
+    let total = count(&pcap, "ip.proto == 36");
+    let xtp = count(&pcap, "xtp");
+    let bad = count(&pcap, "_ws.malformed || _ws.expert.severity >= error");
+    assert!(total > 0, "the kernel's capture holds no protocol-36 packet");
     assert_eq!(xtp, total, "packets not decoded as XTP");
     assert_eq!(bad, 0, "malformed or error-level packets in the capture");
-    eprintln!("captured {total} IP-36 packets, all decoded as XTP, none malformed");
+    let ours = dir.join("ours.pcap");
+    let sent_data = count(&ours, "ip.src == 127.0.0.1 && xtp.cmd.ptype.pformat == 0");
+    // 5 MB in packets of at most 1,500 bytes: at least 3,334.
+    assert!(sent_data >= 3_334, "our own capture holds {sent_data} DATA packets of 5 MB (at least 3,334)");
+    assert_eq!(count(&ours, "_ws.malformed || _ws.expert.severity >= error"), 0, "malformed in our capture");
+    eprintln!("kernel capture: {total} IP-36 packets, all XTP, none malformed; ours: {sent_data} DATA sent");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -21,6 +21,12 @@ impl Server {
         let mut line = String::new();
         out.read_line(&mut line).unwrap();
         let addr = line.trim().strip_prefix("listening on ").expect("listening line").to_string();
+        // One line per service: xtp, tcp, udp-echo.
+        for name in ["xtp", "tcp", "udp-echo"] {
+            line.clear();
+            out.read_line(&mut line).unwrap();
+            assert!(line.trim_start().starts_with(name), "{line}");
+        }
         Server { child, addr, out }
     }
 }
@@ -45,10 +51,17 @@ fn bulk_100_mb_arrives_intact_and_ping_pong_works() {
     let sent = report["sha256"].as_str().unwrap().to_string();
     let mut line = String::new();
     server.out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), format!("received 100000000 bytes sha256 {sent} (Graceful)"));
+    assert!(
+        line.starts_with(&format!("received 100000000 bytes sha256 {sent} from 127.0.0.1:"))
+            && line.trim().ends_with("(closed gracefully)"),
+        "{line}"
+    );
+    // The server's own count and hash came back to the client.
+    assert_eq!(report["receiver_bytes"], 100_000_000, "{report}");
+    assert_eq!(report["receiver_sha256"].as_str(), Some(sent.as_str()), "{report}");
 
     let out = Command::new(env!("CARGO_BIN_EXE_xpress"))
-        .args(["ping", "--to", &server.addr, "-l", "1000", "-n", "200", "-J"])
+        .args(["ping", "--to", &server.addr, "-l", "1000", "-c", "200", "-i", "0", "-J"])
         .output()
         .unwrap();
     assert!(out.status.success(), "ping failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -61,7 +74,7 @@ fn bulk_100_mb_arrives_intact_and_ping_pong_works() {
 fn invalid_flags_are_refused_with_a_reason() {
     let out = Command::new(env!("CARGO_BIN_EXE_xpress")).args(["ping", "-l", "0"]).output().unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("-l and -n must be at least 1"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-l 0: a request must carry at least 1 byte"));
     let out = Command::new(env!("CARGO_BIN_EXE_xpress"))
         .args([
             "emulate",

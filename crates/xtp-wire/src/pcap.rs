@@ -81,6 +81,20 @@ impl<W: Write> PcapWriter<W> {
         self.out.write_all(xtp)
     }
 
+    /// Appends a whole IP packet (it brings its own header: what a TUN
+    /// device or a raw socket carries, of any protocol) at `ts_nanos`.
+    pub fn write_ip(&mut self, ts_nanos: u64, ip: &[u8]) -> io::Result<()> {
+        let len = u32::try_from(ip.len().min(SNAPLEN as usize)).unwrap_or(SNAPLEN);
+        let secs = u32::try_from(ts_nanos / 1_000_000_000).unwrap_or(u32::MAX);
+        let mut rec = [0u8; 16];
+        rec[0..4].copy_from_slice(&secs.to_le_bytes());
+        rec[4..8].copy_from_slice(&((ts_nanos % 1_000_000_000) as u32).to_le_bytes());
+        rec[8..12].copy_from_slice(&len.to_le_bytes());
+        rec[12..16].copy_from_slice(&u32::try_from(ip.len()).unwrap_or(u32::MAX).to_le_bytes());
+        self.out.write_all(&rec)?;
+        self.out.write_all(&ip[..len as usize])
+    }
+
     /// Flushes and returns the underlying writer.
     pub fn into_inner(mut self) -> io::Result<W> {
         self.out.flush()?;

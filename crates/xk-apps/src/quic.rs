@@ -3,7 +3,7 @@
 //! harness over three transports.
 //!
 //! `xpress serve --quic-cert FILE` also runs a QUIC server on the listen IP
-//! (a port of its own, printed as `quic on ADDR`) with a fresh self-signed
+//! (on `--quic-port`, any free one by default, printed) with a fresh self-signed
 //! certificate written to FILE; `xpress bulk --transport quic --quic-cert
 //! FILE --to ADDR` trusts exactly that certificate. Each bulk run opens one
 //! connection and one bidirectional stream, writes the bytes in `-l`-sized
@@ -14,6 +14,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use quinn::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -25,9 +26,14 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("quic: tokio runtime: {e}"))
 }
 
-/// Binds the QUIC server on `ip` (any free port), writes its certificate to
-/// `cert_path`, and serves on a thread of its own. Returns the address.
-pub(crate) fn spawn_server(ip: std::net::IpAddr, cert_path: &Path) -> Result<SocketAddr, String> {
+/// Binds the QUIC server on `addr` (port 0: any free port), writes its
+/// certificate to `cert_path`, and serves on a thread of its own until
+/// `done` is set. Returns the bound address.
+pub(crate) fn spawn_server(
+    addr: SocketAddr,
+    cert_path: &Path,
+    done: Arc<AtomicBool>,
+) -> Result<SocketAddr, String> {
     let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
         .map_err(|e| format!("quic: certificate: {e}"))?;
     let cert = CertificateDer::from(ck.cert.der().to_vec());
@@ -39,17 +45,31 @@ pub(crate) fn spawn_server(ip: std::net::IpAddr, cert_path: &Path) -> Result<Soc
     let rt = runtime()?;
     let endpoint = {
         let _guard = rt.enter();
-        quinn::Endpoint::server(config, SocketAddr::new(ip, 0)).map_err(|e| format!("quic bind {ip}: {e}"))?
+        quinn::Endpoint::server(config, addr)
+            .map_err(|e| format!("--quic-port: cannot bind QUIC on {addr}: {e}"))?
     };
     let addr = endpoint.local_addr().map_err(|e| e.to_string())?;
     std::thread::spawn(move || {
         rt.block_on(async move {
-            while let Some(incoming) = endpoint.accept().await {
-                tokio::spawn(async move {
-                    if let Err(e) = serve_connection(incoming).await {
-                        eprintln!("xpress serve: quic connection: {e}");
+            loop {
+                // Look at `done` every 100 ms between connections.
+                let tick = tokio::time::sleep(std::time::Duration::from_millis(100));
+                tokio::select! {
+                    incoming = endpoint.accept() => {
+                        let Some(incoming) = incoming else { return };
+                        tokio::spawn(async move {
+                            if let Err(e) = serve_connection(incoming).await {
+                                eprintln!("xpress serve: quic connection: {e}");
+                            }
+                        });
                     }
-                });
+                    () = tick => {
+                        if done.load(Ordering::Relaxed) {
+                            endpoint.close(0u32.into(), b"server stopped");
+                            return;
+                        }
+                    }
+                }
             }
         });
     });

@@ -1,0 +1,454 @@
+//! `bulk`: a transfer with iperf3's conventions — a byte count (`-n`) or a
+//! wall-time bound (`-t`), interval reports (`-i`), parallel contexts
+//! (`-P`) with their sum, reverse (`-R`: the server sends) and both
+//! directions at once (`--bidir`), the receiver's own count reported back
+//! at the end, and a result that says what the protocol did
+//! (retransmissions, RTT, window). The types and checks are here, the XTP
+//! engine in `bulk_xtp.rs`, the TCP floor in `bulk_tcp.rs`, the QUIC peer
+//! below.
+//!
+//! With a time bound the sender stops writing at the deadline and closes;
+//! the goodput counts the bytes the receiver acknowledged (or, receiving,
+//! got) by then, as iperf3 counts what arrived in time.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use serde::Serialize;
+use xtp_proto::{Congestion, ContextStats};
+
+use crate::client::{ClientDriver, PathConfig};
+use crate::transport::{TCP_VIA_REFUSAL, Transport};
+
+/// How much to send.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Amount {
+    /// This many bytes.
+    Bytes(u64),
+    /// For this long (wall time).
+    Time(Duration),
+}
+
+/// Which way the data goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Client to server (the default).
+    Send,
+    /// Server to client (`-R`).
+    Receive,
+    /// Both at once (`--bidir`): `parallel` contexts each way.
+    Both,
+}
+
+/// A bulk transfer to run.
+#[derive(Clone, Debug)]
+pub struct BulkConfig {
+    /// The server (`xpress serve`; for QUIC its `quic` address).
+    pub to: SocketAddr,
+    /// What to measure.
+    pub transport: Transport,
+    /// Bytes (in all, shared by the parallel contexts of a direction) or time.
+    pub amount: Amount,
+    /// Contexts per direction (`-P`), 1 to 128.
+    pub parallel: u32,
+    /// Which way.
+    pub direction: Direction,
+    /// Messages of this many bytes (EOM each) instead of a stream.
+    pub length: Option<usize>,
+    /// Hash both sides (SHA-256) and compare.
+    pub verify: bool,
+    /// XTP checksum over headers only.
+    pub nocheck: bool,
+    /// XTP rate limit, bits per second.
+    pub rate_bps: Option<u64>,
+    /// XTP congestion controller.
+    pub cc: Congestion,
+    /// Fixed receive window (bytes), asked of the peer and offered.
+    pub window: Option<usize>,
+    /// Report every this long.
+    pub interval: Option<Duration>,
+    /// The path to the server.
+    pub path: PathConfig,
+    /// QUIC: the server's certificate.
+    pub quic_cert: Option<PathBuf>,
+}
+
+impl BulkConfig {
+    /// An XTP transfer of `bytes` to `to` with every option at its default.
+    pub fn new(to: SocketAddr, amount: Amount) -> Self {
+        BulkConfig {
+            to,
+            transport: Transport::Xtp,
+            amount,
+            parallel: 1,
+            direction: Direction::Send,
+            length: None,
+            verify: false,
+            nocheck: false,
+            rate_bps: None,
+            cc: Congestion::Cubic,
+            window: None,
+            interval: None,
+            path: PathConfig::default(),
+            quic_cert: None,
+        }
+    }
+}
+
+/// One interval report, of one context or (`stream: None`) the sum of a
+/// direction's contexts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Interval {
+    /// The context's index; `None`: the sum over the direction (the only
+    /// line when one context goes that way).
+    pub stream: Option<usize>,
+    /// `send` or `receive`.
+    pub direction: Direction,
+    /// Start, seconds since the first byte.
+    pub start: f64,
+    /// End, seconds since the first byte.
+    pub end: f64,
+    /// Bytes the sender put on the wire (retransmissions included; TCP:
+    /// bytes written to the socket); `None` where the sender is the server.
+    pub sent_bytes: Option<u64>,
+    /// Sender's rate, bits per second.
+    pub sent_bits_per_second: Option<f64>,
+    /// Bytes the receiver got: acknowledged (sending) or delivered to us
+    /// (receiving); `None` for TCP.
+    pub receiver_bytes: Option<u64>,
+    /// Receiver's goodput, bits per second.
+    pub receiver_bits_per_second: Option<f64>,
+    /// Bytes retransmitted in the interval (XTP sender).
+    pub retransmitted: Option<u64>,
+    /// Smoothed RTT at the end, ms (XTP).
+    pub srtt_ms: Option<f64>,
+    /// Congestion window at the end, bytes (XTP sender with a controller).
+    pub cwnd: Option<u64>,
+    /// Send window (the smaller of cwnd and the peer's allocation).
+    pub send_window: Option<u64>,
+}
+
+/// One context's result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StreamResult {
+    /// Index, from 0, in the order opened (sending contexts first).
+    pub stream: usize,
+    /// `send` or `receive`.
+    pub direction: Direction,
+    /// Bytes counted (as [`BulkResult::bytes`]).
+    pub bytes: u64,
+    /// Seconds.
+    pub seconds: f64,
+    /// Goodput, bits per second.
+    pub bits_per_second: f64,
+    /// Bytes written by the sender (`None`: the sender is the server).
+    pub sent_bytes: Option<u64>,
+    /// What the receiver counted (sending: the server's answer).
+    pub receiver_bytes: Option<u64>,
+    /// SHA-256 of what we sent (`--verify`).
+    pub sha256: Option<String>,
+    /// SHA-256 the server computed (`--verify`).
+    pub receiver_sha256: Option<String>,
+    /// The context's counters at the end (XTP).
+    pub context: Option<ContextCounters>,
+}
+
+/// A direction's total, for `--bidir`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Sum {
+    /// Bytes counted.
+    pub bytes: u64,
+    /// Seconds.
+    pub seconds: f64,
+    /// Goodput, bits per second.
+    pub bits_per_second: f64,
+}
+
+/// A context's protocol counters at the end (XTP).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ContextCounters {
+    /// Congestion controller.
+    pub congestion: &'static str,
+    /// User bytes sent, retransmissions included.
+    pub bytes_sent: u64,
+    /// User bytes retransmitted.
+    pub retransmitted: u64,
+    /// Retransmitted bytes found spurious afterwards.
+    pub spurious_retransmitted: u64,
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Timeouts found spurious.
+    pub spurious_timeouts: u64,
+    /// Reports that revealed loss.
+    pub loss_reports: u64,
+    /// Window reductions.
+    pub congestion_events: u64,
+    /// Reductions undone.
+    pub undone: u64,
+    /// Tail-loss probes.
+    pub tail_probes: u64,
+    /// RTT samples.
+    pub rtt_samples: u64,
+    /// Congestion window, bytes (`u64::MAX`: none).
+    pub cwnd: u64,
+    /// Send window, bytes.
+    pub send_window: u64,
+    /// Smoothed RTT, ms.
+    pub srtt_ms: Option<f64>,
+    /// Smallest RTT, ms.
+    pub min_rtt_ms: Option<f64>,
+    /// Retransmission timeout, ms.
+    pub rto_ms: f64,
+    /// Receive buffer, bytes.
+    pub recv_buffer: u64,
+}
+
+impl From<ContextStats> for ContextCounters {
+    fn from(s: ContextStats) -> Self {
+        let ms = |d: Option<xk_time::Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+        ContextCounters {
+            congestion: s.congestion,
+            bytes_sent: s.bytes_sent,
+            retransmitted: s.retransmitted,
+            spurious_retransmitted: s.spurious_retransmitted,
+            packets_sent: s.packets_sent,
+            timeouts: s.timeouts,
+            spurious_timeouts: s.spurious_timeouts,
+            loss_reports: s.loss_reports,
+            congestion_events: s.congestion_events,
+            undone: s.undone,
+            tail_probes: s.tail_probes,
+            rtt_samples: s.rtt_samples,
+            cwnd: s.cwnd,
+            send_window: s.send_window,
+            srtt_ms: ms(s.srtt),
+            min_rtt_ms: ms(s.min_rtt),
+            rto_ms: s.rto.as_secs_f64() * 1e3,
+            recv_buffer: s.recv_buffer,
+        }
+    }
+}
+
+/// The outcome of a bulk run; `-J` prints it as one line of JSON. The
+/// top-level numbers are the sum over the sending contexts (over the
+/// receiving ones with `-R`); with `--bidir`, `receive_sum` has the other way.
+#[derive(Clone, Debug, Serialize)]
+pub struct BulkResult {
+    /// `xtp`, `tcp` or `quic`.
+    pub transport: &'static str,
+    /// `send`, `receive` (`-R`) or `both` (`--bidir`).
+    pub direction: Direction,
+    /// Contexts per direction.
+    pub parallel: u32,
+    /// Bytes counted: sent (`-n`, all of them delivered) or acknowledged
+    /// by the receiver within the time (`-t`, XTP; TCP: what the receiver
+    /// counted); receiving, what arrived (within the time).
+    pub bytes: u64,
+    /// Seconds those bytes took.
+    pub seconds: f64,
+    /// `bytes` over `seconds`, Gbit/s.
+    pub gbit_per_s: f64,
+    /// The same in bits per second.
+    pub bits_per_second: f64,
+    /// Ran for a time (`-t`) rather than a byte count.
+    pub timed: bool,
+    /// Bytes the application wrote.
+    pub sent_bytes: u64,
+    /// What the server said it received (`None`: no answer, e.g. aborted).
+    pub receiver_bytes: Option<u64>,
+    /// SHA-256 of what was sent (`--verify`).
+    pub sha256: Option<String>,
+    /// SHA-256 the server computed (`--verify`).
+    pub receiver_sha256: Option<String>,
+    /// Checksum over headers only.
+    pub nocheck: bool,
+    /// Message size, if messages were sent.
+    pub message_bytes: Option<usize>,
+    /// Datagrams sent by the driver (XTP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub datagrams_sent: Option<u64>,
+    /// Send system calls (XTP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_calls: Option<u64>,
+    /// Send errors (XTP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_errors: Option<u64>,
+    /// UDP GSO in use (XTP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gso: Option<bool>,
+    /// UDP GRO in use (XTP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gro: Option<bool>,
+    /// The first context's counters at the end (XTP; all of them are in
+    /// `streams`).
+    pub context: Option<ContextCounters>,
+    /// Interval reports (`-i`): each context's (with several) and the sums.
+    pub intervals: Vec<Interval>,
+    /// Each context's result.
+    pub streams: Vec<StreamResult>,
+    /// `--bidir`: the receiving direction's total.
+    pub receive_sum: Option<Sum>,
+    /// Stopped early (Ctrl-C): the numbers are what was done by then.
+    pub interrupted: bool,
+    /// Warnings about the set-up (small socket buffers, …).
+    pub warnings: Vec<String>,
+}
+
+impl BulkResult {
+    pub(crate) fn new(transport: Transport, cfg: &BulkConfig) -> Self {
+        BulkResult {
+            transport: transport.name(),
+            direction: cfg.direction,
+            parallel: cfg.parallel,
+            bytes: 0,
+            seconds: 0.0,
+            gbit_per_s: 0.0,
+            bits_per_second: 0.0,
+            timed: matches!(cfg.amount, Amount::Time(_)),
+            sent_bytes: 0,
+            receiver_bytes: None,
+            sha256: None,
+            receiver_sha256: None,
+            nocheck: cfg.nocheck,
+            message_bytes: cfg.length,
+            datagrams_sent: None,
+            send_calls: None,
+            send_errors: None,
+            gso: None,
+            gro: None,
+            context: None,
+            intervals: Vec::new(),
+            streams: Vec::new(),
+            receive_sum: None,
+            interrupted: false,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The single context's result, from the totals.
+    fn stream_result(&self) -> StreamResult {
+        StreamResult {
+            stream: 0,
+            direction: Direction::Send,
+            bytes: self.bytes,
+            seconds: self.seconds,
+            bits_per_second: self.bits_per_second,
+            sent_bytes: Some(self.sent_bytes),
+            receiver_bytes: self.receiver_bytes,
+            sha256: None,
+            receiver_sha256: None,
+            context: None,
+        }
+    }
+
+    pub(crate) fn set_rate(&mut self, bytes: u64, seconds: f64) {
+        self.bytes = bytes;
+        self.seconds = seconds;
+        self.bits_per_second = if seconds > 0.0 { bytes as f64 * 8.0 / seconds } else { 0.0 };
+        self.gbit_per_s = self.bits_per_second / 1e9;
+    }
+}
+
+/// Checks `cfg` and names the flag at fault.
+pub fn check(cfg: &BulkConfig) -> Result<(), String> {
+    match cfg.amount {
+        Amount::Time(t) if !(0.1..=3600.0).contains(&t.as_secs_f64()) => {
+            return Err(format!("-t {}: must be between 0.1 and 3600 seconds", t.as_secs_f64()));
+        }
+        Amount::Bytes(0) => return Err("-n 0: send at least one byte".into()),
+        _ => {}
+    }
+    if let Some(l) = cfg.length
+        && !(1..=1 << 20).contains(&l)
+    {
+        return Err(format!("-l {l}: a message must be 1 B to 1 MiB"));
+    }
+    if !(1..=128).contains(&cfg.parallel) {
+        return Err(format!("-P {}: from 1 to 128 parallel contexts", cfg.parallel));
+    }
+    if cfg.transport == Transport::Quic && (cfg.parallel > 1 || cfg.direction != Direction::Send) {
+        return Err("-P, -R and --bidir: XTP and TCP only (the QUIC peer sends one stream)".into());
+    }
+    if cfg.verify && cfg.direction != Direction::Send {
+        return Err("--verify with -R or --bidir: the server hashes what it receives only".into());
+    }
+    if let Amount::Bytes(b) = cfg.amount
+        && b < u64::from(cfg.parallel)
+    {
+        return Err(format!("-n {b} with -P {}: at least one byte per context", cfg.parallel));
+    }
+    if cfg.window == Some(0) {
+        return Err("--window 0: the window must be at least 1 byte".into());
+    }
+    if let Some(i) = cfg.interval
+        && i < Duration::from_millis(10)
+    {
+        return Err(format!("-i {}: report at most every 10 ms (0.01)", i.as_secs_f64()));
+    }
+    if let Some(r) = cfg.rate_bps
+        && r / 8 > u64::from(u32::MAX)
+    {
+        return Err(format!(
+            "--rate {r} bit/s: XTP's rate field holds at most {} bit/s",
+            u64::from(u32::MAX) * 8
+        ));
+    }
+    if cfg.rate_bps.is_some() && cfg.transport != Transport::Xtp {
+        return Err("--rate: XTP only (its rate control); TCP and QUIC are not paced by this tool".into());
+    }
+    if cfg.path.pcap.is_some() && cfg.transport != Transport::Xtp {
+        return Err("--pcap: XTP only (capture kernel TCP or QUIC with tcpdump)".into());
+    }
+    if cfg.path.via.is_some() && cfg.transport == Transport::Tcp {
+        return Err(TCP_VIA_REFUSAL.into());
+    }
+    Ok(())
+}
+
+/// Runs `cfg`, calling `on_interval` with each interval report as it is
+/// made. Stopping (`stop`) ends the run early with the numbers so far.
+pub fn run(
+    cfg: &BulkConfig,
+    stop: &AtomicBool,
+    on_interval: impl FnMut(&Interval),
+) -> Result<BulkResult, String> {
+    check(cfg)?;
+    match cfg.transport {
+        Transport::Xtp => match cfg.path.open(cfg.to)? {
+            (ClientDriver::Udp(d), to) => crate::bulk_xtp::run(d, cfg, to, stop, on_interval),
+            (ClientDriver::Raw(d), to) => crate::bulk_xtp::run(d, cfg, to, stop, on_interval),
+        },
+        Transport::Tcp => crate::bulk_tcp::run(cfg, stop, on_interval),
+        Transport::Udp => {
+            Err("--transport udp: bulk over raw UDP has no reliability to compare; use tcp or xtp".into())
+        }
+        Transport::Quic => bulk_quic(cfg),
+    }
+}
+
+fn bulk_quic(cfg: &BulkConfig) -> Result<BulkResult, String> {
+    let cert = cfg.quic_cert.as_ref().ok_or(
+        "--transport quic needs --quic-cert FILE (the certificate `xpress serve --quic-cert FILE` wrote)",
+    )?;
+    let Amount::Bytes(bytes) = cfg.amount else {
+        return Err("--transport quic: -t is not supported; give -n BYTES".into());
+    };
+    if cfg.verify || cfg.interval.is_some() || cfg.path.via.is_some() || cfg.path.raw.is_some() {
+        return Err("--transport quic: --verify, -i, --via and --raw are not supported".into());
+    }
+    let (got, secs) = crate::quic::bulk(cfg.to, cert, bytes, cfg.length.unwrap_or(1 << 20))?;
+    if got != bytes {
+        return Err(format!("quic: the server counted {got} of {bytes} bytes"));
+    }
+    let mut r = BulkResult::new(Transport::Quic, cfg);
+    r.sent_bytes = bytes;
+    r.receiver_bytes = Some(got);
+    r.set_rate(bytes, secs);
+    r.streams.push(r.stream_result());
+    Ok(r)
+}

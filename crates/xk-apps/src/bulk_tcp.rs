@@ -1,0 +1,308 @@
+//! The kernel-TCP floor of `bulk`: `parallel` connections each way, one
+//! thread each, blocking sockets with 50 ms timeouts so the deadline, the
+//! intervals and Ctrl-C are seen on a slow path too. The main thread
+//! makes the interval reports from each connection's byte counter.
+//!
+//! What is counted, as before: sending, the server's answer (its count of
+//! what it read, sent when we shut down our side) over the time until it
+//! came; receiving (`-R`), what arrived by the deadline (or in all, for a
+//! byte count) — the server's `s` command sends what the 13-byte request
+//! asks for, as XTP's source service does.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult, Sum};
+use crate::feed::SourceRequest;
+use crate::transport::Transport;
+
+/// One connection's outcome.
+struct Flow {
+    dir: Direction,
+    /// Bytes written (sending) or read (receiving) so far.
+    count: AtomicU64,
+}
+
+struct Done {
+    sent: Option<u64>,
+    receiver: Option<u64>,
+    seconds: f64,
+}
+
+const TICK: Duration = Duration::from_millis(50);
+
+fn connect(to: SocketAddr) -> Result<TcpStream, String> {
+    let s = TcpStream::connect_timeout(&to, Duration::from_secs(10))
+        .map_err(|e| format!("tcp connect {to}: {e}"))?;
+    s.set_write_timeout(Some(TICK)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(TICK)).map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+fn pending(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+    )
+}
+
+/// Writes `limit` bytes (or until `deadline`/`stop`) to the discard
+/// service, then waits for the server's count.
+fn send(
+    to: SocketAddr,
+    limit: u64,
+    deadline: Option<Instant>,
+    message: Option<usize>,
+    stop: &AtomicBool,
+    f: &Flow,
+) -> Result<Done, String> {
+    let t0 = Instant::now();
+    let mut s = connect(to)?;
+    s.write_all(b"d").map_err(|e| e.to_string())?;
+    if message.is_some() {
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+    }
+    let chunk = vec![0x5au8; message.unwrap_or(1 << 20)];
+    let (mut sent, mut at) = (0u64, 0usize);
+    while sent < limit {
+        if deadline.is_some_and(|d| Instant::now() >= d) || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let n = ((limit - sent) as usize).min(chunk.len() - at);
+        match s.write(&chunk[at..at + n]) {
+            Ok(w) => {
+                sent += w as u64;
+                at = (at + w) % chunk.len();
+                f.count.store(sent, Ordering::Relaxed);
+            }
+            Err(e) if pending(&e) => {}
+            Err(e) => return Err(format!("tcp send: {e}")),
+        }
+    }
+    s.shutdown(std::net::Shutdown::Write).map_err(|e| e.to_string())?;
+    // The server answers its count once it has read everything.
+    let patience = Instant::now() + Duration::from_secs(if stop.load(Ordering::Relaxed) { 2 } else { 60 });
+    let mut answer = [0u8; 8];
+    let mut got = 0;
+    while got < 8 && Instant::now() < patience {
+        match s.read(&mut answer[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if pending(&e) => {}
+            Err(_) => break,
+        }
+    }
+    let receiver = (got == 8).then(|| u64::from_be_bytes(answer));
+    Ok(Done { sent: Some(sent), receiver, seconds: t0.elapsed().as_secs_f64() })
+}
+
+/// Asks the server's source for `req` and reads until it closes (or
+/// `stop`, or the deadline plus a grace of 3 s).
+fn receive(
+    to: SocketAddr,
+    req: SourceRequest,
+    deadline: Option<Instant>,
+    stop: &AtomicBool,
+    f: &Flow,
+) -> Result<Done, String> {
+    let t0 = Instant::now();
+    let mut s = connect(to)?;
+    let mut hello = vec![b's'];
+    hello.extend_from_slice(&req.encode());
+    s.write_all(&hello).map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut got = 0u64;
+    loop {
+        if stop.load(Ordering::Relaxed)
+            || deadline.is_some_and(|d| Instant::now() >= d + Duration::from_secs(3))
+        {
+            break;
+        }
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                got += n as u64;
+                f.count.store(got, Ordering::Relaxed);
+            }
+            Err(e) if pending(&e) => {}
+            Err(e) => return Err(format!("tcp receive: {e}")),
+        }
+    }
+    Ok(Done { sent: None, receiver: Some(got), seconds: t0.elapsed().as_secs_f64() })
+}
+
+pub(crate) fn run(
+    cfg: &BulkConfig,
+    stop: &AtomicBool,
+    mut on_interval: impl FnMut(&Interval),
+) -> Result<BulkResult, String> {
+    if cfg.verify || cfg.path.raw.is_some() {
+        return Err("--transport tcp: --verify and --raw are XTP only".into());
+    }
+    let t0 = Instant::now();
+    let p = u64::from(cfg.parallel);
+    let deadline = match cfg.amount {
+        Amount::Time(t) => Some(t0 + t),
+        Amount::Bytes(_) => None,
+    };
+    let share = |i: u64| match cfg.amount {
+        Amount::Bytes(b) => b / p + if i == 0 { b % p } else { 0 },
+        Amount::Time(_) => u64::MAX,
+    };
+    let dirs: &[Direction] = match cfg.direction {
+        Direction::Send => &[Direction::Send],
+        Direction::Receive => &[Direction::Receive],
+        Direction::Both => &[Direction::Send, Direction::Receive],
+    };
+    let flows: Vec<(Flow, u64)> = dirs
+        .iter()
+        .flat_map(|&dir| (0..p).map(move |i| (dir, i)))
+        .map(|(dir, i)| (Flow { dir, count: AtomicU64::new(0) }, share(i)))
+        .collect();
+    let mut r = BulkResult::new(Transport::Tcp, cfg);
+    let mut counted: Vec<Option<u64>> = vec![None; flows.len()];
+    let results: Vec<Result<Done, String>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = flows
+            .iter()
+            .map(|(f, amount)| {
+                let amount = *amount;
+                sc.spawn(move || match f.dir {
+                    Direction::Receive => {
+                        let req = match cfg.amount {
+                            Amount::Bytes(_) => SourceRequest { amount, timed: false, length: 0 },
+                            Amount::Time(t) => {
+                                SourceRequest { amount: t.as_millis() as u64, timed: true, length: 0 }
+                            }
+                        };
+                        receive(cfg.to, req, deadline, stop, f)
+                    }
+                    _ => send(cfg.to, amount, deadline, cfg.length, stop, f),
+                })
+            })
+            .collect();
+        // Interval reports and the deadline's snapshot, from the counters.
+        let mut last: Vec<u64> = vec![0; flows.len()];
+        let (mut last_t, mut next) = (t0, cfg.interval.map(|i| t0 + i));
+        while handles.iter().any(|h| !h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(10));
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) && counted.iter().all(Option::is_none) {
+                for (k, (f, _)) in flows.iter().enumerate() {
+                    counted[k] = Some(f.count.load(Ordering::Relaxed));
+                }
+            }
+            if let (Some(t), Some(i)) = (next, cfg.interval)
+                && now >= t
+                && deadline.is_none_or(|d| now < d + TICK)
+            {
+                let (start, end) = ((last_t - t0).as_secs_f64(), (now - t0).as_secs_f64());
+                let secs = (end - start).max(1e-9);
+                for dir in [Direction::Send, Direction::Receive] {
+                    let mut parts = Vec::new();
+                    for (k, (f, _)) in flows.iter().enumerate().filter(|(_, (f, _))| f.dir == dir) {
+                        let c = f.count.load(Ordering::Relaxed);
+                        let b = c - last[k];
+                        last[k] = c;
+                        let sending = dir == Direction::Send;
+                        parts.push(Interval {
+                            stream: Some(k),
+                            direction: dir,
+                            start,
+                            end,
+                            sent_bytes: sending.then_some(b),
+                            sent_bits_per_second: sending.then_some(b as f64 * 8.0 / secs),
+                            receiver_bytes: (!sending).then_some(b),
+                            receiver_bits_per_second: (!sending).then_some(b as f64 * 8.0 / secs),
+                            retransmitted: None,
+                            srtt_ms: None,
+                            cwnd: None,
+                            send_window: None,
+                        });
+                    }
+                    if parts.is_empty() {
+                        continue;
+                    }
+                    if parts.len() > 1 {
+                        for iv in &parts {
+                            on_interval(iv);
+                            r.intervals.push(iv.clone());
+                        }
+                    }
+                    let add = |g: fn(&Interval) -> Option<u64>| parts.iter().map(g).sum::<Option<u64>>();
+                    let sum_b = add(|i| i.sent_bytes.or(i.receiver_bytes)).unwrap_or(0);
+                    let sending = dir == Direction::Send;
+                    let sum = Interval {
+                        stream: None,
+                        sent_bytes: sending.then_some(sum_b),
+                        sent_bits_per_second: sending.then_some(sum_b as f64 * 8.0 / secs),
+                        receiver_bytes: (!sending).then_some(sum_b),
+                        receiver_bits_per_second: (!sending).then_some(sum_b as f64 * 8.0 / secs),
+                        ..parts[0].clone()
+                    };
+                    on_interval(&sum);
+                    r.intervals.push(sum);
+                }
+                last_t = now;
+                next = Some(t + i);
+            }
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a connection thread panicked".into())))
+            .collect()
+    });
+    r.interrupted = stop.load(Ordering::Relaxed);
+    let secs_t = deadline.map(|d| (d - t0).as_secs_f64());
+    for (k, ((f, amount), done)) in flows.iter().zip(results).enumerate() {
+        let done = done?;
+        let (bytes, seconds) = match f.dir {
+            Direction::Receive => {
+                let got = done.receiver.unwrap_or(0);
+                if deadline.is_none() && !r.interrupted && got != *amount {
+                    return Err(format!("-R: the server sent {got} of the {amount} bytes asked for"));
+                }
+                match (counted[k], secs_t) {
+                    (Some(c), Some(t)) => (c, t),
+                    _ => (got, done.seconds),
+                }
+            }
+            _ => {
+                let sent = done.sent.unwrap_or(0);
+                if deadline.is_none() && !r.interrupted && done.receiver != Some(sent) {
+                    return Err(match done.receiver {
+                        Some(n) => format!("tcp: the server counted {n} of {sent} bytes"),
+                        None => "tcp: the server did not answer its count (is it `xpress serve`?)".into(),
+                    });
+                }
+                (done.receiver.unwrap_or(sent), done.seconds)
+            }
+        };
+        r.streams.push(StreamResult {
+            stream: k,
+            direction: f.dir,
+            bytes,
+            seconds,
+            bits_per_second: bytes as f64 * 8.0 / seconds.max(1e-9),
+            sent_bytes: done.sent,
+            receiver_bytes: done.receiver,
+            sha256: None,
+            receiver_sha256: None,
+            context: None,
+        });
+    }
+    let primary = if cfg.direction == Direction::Receive { Direction::Receive } else { Direction::Send };
+    let of = |dir: Direction| r.streams.iter().filter(move |s| s.direction == dir);
+    let bytes: u64 = of(primary).map(|s| s.bytes).sum();
+    let secs = of(primary).map(|s| s.seconds).fold(0.0, f64::max);
+    r.sent_bytes = of(primary).filter_map(|s| s.sent_bytes).sum();
+    r.receiver_bytes = of(primary).map(|s| s.receiver_bytes).sum();
+    if cfg.direction == Direction::Both {
+        let b: u64 = of(Direction::Receive).map(|s| s.bytes).sum();
+        let s = of(Direction::Receive).map(|s| s.seconds).fold(0.0, f64::max);
+        r.receive_sum = Some(Sum { bytes: b, seconds: s, bits_per_second: b as f64 * 8.0 / s.max(1e-9) });
+    }
+    r.set_rate(bytes, secs);
+    Ok(r)
+}

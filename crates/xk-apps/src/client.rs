@@ -1,0 +1,99 @@
+//! How a client application reaches a server: over UDP (directly or through
+//! a running `xpress emulate` relay) or over raw IP protocol 36.
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use xk_driver::clock::time_seed;
+use xk_driver::driver::{Driver, DriverConfig, RawDriver, UdpDriver, WaitMode};
+use xtp_proto::EndpointConfig;
+
+/// The path a client takes to its server.
+#[derive(Clone, Debug, Default)]
+pub struct PathConfig {
+    /// Do not use UDP GSO/GRO.
+    pub no_offload: bool,
+    /// Send to this `xpress emulate` relay instead of the server itself (the
+    /// relay forwards to the server it was started with).
+    pub via: Option<SocketAddr>,
+    /// XTP over IP protocol 36 from this local address (root only).
+    pub raw: Option<Ipv4Addr>,
+    /// Spin instead of sleeping while waiting.
+    pub busy_poll: bool,
+    /// Write every XTP packet sent and received to this pcap file.
+    pub pcap: Option<std::path::PathBuf>,
+}
+
+/// The driver and wait settings of `busy_poll` and `no_offload`.
+pub fn driver_config(busy_poll: bool, no_offload: bool) -> DriverConfig {
+    DriverConfig {
+        wait: if busy_poll { WaitMode::BusyPoll } else { WaitMode::Blocking },
+        offload: !no_offload,
+    }
+}
+
+/// The driver a client runs on.
+pub(crate) enum ClientDriver {
+    Udp(UdpDriver),
+    Raw(RawDriver),
+}
+
+impl PathConfig {
+    /// The driver and the address to send to for the server `to`.
+    pub(crate) fn open(&self, to: SocketAddr) -> Result<(ClientDriver, SocketAddr), String> {
+        if self.raw.is_some() && self.via.is_some() {
+            return Err(
+                "--via and --raw: the emulator relays UDP; run raw IP through `xpress netns` instead".into(),
+            );
+        }
+        let dc = driver_config(self.busy_poll, self.no_offload);
+        match self.raw {
+            Some(ip) => {
+                let to = match to.ip() {
+                    std::net::IpAddr::V4(v4) => SocketAddr::from((v4, 0)),
+                    std::net::IpAddr::V6(_) => return Err(format!("--to {to}: --raw supports IPv4 only")),
+                };
+                let mut d = Driver::bind_raw(ip, EndpointConfig::default(), time_seed(), dc)
+                    .map_err(|e| format!("raw IP 36 on {ip}: {e}"))?;
+                if let Some(p) = &self.pcap {
+                    crate::capture::install(&mut d, p, Some(to))?;
+                }
+                Ok((ClientDriver::Raw(d), to))
+            }
+            None => {
+                let dst = self.via.unwrap_or(to);
+                let local = crate::addr::any_for(dst);
+                let mut d =
+                    UdpDriver::bind_with(local, EndpointConfig::default(), time_seed(), dc).map_err(|e| {
+                        let hint = if e.raw_os_error() == Some(nix::libc::EAFNOSUPPORT) {
+                            " (IPv6 is disabled on this host)"
+                        } else {
+                            ""
+                        };
+                        format!("bind {local} to reach {dst}: {e}{hint}")
+                    })?;
+                if let Some(p) = &self.pcap {
+                    crate::capture::install(&mut d, p, Some(dst))?;
+                }
+                Ok((ClientDriver::Udp(d), dst))
+            }
+        }
+    }
+}
+
+/// After a context of ours closed: sends what the endpoint still has
+/// queued (the last acknowledgement of the peer's close) and answers the
+/// peer's retransmissions for a while, so the server sees a graceful end
+/// even though this process is about to exit (TCP's TIME_WAIT, shortened:
+/// at most `max(100 ms, 3 RTT)`, 2 s at most, or until no context is left).
+pub(crate) fn linger<X: xk_driver::transport::Transport>(d: &mut Driver<X>, rtt: Option<xk_time::Duration>) {
+    use xk_time::Duration;
+    let _ = d.flush();
+    let span = (rtt.unwrap_or_default() * 3).max(Duration::from_millis(100)).min(Duration::from_secs(2));
+    let end = d.now() + span;
+    while d.endpoint().context_count() > 0 && d.now() < end {
+        if d.turn(Duration::from_millis(10)).is_err() {
+            return;
+        }
+        while d.endpoint().poll_event().is_some() {}
+    }
+}

@@ -1,0 +1,132 @@
+//! The data a bulk sender writes, and how much of it to keep queued —
+//! shared by the client's sender and the server's source (`bulk -R`).
+//!
+//! The data is a deterministic 1 MiB pattern, generated once and written
+//! as shared slices as the send queue drains (bounded memory, no per-chunk
+//! work), hashed as it goes only when asked.
+
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+use xk_time::Instant;
+use xtp_proto::{ContextId, Endpoint};
+
+const PATTERN_LEN: usize = 1 << 20;
+
+/// What one sending context has written and may still write.
+pub(crate) struct Feeder {
+    pattern: Bytes,
+    /// Bytes written so far.
+    pub(crate) written: u64,
+    /// Bytes to write in all (`u64::MAX`: until stopped).
+    limit: u64,
+    /// Runs against a deadline: keep the queue short (see `feed`).
+    timed: bool,
+    /// Message size (EOM on each), or an unbroken stream.
+    piece: Option<usize>,
+    sha: Option<Sha256>,
+}
+
+impl Feeder {
+    pub(crate) fn new(limit: u64, timed: bool, piece: Option<usize>, hash: bool) -> Self {
+        let pattern: Bytes = (0..PATTERN_LEN as u64)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect::<Vec<u8>>()
+            .into();
+        Feeder { pattern, written: 0, limit, timed, piece, sha: hash.then(Sha256::new) }
+    }
+
+    /// Writes what fits the queue bound. Untimed: twice the send window (at
+    /// least 8 MiB) stays queued, so a long fat path is limited by the
+    /// protocol, not by the caller's loop. Timed: only a quarter window (at
+    /// least 256 KiB) beyond what can be in flight, so what is queued at
+    /// the deadline drains in about a round trip, not in seconds.
+    pub(crate) fn feed(&mut self, ep: &mut Endpoint, now: Instant, ctx: ContextId) -> Result<(), String> {
+        let window = ep.context_stats(ctx).map_or(0, |s| s.send_window.min(1 << 30));
+        let queued = if self.timed {
+            window + (window / 4).max(256 << 10)
+        } else {
+            (2 * window).max(8 * PATTERN_LEN as u64)
+        };
+        let piece = self.piece.unwrap_or(PATTERN_LEN);
+        while self.written < self.limit && ep.unacked_bytes(ctx) < queued {
+            let n = (self.limit - self.written).min(piece as u64) as usize;
+            let start = (self.written % PATTERN_LEN as u64) as usize;
+            let start = if start + n > PATTERN_LEN { 0 } else { start };
+            let chunk = self.pattern.slice(start..start + n);
+            if let Some(sha) = self.sha.as_mut() {
+                sha.update(&chunk);
+            }
+            ep.write(now, ctx, chunk, self.piece.is_some(), None).map_err(|e| e.to_string())?;
+            self.written += n as u64;
+        }
+        Ok(())
+    }
+
+    /// All written (or stopped).
+    pub(crate) fn done(&self) -> bool {
+        self.written >= self.limit
+    }
+
+    /// Writes nothing more.
+    pub(crate) fn stop(&mut self) {
+        self.limit = self.written;
+    }
+
+    /// The SHA-256 of what was written, if hashing.
+    pub(crate) fn digest(&mut self) -> Option<[u8; 32]> {
+        self.sha.take().map(|s| s.finalize().into())
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The request a `bulk -R` client sends to the source service: 13 bytes,
+/// `t` (time, milliseconds) or `n` (bytes), the amount, the message size
+/// (0: a stream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SourceRequest {
+    /// Milliseconds (`timed`) or bytes.
+    pub(crate) amount: u64,
+    /// Send for a time rather than a byte count.
+    pub(crate) timed: bool,
+    /// Message size, 0 for a stream.
+    pub(crate) length: u32,
+}
+
+impl SourceRequest {
+    pub(crate) const LEN: usize = 13;
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut v = vec![if self.timed { b't' } else { b'n' }];
+        v.extend_from_slice(&self.amount.to_be_bytes());
+        v.extend_from_slice(&self.length.to_be_bytes());
+        v
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Option<SourceRequest> {
+        if b.len() != Self::LEN || !matches!(b[0], b't' | b'n') {
+            return None;
+        }
+        Some(SourceRequest {
+            timed: b[0] == b't',
+            amount: u64::from_be_bytes(b[1..9].try_into().ok()?),
+            length: u32::from_be_bytes(b[9..13].try_into().ok()?),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_requests_round_trip_and_refuse_garbage() {
+        let r = SourceRequest { amount: 3000, timed: true, length: 1400 };
+        assert_eq!(SourceRequest::decode(&r.encode()), Some(r));
+        assert_eq!(SourceRequest::decode(b"x123456789012"), None);
+        assert_eq!(SourceRequest::decode(b"n12"), None);
+    }
+}

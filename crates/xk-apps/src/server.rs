@@ -1,0 +1,404 @@
+//! `xpress serve`: the services the client tools talk to.
+//!
+//! | service | transport, port | what it does |
+//! |---|---|---|
+//! | echo | XTP port 7 | sends every message back (`ping`) |
+//! | discard | XTP port 9 | counts what arrives; when the client closes, answers the 8-byte count (`bulk`) |
+//! | verify | XTP port 10 | as discard, and hashes: answers the count and the SHA-256 (`bulk --verify`) |
+//! | source | XTP port 19 | sends what the client's 13-byte request asks for, bytes or time (`bulk -R`) |
+//! | tcp | TCP, the XTP port number | first byte `e`: echo, `d`: discard, answering the count |
+//! | udp-echo | UDP, `--udp-echo-port` (default XTP port + 1) | echoes datagrams (`ping --transport udp`) |
+//! | quic | QUIC, `--quic-port` (default: any free) | discard answering the count (`bulk --transport quic`) |
+//!
+//! The XTP ports are XTP's own port numbers inside one UDP socket, so one
+//! `--listen` address serves all three. Every socket is bound before the
+//! services are listed, so the list is exactly what is bound.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant as StdInstant;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use xk_driver::clock::time_seed;
+use xk_driver::driver::{Driver, RawDriver, UdpDriver};
+use xk_driver::transport::Transport as Io;
+use xk_time::Duration;
+use xtp_proto::{CloseReason, Congestion, ContextConfig, ContextId, EndpointConfig, Event};
+
+use crate::client::driver_config;
+use crate::feed::{Feeder, SourceRequest, hex};
+
+/// XTP port of the echo service.
+pub const ECHO_PORT: u16 = 7;
+/// XTP port of the discard service.
+pub const DISCARD_PORT: u16 = 9;
+/// XTP port of the discard service that also hashes (SHA-256). Hashing
+/// costs more CPU than the protocol itself, so throughput runs use plain
+/// discard, like the TCP floor (which never hashes).
+pub const VERIFY_PORT: u16 = 10;
+/// XTP port of the source service (chargen's number): it sends (`bulk -R`).
+pub const SOURCE_PORT: u16 = 19;
+
+/// What to serve, where.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// The XTP (UDP) and TCP address; port 0: any free port.
+    pub listen: SocketAddr,
+    /// Spin instead of sleeping.
+    pub busy_poll: bool,
+    /// Congestion controller of accepted XTP contexts.
+    pub cc: Congestion,
+    /// Do not use UDP GSO/GRO.
+    pub no_offload: bool,
+    /// SO_RCVBUF of the TCP floor's connections.
+    pub tcp_rcvbuf: Option<usize>,
+    /// XTP over IP protocol 36 instead of UDP (root; no floors then).
+    pub raw: bool,
+    /// UDP echo port; `None`: the XTP port + 1; `Some(0)`: any free port.
+    pub udp_echo_port: Option<u16>,
+    /// Serve QUIC with a fresh self-signed certificate written to this file.
+    pub quic_cert: Option<PathBuf>,
+    /// QUIC port (0: any free port).
+    pub quic_port: u16,
+    /// Stop after this long.
+    pub duration: Option<std::time::Duration>,
+    /// Write every XTP packet sent and received to this pcap file.
+    pub pcap: Option<PathBuf>,
+}
+
+impl ServeConfig {
+    /// Defaults on `listen`: XTP with CUBIC, the TCP and UDP floors, no QUIC.
+    pub fn new(listen: SocketAddr) -> Self {
+        ServeConfig {
+            listen,
+            busy_poll: false,
+            cc: Congestion::Cubic,
+            no_offload: false,
+            tcp_rcvbuf: None,
+            raw: false,
+            udp_echo_port: None,
+            quic_cert: None,
+            quic_port: 0,
+            duration: None,
+            pcap: None,
+        }
+    }
+}
+
+/// One bound service, as `serve` lists it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Service {
+    /// `xtp`, `tcp`, `udp-echo` or `quic`.
+    pub name: &'static str,
+    /// The address it is bound to.
+    pub addr: SocketAddr,
+    /// What it serves, in a few words.
+    pub what: &'static str,
+}
+
+/// What one XTP discard, verify or source context carried.
+#[derive(Clone, Debug, Serialize)]
+pub struct Received {
+    /// `discard`, `verify` or `source`.
+    pub service: &'static str,
+    /// The client.
+    pub peer: SocketAddr,
+    /// Bytes delivered to us (discard, verify) or written by us (source).
+    pub bytes: u64,
+    /// Seconds from the context's arrival to its end.
+    pub seconds: f64,
+    /// SHA-256 of the data (verify only).
+    pub sha256: Option<String>,
+    /// Ended by a graceful close.
+    pub graceful: bool,
+    /// How it ended, as a sentence.
+    pub reason: String,
+}
+
+enum AnyDriver {
+    Udp(UdpDriver),
+    Raw(RawDriver),
+}
+
+/// The bound services; [`Server::run`] serves them.
+pub struct Server {
+    driver: AnyDriver,
+    services: Vec<Service>,
+    cfg: ServeConfig,
+    /// Set when the server ends: the floor threads then stop.
+    done: Arc<AtomicBool>,
+}
+
+impl Server {
+    /// Binds every service of `cfg` (the XTP socket first, then TCP on the
+    /// same port number, the UDP echo, QUIC), or says which one failed.
+    pub fn bind(cfg: &ServeConfig) -> Result<Server, String> {
+        let dc = driver_config(cfg.busy_poll, cfg.no_offload);
+        let done = Arc::new(AtomicBool::new(false));
+        if cfg.raw {
+            let std::net::IpAddr::V4(ip) = cfg.listen.ip() else {
+                return Err(format!("--listen {}: --raw supports IPv4 only", cfg.listen));
+            };
+            if cfg.quic_cert.is_some() || cfg.udp_echo_port.is_some() {
+                return Err("--raw serves XTP only: leave out --quic-cert and --udp-echo-port".into());
+            }
+            let mut d = Driver::bind_raw(ip, EndpointConfig::default(), time_seed(), dc)
+                .map_err(|e| format!("raw IP 36 on {ip}: {e}"))?;
+            if let Some(p) = &cfg.pcap {
+                crate::capture::install(&mut d, p, None)?;
+            }
+            let services =
+                vec![Service { name: "xtp", addr: SocketAddr::new(ip.into(), 0), what: XTP_WHAT_RAW }];
+            return Ok(Server { driver: AnyDriver::Raw(d), services, cfg: cfg.clone(), done });
+        }
+        let mut d = UdpDriver::bind_with(cfg.listen, EndpointConfig::default(), time_seed(), dc)
+            .map_err(|e| bind_error("--listen", "XTP (UDP)", cfg.listen, &e))?;
+        if let Some(p) = &cfg.pcap {
+            crate::capture::install(&mut d, p, None)?;
+        }
+        let local = d.local_addr().map_err(|e| e.to_string())?;
+        let mut services = vec![Service { name: "xtp", addr: local, what: XTP_WHAT }];
+        let tcp = TcpListener::bind(local).map_err(|e| bind_error("--listen", "TCP", local, &e))?;
+        if let Some(b) = cfg.tcp_rcvbuf {
+            // Accepted connections inherit the listener's buffer size.
+            nix::sys::socket::setsockopt(&tcp, nix::sys::socket::sockopt::RcvBuf, &b)
+                .map_err(|e| format!("--tcp-rcvbuf {b}: {e}"))?;
+        }
+        services.push(Service {
+            name: "tcp",
+            addr: local,
+            what: "kernel TCP: first byte e echoes, d discards",
+        });
+        let echo_port = match cfg.udp_echo_port {
+            Some(p) => p,
+            None => crate::floors::default_udp_echo_port(local.port()).ok_or_else(|| {
+                format!("--listen {local}: the UDP echo goes on the next port up, and {} has none; give --udp-echo-port", local.port())
+            })?,
+        };
+        let echo_addr = SocketAddr::new(local.ip(), echo_port);
+        let udp = UdpSocket::bind(echo_addr)
+            .map_err(|e| bind_error("--udp-echo-port", "UDP echo", echo_addr, &e))?;
+        let echo_addr = udp.local_addr().map_err(|e| e.to_string())?;
+        services.push(Service {
+            name: "udp-echo",
+            addr: echo_addr,
+            what: "raw UDP echo (ping --transport udp)",
+        });
+        if let Some(cert) = &cfg.quic_cert {
+            let q =
+                crate::quic::spawn_server(SocketAddr::new(local.ip(), cfg.quic_port), cert, done.clone())?;
+            services.push(Service { name: "quic", addr: q, what: "QUIC discard (bulk --transport quic)" });
+        }
+        let busy = cfg.busy_poll;
+        {
+            let done = done.clone();
+            std::thread::spawn(move || crate::floors::tcp_server(tcp, busy, &done));
+        }
+        {
+            let done = done.clone();
+            std::thread::spawn(move || crate::floors::udp_echo(udp, busy, &done));
+        }
+        Ok(Server { driver: AnyDriver::Udp(d), services, cfg: cfg.clone(), done })
+    }
+
+    /// The bound services, XTP first.
+    pub fn services(&self) -> &[Service] {
+        &self.services
+    }
+
+    /// A warning about the socket buffers, if the system keeps them small.
+    pub fn warning(&self) -> Option<String> {
+        match &self.driver {
+            AnyDriver::Udp(d) => d.buffer_warning(),
+            AnyDriver::Raw(d) => d.buffer_warning(),
+        }
+    }
+
+    /// Serves until `stop` is set or the configured duration passes,
+    /// calling `on_received` as each discard or verify context ends.
+    /// The floors stop with the server (when this returns or it is dropped).
+    pub fn run(mut self, stop: &AtomicBool, on_received: impl FnMut(&Received)) -> Result<(), String> {
+        let cfg = self.cfg.clone();
+        match &mut self.driver {
+            AnyDriver::Udp(d) => serve_xtp(d, &cfg, stop, on_received),
+            AnyDriver::Raw(d) => serve_xtp(d, &cfg, stop, on_received),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+    }
+}
+
+const XTP_WHAT: &str = "XTP over UDP: echo on XTP port 7, discard 9, verify 10, source 19";
+const XTP_WHAT_RAW: &str = "XTP over IP protocol 36: echo on XTP port 7, discard 9, verify 10, source 19";
+
+/// A bind failure in words, with the likely cause where it is a common one.
+fn bind_error(flag: &str, what: &str, addr: SocketAddr, e: &std::io::Error) -> String {
+    let hint = match e.raw_os_error() {
+        Some(nix::libc::EADDRINUSE) => " (another program has this port: choose another)",
+        Some(nix::libc::EADDRNOTAVAIL) => " (no interface of this host has that address)",
+        Some(nix::libc::EAFNOSUPPORT) => " (IPv6 is disabled on this host)",
+        _ => "",
+    };
+    format!("{flag}: cannot bind {what} on {addr}: {e}{hint}")
+}
+
+/// Per-context state of the XTP services.
+struct Conn {
+    port: u16,
+    peer: SocketAddr,
+    start: StdInstant,
+    bytes: u64,
+    sha: Option<Sha256>,
+    digest: Option<String>,
+    /// Source: the request as it arrives, then what we send.
+    request: Vec<u8>,
+    source: Option<(Feeder, Option<StdInstant>)>,
+}
+
+fn serve_xtp<T: Io>(
+    d: &mut Driver<T>,
+    cfg: &ServeConfig,
+    stop: &AtomicBool,
+    mut on_received: impl FnMut(&Received),
+) -> Result<(), String> {
+    let ep = d.endpoint();
+    let mut ccfg = ContextConfig::stream();
+    ccfg.congestion = cfg.cc;
+    for port in [ECHO_PORT, DISCARD_PORT, VERIFY_PORT, SOURCE_PORT] {
+        ep.listen(port, ccfg.clone()).map_err(|e| format!("XTP port {port}: {e}"))?;
+    }
+    let end = cfg.duration.map(|s| StdInstant::now() + s);
+    let mut conns: HashMap<ContextId, Conn> = HashMap::new();
+    // Source contexts still writing, in arrival order.
+    let mut sources: Vec<ContextId> = Vec::new();
+    loop {
+        if end.is_some_and(|e| StdInstant::now() >= e) || stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        // Sources are fed as the queue drains: look again soon.
+        let wait = if sources.is_empty() { 100 } else { 5 };
+        d.turn(Duration::from_millis(wait)).map_err(|e| format!("socket: {e}"))?;
+        let now = d.now();
+        let ep = d.endpoint();
+        sources.retain(|ctx| {
+            let Some((feeder, deadline)) = conns.get_mut(ctx).and_then(|c| c.source.as_mut()) else {
+                return false;
+            };
+            if deadline.is_some_and(|d| StdInstant::now() >= d) {
+                feeder.stop();
+            }
+            if feeder.feed(ep, now, *ctx).is_err() || feeder.done() {
+                ep.close(now, *ctx);
+                return false;
+            }
+            true
+        });
+        while let Some(ev) = ep.poll_event() {
+            match ev {
+                Event::Incoming { ctx, port, peer, .. } => {
+                    let sha = (port == VERIFY_PORT).then(Sha256::new);
+                    conns.insert(
+                        ctx,
+                        Conn {
+                            port,
+                            peer,
+                            start: StdInstant::now(),
+                            bytes: 0,
+                            sha,
+                            digest: None,
+                            request: Vec::new(),
+                            source: None,
+                        },
+                    );
+                }
+                Event::Readable { ctx } => {
+                    while let Some(c) = ep.read(now, ctx) {
+                        let Some(conn) = conns.get_mut(&ctx) else { continue };
+                        if conn.port == ECHO_PORT {
+                            let _ = ep.write(now, ctx, c.data, c.eom, c.btag);
+                        } else if conn.port == SOURCE_PORT {
+                            if conn.source.is_some() || conn.request.len() + c.data.len() > SourceRequest::LEN
+                            {
+                                ep.abort(now, ctx);
+                                continue;
+                            }
+                            conn.request.extend_from_slice(&c.data);
+                            if conn.request.len() == SourceRequest::LEN {
+                                let Some(r) = SourceRequest::decode(&conn.request) else {
+                                    ep.abort(now, ctx);
+                                    continue;
+                                };
+                                let length = (r.length > 0).then_some(r.length as usize);
+                                let (limit, deadline) = if r.timed {
+                                    let t = std::time::Duration::from_millis(r.amount.min(3_600_000));
+                                    (u64::MAX, Some(StdInstant::now() + t))
+                                } else {
+                                    (r.amount, None)
+                                };
+                                conn.source = Some((Feeder::new(limit, r.timed, length, false), deadline));
+                                sources.push(ctx);
+                            }
+                        } else {
+                            conn.bytes += c.data.len() as u64;
+                            if let Some(h) = conn.sha.as_mut() {
+                                h.update(&c.data);
+                            }
+                        }
+                    }
+                }
+                Event::PeerFinished { ctx } => {
+                    // The receiver's own count (and hash) goes back before
+                    // our close, so the client reports both sides.
+                    if let Some(conn) = conns.get_mut(&ctx)
+                        && (conn.port == DISCARD_PORT || conn.port == VERIFY_PORT)
+                    {
+                        let mut answer = conn.bytes.to_be_bytes().to_vec();
+                        if let Some(h) = conn.sha.take() {
+                            let digest = h.finalize();
+                            answer.extend_from_slice(&digest);
+                            conn.digest = Some(hex(&digest));
+                        }
+                        let _ = ep.write(now, ctx, answer.into(), true, None);
+                    }
+                    // A source still writing closes when it is done.
+                    if !sources.contains(&ctx) {
+                        ep.close(now, ctx);
+                    }
+                }
+                Event::Closed { ctx, reason } => {
+                    if let Some(mut c) = conns.remove(&ctx)
+                        && c.port != ECHO_PORT
+                    {
+                        if let Some(h) = c.sha.take() {
+                            c.digest = Some(hex(&h.finalize()));
+                        }
+                        let service = match c.port {
+                            VERIFY_PORT => "verify",
+                            SOURCE_PORT => "source",
+                            _ => "discard",
+                        };
+                        let bytes = c.source.as_ref().map_or(c.bytes, |(f, _)| f.written);
+                        on_received(&Received {
+                            service,
+                            peer: c.peer,
+                            bytes,
+                            seconds: c.start.elapsed().as_secs_f64(),
+                            sha256: c.digest,
+                            graceful: reason == CloseReason::Graceful,
+                            reason: crate::close::describe(&reason),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}

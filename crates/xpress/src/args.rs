@@ -1,0 +1,91 @@
+//! What the client and server commands share: value parsers (sizes and
+//! rates through the link model's one parser, addresses with host names
+//! and a default port), the path flags, and Ctrl-C.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::Args;
+use xk_apps::{PathConfig, Transport};
+
+/// `-n 1G`, `-l 64k`, `--window 4m`: powers of 1024.
+pub(crate) fn bytes(s: &str) -> Result<u64, String> {
+    xk_netemu::parse_bytes("", s).map_err(|e| e.reason)
+}
+
+/// A byte size held in memory.
+pub(crate) fn size(s: &str) -> Result<usize, String> {
+    xk_netemu::parse_size("", s).map_err(|e| e.reason)
+}
+
+/// `--rate 10mbit`: bits per second, as `tc` writes them.
+pub(crate) fn rate(s: &str) -> Result<u64, String> {
+    xk_netemu::parse_rate("", s).map_err(|e| e.reason)
+}
+
+/// Seconds as a positive finite number (`0.2`, `3`).
+pub(crate) fn seconds(s: &str) -> Result<std::time::Duration, String> {
+    let v: f64 = s.parse().map_err(|_| "expected a number of seconds, like 0.5 or 3".to_string())?;
+    if !(0.0..=1e9).contains(&v) {
+        return Err("expected a number of seconds from 0 up".into());
+    }
+    Ok(std::time::Duration::from_secs_f64(v))
+}
+
+/// `HOST[:PORT]`, `[V6]:PORT`; the port defaults to 3636.
+pub(crate) fn addr(s: &str) -> Result<SocketAddr, String> {
+    xk_apps::addr::parse(s)
+}
+
+/// `--transport xtp|udp|tcp|quic`.
+pub(crate) fn transport(s: &str) -> Result<Transport, String> {
+    s.parse()
+}
+
+/// How a client tool reaches the server (shared by `ping` and `bulk`).
+#[derive(Args)]
+pub(crate) struct PathArgs {
+    /// Do not use UDP GSO/GRO.
+    #[arg(long)]
+    no_offload: bool,
+    /// Go through a running `xpress emulate` listening at ADDR (started with
+    /// `--server` set to the service's address): packets are sent there
+    /// instead. XTP and UDP only; kernel TCP runs under an emulated link
+    /// with `xpress netns`.
+    #[arg(long, value_name = "ADDR", value_parser = addr)]
+    via: Option<SocketAddr>,
+    /// XTP directly over IP protocol 36 (root only) from this local IPv4
+    /// address to the `--to` address (port ignored).
+    #[arg(long, value_name = "LOCAL_IP")]
+    raw: Option<std::net::Ipv4Addr>,
+    /// Write every XTP packet sent and received to FILE (pcap, framed as
+    /// IPv4 protocol 36: Wireshark and tshark decode it as XTP as it is).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
+}
+
+impl PathArgs {
+    pub(crate) fn config(&self, busy_poll: bool) -> PathConfig {
+        PathConfig {
+            no_offload: self.no_offload,
+            via: self.via,
+            raw: self.raw,
+            busy_poll,
+            pcap: self.pcap.clone(),
+        }
+    }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// The flag Ctrl-C sets: the first press asks the running tool to stop and
+/// print what it has; a second press exits at once (status 130).
+pub(crate) fn ctrl_c() -> Result<&'static AtomicBool, String> {
+    ctrlc::set_handler(|| {
+        if STOP.swap(true, Ordering::Relaxed) {
+            std::process::exit(130);
+        }
+    })
+    .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
+    Ok(&STOP)
+}

@@ -1,0 +1,336 @@
+//! `xpress bulk`: flags and printing; the transfer is `xk_apps::bulk`.
+//!
+//! Output follows iperf3: a header, an interval line every `-i` seconds
+//! (sender's rate, receiver's goodput, retransmissions, RTT, window) per
+//! context and a `[SUM]` with `-P`, `tx`/`rx` with `--bidir`, and the end
+//! summary with both sides' counts and the protocol's counters;
+//! `-J` gives all of it as one line of JSON at the end. Ctrl-C prints the
+//! summary so far and exits with status 1.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::Args;
+use xk_apps::bulk::{self, Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult};
+use xk_apps::{Transport, format};
+use xtp_proto::Congestion;
+
+use crate::args::{self, PathArgs};
+
+#[derive(Args)]
+pub(crate) struct BulkArgs {
+    /// Server (`xpress serve`): HOST[:PORT], port 3636 by default.
+    #[arg(long, default_value = "127.0.0.1:3636", value_parser = args::addr, value_name = "ADDR")]
+    to: SocketAddr,
+    /// Bytes to send: 100000000, 64k, 10m, 1G (k = 1024).
+    #[arg(short = 'n', long, default_value = "100000000", value_parser = args::bytes, value_name = "BYTES")]
+    bytes: u64,
+    /// Send for this many seconds (0.1–3600) instead of a byte count: the
+    /// sender stops and closes at the deadline, and the goodput counts what
+    /// the receiver acknowledged by then (XTP; TCP: what it counted).
+    #[arg(short = 't', long, conflicts_with = "bytes", value_parser = args::seconds, value_name = "SECONDS")]
+    time: Option<std::time::Duration>,
+    /// Parallel contexts (TCP: connections) per direction, 1–128; -n is
+    /// shared among them.
+    #[arg(short = 'P', long, default_value_t = 1, value_name = "N")]
+    parallel: u32,
+    /// Reverse: the server sends, we receive (its source service; XTP and
+    /// TCP).
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    reverse: bool,
+    /// Both directions at once (-P contexts each way).
+    #[arg(long)]
+    bidir: bool,
+    /// Print an interval line every this many seconds.
+    #[arg(short = 'i', long, value_parser = args::seconds, value_name = "SECONDS")]
+    interval: Option<std::time::Duration>,
+    /// Send messages of this many bytes (XTP: each ends with EOM; TCP: one
+    /// write each, Nagle off) instead of an unbroken stream.
+    #[arg(short = 'l', long, value_name = "BYTES", value_parser = args::size)]
+    length: Option<usize>,
+    /// Hash the data on both sides (SHA-256) and compare them: a check,
+    /// not a throughput run — hashing costs more than XTP itself.
+    #[arg(long)]
+    verify: bool,
+    /// Checksum over headers only (NOCHECK).
+    #[arg(long)]
+    nocheck: bool,
+    /// XTP rate limit, as tc writes rates: 10mbit, 1.5gbit, 64kbit.
+    #[arg(long, value_parser = args::rate, value_name = "RATE")]
+    rate: Option<u64>,
+    /// Congestion controller: cubic (default), bbr, newreno, or none (pure
+    /// XTP 4.0: flow and rate control only).
+    #[arg(long, default_value_t = Congestion::Cubic, value_name = "NAME")]
+    cc: Congestion,
+    /// Receive window asked of the peer and offered by us (64k, 4m).
+    /// Without it, the window starts at 4 MiB and grows with the path (up to
+    /// 256 MiB, receive-buffer right-sizing); with it, it stays this size.
+    #[arg(long, value_name = "BYTES", value_parser = args::size)]
+    window: Option<usize>,
+    /// Print the result as one line of JSON (intervals included).
+    #[arg(short = 'J', long)]
+    json: bool,
+    /// Write the output to FILE (appended) instead of the terminal.
+    #[arg(long, value_name = "FILE")]
+    logfile: Option<std::path::PathBuf>,
+    /// What to measure: XTP, the kernel-TCP floor, or QUIC (quinn).
+    #[arg(long, default_value = "xtp", value_parser = args::transport, value_name = "xtp|tcp|quic")]
+    transport: Transport,
+    /// With `--transport quic`: the server's certificate (the FILE given to
+    /// `xpress serve --quic-cert`); `--to` is then the `quic on` address.
+    #[arg(long, value_name = "FILE")]
+    quic_cert: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    path: PathArgs,
+}
+
+pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
+    let cfg = BulkConfig {
+        to: a.to,
+        transport: a.transport,
+        amount: a.time.map_or(Amount::Bytes(a.bytes), Amount::Time),
+        parallel: a.parallel,
+        direction: if a.bidir {
+            Direction::Both
+        } else if a.reverse {
+            Direction::Receive
+        } else {
+            Direction::Send
+        },
+        length: a.length,
+        verify: a.verify,
+        nocheck: a.nocheck,
+        rate_bps: a.rate,
+        cc: a.cc,
+        window: a.window,
+        interval: a.interval,
+        path: a.path.config(false),
+        quic_cert: a.quic_cert.clone(),
+    };
+    bulk::check(&cfg)?;
+    let mut out: Box<dyn Write> = match &a.logfile {
+        Some(p) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| format!("--logfile {}: {e}", p.display()))?,
+        ),
+        None => Box::new(std::io::stdout()),
+    };
+    let stop = args::ctrl_c()?;
+    let json = a.json;
+    if !json {
+        let via = cfg.path.via.map(|v| format!(" via {v}")).unwrap_or_default();
+        let what = match cfg.amount {
+            Amount::Bytes(b) => format!("{} bytes", b),
+            Amount::Time(t) => format!("for {}", format::secs(t.as_secs_f64())),
+        };
+        let how = match cfg.direction {
+            Direction::Send => "sending",
+            Direction::Receive => "receiving (reverse)",
+            Direction::Both => "sending and receiving",
+        };
+        let unit = if a.transport == Transport::Xtp { "contexts" } else { "connections" };
+        let streams =
+            if a.parallel > 1 { format!(", {} {unit} each way", a.parallel) } else { String::new() };
+        let _ = writeln!(out, "Connecting to {}{via} ({}{streams}), {how} {what}", a.to, a.transport.name());
+    }
+    let mut header = false;
+    let (labels, bidir) = (a.parallel > 1 || a.bidir, a.bidir);
+    let r = bulk::run(&cfg, stop, |iv| {
+        if json {
+            return;
+        }
+        if !header {
+            let _ = writeln!(out, "{}", interval_header());
+            header = true;
+        }
+        let tag = if labels { label(iv.stream, iv.direction, bidir) } else { String::new() };
+        let _ = writeln!(out, "{}", interval_line(iv, &tag));
+    })?;
+    for w in &r.warnings {
+        eprintln!("xpress bulk: warning: {w}");
+    }
+    if json {
+        let _ = writeln!(out, "{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+    } else {
+        let _ = write!(out, "{}", summary(&r));
+    }
+    let _ = out.flush();
+    if r.interrupted {
+        eprintln!("xpress bulk: interrupted (the summary covers the time until Ctrl-C)");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn interval_header() -> String {
+    format!(
+        "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10}",
+        "", "interval", "sent", "sender", "receiver", "retr", "rtt", "cwnd"
+    )
+}
+
+/// `[  0]`, `[SUM]`, with `tx`/`rx` when both directions run.
+fn label(stream: Option<usize>, dir: Direction, bidir: bool) -> String {
+    let who = stream.map_or_else(|| "SUM".to_string(), |k| format!("{k:>3}"));
+    let way = match (bidir, dir) {
+        (false, _) => "",
+        (true, Direction::Receive) => " rx",
+        (true, _) => " tx",
+    };
+    format!("[{who}{way}]")
+}
+
+/// One interval: seconds, bytes sent, the sender's rate, the receiver's
+/// goodput (acknowledged, or delivered to us), retransmitted bytes, RTT,
+/// window; `-` where this side cannot know.
+/// `tag`: whose line it is (empty with one context).
+fn interval_line(iv: &Interval, tag: &str) -> String {
+    let dash = || "-".to_string();
+    format!(
+        "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10}",
+        tag,
+        format!("{:.2}-{:.2} s", iv.start, iv.end),
+        iv.sent_bytes.map_or_else(dash, format::bytes),
+        iv.sent_bits_per_second.map_or_else(dash, format::rate),
+        iv.receiver_bits_per_second.map_or_else(dash, format::rate),
+        iv.retransmitted.map_or_else(dash, format::bytes),
+        iv.srtt_ms.map_or_else(dash, |ms| format::secs(ms / 1e3)),
+        iv.cwnd.map_or_else(dash, format::bytes),
+    )
+}
+
+/// A context's line in the summary of a run with several.
+fn stream_line(s: &StreamResult, bidir: bool) -> String {
+    let got = s.receiver_bytes.map_or_else(|| "-".into(), |n| n.to_string());
+    format!(
+        "  {} {} in {}: {} (receiver counted {got} bytes)\n",
+        label(Some(s.stream), s.direction, bidir),
+        format::bytes(s.bytes),
+        format::secs(s.seconds),
+        format::rate(s.bits_per_second)
+    )
+}
+
+/// The end: what was counted, both sides' view, the protocol's counters.
+fn summary(r: &BulkResult) -> String {
+    let mut s = String::new();
+    let bidir = r.direction == Direction::Both;
+    if r.streams.len() > 1 {
+        for st in &r.streams {
+            s += &stream_line(st, bidir);
+        }
+    }
+    let rate = format::rate(r.bits_per_second);
+    let secs = format::secs(r.seconds);
+    let sum = if r.streams.len() > 1 { label(None, Direction::Send, bidir) + " " } else { String::new() };
+    let t = r.transport;
+    if r.direction == Direction::Receive {
+        s +=
+            &format!("{sum}{t}: received {} bytes ({}) in {secs}: {rate}\n", r.bytes, format::bytes(r.bytes));
+    } else if r.timed && t == "xtp" {
+        s += &format!(
+            "{sum}{t}: {} acknowledged by the receiver within {secs}: {rate}\n",
+            format::bytes(r.bytes)
+        );
+    } else {
+        s += &format!("{sum}{t}: {} bytes ({}) in {secs}: {rate}\n", r.bytes, format::bytes(r.bytes));
+    }
+    if let Some(rx) = &r.receive_sum {
+        s += &format!(
+            "{} {t}: received {} in {}: {}\n",
+            label(None, Direction::Receive, true),
+            format::bytes(rx.bytes),
+            format::secs(rx.seconds),
+            format::rate(rx.bits_per_second)
+        );
+    }
+    if r.direction != Direction::Receive {
+        let receiver = match r.receiver_bytes {
+            Some(n) => format!("the receiver counted {n} bytes"),
+            None => "no count from the receiver (the transfer was cut short)".into(),
+        };
+        s += &format!("  sender wrote {} bytes; {receiver}\n", r.sent_bytes);
+    }
+    if let Some(h) = &r.sha256 {
+        let same = if r.receiver_sha256.as_ref() == Some(h) { " (the receiver's matches)" } else { "" };
+        s += &format!("  sha256 {h}{same}\n");
+    }
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format::secs(v / 1e3));
+    if let (Some(c), Direction::Receive) = (&r.context, r.direction) {
+        // A receiving context's window and retransmissions are the server's.
+        s += &format!("  receiving: srtt {}, min rtt {}\n", ms(c.srtt_ms), ms(c.min_rtt_ms));
+    } else if let Some(c) = &r.context {
+        let cwnd = if c.cwnd == u64::MAX { "none".into() } else { format::bytes(c.cwnd) };
+        let which = if r.streams.len() > 1 { " (context 0)" } else { "" };
+        s += &format!(
+            "  {}{which}: retransmitted {} ({} spurious), {} timeouts ({} spurious), {} reductions ({} undone), \
+             srtt {}, min rtt {}, cwnd {cwnd}\n",
+            c.congestion,
+            format::bytes(c.retransmitted),
+            format::bytes(c.spurious_retransmitted),
+            c.timeouts,
+            c.spurious_timeouts,
+            c.congestion_events,
+            c.undone,
+            ms(c.srtt_ms),
+            ms(c.min_rtt_ms),
+        );
+    }
+    if r.interrupted {
+        s += "  (interrupted)\n";
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_lines_show_both_rates_retransmissions_rtt_and_window() {
+        let iv = Interval {
+            stream: None,
+            direction: Direction::Send,
+            start: 1.0,
+            end: 2.0,
+            sent_bytes: Some(12_500_000),
+            sent_bits_per_second: Some(100e6),
+            receiver_bytes: Some(12_000_000),
+            receiver_bits_per_second: Some(96e6),
+            retransmitted: Some(3000),
+            srtt_ms: Some(20.34),
+            cwnd: Some(1 << 20),
+            send_window: Some(1 << 20),
+        };
+        let l = interval_line(&iv, "");
+        for part in
+            ["1.00-2.00 s", "11.9 MiB", "100 Mbit/s", "96.0 Mbit/s", "2.93 KiB", "20.3 ms", "1.00 MiB"]
+        {
+            assert!(l.contains(part), "{part:?} not in {l:?}");
+        }
+        assert!(!l.contains('['), "{l}");
+        assert_eq!(interval_header().chars().count(), l.chars().count());
+        // TCP knows only what it wrote.
+        let tcp = Interval {
+            receiver_bytes: None,
+            receiver_bits_per_second: None,
+            retransmitted: None,
+            srtt_ms: None,
+            cwnd: None,
+            ..iv.clone()
+        };
+        assert!(interval_line(&tcp, "").ends_with('-'), "{}", interval_line(&tcp, ""));
+        // With -P and --bidir each line says whose it is.
+        assert_eq!(label(None, Direction::Send, true), "[SUM tx]");
+        assert_eq!(label(Some(1), Direction::Send, false), "[  1]");
+        let rx = Interval { stream: Some(2), direction: Direction::Receive, sent_bytes: None, ..iv };
+        let l = interval_line(&rx, &label(rx.stream, rx.direction, true));
+        assert!(l.starts_with("[  2 rx]"), "{l}");
+        // `[`, `2`, `rx]`, `1.00-2.00`, `s`, then the sent column.
+        assert_eq!(l.split_whitespace().nth(5), Some("-"), "a receiver does not know what was sent: {l}");
+    }
+}

@@ -1,0 +1,166 @@
+//! `xpress ping`: flags and printing; the measurement is `xk_apps::ping`.
+//!
+//! Output follows ping: a line per reply (`-q` leaves them out), a
+//! `--- statistics ---` block at the end (also on Ctrl-C), exit status 1
+//! when no reply came at all.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::Args;
+use xk_apps::ping::{self, PingConfig, PingResult, Reply};
+use xk_apps::{Transport, format};
+use xtp_proto::Congestion;
+
+use crate::args::{self, PathArgs};
+
+#[derive(Args)]
+pub(crate) struct PingArgs {
+    /// Server (`xpress serve`): HOST[:PORT], port 3636 by default. With
+    /// `--transport udp`, the echo is at this port + 1 (serve's default).
+    #[arg(long, default_value = "127.0.0.1:3636", value_parser = args::addr, value_name = "ADDR")]
+    to: SocketAddr,
+    /// Bytes per request.
+    #[arg(short = 'l', long, default_value = "64", value_parser = args::size, value_name = "BYTES")]
+    length: usize,
+    /// Stop after this many requests (default: until Ctrl-C).
+    #[arg(short = 'c', long, value_name = "COUNT")]
+    count: Option<u64>,
+    /// Seconds between requests; 0 sends the next request as soon as the
+    /// reply is in (back-to-back ping-pong, for latency measurements).
+    #[arg(short = 'i', long, default_value = "1", value_parser = args::seconds, value_name = "SECONDS")]
+    interval: std::time::Duration,
+    /// Seconds to wait for each reply; one not back by then is counted
+    /// lost and not waited for again.
+    #[arg(short = 'W', long, default_value = "10", value_parser = args::seconds, value_name = "SECONDS")]
+    timeout: std::time::Duration,
+    /// Quiet: only the summary.
+    #[arg(short = 'q', long)]
+    quiet: bool,
+    /// Print the summary as one line of JSON (no per-reply lines).
+    #[arg(short = 'J', long)]
+    json: bool,
+    /// Congestion controller: cubic (default), bbr, newreno, or none (pure
+    /// XTP 4.0: flow and rate control only).
+    #[arg(long, default_value_t = Congestion::Cubic, value_name = "NAME")]
+    cc: Congestion,
+    /// What to measure: XTP, or the raw-UDP / kernel-TCP floor.
+    #[arg(long, default_value = "xtp", value_parser = args::transport, value_name = "xtp|udp|tcp")]
+    transport: Transport,
+    /// Spin on non-blocking receives instead of sleeping.
+    #[arg(long)]
+    busy_poll: bool,
+    #[command(flatten)]
+    path: PathArgs,
+}
+
+pub(crate) fn run(a: &PingArgs) -> Result<ExitCode, String> {
+    let stop = args::ctrl_c()?;
+    let to = match a.transport {
+        // serve's UDP echo sits on the next port up.
+        Transport::Udp => SocketAddr::new(
+            a.to.ip(),
+            xk_apps::floors::default_udp_echo_port(a.to.port())
+                .ok_or("--to: port 65535 has no UDP echo above it")?,
+        ),
+        _ => a.to,
+    };
+    let cfg = PingConfig {
+        to,
+        transport: a.transport,
+        length: a.length,
+        count: a.count,
+        interval: a.interval,
+        timeout: a.timeout,
+        cc: a.cc,
+        path: a.path.config(a.busy_poll),
+    };
+    ping::check(&cfg)?;
+    let lines = !a.quiet && !a.json;
+    if !a.json {
+        let via = cfg.path.via.map(|v| format!(" via {v}")).unwrap_or_default();
+        println!("PING {to}{via} ({}): {} bytes per request", a.transport.name(), a.length);
+    }
+    let r = ping::run(&cfg, stop, |reply| {
+        if lines {
+            println!("{}", reply_line(&reply, a.length, to));
+        }
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+    } else {
+        print!("{}", summary(&r, to));
+    }
+    if let Some(e) = &r.error {
+        eprintln!("xpress ping: {e}");
+    }
+    Ok(if r.received > 0 && r.error.is_none() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `1000 bytes from 127.0.0.1:3636: seq=3 time=40.4 ms`, or the loss.
+fn reply_line(r: &Reply, len: usize, to: SocketAddr) -> String {
+    match r.rtt_us {
+        Some(us) => format!("{len} bytes from {to}: seq={} time={}", r.seq, format::secs(us / 1e6)),
+        None => format!("no reply from {to}: seq={} (lost: not back within -W)", r.seq),
+    }
+}
+
+/// ping's closing block, with p50/p90/p99 added.
+fn summary(r: &PingResult, to: SocketAddr) -> String {
+    let mut s = format!(
+        "--- {to} {} ping statistics ---\n{} requests sent, {} replies received, {}% loss, time {}{}\n",
+        r.transport,
+        r.sent,
+        r.received,
+        format::sig3(r.loss_percent),
+        format::secs(r.seconds),
+        if r.interrupted { " (interrupted)" } else { "" }
+    );
+    if let Some(t) = &r.rtt_us {
+        let f = |us: f64| format::secs(us / 1e6);
+        s += &format!(
+            "rtt min/avg/max/mdev = {}/{}/{}/{}\nrtt p50/p90/p99 = {}/{}/{}\n",
+            f(t.min),
+            f(t.avg),
+            f(t.max),
+            f(t.mdev),
+            f(t.p50),
+            f(t.p90),
+            f(t.p99)
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xk_apps::stats::RttSummary;
+
+    #[test]
+    fn reply_lines_and_summary_read_like_ping() {
+        let to: SocketAddr = "127.0.0.1:3636".parse().unwrap();
+        assert_eq!(
+            reply_line(&Reply { seq: 3, rtt_us: Some(40_424.9) }, 1000, to),
+            "1000 bytes from 127.0.0.1:3636: seq=3 time=40.4 ms"
+        );
+        assert!(reply_line(&Reply { seq: 4, rtt_us: None }, 1000, to).contains("seq=4 (lost"));
+        let r = PingResult {
+            transport: "xtp",
+            busy_poll: false,
+            length: 64,
+            count: 4,
+            sent: 4,
+            received: 3,
+            loss_percent: 25.0,
+            rtt_us: RttSummary::of(&[1_000_000, 2_000_000, 3_000_000]),
+            seconds: 3.0,
+            interrupted: false,
+            error: None,
+        };
+        let s = summary(&r, to);
+        assert!(s.contains("4 requests sent, 3 replies received, 25.0% loss, time 3.00 s"), "{s}");
+        assert!(s.contains("rtt min/avg/max/mdev = 1.00 ms/2.00 ms/3.00 ms/816 µs"), "{s}");
+        assert!(s.contains("rtt p50/p90/p99 = 2.00 ms/3.00 ms/3.00 ms"), "{s}");
+    }
+}

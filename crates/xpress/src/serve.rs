@@ -1,0 +1,108 @@
+//! `xpress serve`: flags and printing; the services are `xk_apps::server`.
+
+use std::net::SocketAddr;
+
+use clap::Args;
+use xk_apps::format;
+use xk_apps::server::{ServeConfig, Server};
+use xtp_proto::Congestion;
+
+use crate::args;
+
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// Address of the XTP service (UDP) and the TCP floor: HOST[:PORT],
+    /// [IPV6]:PORT; the port defaults to 3636, 0 takes any free port.
+    #[arg(long, default_value = "127.0.0.1:3636", value_parser = args::addr, value_name = "ADDR")]
+    listen: SocketAddr,
+    /// Port of the raw UDP echo (default: the --listen port + 1; 0: any free port).
+    #[arg(long, value_name = "PORT")]
+    udp_echo_port: Option<u16>,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long, value_parser = args::seconds, value_name = "SECONDS")]
+    duration: Option<std::time::Duration>,
+    /// Spin instead of sleeping (XTP, TCP echo and UDP echo alike).
+    #[arg(long)]
+    busy_poll: bool,
+    /// Congestion controller: cubic (default), bbr, newreno, or none (pure
+    /// XTP 4.0: flow and rate control only).
+    #[arg(long, default_value_t = Congestion::Cubic, value_name = "NAME")]
+    cc: Congestion,
+    /// Do not use UDP GSO/GRO.
+    #[arg(long)]
+    no_offload: bool,
+    /// Receive buffer of the TCP floor server's connections (SO_RCVBUF; Linux
+    /// then offers a window of about this size and stops auto-tuning): 65536
+    /// gives the classic 64 KB TCP window of seed 002.
+    #[arg(long, value_name = "BYTES", value_parser = args::size)]
+    tcp_rcvbuf: Option<usize>,
+    /// XTP directly over IP protocol 36 (root only) on the `--listen`
+    /// address (its port is ignored; use a different loopback address from
+    /// the client's, e.g. 127.0.0.2). Serves XTP only.
+    #[arg(long)]
+    raw: bool,
+    /// Also serve QUIC (quinn) bulk transfers, with a fresh self-signed
+    /// certificate written to FILE for the client to trust.
+    #[arg(long, value_name = "FILE")]
+    quic_cert: Option<std::path::PathBuf>,
+    /// Port of the QUIC service (default: any free port; printed).
+    #[arg(long, value_name = "PORT", default_value_t = 0, requires = "quic_cert")]
+    quic_port: u16,
+    /// Write every XTP packet sent and received to FILE (pcap, framed as
+    /// IPv4 protocol 36: Wireshark and tshark decode it as XTP as it is).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
+    /// Print each finished transfer as a line of JSON.
+    #[arg(short = 'J', long)]
+    json: bool,
+}
+
+pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
+    let stop = args::ctrl_c()?;
+    let cfg = ServeConfig {
+        listen: a.listen,
+        busy_poll: a.busy_poll,
+        cc: a.cc,
+        no_offload: a.no_offload,
+        tcp_rcvbuf: a.tcp_rcvbuf,
+        raw: a.raw,
+        udp_echo_port: a.udp_echo_port,
+        quic_cert: a.quic_cert.clone(),
+        quic_port: a.quic_port,
+        duration: a.duration,
+        pcap: a.pcap.clone(),
+    };
+    let server = Server::bind(&cfg)?;
+    if let Some(w) = server.warning() {
+        eprintln!("xpress serve: warning: {w}");
+    }
+    // The first line names the XTP address and, with --quic-cert, the
+    // second the QUIC one (scripts and the lab read these two); then one
+    // line per service.
+    let services = server.services().to_vec();
+    println!("listening on {}", services[0].addr);
+    if let Some(q) = services.iter().find(|s| s.name == "quic") {
+        println!("quic on {}", q.addr);
+    }
+    for s in &services {
+        println!("  {:<8} {:<22} {}", s.name, s.addr, s.what);
+    }
+    let json = a.json;
+    server.run(stop, |r| {
+        if json {
+            println!("{}", serde_json::to_string(r).unwrap_or_default());
+            return;
+        }
+        let sha = r.sha256.as_ref().map(|h| format!(" sha256 {h}")).unwrap_or_default();
+        let rate = if r.seconds > 0.0 { r.bytes as f64 * 8.0 / r.seconds } else { 0.0 };
+        let (verb, dir) = if r.service == "source" { ("sent", "to") } else { ("received", "from") };
+        println!(
+            "{verb} {} bytes{sha} {dir} {} in {}: {} ({})",
+            r.bytes,
+            r.peer,
+            format::secs(r.seconds),
+            format::rate(rate),
+            r.reason
+        );
+    })
+}
