@@ -7,6 +7,7 @@ mod args;
 mod bench;
 mod bulk;
 mod emulate;
+mod ftp_cmd;
 mod netns_cmd;
 mod ping;
 mod report;
@@ -42,6 +43,9 @@ enum Command {
     Ping(ping::PingArgs),
     /// Bulk transfer over XTP (or TCP, QUIC), as iperf3 reports it.
     Bulk(bulk::BulkArgs),
+    /// FTP over kernel TCP or XTP: a server, and get/put/ls as a client.
+    #[command(subcommand)]
+    Ftp(ftp_cmd::FtpCommand),
 }
 
 /// A tool's own exit status, or 1 with its error printed.
@@ -69,6 +73,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Ping(args) => return status(ping::run(&args)),
         Command::Bulk(args) => return status(bulk::run(&args)),
+        Command::Ftp(cmd) => ftp_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

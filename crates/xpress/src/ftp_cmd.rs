@@ -1,0 +1,217 @@
+//! `xpress ftp`: the FTP server and client of `xk-ftp` from the command line.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use xk_ftp::client::Client;
+use xk_ftp::net::Net;
+use xk_ftp::server::{self, Config};
+
+#[derive(Subcommand)]
+pub(crate) enum FtpCommand {
+    /// Serve a directory over FTP until Ctrl-C.
+    Serve(ServeArgs),
+    /// Download: `xpress ftp get ftp://USER:PASS@HOST:PORT/PATH [FILE]`.
+    Get(GetArgs),
+    /// Upload: `xpress ftp put FILE ftp://USER:PASS@HOST:PORT/PATH`.
+    Put(PutArgs),
+    /// List a directory: `xpress ftp ls ftp://USER:PASS@HOST:PORT/DIR`.
+    Ls(LsArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// The directory served; nothing outside it is reachable.
+    #[arg(long)]
+    root: PathBuf,
+    /// Control address (over XTP: the UDP address; the control connection is XTP port 21 there).
+    #[arg(long, default_value = "127.0.0.1:2121")]
+    listen: String,
+    /// tcp or xtp.
+    #[arg(long, default_value = "tcp")]
+    transport: Net,
+    /// An account's user name (with --password).
+    #[arg(long, requires = "password")]
+    user: Option<String>,
+    /// The account's password.
+    #[arg(long, requires = "user")]
+    password: Option<String>,
+    /// Let `anonymous` log in with any password, read-only.
+    #[arg(long)]
+    anonymous: bool,
+    /// Sessions at once, in total.
+    #[arg(long, default_value_t = 64)]
+    max_sessions: usize,
+    /// Sessions at once from one address.
+    #[arg(long, default_value_t = 8)]
+    max_per_addr: usize,
+    /// Seconds a session may stay idle.
+    #[arg(long, default_value_t = 300)]
+    idle: u64,
+}
+
+#[derive(Args)]
+pub(crate) struct GetArgs {
+    /// ftp://[USER[:PASS]@]HOST[:PORT]/PATH
+    url: String,
+    /// Where to write (default: the file's name, `-` for standard output).
+    file: Option<PathBuf>,
+    /// Resume: fetch from this byte on, appending to FILE.
+    #[arg(long)]
+    resume: bool,
+    /// tcp or xtp.
+    #[arg(long, default_value = "tcp")]
+    transport: Net,
+}
+
+#[derive(Args)]
+pub(crate) struct PutArgs {
+    /// The local file.
+    file: PathBuf,
+    /// ftp://[USER[:PASS]@]HOST[:PORT]/PATH
+    url: String,
+    /// Append to the remote file (APPE) instead of replacing it.
+    #[arg(long)]
+    append: bool,
+    /// tcp or xtp.
+    #[arg(long, default_value = "tcp")]
+    transport: Net,
+}
+
+#[derive(Args)]
+pub(crate) struct LsArgs {
+    /// ftp://[USER[:PASS]@]HOST[:PORT]/DIR
+    url: String,
+    /// tcp or xtp.
+    #[arg(long, default_value = "tcp")]
+    transport: Net,
+}
+
+/// The parts of an ftp:// URL.
+struct Url {
+    user: String,
+    password: String,
+    addr: SocketAddr,
+    path: String,
+}
+
+fn parse_url(url: &str) -> Result<Url, String> {
+    let rest = url.strip_prefix("ftp://").ok_or_else(|| format!("{url:?}: must start with ftp://"))?;
+    let (auth, rest) = match rest.rsplit_once('@') {
+        Some((a, r)) => (Some(a), r),
+        None => (None, rest),
+    };
+    let (host, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
+    let host =
+        if host.contains(':') && !host.ends_with(']') { host.to_string() } else { format!("{host}:21") };
+    let addr = host
+        .to_socket_addrs()
+        .map_err(|e| format!("{url:?}: host {host:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{url:?}: host {host:?} has no address"))?;
+    let (user, password) = match auth {
+        Some(a) => {
+            a.split_once(':').map_or((a.to_string(), String::new()), |(u, p)| (u.to_string(), p.to_string()))
+        }
+        None => ("anonymous".to_string(), "xpress@".to_string()),
+    };
+    Ok(Url { user, password, addr, path: format!("/{path}") })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+async fn session(net: Net, u: &Url) -> Result<Client, String> {
+    let mut c = Client::connect(net, u.addr).await.map_err(|e| format!("connect to {}: {e}", u.addr))?;
+    c.login(&u.user, &u.password).await.map_err(|e| format!("login as {}: {e}", u.user))?;
+    Ok(c)
+}
+
+pub(crate) fn run(cmd: FtpCommand) -> Result<(), String> {
+    let rt = runtime()?;
+    match cmd {
+        FtpCommand::Serve(a) => rt.block_on(async {
+            let listen = a
+                .listen
+                .to_socket_addrs()
+                .map_err(|e| format!("--listen {}: {e}", a.listen))?
+                .next()
+                .ok_or_else(|| format!("--listen {}: no address", a.listen))?;
+            let mut cfg = Config::new(a.root.clone());
+            cfg.net = a.transport;
+            cfg.listen = listen;
+            cfg.anonymous = a.anonymous;
+            cfg.max_sessions = a.max_sessions;
+            cfg.max_per_addr = a.max_per_addr;
+            cfg.idle = Duration::from_secs(a.idle);
+            if let (Some(u), Some(p)) = (a.user, a.password) {
+                cfg.users.push((u, p));
+            }
+            if cfg.users.is_empty() && !cfg.anonymous {
+                return Err("no way to log in: give --user and --password, or --anonymous".into());
+            }
+            let (tx, rx) = tokio::sync::watch::channel(false);
+            let server = server::bind(cfg).await.map_err(|e| e.to_string())?;
+            let addr = server.local_addr().map_err(|e| e.to_string())?;
+            let how = if a.transport == Net::Xtp { " (XTP port 21 at this UDP address)" } else { "" };
+            println!("ftp on {addr}{how}, root {}", a.root.display());
+            ctrlc::set_handler(move || {
+                let _ = tx.send(true);
+            })
+            .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
+            let _ = server.run(rx).await;
+            eprintln!("xpress ftp: stopped");
+            Ok(())
+        }),
+        FtpCommand::Get(a) => rt.block_on(async {
+            let u = parse_url(&a.url)?;
+            let mut c = session(a.transport, &u).await?;
+            let name = u.path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("download").to_string();
+            let t0 = std::time::Instant::now();
+            let n = if a.file.as_deref() == Some(std::path::Path::new("-")) {
+                c.retr(&u.path, 0, &mut tokio::io::stdout()).await
+            } else {
+                let path = a.file.unwrap_or_else(|| PathBuf::from(name));
+                let offset = if a.resume { std::fs::metadata(&path).map_or(0, |m| m.len()) } else { 0 };
+                let mut f = tokio::fs::OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .append(a.resume)
+                    .truncate(!a.resume)
+                    .open(&path)
+                    .await
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                c.retr(&u.path, offset, &mut f).await
+            }
+            .map_err(|e| e.to_string())?;
+            let secs = t0.elapsed().as_secs_f64();
+            eprintln!("got {n} bytes in {secs:.3} s ({:.3} Mbit/s)", n as f64 * 8.0 / secs / 1e6);
+            c.quit().await.map_err(|e| e.to_string())
+        }),
+        FtpCommand::Put(a) => rt.block_on(async {
+            let u = parse_url(&a.url)?;
+            let mut f =
+                tokio::fs::File::open(&a.file).await.map_err(|e| format!("{}: {e}", a.file.display()))?;
+            let mut c = session(a.transport, &u).await?;
+            let t0 = std::time::Instant::now();
+            let n = c.stor(&u.path, a.append, &mut f).await.map_err(|e| e.to_string())?;
+            let secs = t0.elapsed().as_secs_f64();
+            eprintln!("sent {n} bytes in {secs:.3} s ({:.3} Mbit/s)", n as f64 * 8.0 / secs / 1e6);
+            c.quit().await.map_err(|e| e.to_string())
+        }),
+        FtpCommand::Ls(a) => rt.block_on(async {
+            let u = parse_url(&a.url)?;
+            let mut c = session(a.transport, &u).await?;
+            let text = c.listing("LIST", &u.path).await.map_err(|e| e.to_string())?;
+            print!("{}", text.replace("\r\n", "\n"));
+            c.quit().await.map_err(|e| e.to_string())
+        }),
+    }
+}
