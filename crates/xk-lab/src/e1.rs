@@ -337,8 +337,10 @@ pub(crate) fn udp_threads(size: usize, count: u32) -> Result<Row, String> {
     Ok(Row::new("real UDP, server thread".into(), size, 0, r?))
 }
 
-/// `xpress serve` as a child process, ended by its id when dropped.
-struct ServeProcess(std::process::Child);
+/// `xpress serve` as a child process, ended by its id when dropped. Its
+/// stdout stays open: it prints a line per service, and a closed pipe
+/// would end it.
+struct ServeProcess(std::process::Child, Option<std::io::BufReader<std::process::ChildStdout>>);
 
 impl Drop for ServeProcess {
     fn drop(&mut self) {
@@ -359,9 +361,9 @@ pub(crate) fn udp_processes(size: usize, count: u32) -> Result<Row, String> {
         .spawn()
         .map_err(|e| format!("start xpress serve: {e}"))?;
     let out = child.stdout.take().ok_or("no stdout")?;
-    let guard = ServeProcess(child);
+    let mut guard = ServeProcess(child, Some(std::io::BufReader::new(out)));
     let mut line = String::new();
-    std::io::BufReader::new(out).read_line(&mut line).map_err(|e| e.to_string())?;
+    guard.1.as_mut().expect("set above").read_line(&mut line).map_err(|e| e.to_string())?;
     let addr: SocketAddr = line
         .trim()
         .strip_prefix("listening on ")

@@ -244,6 +244,7 @@ pub fn registry() -> Vec<Entry> {
         entry::<crate::e2::E2>(),
         entry::<crate::paths::Paths>(),
         entry::<crate::fairness::Fairness>(),
+        entry::<crate::e3::E3>(),
         entry::<crate::msgsize::Msg>(),
         entry::<crate::e6::E6>(),
         entry::<crate::e4::E4>(),

@@ -22,6 +22,7 @@
 
 pub mod e1;
 pub mod e2;
+pub mod e3;
 pub mod e4;
 pub mod e6;
 pub mod e9;

@@ -94,7 +94,7 @@ fn xtp_args(cc: &str, window: Option<u64>, nocheck: bool, rate: u64) -> String {
         s += " --nocheck";
     }
     if rate > 0 {
-        s += &format!(" --rate {rate}");
+        s += &format!(" --rate {}bit", rate * 8);
     }
     s
 }

@@ -192,7 +192,11 @@ pub(crate) fn run(cmd: FtpCommand) -> Result<(), String> {
             }
             .map_err(|e| e.to_string())?;
             let secs = t0.elapsed().as_secs_f64();
-            eprintln!("got {n} bytes in {secs:.3} s ({:.3} Mbit/s)", n as f64 * 8.0 / secs / 1e6);
+            eprintln!(
+                "got {n} bytes in {secs:.6} s ({:.3} Mbit/s), peak memory {} kB",
+                n as f64 * 8.0 / secs / 1e6,
+                peak_kb().map_or("?".into(), |k| k.to_string())
+            );
             c.quit().await.map_err(|e| e.to_string())
         }),
         FtpCommand::Put(a) => rt.block_on(async {
@@ -214,4 +218,11 @@ pub(crate) fn run(cmd: FtpCommand) -> Result<(), String> {
             c.quit().await.map_err(|e| e.to_string())
         }),
     }
+}
+
+/// This process's peak resident memory (VmHWM), kB.
+fn peak_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
