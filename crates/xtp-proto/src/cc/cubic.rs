@@ -35,6 +35,8 @@ struct State {
     epoch: Option<Instant>,
     /// Reno-friendly window estimate (bytes).
     w_est: f64,
+    /// The window just before the last reduction (RFC 9438's cwnd_prior).
+    cwnd_prior: f64,
     hystart: HyStart,
 }
 
@@ -48,6 +50,7 @@ impl Cubic {
             k: 0.0,
             epoch: None,
             w_est: 0.0,
+            cwnd_prior: 0.0,
             hystart: HyStart::default(),
         };
         Cubic { mss, s, saved: None }
@@ -66,6 +69,7 @@ impl Cubic {
         // Fast convergence: a flow whose window shrank since its last loss
         // releases bandwidth to newer flows.
         s.w_max = if cwnd < s.w_max { cwnd * (1.0 + BETA) / 2.0 } else { cwnd };
+        s.cwnd_prior = cwnd;
         s.ssthresh = ((cwnd * BETA) as u64).max(2 * self.mss);
         s.cwnd = if to_min { 2 * self.mss } else { s.ssthresh };
         s.epoch = None;
@@ -114,8 +118,11 @@ impl CongestionController for Cubic {
         let t = ack.now.saturating_since(epoch).as_secs_f64();
         let rtt = ack.srtt.as_secs_f64();
         let target = self.w_cubic(t + rtt).clamp(cwnd, 1.5 * cwnd);
-        // Reno-friendly region: α = 3(1-β)/(1+β) segments per window.
-        let alpha = 3.0 * (1.0 - BETA) / (1.0 + BETA);
+        // Reno-friendly region: α = 3(1-β)/(1+β) segments per window, so
+        // that AIMD(α, β) has Reno's average; once the estimate is back at
+        // the window the last loss cut, α = 1, Reno's own rate (RFC 9438
+        // §4.3) — without it CUBIC falls short of Reno at short RTTs.
+        let alpha = if self.s.w_est >= self.s.cwnd_prior { 1.0 } else { 3.0 * (1.0 - BETA) / (1.0 + BETA) };
         self.s.w_est += alpha * ack.bytes as f64 / cwnd * mss;
         let grown = if self.w_cubic(t) < self.s.w_est {
             self.s.w_est.max(cwnd)
@@ -151,6 +158,10 @@ impl CongestionController for Cubic {
 
     fn in_slow_start(&self) -> bool {
         self.s.cwnd < self.s.ssthresh
+    }
+
+    fn reduces_proportionally(&self) -> bool {
+        true
     }
 
     fn name(&self) -> &'static str {

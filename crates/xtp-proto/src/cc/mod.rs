@@ -84,6 +84,13 @@ pub trait CongestionController {
     fn in_slow_start(&self) -> bool;
     /// Short name for traces and tools.
     fn name(&self) -> &'static str;
+    /// Whether the context should spread this controller's window
+    /// reductions over the recovery round trip (proportional rate
+    /// reduction, RFC 6937) — right for the window-halving controllers; a
+    /// model-based one sets its own window in recovery.
+    fn reduces_proportionally(&self) -> bool {
+        false
+    }
 }
 
 /// Initial window: 10 segments (RFC 6928).
@@ -195,6 +202,9 @@ impl CongestionController for Controller {
     }
     fn name(&self) -> &'static str {
         each!(self, c => c.name())
+    }
+    fn reduces_proportionally(&self) -> bool {
+        each!(self, c => c.reduces_proportionally())
     }
 }
 

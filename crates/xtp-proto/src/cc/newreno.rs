@@ -86,6 +86,10 @@ impl CongestionController for NewReno {
         self.s.cwnd < self.s.ssthresh
     }
 
+    fn reduces_proportionally(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "newreno"
     }

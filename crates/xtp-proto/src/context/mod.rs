@@ -1,6 +1,7 @@
 //! One association: its state, both data directions, timers, and the packets
 //! it builds and consumes. The endpoint owns contexts and routes to them.
 
+mod prr;
 mod recovery;
 mod recv;
 mod send;
@@ -97,6 +98,8 @@ pub(crate) struct Context {
     /// A WTIMER expiry not yet known genuine or spurious.
     timeout_at: Option<Instant>,
     episode: Option<Episode>,
+    /// Proportional rate reduction while a loss episode recovers.
+    prr: Option<prr::Prr>,
     /// Largest bytes in flight in this round and the last one (is the
     /// window used? controllers do not grow an unused window).
     round_peak: u64,
@@ -192,6 +195,7 @@ impl Context {
             ptimer: None,
             timeout_at: None,
             episode: None,
+            prr: None,
             round_peak: 0,
             last_round_peak: 0,
             drs: (now, 0),
@@ -395,6 +399,7 @@ impl Context {
                 self.stats.congestion_events += 1;
                 self.timeout_at = Some(now);
                 self.episode = None;
+                self.prr = None;
                 sink.traces.push(Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
             }
             // Synchronising handshake: a status request with a fresh sync;
@@ -620,6 +625,7 @@ impl Context {
                 if e.spurious >= e.lost {
                     // Every loss of the episode was reordering: undo it.
                     self.episode = None;
+                    self.prr = None;
                     self.undo(sink);
                 }
             }
@@ -638,6 +644,12 @@ impl Context {
                 self.undo(sink);
             }
         }
+        if acked > 0
+            && let Some(p) = &mut self.prr
+            && !p.on_delivered(acked, self.send.una)
+        {
+            self.prr = None;
+        }
         if acked > 0 {
             let cwnd = self.cc.window();
             let ack = Ack {
@@ -653,7 +665,12 @@ impl Context {
             };
             self.cc.on_ack(&ack);
         }
-        self.on_lost(now, lost, sink);
+        let new_episode = self.on_lost(now, lost, sink);
+        if new_episode && let Some(p) = &mut self.prr {
+            // The report that found the loss also delivered data: the first
+            // allowance (the retransmission) goes out now, not a report later.
+            p.on_delivered(acked, self.send.una);
+        }
         if !self.cfg.noflow {
             self.peer_alloc = self.peer_alloc.max(c.alloc);
         }
@@ -674,17 +691,26 @@ impl Context {
 
     /// Acts on data found lost: retransmission is already queued; the first
     /// loss of data sent after the current episode began starts a new one,
-    /// which reduces the window once.
-    fn on_lost(&mut self, now: Instant, lost: Lost, sink: &mut Sink<'_>) {
-        let Some(first) = lost.first_sent else { return };
+    /// which reduces the window once (returns whether it did).
+    fn on_lost(&mut self, now: Instant, lost: Lost, sink: &mut Sink<'_>) -> bool {
+        let Some(first) = lost.first_sent else { return false };
         self.stats.loss_reports += 1;
         match &mut self.episode {
-            Some(e) if first < e.start => e.lost += lost.bytes,
+            Some(e) if first < e.start => {
+                e.lost += lost.bytes;
+                false
+            }
             _ => {
                 self.episode = Some(Episode { start: now, lost: lost.bytes, spurious: 0 });
-                self.cc.on_congestion(now, self.send.in_flight());
+                let in_flight = self.send.in_flight();
+                self.cc.on_congestion(now, in_flight);
+                self.prr = self
+                    .cc
+                    .reduces_proportionally()
+                    .then(|| prr::Prr::new(self.send.nxt, in_flight + lost.bytes));
                 self.stats.congestion_events += 1;
                 sink.traces.push(Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
+                true
             }
         }
     }
@@ -962,7 +988,10 @@ impl Context {
         // holds or we know lost), so the edge for new data is relative to nxt.
         let cwnd = self.cc.window();
         let in_flight = self.send.in_flight();
-        let mut room_cc = cwnd.saturating_sub(in_flight);
+        let mut room_cc = match &self.prr {
+            Some(p) => p.allowance(cwnd, in_flight, self.cfg.mss as u64),
+            None => cwnd.saturating_sub(in_flight),
+        };
         // Sender-side silly-window avoidance (RFC 1122 §4.2.3.4): while data
         // is in flight, wait until the window admits a full packet rather
         // than cut a small one to fit it (a window in bytes, as CUBIC's, would
@@ -993,7 +1022,7 @@ impl Context {
             // With a small window every reply counts: ask at least every quarter
             // window, so one lost report does not stall the sender until WTIMER.
             let window_pkts = (cwnd / self.cfg.mss.max(1) as u64).max(1);
-            let every = u64::from(self.cfg.sreq_every).min((window_pkts / 4).max(1)) as u32;
+            let every = u64::from(self.cfg.sreq_every).min((window_pkts / 16).max(2)) as u32;
             let ask = !self.cfg.noerr
                 && (!more_after
                     || self.data_since_sreq >= every
@@ -1030,6 +1059,9 @@ impl Context {
                 sink.traces.push(Trace::Retransmit { ctx: self.id, seq: seg.seq, len: seg.data.len() });
             }
             self.send.on_sent(&seg);
+            if let Some(p) = &mut self.prr {
+                p.on_sent(seg.data.len() as u64);
+            }
             self.stats.bytes_sent += seg.data.len() as u64;
             if !self.cfg.noerr {
                 // Application-limited: nothing more to send and the window not full.
