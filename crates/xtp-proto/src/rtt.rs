@@ -69,7 +69,12 @@ impl RttEstimator {
     pub fn rto(&self) -> Duration {
         let base = match self.srtt {
             None => Duration::from_secs(1),
-            Some(srtt) => srtt + (self.rttvar * 4).max(Duration::from_millis(1)),
+            // The variation term never below the minimum timeout (Linux's
+            // rule, not RFC 6298's floor on the sum): with a sample per
+            // report, rttvar collapses on a steady path, and a probing
+            // controller that lifts the RTT by a quarter in one round trip
+            // (BBR's 1.25 gain at 500 ms: +125 ms) would time out spuriously.
+            Some(srtt) => srtt + (self.rttvar * 4).max(self.min_rto),
         };
         // Clamp first, then back off: a doubled timeout must really double.
         let rto = base.clamp(self.min_rto, self.max_rto);
@@ -89,7 +94,8 @@ mod tests {
             r.on_sample(Duration::from_millis(100));
         }
         let rto = r.rto();
-        assert!(rto >= Duration::from_millis(200) && rto < Duration::from_millis(250), "{rto:?}");
+        // A steady path: srtt plus the minimum as the variation term.
+        assert!(rto >= Duration::from_millis(300) && rto < Duration::from_millis(350), "{rto:?}");
         r.back_off();
         assert_eq!(r.rto(), rto * 2);
         r.on_sample(Duration::from_millis(100));

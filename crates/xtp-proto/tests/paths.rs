@@ -143,11 +143,11 @@ fn lossless_paths_no_timeouts_no_retransmissions() {
     lossless(&[Congestion::Cubic, Congestion::NewReno, Congestion::Disabled]);
 }
 
-/// The same for the BBR-style controller. Not met yet (issue #12): on the
-/// 500 ms paths its ProbeBw gain of 1.25 queues faster than the RTO adapts
-/// and WTIMER expires (each expiry is detected as spurious and undone).
+/// The same for the BBR-style controller. (Its ProbeRTT shrinks the window
+/// below the data already in flight; until the context asked for status
+/// when a window shuts on unrequested packets, the 1 Gbit/s × 500 ms path
+/// waited for WTIMER there.)
 #[test]
-#[ignore = "issue #12 open: BBR takes spurious timeouts at 500 ms"]
 fn lossless_paths_bbr() {
     lossless(&[Congestion::Bbr]);
 }

@@ -674,6 +674,12 @@ impl Context {
         if !self.cfg.noflow {
             self.peer_alloc = self.peer_alloc.max(c.alloc);
         }
+        if !self.cfg.noerr && self.data_since_sreq > 0 && self.send.in_flight() >= self.cc.window() {
+            // The window shut on packets sent without a status request (it
+            // shrank after they left: a reduction, BBR's ProbeRTT). Nothing
+            // would answer for them before WTIMER: ask now.
+            self.need_probe = true;
+        }
         if h.options.contains(Options::WCLOSE)
             && let Some((seq, len)) = self.recv.set_fin(h.seq)
         {
@@ -1083,6 +1089,7 @@ impl Context {
         let wclose = self.wclose_pending && self.send.fin == Some(self.send.nxt);
         if first_needed || wclose || self.need_probe {
             self.need_probe = false;
+            self.data_since_sreq = 0;
             let mut o = self.base_options() | Options::SREQ;
             self.bump_sync(now);
             if wclose {
