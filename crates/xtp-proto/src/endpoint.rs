@@ -102,6 +102,8 @@ pub struct EndpointStats {
     pub diags_sent: u64,
     /// DIAG packets not sent because of the rate limit.
     pub diags_suppressed: u64,
+    /// Dropped: the data's `seq + len` overflows 64 bits (forged or corrupt).
+    pub sequence_overflow: u64,
 }
 
 /// Why `connect` failed.
@@ -508,6 +510,18 @@ impl<S: Subscriber> Endpoint<S> {
                 return;
             }
         };
+        // Every later use of `seq + len` may then assume it fits: a sender
+        // counts from 0 and cannot reach 2^64 bytes, so such a packet is
+        // forged or corrupt (and would panic a build with overflow checks).
+        let data_len = match &repr.body {
+            Body::Data { data, .. } | Body::First { data, .. } => data.len() as u64,
+            _ => 0,
+        };
+        if repr.header.seq.checked_add(data_len).is_none() {
+            self.stats.sequence_overflow += 1;
+            self.dropped(now, from, DropReason::SequenceOverflow);
+            return;
+        }
         let key = repr.header.key;
         let o = repr.header.options;
         let slot = if key & RTN != 0 {

@@ -141,6 +141,9 @@ pub enum DropReason {
     Inactive,
     /// Too many contexts from one peer.
     PeerLimit,
+    /// `seq + len` of the packet's data does not fit in 64 bits: no sender
+    /// can have produced it, so it is forged or corrupt.
+    SequenceOverflow,
 }
 
 /// Events for the tracing monitor: every significant protocol action.

@@ -506,7 +506,11 @@ impl Context {
                 Body::Data { data, .. } | Body::First { data, .. } => data.len() as u64,
                 _ => 0,
             };
-            if let Some((seq, len)) = self.recv.set_fin(h.seq + data_len) {
+            // The endpoint drops packets whose `seq + len` overflows; checked
+            // here too so this function is safe on its own.
+            if let Some(end) = h.seq.checked_add(data_len)
+                && let Some((seq, len)) = self.recv.set_fin(end)
+            {
                 sink.events.push_back(Event::Gap { ctx: self.id, seq, len });
             }
         }

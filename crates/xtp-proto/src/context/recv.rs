@@ -148,7 +148,9 @@ impl RecvBuf {
     }
 
     fn push_ready(&mut self, seq: u64, seg: Seg) {
-        self.nxt = seq + seg.data.len() as u64;
+        // Callers checked `seq + len` (the endpoint drops overflowing
+        // packets); saturate rather than trust that from here.
+        self.nxt = seq.saturating_add(seg.data.len() as u64);
         self.ready.push_back(Chunk { seq, data: seg.data, eom: seg.eom, btag: seg.btag });
     }
 
@@ -261,7 +263,9 @@ impl RecvBuf {
 
     fn on_data_noerr(&mut self, seq: u64, mut data: Bytes, eom: bool, mut btag: Option<u64>) -> RecvOutcome {
         let mut out = RecvOutcome::default();
-        let end = seq + data.len() as u64;
+        let Some(end) = seq.checked_add(data.len() as u64) else {
+            return out; // forged: no sender reaches 2^64 (the endpoint counts these)
+        };
         if end <= self.nxt {
             return out; // late: its place was already reported as a gap
         }

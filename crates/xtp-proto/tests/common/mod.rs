@@ -278,3 +278,35 @@ pub fn transaction_client(port: u16, request: Vec<u8>) -> Role {
 pub fn pattern(len: usize, salt: u64) -> Vec<u8> {
     (0..len).map(|i| ((i as u64).wrapping_mul(2_654_435_761).wrapping_add(salt) >> 7) as u8).collect()
 }
+
+/// Emits a packet into a fresh buffer.
+pub fn emit(p: &PacketRepr<'_>) -> Bytes {
+    let mut buf = vec![0u8; p.buffer_len()];
+    p.emit(&mut buf).unwrap();
+    Bytes::from(buf)
+}
+
+/// A FIRST for XTP `port` with key `key`, `seq` and `data` (a hand-made
+/// initiator, for hostile-input tests).
+pub fn first_packet(key: u64, seq: u64, port: u16, data: &[u8], options: Options) -> Bytes {
+    use xtp_wire::{Address, AddressSegment, HeaderRepr, PacketType, TrafficSegment, TrafficSpec};
+    let addr = Address::Ipv4 {
+        dst: std::net::Ipv4Addr::LOCALHOST,
+        src: std::net::Ipv4Addr::UNSPECIFIED,
+        dport: port,
+        sport: 0,
+    };
+    let p = PacketRepr {
+        header: HeaderRepr { key, options, ptype: PacketType::First, sort: 0, sync: 1, seq },
+        body: Body::First {
+            address: AddressSegment { domain: 0, addr },
+            traffic: TrafficSegment {
+                service: Service::Stream,
+                spec: TrafficSpec::Explicit { maxdata: 1400, inrate: 0, inburst: 0, outrate: 0, outburst: 0 },
+            },
+            btag: None,
+            data,
+        },
+    };
+    emit(&p)
+}
