@@ -83,6 +83,8 @@ pub struct ContextStats {
     pub recv_buffer: u64,
     /// The congestion controller's name.
     pub congestion: &'static str,
+    /// DIAG packets received (those that did not end the context included).
+    pub diags_received: u64,
 }
 
 /// Counters of the endpoint.
@@ -446,7 +448,10 @@ impl<S: Subscriber> Endpoint<S> {
 
     fn free(&mut self, slot: ArenaId) {
         if let Some(c) = self.contexts.remove(slot) {
-            if c.peer_key != 0 && !c.initiator {
+            // Both roles may be indexed (the responder under the initiator's
+            // key, the initiator under the responder's); erase only our own
+            // entry, never one a colliding context installed.
+            if c.peer_key_known && self.by_peer.get(&(c.peer, c.peer_key)) == Some(&slot) {
                 self.by_peer.erase(&(c.peer, c.peer_key));
             }
             if let Some(n) = self.per_peer.get(&c.peer).copied() {
@@ -532,7 +537,12 @@ impl<S: Subscriber> Endpoint<S> {
                 .filter(|(_, c)| c.local_key == k && c.peer == from)
                 .map(|(id, _)| id)
         } else {
-            self.by_peer.resolve(&(from, key))
+            // An initiator is indexed under the responder's key only so the
+            // responder's DIAGs reach it (G22): nothing else may use that.
+            let ptype = repr.header.ptype;
+            self.by_peer
+                .resolve(&(from, key))
+                .filter(|s| self.contexts.get(*s).is_some_and(|c| !c.initiator || ptype == PacketType::Diag))
         };
         let slot = match slot {
             Some(s) => s,
@@ -558,9 +568,19 @@ impl<S: Subscriber> Endpoint<S> {
                 return;
             }
         };
+        let mut index = None;
         if let Some(c) = self.contexts.get_mut(slot) {
             let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
             c.on_packet(now, &repr, &data, &self.cfg, &mut sink);
+            if c.initiator && c.peer_key_known && !c.rkey_indexed {
+                c.rkey_indexed = true;
+                index = Some((c.peer, c.peer_key));
+            }
+        }
+        if let Some(k) = index
+            && !self.by_peer.contains(&k)
+        {
+            self.by_peer.install(k, slot);
         }
         self.wake(slot, now);
     }

@@ -212,6 +212,15 @@ pub enum Trace {
         /// New congestion window in bytes.
         cwnd: u64,
     },
+    /// An informational DIAG arrived (the context goes on).
+    DiagReceived {
+        /// Context.
+        ctx: ContextId,
+        /// DIAG code.
+        code: u32,
+        /// DIAG value.
+        value: u32,
+    },
     /// A new RTT sample.
     RttSample {
         /// Context.

@@ -66,10 +66,14 @@ pub(crate) struct Context {
     /// The key the peer chose: the initiator's key (responder side), or the
     /// responder's `xkey` once learned (initiator side).
     pub(crate) peer_key: u64,
-    peer_key_known: bool,
+    pub(crate) peer_key_known: bool,
     pub(crate) peer: SocketAddr,
     pub(crate) port: u16,
     pub(crate) initiator: bool,
+    /// Initiator: the endpoint has indexed us under the responder's key, so
+    /// a DIAG the responder sends for an unknown context (key = its own key,
+    /// RTN clear) reaches us (G22).
+    pub(crate) rkey_indexed: bool,
     /// Initiator: a packet from the responder has arrived.
     established: bool,
     /// Responder: the initiator addresses us by our key (key exchange done).
@@ -140,6 +144,20 @@ pub(crate) struct Context {
     pub(crate) stats: ContextStats,
 }
 
+/// Whether a DIAG with `code` ends the context it reaches, with or without
+/// END (docs/PROTOCOL.md G21): the peer refused the context (1), abandoned
+/// it (2), has no such context (3) or refused a join (5). Every other code
+/// reports a problem with one packet or request.
+pub(crate) fn ends_context(code: u32) -> bool {
+    matches!(
+        code,
+        diag_code::CONTEXT_REFUSED
+            | diag_code::CONTEXT_ABANDONED
+            | diag_code::INVALID_CONTEXT
+            | diag_code::JOIN_REFUSED
+    )
+}
+
 fn traffic(cfg: &ContextConfig) -> TrafficSegment {
     TrafficSegment {
         service: cfg.service,
@@ -176,6 +194,7 @@ impl Context {
             peer,
             port,
             initiator,
+            rkey_indexed: false,
             established: !initiator,
             peer_uses_rtn: initiator,
             need_tcntl: !initiator,
@@ -474,6 +493,15 @@ impl Context {
                 self.on_control(now, h, &control.control, &[], false, sink);
             }
             Body::Diag(d) => {
+                self.stats.diags_received += 1;
+                // G21: only an END-bearing DIAG or a code saying the peer has
+                // no context or refuses it ends ours; anything else (protocol
+                // error, request refused, packet size) is information about
+                // one packet, and the association goes on.
+                if !o.contains(Options::END) && !ends_context(d.code) {
+                    sink.traces.push(Trace::DiagReceived { ctx: self.id, code: d.code, value: d.value });
+                    return;
+                }
                 let text = String::from_utf8_lossy(d.text).into_owned();
                 let reason = if d.code == diag_code::CONTEXT_REFUSED {
                     CloseReason::Refused { code: d.code, value: d.value, text }
