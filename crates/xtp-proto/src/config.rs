@@ -150,6 +150,12 @@ pub struct EndpointConfig {
     /// IPv6 the engine uses 20 bytes less (the larger IP header). Every
     /// header, segment and BTAG is counted against it.
     pub max_packet: usize,
+    /// How long the `(peer, key)` of a freed responder context is remembered
+    /// so a stale duplicate FIRST carrying it is refused instead of opening
+    /// a new context and delivering old data again (G25).
+    pub recent_key_hold: Duration,
+    /// Most keys remembered that way (oldest forgotten first).
+    pub recent_keys_max: usize,
 }
 
 impl Default for EndpointConfig {
@@ -163,6 +169,8 @@ impl Default for EndpointConfig {
             diag_rate: 20,
             max_contexts_per_peer: 1024,
             max_packet: 1472,
+            recent_key_hold: Duration::from_secs(120),
+            recent_keys_max: 1 << 16,
         }
     }
 }

@@ -13,6 +13,7 @@ use xtp_wire::{
     Address, Body, DiagSegment, HeaderRepr, Options, PacketRepr, PacketType, RTN, diag_code, diag_value,
 };
 
+use crate::admission::RecentKeys;
 use crate::config::{ContextConfig, EndpointConfig};
 use crate::context::{Chunk, Context, Sink, State};
 use crate::events::{DropReason, Event, NoTrace, Subscriber, Trace};
@@ -106,6 +107,8 @@ pub struct EndpointStats {
     pub diags_suppressed: u64,
     /// Dropped: the data's `seq + len` overflows 64 bits (forged or corrupt).
     pub sequence_overflow: u64,
+    /// FIRSTs refused: they name a context closed recently (stale duplicates).
+    pub stale_first: u64,
 }
 
 /// Why `connect` failed.
@@ -186,6 +189,7 @@ pub struct Endpoint<S: Subscriber = NoTrace> {
     traces: Vec<Trace>,
     diags: VecDeque<PendingDiag>,
     diag_bucket: TokenBucket,
+    recent: RecentKeys,
     subscriber: S,
     stats: EndpointStats,
 }
@@ -206,6 +210,7 @@ impl<S: Subscriber> Endpoint<S> {
         let h1 = rng.next_u64();
         let h2 = rng.next_u64();
         let h3 = rng.next_u64();
+        let recent = RecentKeys::new(cfg.recent_key_hold, cfg.recent_keys_max, rng.next_u64());
         Endpoint {
             cfg,
             rng,
@@ -221,6 +226,7 @@ impl<S: Subscriber> Endpoint<S> {
             traces: Vec::new(),
             diags: VecDeque::new(),
             diag_bucket,
+            recent,
             subscriber,
             stats: EndpointStats::default(),
         }
@@ -446,8 +452,11 @@ impl<S: Subscriber> Endpoint<S> {
         self.flush_traces(now);
     }
 
-    fn free(&mut self, slot: ArenaId) {
+    fn free(&mut self, now: Instant, slot: ArenaId) {
         if let Some(c) = self.contexts.remove(slot) {
+            if !c.initiator && c.peer_key_known {
+                self.recent.insert(now, c.peer, c.peer_key);
+            }
             // Both roles may be indexed (the responder under the initiator's
             // key, the initiator under the responder's); erase only our own
             // entry, never one a colliding context installed.
@@ -485,7 +494,7 @@ impl<S: Subscriber> Endpoint<S> {
             };
             if free {
                 self.flush_traces(now);
-                self.free(slot);
+                self.free(now, slot);
             } else {
                 self.wake(slot, now);
             }
@@ -603,6 +612,14 @@ impl<S: Subscriber> Endpoint<S> {
                 return None;
             }
         };
+        if self.recent.contains(now, from, key) {
+            // A duplicate of a FIRST whose context is over: its data was
+            // delivered once already. Dropped without a DIAG (the initiator
+            // is gone or finished; nobody waits for an answer).
+            self.stats.stale_first += 1;
+            self.dropped(now, from, DropReason::StaleFirst);
+            return None;
+        }
         let Some(mut cfg) = self.listeners.get(&port).cloned() else {
             self.stats.no_listener += 1;
             self.dropped(now, from, DropReason::NoListener);

@@ -144,6 +144,8 @@ pub enum DropReason {
     /// `seq + len` of the packet's data does not fit in 64 bits: no sender
     /// can have produced it, so it is forged or corrupt.
     SequenceOverflow,
+    /// A FIRST for a context closed recently (a stale duplicate).
+    StaleFirst,
 }
 
 /// Events for the tracing monitor: every significant protocol action.

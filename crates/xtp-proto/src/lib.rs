@@ -19,6 +19,7 @@
 //! digest is silent are recorded in `docs/PROTOCOL.md`. Context states and
 //! transitions are in [`State`].
 
+mod admission;
 pub mod cc;
 mod config;
 mod context;

@@ -69,3 +69,65 @@ fn data_with_overflowing_seq_on_a_live_context_is_dropped() {
     assert_eq!(ep.read(now, ctx).map(|c| c.data), Some(Bytes::from_static(b"hello")));
     let _ = drain(&mut ep, now);
 }
+
+/// A client sends "hello" in its FIRST and closes; the server reads and
+/// closes. The client's FIRST is then replayed at 3 s, 60 s, just after the
+/// server freed the context and 60 s later: nothing is delivered twice.
+#[test]
+fn duplicate_first_after_close_delivers_nothing_twice() {
+    let (aa, ba) = (addr("10.0.0.1:1"), addr("10.0.0.2:2"));
+    let mut server = Endpoint::new(EndpointConfig::default(), 21);
+    server.listen(7, ContextConfig::stream()).unwrap();
+    let client = Endpoint::new(EndpointConfig::default(), 22);
+    let mut w = Wire::new(server, aa, client, ba, Instant::from_secs(1));
+    let c = w.b.connect(w.now, aa, 7, ContextConfig::stream()).unwrap();
+    w.b.write(w.now, c, Bytes::from_static(b"hello"), true, None).unwrap();
+    w.b.close(w.now, c);
+    let mut delivered = Vec::new();
+    fn step_into(w: &mut Wire, delivered: &mut Vec<u8>, d: u64) {
+        w.run(xk_time::Duration::from_millis(d));
+        while let Some(ev) = w.a.poll_event() {
+            match ev {
+                Event::Readable { ctx } | Event::PeerFinished { ctx } => {
+                    while let Some(ch) = w.a.read(w.now, ctx) {
+                        delivered.extend_from_slice(&ch.data);
+                    }
+                    if w.a.state(ctx).is_some_and(|s| s.is_live()) {
+                        w.a.close(w.now, ctx);
+                    }
+                }
+                _ => {}
+            }
+        }
+        while w.b.poll_event().is_some() {}
+    }
+    step_into(&mut w, &mut delivered, 100);
+    step_into(&mut w, &mut delivered, 100);
+    assert_eq!(delivered, b"hello");
+    let first = w.b_to_a[0].clone();
+    assert_eq!(PacketRepr::parse(&first).unwrap().header.ptype, PacketType::First);
+    let closed_at = w.now;
+    // At 3 s and 60 s the server's context lingers and absorbs the copy.
+    for at in [3u64, 60] {
+        let wait = (closed_at + xk_time::Duration::from_secs(at)).saturating_since(w.now);
+        step_into(&mut w, &mut delivered, wait.as_millis() as u64);
+        w.a.handle_datagram(w.now, ba, first.clone());
+        step_into(&mut w, &mut delivered, 100);
+    }
+    // Run until the server freed the context, then replay twice more.
+    for _ in 0..400 {
+        if w.a.context_count() == 0 {
+            break;
+        }
+        step_into(&mut w, &mut delivered, 1000);
+    }
+    assert_eq!(w.a.context_count(), 0, "the server's context is freed after its linger");
+    for _ in 0..2 {
+        w.a.handle_datagram(w.now, ba, first.clone());
+        step_into(&mut w, &mut delivered, 100);
+        assert_eq!(w.a.context_count(), 0, "a stale FIRST makes no context");
+        step_into(&mut w, &mut delivered, 60_000);
+    }
+    assert_eq!(delivered, b"hello", "delivered exactly once");
+    assert_eq!(w.a.stats().stale_first, 2);
+}
