@@ -53,10 +53,16 @@ impl Feeder {
             let start = (self.written % PATTERN_LEN as u64) as usize;
             let start = if start + n > PATTERN_LEN { 0 } else { start };
             let chunk = self.pattern.slice(start..start + n);
+            match ep.write(now, ctx, chunk.clone(), self.piece.is_some(), None) {
+                Ok(()) => {}
+                // The engine's send buffer is full: feed again next turn
+                // (the chunk was not queued, so it is not hashed either).
+                Err(xtp_proto::WriteError::WouldBlock) => return Ok(()),
+                Err(e) => return Err(e.to_string()),
+            }
             if let Some(sha) = self.sha.as_mut() {
                 sha.update(&chunk);
             }
-            ep.write(now, ctx, chunk, self.piece.is_some(), None).map_err(|e| e.to_string())?;
             self.written += n as u64;
         }
         Ok(())

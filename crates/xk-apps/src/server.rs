@@ -279,12 +279,16 @@ fn serve_xtp<T: Io>(
     let mut conns: HashMap<ContextId, Conn> = HashMap::new();
     // Source contexts still writing, in arrival order.
     let mut sources: Vec<ContextId> = Vec::new();
+    // Echo contexts whose answers wait for room in the send buffer (their
+    // input is left unread meanwhile, so the client is flow-controlled),
+    // and whether the client has finished (close once all is echoed).
+    let mut echo_stalled: HashMap<ContextId, bool> = HashMap::new();
     loop {
         if end.is_some_and(|e| StdInstant::now() >= e) || stop.load(Ordering::Relaxed) {
             return Ok(());
         }
         // Sources are fed as the queue drains: look again soon.
-        let wait = if sources.is_empty() { 100 } else { 5 };
+        let wait = if sources.is_empty() && echo_stalled.is_empty() { 100 } else { 5 };
         d.turn(Duration::from_millis(wait)).map_err(|e| format!("socket: {e}"))?;
         let now = d.now();
         let ep = d.endpoint();
@@ -301,8 +305,26 @@ fn serve_xtp<T: Io>(
             }
             true
         });
+        echo_stalled.retain(|ctx, finished| {
+            if echo(ep, now, *ctx) {
+                return true;
+            }
+            if *finished {
+                ep.close(now, *ctx);
+            }
+            false
+        });
         while let Some(ev) = ep.poll_event() {
             match ev {
+                Event::Readable { ctx } if conns.get(&ctx).is_some_and(|c| c.port == ECHO_PORT) => {
+                    let stalled = echo(ep, now, ctx);
+                    if stalled {
+                        echo_stalled.entry(ctx).or_insert(false);
+                    }
+                }
+                Event::PeerFinished { ctx } if echo_stalled.contains_key(&ctx) => {
+                    echo_stalled.insert(ctx, true);
+                }
                 Event::Incoming { ctx, port, peer, .. } => {
                     let sha = (port == VERIFY_PORT).then(Sha256::new);
                     conns.insert(
@@ -322,9 +344,7 @@ fn serve_xtp<T: Io>(
                 Event::Readable { ctx } => {
                     while let Some(c) = ep.read(now, ctx) {
                         let Some(conn) = conns.get_mut(&ctx) else { continue };
-                        if conn.port == ECHO_PORT {
-                            let _ = ep.write(now, ctx, c.data, c.eom, c.btag);
-                        } else if conn.port == SOURCE_PORT {
+                        if conn.port == SOURCE_PORT {
                             if conn.source.is_some() || conn.request.len() + c.data.len() > SourceRequest::LEN
                             {
                                 ep.abort(now, ctx);
@@ -374,6 +394,7 @@ fn serve_xtp<T: Io>(
                     }
                 }
                 Event::Closed { ctx, reason } => {
+                    echo_stalled.remove(&ctx);
                     if let Some(mut c) = conns.remove(&ctx)
                         && c.port != ECHO_PORT
                     {
@@ -400,5 +421,22 @@ fn serve_xtp<T: Io>(
                 _ => {}
             }
         }
+    }
+}
+
+/// Echoes what `ctx` has received while its send buffer has room; returns
+/// true when it stopped for room (data left unread), false when drained.
+fn echo(ep: &mut xtp_proto::Endpoint, now: xk_time::Instant, ctx: ContextId) -> bool {
+    loop {
+        if ep.readable_bytes(ctx) == 0 {
+            return false;
+        }
+        if !ep.can_write(ctx) {
+            return ep.state(ctx).is_some_and(|s| s.is_live());
+        }
+        let Some(c) = ep.read(now, ctx) else { return false };
+        // can_write held, so this is not refused for room; a context that
+        // just ended refuses, and then there is no one to echo to.
+        let _ = ep.write(now, ctx, c.data, c.eom, c.btag);
     }
 }

@@ -277,7 +277,9 @@ impl AsyncWrite for AsyncXtpStream {
         if let Some(r) = &st.ctxs.entry(self.ctx).or_default().closed {
             return Poll::Ready(Err(reason_error(r)));
         }
-        if st.ep.unacked_bytes(self.ctx) >= WRITE_BUFFER {
+        // Wait (woken on Acked) while our bound or the engine's send buffer
+        // is full; the engine would refuse the write with WouldBlock.
+        if st.ep.unacked_bytes(self.ctx) >= WRITE_BUFFER || !st.ep.can_write(self.ctx) {
             st.ctxs.entry(self.ctx).or_default().writer = Some(cx.waker().clone());
             return Poll::Pending;
         }

@@ -80,6 +80,10 @@ pub struct ContextConfig {
     /// receive autotuning). Memory is only used by data the application has
     /// not read. Equal to `recv_buffer`: a fixed window.
     pub recv_buffer_max: usize,
+    /// Most bytes written but not yet acknowledged (queued and in flight)
+    /// before `write` refuses with `WriteError::WouldBlock`; never less than
+    /// twice the send window, so it does not cap throughput.
+    pub send_buffer: usize,
     /// Our outgoing rate limit in bytes/s (0 = none) and burst.
     pub out_rate: u32,
     /// Burst for `out_rate`, bytes.
@@ -108,6 +112,7 @@ impl ContextConfig {
             mss: 1400,
             recv_buffer: 4 << 20,
             recv_buffer_max: 256 << 20,
+            send_buffer: 8 << 20,
             out_rate: 0,
             out_burst: 0,
             in_rate: 0,
@@ -142,6 +147,9 @@ pub struct EndpointConfig {
     pub keepalive: Duration,
     /// Shortest time an ended context lingers (CTIMEOUT) to absorb late packets.
     pub linger: Duration,
+    /// How long an ended context keeps received data the application has
+    /// not read before it is freed anyway (counted in `unread_dropped`).
+    pub unread_hold: Duration,
     /// DIAG packets per second we send at most (and burst).
     pub diag_rate: u32,
     /// Most contexts one peer may create with FIRST packets (digest G20).
@@ -166,6 +174,7 @@ impl Default for EndpointConfig {
             max_retries: 8,
             keepalive: Duration::from_secs(30),
             linger: Duration::from_secs(2),
+            unread_hold: Duration::from_secs(60),
             diag_rate: 20,
             max_contexts_per_peer: 1024,
             max_packet: 1472,

@@ -86,6 +86,9 @@ pub struct ContextStats {
     pub congestion: &'static str,
     /// DIAG packets received (those that did not end the context included).
     pub diags_received: u64,
+    /// Received bytes dropped on arrival: beyond the advertised window, or
+    /// beyond the bound on out-of-order segments (or unread NOERR data).
+    pub recv_dropped: u64,
 }
 
 /// Counters of the endpoint.
@@ -109,6 +112,9 @@ pub struct EndpointStats {
     pub sequence_overflow: u64,
     /// FIRSTs refused: they name a context closed recently (stale duplicates).
     pub stale_first: u64,
+    /// Ended contexts freed with received data the application never read
+    /// (`unread_hold` ran out).
+    pub unread_dropped: u64,
 }
 
 /// Why `connect` failed.
@@ -132,6 +138,10 @@ pub enum WriteError {
     UnknownContext,
     /// The writing side is closed or the context has ended.
     Closed,
+    /// The send buffer is full (`ContextConfig::send_buffer`, or twice the
+    /// send window): nothing was queued; write again once data has been
+    /// acknowledged (`Event::Acked`, or poll `Endpoint::can_write`).
+    WouldBlock,
 }
 
 impl fmt::Display for ConnectError {
@@ -153,6 +163,9 @@ impl fmt::Display for WriteError {
         match self {
             WriteError::UnknownContext => write!(f, "no such context"),
             WriteError::Closed => write!(f, "the context's writing side is closed"),
+            WriteError::WouldBlock => {
+                write!(f, "the send buffer is full; write again once data is acknowledged")
+            }
         }
     }
 }
@@ -345,9 +358,26 @@ impl<S: Subscriber> Endpoint<S> {
         if !c.state.is_live() || c.state.is_write_closed() || c.send.fin.is_some() {
             return Err(WriteError::Closed);
         }
+        // Backpressure: an application writing faster than the peer reads
+        // would otherwise queue without bound. An empty write (ending a
+        // message) costs nothing and always passes.
+        if !data.is_empty() && c.send.unacked() >= c.send_limit() {
+            return Err(WriteError::WouldBlock);
+        }
         c.write(data, eom, btag);
         self.wake(ctx.0, now);
         Ok(())
+    }
+
+    /// Whether `write` would accept data on `ctx` now (live, writing side
+    /// open, send buffer not full).
+    pub fn can_write(&self, ctx: ContextId) -> bool {
+        self.contexts.get(ctx.0).is_some_and(|c| {
+            c.state.is_live()
+                && !c.state.is_write_closed()
+                && c.send.fin.is_none()
+                && c.send.unacked() < c.send_limit()
+        })
     }
 
     /// Takes the next chunk of in-order data.
@@ -456,6 +486,9 @@ impl<S: Subscriber> Endpoint<S> {
         if let Some(c) = self.contexts.remove(slot) {
             if !c.initiator && c.peer_key_known {
                 self.recent.insert(now, c.peer, c.peer_key);
+            }
+            if c.freed_unread {
+                self.stats.unread_dropped += 1;
             }
             // Both roles may be indexed (the responder under the initiator's
             // key, the initiator under the responder's); erase only our own

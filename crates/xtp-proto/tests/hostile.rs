@@ -131,3 +131,37 @@ fn duplicate_first_after_close_delivers_nothing_twice() {
     assert_eq!(delivered, b"hello", "delivered exactly once");
     assert_eq!(w.a.stats().stale_first, 2);
 }
+
+/// A server application that never reads: once its context has ended, the
+/// unread data is kept `unread_hold` (60 s) and then freed and counted,
+/// instead of CTIMEOUT re-arming for ever.
+#[test]
+fn unread_data_is_freed_after_the_hold() {
+    let (aa, ba) = (addr("10.0.0.1:1"), addr("10.0.0.2:2"));
+    let mut server = Endpoint::new(EndpointConfig::default(), 31);
+    server.listen(7, ContextConfig::stream()).unwrap();
+    let client = Endpoint::new(EndpointConfig::default(), 32);
+    let mut w = Wire::new(server, aa, client, ba, Instant::from_secs(1));
+    let c = w.b.connect(w.now, aa, 7, ContextConfig::stream()).unwrap();
+    w.b.write(w.now, c, Bytes::from(vec![5u8; 50_000]), false, None).unwrap();
+    w.run(xk_time::Duration::from_millis(200));
+    assert_eq!(w.a.context_count(), 1);
+    // The client aborts: the server's context ends with 50 kB unread.
+    w.b.abort(w.now, c);
+    w.run(xk_time::Duration::from_millis(10));
+    let ended = w.now;
+    let mut freed_at = None;
+    for _ in 0..200 {
+        w.run(xk_time::Duration::from_secs(1));
+        while w.a.poll_event().is_some() {}
+        while w.b.poll_event().is_some() {}
+        if w.a.context_count() == 0 {
+            freed_at = Some(w.now);
+            break;
+        }
+    }
+    let held = freed_at.expect("the unread context is freed").saturating_since(ended);
+    println!("unread context held {held:?}");
+    assert!(held >= xk_time::Duration::from_secs(60) && held <= xk_time::Duration::from_secs(64), "{held:?}");
+    assert_eq!(w.a.stats().unread_dropped, 1);
+}

@@ -143,8 +143,13 @@ impl Shared {
 
     fn write(&mut self, ctx: ContextId, data: Bytes, eom: bool, btag: Option<u64>) -> io::Result<()> {
         let now = self.now();
-        self.driver.endpoint().write(now, ctx, data, eom, btag).map_err(|e| {
-            io::Error::new(io::ErrorKind::BrokenPipe, format!("cannot write: the context is closed ({e:?})"))
+        self.driver.endpoint().write(now, ctx, data, eom, btag).map_err(|e| match e {
+            // The caller waits for room (`XtpStream::wait_for_room`) and retries.
+            xtp_proto::WriteError::WouldBlock => io::Error::new(io::ErrorKind::WouldBlock, e.to_string()),
+            _ => io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                format!("cannot write: the context is closed ({e:?})"),
+            ),
         })
     }
 }

@@ -149,8 +149,15 @@ impl XtpStream {
 
     /// Sends one message: `data` with EOM at its end, tagged with `btag`.
     pub fn send_message(&mut self, data: &[u8], btag: Option<u64>) -> io::Result<()> {
-        self.wait_for_room()?;
-        self.shared.borrow_mut().write(self.ctx, Bytes::copy_from_slice(data), true, btag)?;
+        let data = Bytes::copy_from_slice(data);
+        loop {
+            self.wait_for_room()?;
+            match self.shared.borrow_mut().write(self.ctx, data.clone(), true, btag) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => r?,
+            }
+            break;
+        }
         self.shared.borrow_mut().driver.flush()
     }
 
@@ -180,7 +187,12 @@ impl XtpStream {
         if self.closed_write {
             return Err(io::Error::new(io::ErrorKind::BrokenPipe, "write after shutdown"));
         }
-        self.drive("write", |s, ctx| s.driver.endpoint().unacked_bytes(ctx) < WRITE_BUFFER)
+        // Our own bound, and the engine's (its send buffer; `write` would
+        // refuse with WouldBlock beyond it): wait, pumping the driver.
+        self.drive("write", |s, ctx| {
+            let ep = s.driver.endpoint();
+            ep.unacked_bytes(ctx) < WRITE_BUFFER && ep.can_write(ctx)
+        })
     }
 
     /// Closes our sending side (the peer reads end-of-stream); reading goes on.
@@ -244,9 +256,16 @@ impl Write for XtpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        self.wait_for_room()?;
-        self.shared.borrow_mut().write(self.ctx, Bytes::copy_from_slice(buf), false, None)?;
-        Ok(buf.len())
+        let data = Bytes::copy_from_slice(buf);
+        loop {
+            self.wait_for_room()?;
+            match self.shared.borrow_mut().write(self.ctx, data.clone(), false, None) {
+                // Full again between the wait and the write: wait more.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => r?,
+            }
+            return Ok(buf.len());
+        }
     }
 
     /// Hands queued packets to the kernel (does not wait for acknowledgement).

@@ -126,6 +126,10 @@ pub(crate) struct Context {
     /// busy context does not move its timer on every packet.
     last_activity: Instant,
     ctimeout: Option<Instant>,
+    /// When CTIMEOUT first found data the application had not read.
+    unread_since: Option<Instant>,
+    /// Freed with data still unread (`unread_hold` ran out).
+    pub(crate) freed_unread: bool,
     rtimer: Option<Instant>,
     reply_echo: Option<u32>,
     dreq: Option<(u64, u32)>,
@@ -225,6 +229,8 @@ impl Context {
             ctimer: Some(now + ep.keepalive),
             last_activity: now,
             ctimeout: None,
+            unread_since: None,
+            freed_unread: false,
             rtimer: None,
             reply_echo: None,
             dreq: None,
@@ -290,6 +296,16 @@ impl Context {
     }
 
     // ---- application commands ------------------------------------------
+
+    /// Bytes written and not yet acknowledged beyond which `write` refuses:
+    /// `send_buffer`, or twice the send window when that is larger (the
+    /// window term capped at 1 GiB so NOFLOW without congestion control,
+    /// whose window is unbounded, still has a bound).
+    pub(crate) fn send_limit(&self) -> u64 {
+        let flow = if self.cfg.noflow { u64::MAX } else { self.peer_alloc.saturating_sub(self.send.una) };
+        let window = self.cc.window().min(flow).min(1 << 30);
+        (self.cfg.send_buffer as u64).max(2 * window)
+    }
 
     pub(crate) fn write(&mut self, data: Bytes, eom: bool, btag: Option<u64>) {
         self.send.write(data, eom, btag);
@@ -363,9 +379,15 @@ impl Context {
         }
         if self.ctimeout.is_some_and(|t| t <= now) {
             sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Ctimeout });
-            if self.recv.readable() {
-                self.ctimeout = Some(now + ep.linger); // the application has not read everything yet
+            // The application has not read everything yet: keep the data
+            // for it, but not for ever — an application that never reads
+            // (or a FIRST flood nobody accepts) must not pin memory.
+            let since = *self.unread_since.get_or_insert(now);
+            let give_up = since + ep.unread_hold;
+            if self.recv.readable() && now < give_up {
+                self.ctimeout = Some((now + ep.linger).min(give_up));
             } else {
+                self.freed_unread = self.recv.readable();
                 self.ctimeout = None;
                 self.transition(Input::LingerExpired, sink);
                 return true;
@@ -792,6 +814,7 @@ impl Context {
             min_rtt: self.rec.min_rtt,
             rto: self.rtt.rto(),
             recv_buffer: self.recv.buffer(),
+            recv_dropped: self.recv.dropped,
             congestion: self.cc.name(),
             ..self.stats
         }

@@ -64,6 +64,11 @@ pub(crate) struct RecvBuf {
     /// Largest `buffer` may grow to (dynamic right-sizing).
     max_buffer: u64,
     noerr: bool,
+    /// Bytes dropped on arrival for lying beyond the advertised window, or
+    /// beyond the bound on out-of-order segments / unread NOERR data.
+    pub(crate) dropped: u64,
+    /// Bytes in `ready` (under NOERR, `nxt - read` also counts skipped gaps).
+    queued: u64,
 }
 
 impl RecvBuf {
@@ -79,6 +84,8 @@ impl RecvBuf {
             buffer: buffer as u64,
             max_buffer: max_buffer.max(buffer) as u64,
             noerr,
+            dropped: 0,
+            queued: 0,
         }
     }
 
@@ -123,7 +130,7 @@ impl RecvBuf {
 
     /// Bytes waiting to be read.
     pub(crate) fn ready_bytes(&self) -> u64 {
-        self.nxt - self.read
+        self.queued
     }
 
     /// The peer announced its end of data at `end`. Under NOERR, whatever is
@@ -144,6 +151,7 @@ impl RecvBuf {
     pub(crate) fn read_chunk(&mut self) -> Option<Chunk> {
         let c = self.ready.pop_front()?;
         self.read += c.data.len() as u64;
+        self.queued -= c.data.len() as u64;
         Some(c)
     }
 
@@ -151,6 +159,7 @@ impl RecvBuf {
         // Callers checked `seq + len` (the endpoint drops overflowing
         // packets); saturate rather than trust that from here.
         self.nxt = seq.saturating_add(seg.data.len() as u64);
+        self.queued += seg.data.len() as u64;
         self.ready.push_back(Chunk { seq, data: seg.data, eom: seg.eom, btag: seg.btag });
     }
 
@@ -166,6 +175,11 @@ impl RecvBuf {
         let alloc = self.alloc();
         if end <= self.nxt || seq >= alloc {
             out.out_of_order = seq > self.nxt;
+            if seq >= alloc {
+                // A sender keeping to our window never sends here: the peer
+                // ignores flow control or the packet is forged.
+                self.dropped += len;
+            }
             return out;
         }
         // Trim the front (already received) and the back (beyond alloc).
@@ -177,11 +191,19 @@ impl RecvBuf {
             s = self.nxt;
         }
         if s + seg.data.len() as u64 > alloc {
+            self.dropped += s + seg.data.len() as u64 - alloc;
             seg.data.truncate((alloc - s) as usize);
             seg.eom = false;
         }
         if s > self.nxt {
             out.out_of_order = true;
+            // The window bounds the bytes held out of order; this bounds the
+            // segments (each pins its whole datagram): tiny forged segments
+            // spread over the window must not cost a datagram each.
+            if self.ooo.len() >= self.max_segments() {
+                self.dropped += seg.data.len() as u64;
+                return out;
+            }
             out.new_data = self.insert_ooo(s, seg);
             return out;
         }
@@ -209,6 +231,12 @@ impl RecvBuf {
         self.held.clear_below(self.nxt);
         out.readable = true;
         out
+    }
+
+    /// Most out-of-order segments held: one per 256 bytes of window (a
+    /// full-sized packet carries over 1,000), at least 64.
+    fn max_segments(&self) -> usize {
+        usize::try_from(self.buffer / 256).unwrap_or(usize::MAX).max(64)
     }
 
     /// Inserts beyond `nxt`, keeping stored segments disjoint. Returns whether
@@ -274,6 +302,14 @@ impl RecvBuf {
             data = data.slice((self.nxt - s) as usize..);
             btag = None;
             s = self.nxt;
+        }
+        // No retransmission fills a NOERR gap, so nothing is held out of
+        // order; but a reader that falls behind must not let unread data
+        // grow without bound (NOFLOW senders ignore our window): beyond one
+        // buffer of unread data, arrivals are dropped and counted.
+        if self.ready_bytes().saturating_add(data.len() as u64) > self.buffer {
+            self.dropped += data.len() as u64;
+            return out;
         }
         if s > self.nxt {
             out.gap = Some((self.nxt, s - self.nxt));

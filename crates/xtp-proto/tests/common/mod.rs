@@ -50,6 +50,10 @@ pub struct Host {
     pub sink_bytes: u64,
     /// Data written by a Bulk sender: one shared 1 MiB pattern.
     bulk_data: Bytes,
+    /// Client messages not yet accepted by `write` (its send buffer was
+    /// full), with their BTAGs; the client closes once all are written.
+    pending: std::collections::VecDeque<(Bytes, u64)>,
+    client_closed: bool,
 }
 
 impl Host {
@@ -68,6 +72,8 @@ impl Host {
             ctx: None,
             sink_bytes: 0,
             bulk_data: Bytes::new(),
+            pending: std::collections::VecDeque::new(),
+            client_closed: true,
             chunks: Vec::new(),
             closed: Vec::new(),
             events: Vec::new(),
@@ -87,17 +93,36 @@ impl Host {
             }
             Role::Client { port, messages, cfg } => {
                 let ctx = self.ep.connect(now, self.peer.unwrap(), port, cfg).unwrap();
-                for (i, m) in messages.into_iter().enumerate() {
-                    self.ep.write(now, ctx, Bytes::from(m), true, Some(i as u64)).unwrap();
-                }
-                self.ep.close(now, ctx);
                 self.ctx = Some(ctx);
+                self.pending =
+                    messages.into_iter().enumerate().map(|(i, m)| (Bytes::from(m), i as u64)).collect();
+                self.client_closed = false;
+                self.feed_pending(now);
             }
             Role::Datagram { port, data, acked } => {
                 let ctx =
                     self.ep.send_datagram(now, self.peer.unwrap(), port, Bytes::from(data), acked).unwrap();
                 self.ctx = Some(ctx);
             }
+        }
+    }
+
+    /// Writes client messages while the send buffer takes them (a refused
+    /// write is retried on the next event), then closes.
+    fn feed_pending(&mut self, now: Instant) {
+        let Some(ctx) = self.ctx else { return };
+        while let Some((m, tag)) = self.pending.front() {
+            match self.ep.write(now, ctx, m.clone(), true, Some(*tag)) {
+                Ok(()) => {
+                    self.pending.pop_front();
+                }
+                Err(xtp_proto::WriteError::WouldBlock) => return,
+                Err(e) => panic!("client write: {e}"),
+            }
+        }
+        if !self.client_closed {
+            self.client_closed = true;
+            self.ep.close(now, ctx);
         }
     }
 
@@ -181,6 +206,9 @@ impl Host {
         }
         if matches!(self.role, Role::Bulk { .. }) {
             self.top_up(now);
+        }
+        if !self.client_closed {
+            self.feed_pending(now);
         }
     }
 }
