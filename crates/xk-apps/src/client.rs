@@ -5,7 +5,6 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use xk_driver::clock::time_seed;
 use xk_driver::driver::{Driver, DriverConfig, RawDriver, UdpDriver, WaitMode};
-use xtp_proto::EndpointConfig;
 
 /// The path a client takes to its server.
 #[derive(Clone, Debug, Default)]
@@ -52,7 +51,7 @@ impl PathConfig {
                     std::net::IpAddr::V4(v4) => SocketAddr::from((v4, 0)),
                     std::net::IpAddr::V6(_) => return Err(format!("--to {to}: --raw supports IPv4 only")),
                 };
-                let mut d = Driver::bind_raw(ip, EndpointConfig::default(), time_seed(), dc)
+                let mut d = Driver::bind_raw(ip, xk_driver::api::client_config(), time_seed(), dc)
                     .map_err(|e| format!("raw IP 36 on {ip}: {e}"))?;
                 if let Some(p) = &self.pcap {
                     crate::capture::install(&mut d, p, Some(to))?;
@@ -62,8 +61,8 @@ impl PathConfig {
             None => {
                 let dst = self.via.unwrap_or(to);
                 let local = crate::addr::any_for(dst);
-                let mut d =
-                    UdpDriver::bind_with(local, EndpointConfig::default(), time_seed(), dc).map_err(|e| {
+                let mut d = UdpDriver::bind_with(local, xk_driver::api::client_config(), time_seed(), dc)
+                    .map_err(|e| {
                         let hint = if e.raw_os_error() == Some(nix::libc::EAFNOSUPPORT) {
                             " (IPv6 is disabled on this host)"
                         } else {

@@ -22,6 +22,8 @@ pub fn describe(reason: &CloseReason) -> String {
             "peer unreachable: no answer within the retry limit ({} of our data acknowledged)",
             crate::format::bytes(*acked)
         ),
+        // The engine's sentence names the address and the likely cause.
+        CloseReason::NoAnswer { .. } | CloseReason::Unconfirmed { .. } => reason.to_string(),
         CloseReason::Refused { code, value, text } => {
             let what = if text.is_empty() {
                 diag_value_name(*value).or(diag_code_name(*code)).unwrap_or("no reason given")

@@ -307,6 +307,11 @@ impl<X: Io> Echo for XtpEcho<X> {
 impl<X: Io> Drop for XtpEcho<X> {
     /// Closes gracefully, answering the server's close for up to 2 s.
     fn drop(&mut self) {
+        // Already over (refused, no answer, peer gone): nothing to close,
+        // and waiting would only delay the exit.
+        if !self.d.endpoint().state(self.ctx).is_some_and(|s| s.is_live()) {
+            return;
+        }
         let now = self.d.now();
         let rtt = self.d.endpoint().context_stats(self.ctx).and_then(|s| s.srtt);
         self.d.endpoint().close(now, self.ctx);

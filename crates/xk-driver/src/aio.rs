@@ -190,7 +190,7 @@ impl AsyncXtpStream {
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to connect to"))?;
         let local = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-        let shared = spawn(UdpSocket::bind(local).await?, EndpointConfig::default(), time_seed());
+        let shared = spawn(UdpSocket::bind(local).await?, crate::api::client_config(), time_seed());
         let ctx = {
             let mut st = shared.lock();
             let now = shared.now();

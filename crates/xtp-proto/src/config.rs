@@ -152,6 +152,11 @@ pub struct EndpointConfig {
     pub unread_hold: Duration,
     /// DIAG packets per second we send at most (and burst).
     pub diag_rate: u32,
+    /// Give up on a context we opened if the peer has not completed the key
+    /// exchange in this time (`CloseReason::NoAnswer` when nothing came back,
+    /// `Unconfirmed` when something did). `None` (the default): only XTP's own
+    /// retries (`max_retries` WTIMER expiries) end it.
+    pub connect_timeout: Option<Duration>,
     /// Most contexts one peer may create with FIRST packets (digest G20).
     pub max_contexts_per_peer: usize,
     /// Largest XTP packet (header included) the path carries over IPv4; over
@@ -176,6 +181,7 @@ impl Default for EndpointConfig {
             linger: Duration::from_secs(2),
             unread_hold: Duration::from_secs(60),
             diag_rate: 20,
+            connect_timeout: None,
             max_contexts_per_peer: 1024,
             max_packet: 1472,
             recent_key_hold: Duration::from_secs(120),

@@ -30,6 +30,22 @@ pub enum CloseReason {
         /// Bytes of ours the peer acknowledged.
         acked: u64,
     },
+    /// `EndpointConfig::connect_timeout` ran out and nothing at all came
+    /// back from the peer: most likely no XTP endpoint listens there.
+    NoAnswer {
+        /// Where we tried to connect.
+        peer: std::net::SocketAddr,
+        /// The timeout.
+        after: Duration,
+    },
+    /// `connect_timeout` ran out: the peer answered but never completed the
+    /// key exchange (its TCNTL never arrived).
+    Unconfirmed {
+        /// Where we tried to connect.
+        peer: std::net::SocketAddr,
+        /// The timeout.
+        after: Duration,
+    },
     /// The peer refused the context (DIAG, e.g. no listener).
     Refused {
         /// DIAG code.
@@ -55,8 +71,20 @@ impl std::fmt::Display for CloseReason {
             CloseReason::Refused { code, value, text } => {
                 write!(f, "refused by the peer: DIAG {code}/{value} \"{text}\"")
             }
+            CloseReason::NoAnswer { peer, after } => {
+                write!(f, "no answer from {peer} after {} (is `xpress serve` running there?)", secs(*after))
+            }
+            CloseReason::Unconfirmed { peer, after } => {
+                write!(f, "{peer} answered but did not complete the key exchange within {}", secs(*after))
+            }
         }
     }
+}
+
+/// "3 s", "1.5 s".
+fn secs(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(1000) { format!("{} s", ms / 1000) } else { format!("{} s", ms as f64 / 1000.0) }
 }
 
 /// Application events, from [`Endpoint::poll_event`](crate::Endpoint::poll_event).

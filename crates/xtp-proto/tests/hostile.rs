@@ -165,3 +165,38 @@ fn unread_data_is_freed_after_the_hold() {
     assert!(held >= xk_time::Duration::from_secs(60) && held <= xk_time::Duration::from_secs(64), "{held:?}");
     assert_eq!(w.a.stats().unread_dropped, 1);
 }
+
+/// With `connect_timeout`, a context towards an address where nothing
+/// answers closes with NoAnswer at the timeout, naming the address.
+#[test]
+fn connect_timeout_reports_no_answer() {
+    let cfg = EndpointConfig { connect_timeout: Some(xk_time::Duration::from_secs(3)), ..Default::default() };
+    let mut ep = Endpoint::new(cfg, 51);
+    let to = addr("10.0.0.9:7999");
+    let t0 = Instant::from_secs(1);
+    let c = ep.connect(t0, to, 7, ContextConfig::stream()).unwrap();
+    let mut now = t0;
+    let mut closed = None;
+    while closed.is_none() {
+        let _ = drain(&mut ep, now); // into the void
+        now = ep.poll_timeout().expect("a timer runs");
+        assert!(now <= t0 + xk_time::Duration::from_secs(3), "closed by the timeout, not later");
+        ep.handle_timeout(now);
+        while let Some(ev) = ep.poll_event() {
+            if let Event::Closed { ctx, reason } = ev {
+                assert_eq!(ctx, c);
+                closed = Some((now, reason));
+            }
+        }
+    }
+    let (at, reason) = closed.unwrap();
+    assert_eq!(at, t0 + xk_time::Duration::from_secs(3));
+    assert_eq!(reason, xtp_proto::CloseReason::NoAnswer { peer: to, after: xk_time::Duration::from_secs(3) });
+    assert_eq!(
+        reason.to_string(),
+        "no answer from 10.0.0.9:7999 after 3 s (is `xpress serve` running there?)"
+    );
+    // Freed after the short linger.
+    ep.handle_timeout(at + xk_time::Duration::from_secs(3));
+    assert_eq!(ep.context_count(), 0);
+}

@@ -168,11 +168,25 @@ pub(crate) fn reason_error(reason: &CloseReason) -> io::Error {
         CloseReason::PeerAbort { .. } => io::ErrorKind::ConnectionReset,
         CloseReason::Timeout { .. } => io::ErrorKind::TimedOut,
         CloseReason::Refused { .. } => io::ErrorKind::ConnectionRefused,
+        CloseReason::NoAnswer { .. } | CloseReason::Unconfirmed { .. } => io::ErrorKind::TimedOut,
     };
     io::Error::new(kind, reason.to_string())
 }
 
 pub(crate) use crate::clock::time_seed;
+
+/// How long a client waits for any answer from the server before giving up
+/// (TCP fails at once with "connection refused"; XTP, having no handshake,
+/// would otherwise retry for minutes).
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The endpoint settings for a client: the engine's defaults and a connect
+/// timeout of [`CONNECT_TIMEOUT`], so connecting to an address where
+/// nothing answers ends with "no answer from ADDR after 3 s (is `xpress
+/// serve` running there?)" instead of hanging.
+pub fn client_config() -> xtp_proto::EndpointConfig {
+    xtp_proto::EndpointConfig { connect_timeout: Some(CONNECT_TIMEOUT), ..Default::default() }
+}
 
 fn timed_out(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, format!("{what}: timed out"))

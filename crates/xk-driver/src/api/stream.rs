@@ -48,7 +48,7 @@ impl XtpStream {
     /// [`super::XtpListener`]). Returns at once: XTP needs no handshake before
     /// the first byte; a refusal surfaces on the first read or write.
     pub fn connect(addr: impl ToSocketAddrs, port: u16) -> io::Result<XtpStream> {
-        XtpStream::connect_with(addr, port, EndpointConfig::default(), ContextConfig::stream())
+        XtpStream::connect_with(addr, port, super::client_config(), ContextConfig::stream())
     }
 
     /// As [`XtpStream::connect`], with the endpoint's and the context's

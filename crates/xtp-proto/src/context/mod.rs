@@ -126,6 +126,11 @@ pub(crate) struct Context {
     /// busy context does not move its timer on every packet.
     last_activity: Instant,
     ctimeout: Option<Instant>,
+    /// Initiator with a connect timeout: when to give up if the key
+    /// exchange has not completed.
+    connect_deadline: Option<Instant>,
+    /// Initiator: something (anything) came back from the peer.
+    answered: bool,
     /// When CTIMEOUT first found data the application had not read.
     unread_since: Option<Instant>,
     /// Freed with data still unread (`unread_hold` ran out).
@@ -229,6 +234,8 @@ impl Context {
             ctimer: Some(now + ep.keepalive),
             last_activity: now,
             ctimeout: None,
+            connect_deadline: if initiator { ep.connect_timeout.map(|t| now + t) } else { None },
+            answered: false,
             unread_since: None,
             freed_unread: false,
             rtimer: None,
@@ -287,6 +294,7 @@ impl Context {
             self.ctimer = None;
             self.rtimer = None;
             self.ptimer = None;
+            self.connect_deadline = None;
             self.rec.clear();
             if !self.closed_reported {
                 self.closed_reported = true;
@@ -368,11 +376,34 @@ impl Context {
             (None, y) => y,
         };
         let a = min(min(self.wtimer, self.ctimer), min(self.ctimeout, self.rtimer));
-        min(a, min(self.ptimer, self.rec.loss_timer))
+        min(min(a, self.connect_deadline), min(self.ptimer, self.rec.loss_timer))
     }
 
     /// Returns true when the context should be freed.
     pub(crate) fn on_timeout(&mut self, now: Instant, ep: &EndpointConfig, sink: &mut Sink<'_>) -> bool {
+        if let Some(t) = self.connect_deadline
+            && t <= now
+        {
+            self.connect_deadline = None;
+            if let Some(start) = ep.connect_timeout {
+                let (peer, after) = (self.peer, start);
+                let reason = if self.answered {
+                    // The peer holds state for us: tell it we are gone.
+                    self.need_end = true;
+                    self.need_diag =
+                        Some((diag_code::CONTEXT_ABANDONED, diag_value::UNSPECIFIED, "connect timeout"));
+                    CloseReason::Unconfirmed { peer, after }
+                } else {
+                    CloseReason::NoAnswer { peer, after }
+                };
+                self.close_with(Input::RetryLimit, reason, now, ep, sink);
+                // Nobody retries towards us: the shortest linger will do.
+                if self.ctimeout.is_some() {
+                    self.ctimeout = Some(now + ep.linger);
+                }
+                return false;
+            }
+        }
         if self.rtimer.is_some_and(|t| t <= now) {
             self.rtimer = None;
             sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Rtimer });
@@ -478,6 +509,7 @@ impl Context {
         let h = &p.header;
         let o = h.options;
         self.established = true;
+        self.answered = true;
         if !self.initiator && h.key & RTN != 0 {
             self.peer_uses_rtn = true;
         }
@@ -508,6 +540,7 @@ impl Context {
                 if self.initiator && !self.peer_key_known {
                     self.peer_key = control.xkey & !RTN;
                     self.peer_key_known = true;
+                    self.connect_deadline = None; // confirmed
                 }
                 self.apply_peer_traffic(traffic, now);
                 // A TCNTL has no room for spans: it acknowledges, gives an
