@@ -157,6 +157,22 @@ pub struct EndpointConfig {
     /// `Unconfirmed` when something did). `None` (the default): only XTP's own
     /// retries (`max_retries` WTIMER expiries) end it.
     pub connect_timeout: Option<Duration>,
+    /// Most contexts held in all (live and lingering); FIRSTs beyond are
+    /// refused and `connect` fails with `ConnectError::Full`.
+    pub max_contexts: usize,
+    /// Most half-open contexts (responders whose peer has not yet addressed
+    /// us by our key, G27); beyond, the oldest is shed for a new one.
+    pub max_half_open: usize,
+    /// Memory budget for half-open contexts: their state plus the datagrams
+    /// received for them; beyond, the oldest are shed.
+    pub half_open_memory: usize,
+    /// A half-open context is freed after this long.
+    pub half_open_timeout: Duration,
+    /// Towards a peer that has not proved its address we send at most this
+    /// many times the bytes received from it (QUIC's anti-amplification).
+    pub amplification: u32,
+    /// DIAG refusals (context refused by a limit) per second at most.
+    pub refusal_rate: u32,
     /// Most contexts one peer may create with FIRST packets (digest G20).
     pub max_contexts_per_peer: usize,
     /// Largest XTP packet (header included) the path carries over IPv4; over
@@ -182,6 +198,12 @@ impl Default for EndpointConfig {
             unread_hold: Duration::from_secs(60),
             diag_rate: 20,
             connect_timeout: None,
+            max_contexts: 1 << 20,
+            max_half_open: 16_384,
+            half_open_memory: 64 << 20,
+            half_open_timeout: Duration::from_secs(60),
+            amplification: 3,
+            refusal_rate: 1000,
             max_contexts_per_peer: 1024,
             max_packet: 1472,
             recent_key_hold: Duration::from_secs(120),

@@ -115,6 +115,25 @@ pub struct EndpointStats {
     /// Ended contexts freed with received data the application never read
     /// (`unread_hold` ran out).
     pub unread_dropped: u64,
+    /// Half-open contexts now (responders whose peer has not yet addressed
+    /// us by our key, G27).
+    pub half_open: u64,
+    /// Bytes accounted to half-open contexts now (state + datagrams).
+    pub half_open_bytes: u64,
+    /// Half-open contexts shed for newer ones (`max_half_open` or
+    /// `half_open_memory` reached).
+    pub half_open_evicted: u64,
+    /// Half-open contexts freed by `half_open_timeout`.
+    pub half_open_expired: u64,
+    /// FIRSTs refused: `max_contexts` reached.
+    pub refused_max_contexts: u64,
+    /// FIRSTs refused: `max_contexts_per_peer` reached.
+    pub refused_peer_limit: u64,
+    /// Refusal DIAGs not sent because of `refusal_rate`.
+    pub refusals_suppressed: u64,
+    /// Times a packet towards an unvalidated peer was held back by the
+    /// amplification bound.
+    pub amplification_blocked: u64,
 }
 
 /// Why `connect` failed.
@@ -122,6 +141,13 @@ pub struct EndpointStats {
 pub enum ConnectError {
     /// The configuration cannot work.
     InvalidConfig(&'static str),
+    /// A limit of the endpoint is reached; names it and its value.
+    Full {
+        /// The limit's name in `EndpointConfig`.
+        limit: &'static str,
+        /// Its value.
+        value: u64,
+    },
 }
 
 /// Why `listen` failed.
@@ -148,6 +174,9 @@ impl fmt::Display for ConnectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConnectError::InvalidConfig(w) => write!(f, "invalid context configuration: {w}"),
+            ConnectError::Full { limit, value } => {
+                write!(f, "the endpoint is full: {limit} ({value}) reached")
+            }
         }
     }
 }
@@ -174,6 +203,8 @@ impl std::error::Error for ListenError {}
 impl std::error::Error for WriteError {}
 
 struct PendingDiag {
+    /// A refusal by a limit (its own rate limit, `refusal_rate`).
+    refusal: bool,
     dst: SocketAddr,
     key: u64,
     code: u32,
@@ -202,7 +233,11 @@ pub struct Endpoint<S: Subscriber = NoTrace> {
     traces: Vec<Trace>,
     diags: VecDeque<PendingDiag>,
     diag_bucket: TokenBucket,
+    refusal_bucket: TokenBucket,
     recent: RecentKeys,
+    /// Half-open responder contexts in admission order (entries of
+    /// contexts since validated or freed are skipped when met).
+    half_open: VecDeque<ArenaId>,
     subscriber: S,
     stats: EndpointStats,
 }
@@ -223,6 +258,8 @@ impl<S: Subscriber> Endpoint<S> {
         let h1 = rng.next_u64();
         let h2 = rng.next_u64();
         let h3 = rng.next_u64();
+        let refusal_bucket =
+            TokenBucket::new(u64::from(cfg.refusal_rate), u64::from(cfg.refusal_rate.max(1)), Instant::ZERO);
         let recent = RecentKeys::new(cfg.recent_key_hold, cfg.recent_keys_max, rng.next_u64());
         Endpoint {
             cfg,
@@ -239,7 +276,9 @@ impl<S: Subscriber> Endpoint<S> {
             traces: Vec::new(),
             diags: VecDeque::new(),
             diag_bucket,
+            refusal_bucket,
             recent,
+            half_open: VecDeque::new(),
             subscriber,
             stats: EndpointStats::default(),
         }
@@ -305,6 +344,9 @@ impl<S: Subscriber> Endpoint<S> {
         }
         if cfg.recv_buffer == 0 {
             return Err(ConnectError::InvalidConfig("recv_buffer must be at least 1"));
+        }
+        if self.contexts.len() >= self.cfg.max_contexts {
+            return Err(ConnectError::Full { limit: "max_contexts", value: self.cfg.max_contexts as u64 });
         }
         if self.cfg.max_packet < crate::context::MIN_PACKET {
             return Err(ConnectError::InvalidConfig(
@@ -490,6 +532,13 @@ impl<S: Subscriber> Endpoint<S> {
             if c.freed_unread {
                 self.stats.unread_dropped += 1;
             }
+            if c.expired_half_open {
+                self.stats.half_open_expired += 1;
+            }
+            if c.half_open {
+                self.stats.half_open -= 1;
+                self.stats.half_open_bytes -= half_open_cost(&c);
+            }
             // Both roles may be indexed (the responder under the initiator's
             // key, the initiator under the responder's); erase only our own
             // entry, never one a colliding context installed.
@@ -535,10 +584,33 @@ impl<S: Subscriber> Endpoint<S> {
     }
 
     fn queue_diag(&mut self, dst: SocketAddr, key: u64, code: u32, value: u32, text: &'static str) {
-        self.diags.push_back(PendingDiag { dst, key, code, value, text });
+        self.diags.push_back(PendingDiag { refusal: false, dst, key, code, value, text });
         if self.diags.len() > 64 {
             self.diags.pop_front();
             self.stats.diags_suppressed += 1;
+        }
+    }
+
+    /// A FIRST refused by a limit: counted by the caller, answered with
+    /// DIAG "context refused / no resource" naming the limit, within
+    /// `refusal_rate`.
+    fn refuse(&mut self, now: Instant, from: SocketAddr, key: u64, limit: &'static str, text: &'static str) {
+        self.dropped(now, from, DropReason::Refused(limit));
+        if !self.refusal_bucket.try_take(now, 1) {
+            self.stats.refusals_suppressed += 1;
+            return;
+        }
+        self.diags.push_back(PendingDiag {
+            refusal: true,
+            dst: from,
+            key: key | RTN,
+            code: diag_code::CONTEXT_REFUSED,
+            value: diag_value::NO_RESOURCE,
+            text,
+        });
+        if self.diags.len() > 64 {
+            self.diags.pop_front();
+            self.stats.refusals_suppressed += 1;
         }
     }
 
@@ -612,8 +684,21 @@ impl<S: Subscriber> Endpoint<S> {
         };
         let mut index = None;
         if let Some(c) = self.contexts.get_mut(slot) {
+            let before = half_open_cost(c);
+            c.rx_wire += data.len() as u64;
             let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
             c.on_packet(now, &repr, &data, &self.cfg, &mut sink);
+            if c.half_open {
+                // Still half-open: the datagram counts against the budget;
+                // validated: it leaves the half-open account.
+                self.stats.half_open_bytes -= before;
+                if c.validated() {
+                    c.half_open = false;
+                    self.stats.half_open -= 1;
+                } else {
+                    self.stats.half_open_bytes += half_open_cost(c);
+                }
+            }
             if c.initiator && c.peer_key_known && !c.rkey_indexed {
                 c.rkey_indexed = true;
                 index = Some((c.peer, c.peer_key));
@@ -668,14 +753,11 @@ impl<S: Subscriber> Endpoint<S> {
             return None;
         };
         if self.per_peer.get(&from).copied().unwrap_or(0) >= self.cfg.max_contexts_per_peer {
-            self.dropped(now, from, DropReason::PeerLimit);
-            self.queue_diag(
-                from,
-                key | RTN,
-                diag_code::CONTEXT_REFUSED,
-                diag_value::NO_RESOURCE,
-                "too many contexts",
-            );
+            self.stats.refused_peer_limit += 1;
+            self.refuse(now, from, key, "max_contexts_per_peer", "too many contexts (max_contexts_per_peer)");
+            return None;
+        }
+        if !self.admit(now, from, key, repr_len(repr)) {
             return None;
         }
         let o = repr.header.options;
@@ -683,8 +765,55 @@ impl<S: Subscriber> Endpoint<S> {
         cfg.noerr = o.contains(Options::NOERR);
         cfg.noflow = o.contains(Options::NOFLOW);
         let id = self.new_context(now, from, port, false, cfg, Some(key));
+        if let Some(c) = self.contexts.get_mut(id.0) {
+            // Half-open until the initiator addresses us by our key (G27).
+            c.half_open = true;
+            c.half_open_deadline = Some(now + self.cfg.half_open_timeout);
+            self.stats.half_open += 1;
+            self.stats.half_open_bytes += half_open_cost(c);
+        }
+        self.half_open.push_back(id.0);
+        if self.half_open.len() > 2 * self.stats.half_open as usize + 64 {
+            // Entries of validated or freed contexts: drop them now and then
+            // so the queue stays proportional to the half-open count.
+            let contexts = &self.contexts;
+            self.half_open.retain(|s| contexts.get(*s).is_some_and(|c| c.half_open));
+        }
         self.events.push_back(Event::Incoming { ctx: id, peer: from, service: traffic.service, port });
         Some(id.0)
+    }
+
+    /// Admission control for a new responder context (G27): sheds the
+    /// oldest half-open contexts while the half-open count or memory is at
+    /// its bound; refuses when all contexts are taken. Established
+    /// contexts are never shed.
+    fn admit(&mut self, now: Instant, from: SocketAddr, key: u64, first_len: u64) -> bool {
+        let new_cost = CONTEXT_COST + first_len;
+        while self.stats.half_open as usize >= self.cfg.max_half_open
+            || self.stats.half_open_bytes + new_cost > self.cfg.half_open_memory as u64
+        {
+            let limit = if self.stats.half_open as usize >= self.cfg.max_half_open {
+                "max_half_open"
+            } else {
+                "half_open_memory"
+            };
+            let Some(old) = self.half_open.pop_front() else { break };
+            let Some(c) = self.contexts.get_mut(old) else { continue };
+            if !c.half_open {
+                continue;
+            }
+            let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
+            c.shed(limit, &mut sink);
+            self.stats.half_open_evicted += 1;
+            self.flush_traces(now);
+            self.free(now, old);
+        }
+        if self.contexts.len() >= self.cfg.max_contexts {
+            self.stats.refused_max_contexts += 1;
+            self.refuse(now, from, key, "max_contexts", "endpoint full (max_contexts)");
+            return false;
+        }
+        true
     }
 
     /// Writes the next datagram to send into `buf` (at least
@@ -692,7 +821,9 @@ impl<S: Subscriber> Endpoint<S> {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         // Context-less DIAGs first, within their rate limit.
         while let Some(d) = self.diags.pop_front() {
-            if !self.diag_bucket.try_take(now, 1) {
+            // Refusals were rate-limited when queued (`refusal_rate`);
+            // other context-less DIAGs are limited here (`diag_rate`).
+            if !d.refusal && !self.diag_bucket.try_take(now, 1) {
                 self.stats.diags_suppressed += 1;
                 continue;
             }
@@ -733,9 +864,28 @@ impl<S: Subscriber> Endpoint<S> {
             self.in_ready[idx] = false;
             let Some(c) = self.contexts.get_mut(slot) else { continue };
             let dst = c.peer;
+            // Anti-amplification (G27): towards a peer that has not proved
+            // its address, at most `amplification` times what it sent us.
+            // The packet is cut to the budget left; under the smallest
+            // useful packet nothing leaves until the peer sends more.
+            let cap = if c.validated() {
+                None
+            } else {
+                let budget = (c.rx_wire * u64::from(self.cfg.amplification)).saturating_sub(c.tx_wire);
+                Some(usize::try_from(budget).unwrap_or(usize::MAX))
+            };
+            if cap.is_some_and(|b| b < MIN_ANSWER) {
+                self.stats.amplification_blocked += 1;
+                continue;
+            }
+            let restore = cap.map(|b| c.cap_packet(b));
             let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
             let sent = c.poll_packet(now, &self.cfg, buf, &mut sink);
-            if sent.is_some() {
+            if let Some(old) = restore {
+                c.restore_packet_cap(old);
+            }
+            if let Some(n) = sent {
+                c.tx_wire += n as u64;
                 c.after_send(now, &self.cfg, &mut sink);
             }
             self.refresh(slot, now, sent.is_some());
@@ -746,4 +896,25 @@ impl<S: Subscriber> Endpoint<S> {
         }
         None
     }
+}
+
+/// What a context costs in memory before any data: the structure itself
+/// plus its entries in the demux maps, timer queue and ready queue (an
+/// estimate; the half-open budget counts in it).
+const CONTEXT_COST: u64 = std::mem::size_of::<Context>() as u64 + 256;
+
+/// The smallest packet towards an unvalidated peer: a CNTL (header 32 +
+/// control 20), e.g. a probe; below this budget nothing is tried.
+const MIN_ANSWER: usize = 52;
+
+/// What a half-open context counts against `half_open_memory`: its state
+/// and the datagrams received for it (payload slices pin them).
+fn half_open_cost(c: &Context) -> u64 {
+    CONTEXT_COST + c.rx_wire
+}
+
+/// Wire length of a parsed packet (for the half-open account of a FIRST
+/// not yet in a context).
+fn repr_len(p: &PacketRepr<'_>) -> u64 {
+    p.buffer_len() as u64
 }

@@ -46,6 +46,13 @@ pub enum CloseReason {
         /// The timeout.
         after: Duration,
     },
+    /// Admission control freed a responder context whose peer never proved
+    /// its address (G27): `limit` names the limit (`half_open_timeout`,
+    /// `max_half_open`, `half_open_memory`).
+    Unvalidated {
+        /// The limit that shed it.
+        limit: &'static str,
+    },
     /// The peer refused the context (DIAG, e.g. no listener).
     Refused {
         /// DIAG code.
@@ -70,6 +77,9 @@ impl std::fmt::Display for CloseReason {
             }
             CloseReason::Refused { code, value, text } => {
                 write!(f, "refused by the peer: DIAG {code}/{value} \"{text}\"")
+            }
+            CloseReason::Unvalidated { limit } => {
+                write!(f, "freed before the peer proved its address (limit {limit})")
             }
             CloseReason::NoAnswer { peer, after } => {
                 write!(f, "no answer from {peer} after {} (is `xpress serve` running there?)", secs(*after))
@@ -174,6 +184,8 @@ pub enum DropReason {
     SequenceOverflow,
     /// A FIRST for a context closed recently (a stale duplicate).
     StaleFirst,
+    /// A FIRST refused by admission control; names the limit.
+    Refused(&'static str),
 }
 
 /// Events for the tracing monitor: every significant protocol action.

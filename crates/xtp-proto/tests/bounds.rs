@@ -110,3 +110,68 @@ fn out_of_order_data_is_bounded_by_the_window() {
     assert!(s.recv_dropped >= 1_000_000 + 30_000 - 256, "{}", s.recv_dropped);
     assert_eq!(ep.readable_bytes(ctx), 1);
 }
+
+/// One spoofed FIRST: the server answers at most 3× its size, however long
+/// it waits, and frees the context at `half_open_timeout`.
+#[test]
+fn one_spoofed_first_costs_at_most_three_times_its_size() {
+    use xtp_wire::Options;
+    let mut ep = Endpoint::new(EndpointConfig::default(), 44);
+    ep.listen(7, ContextConfig::stream()).unwrap();
+    let from = addr("172.16.0.9:4444");
+    let first = first_packet(7 << 32 | 3, 0, 7, &[1u8; 40], Options::SREQ);
+    let t0 = Instant::from_secs(1);
+    ep.handle_datagram(t0, from, first.clone());
+    assert_eq!(ep.stats().half_open, 1);
+    let mut buf = vec![0u8; 2048];
+    let (mut sent, mut freed_at) = (0usize, None);
+    let mut now = t0;
+    while now < Instant::from_secs(200) {
+        while let Some(t) = ep.poll_transmit(now, &mut buf) {
+            assert_eq!(t.dst, from);
+            sent += t.len;
+        }
+        if freed_at.is_none() && ep.context_count() == 0 {
+            freed_at = Some(now);
+        }
+        let Some(next) = ep.poll_timeout() else { break };
+        now = next;
+        ep.handle_timeout(now);
+    }
+    println!("{sent} B sent for a {} B FIRST; freed after {:?}", first.len(), freed_at.map(|t| t - t0));
+    assert!(sent <= 3 * first.len(), "{sent} B for {} B", first.len());
+    assert!(sent > 0, "the FIRST was answered");
+    assert_eq!(freed_at.map(|t| t - t0), Some(EndpointConfig::default().half_open_timeout));
+    assert_eq!((ep.stats().half_open, ep.stats().half_open_bytes, ep.stats().half_open_expired), (0, 0, 1));
+}
+
+/// `max_contexts`: our own connect fails with Full naming the limit; a
+/// FIRST is refused with a DIAG naming it, and counted.
+#[test]
+fn max_contexts_is_named_when_refusing() {
+    use xtp_wire::{Body, Options, PacketRepr};
+    let cfg = EndpointConfig { max_contexts: 2, ..EndpointConfig::default() };
+    let mut ep = Endpoint::new(cfg, 45);
+    ep.listen(7, ContextConfig::stream()).unwrap();
+    let now = Instant::from_secs(1);
+    ep.connect(now, addr("10.0.0.5:1"), 7, ContextConfig::stream()).unwrap();
+    ep.connect(now, addr("10.0.0.6:1"), 7, ContextConfig::stream()).unwrap();
+    let err = ep.connect(now, addr("10.0.0.7:1"), 7, ContextConfig::stream()).unwrap_err();
+    assert_eq!(err, xtp_proto::ConnectError::Full { limit: "max_contexts", value: 2 });
+    assert_eq!(err.to_string(), "the endpoint is full: max_contexts (2) reached");
+    let mut buf = vec![0u8; 2048];
+    while ep.poll_transmit(now, &mut buf).is_some() {}
+    let from = addr("10.0.0.8:1");
+    ep.handle_datagram(now, from, first_packet(9 << 32 | 1, 0, 7, b"hi", Options::EMPTY));
+    assert_eq!(ep.stats().refused_max_contexts, 1);
+    let t = ep.poll_transmit(now, &mut buf).expect("a refusal");
+    assert_eq!(t.dst, from);
+    let p = PacketRepr::parse(&buf[..t.len]).unwrap();
+    match p.body {
+        Body::Diag(d) => {
+            assert_eq!(d.code, xtp_wire::diag_code::CONTEXT_REFUSED);
+            assert!(String::from_utf8_lossy(d.text).contains("max_contexts"));
+        }
+        b => panic!("{b:?}"),
+    }
+}

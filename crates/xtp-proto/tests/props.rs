@@ -196,6 +196,21 @@ fn run_seed(seed: u64) -> Result<(), String> {
         }
     }
     for (who, n) in [("client", c), ("server", s)] {
+        // The one non-graceful end the anti-amplification bound (G27)
+        // allows: the client finished gracefully (it has the reply and all
+        // its data arrived, checked above) but every packet it sent after
+        // the FIRST was lost, so the server, allowed 3x the FIRST's bytes,
+        // ran out of probes and freed the context at half_open_timeout.
+        let client_ok = sim.node(c).closed.first().map(|x| &x.1) == Some(&CloseReason::Graceful);
+        if who == "server"
+            && client_ok
+            && matches!(
+                sim.node(n).closed.first().map(|x| &x.1),
+                Some(CloseReason::Unvalidated { limit: "half_open_timeout" })
+            )
+        {
+            continue;
+        }
         if sim.node(n).closed.first().map(|x| &x.1) != Some(&CloseReason::Graceful) {
             return Err(fail(format!("{who} closed with {:?}", sim.node(n).closed), &sim));
         }

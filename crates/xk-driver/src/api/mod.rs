@@ -169,6 +169,7 @@ pub(crate) fn reason_error(reason: &CloseReason) -> io::Error {
         CloseReason::Timeout { .. } => io::ErrorKind::TimedOut,
         CloseReason::Refused { .. } => io::ErrorKind::ConnectionRefused,
         CloseReason::NoAnswer { .. } | CloseReason::Unconfirmed { .. } => io::ErrorKind::TimedOut,
+        CloseReason::Unvalidated { .. } => io::ErrorKind::ConnectionAborted,
     };
     io::Error::new(kind, reason.to_string())
 }

@@ -126,6 +126,20 @@ pub(crate) struct Context {
     /// busy context does not move its timer on every packet.
     last_activity: Instant,
     ctimeout: Option<Instant>,
+    /// Responder not yet validated (G27): freed at this time if the peer
+    /// has still not addressed us by our key.
+    pub(crate) half_open_deadline: Option<Instant>,
+    /// Counted by the endpoint as half-open (its admission bookkeeping).
+    pub(crate) half_open: bool,
+    /// Responder: a packet other than a FIRST came from the peer, or one
+    /// with our key (validated, G27).
+    heard_back: bool,
+    /// Freed because `half_open_deadline` passed.
+    pub(crate) expired_half_open: bool,
+    /// Wire bytes received from and sent to the peer (the amplification
+    /// bound and the half-open memory account use them).
+    pub(crate) rx_wire: u64,
+    pub(crate) tx_wire: u64,
     /// Initiator with a connect timeout: when to give up if the key
     /// exchange has not completed.
     connect_deadline: Option<Instant>,
@@ -234,6 +248,12 @@ impl Context {
             ctimer: Some(now + ep.keepalive),
             last_activity: now,
             ctimeout: None,
+            half_open_deadline: None,
+            half_open: false,
+            heard_back: false,
+            expired_half_open: false,
+            rx_wire: 0,
+            tx_wire: 0,
             connect_deadline: if initiator { ep.connect_timeout.map(|t| now + t) } else { None },
             answered: false,
             unread_since: None,
@@ -254,6 +274,21 @@ impl Context {
             peer_ended: false,
             stats: ContextStats::default(),
             cfg,
+        }
+    }
+
+    /// Whether the peer has proved it receives our packets at its address:
+    /// always for contexts we opened; for a responder, once the initiator
+    /// sent a packet other than a FIRST or addressed us by our key (G27).
+    pub(crate) fn validated(&self) -> bool {
+        self.initiator || self.heard_back
+    }
+
+    /// Shed by admission control: reported closed (if not already).
+    pub(crate) fn shed(&mut self, limit: &'static str, sink: &mut Sink<'_>) {
+        if !self.closed_reported {
+            self.closed_reported = true;
+            sink.events.push_back(Event::Closed { ctx: self.id, reason: CloseReason::Unvalidated { limit } });
         }
     }
 
@@ -376,11 +411,26 @@ impl Context {
             (None, y) => y,
         };
         let a = min(min(self.wtimer, self.ctimer), min(self.ctimeout, self.rtimer));
-        min(min(a, self.connect_deadline), min(self.ptimer, self.rec.loss_timer))
+        let b = min(self.connect_deadline, self.half_open_deadline);
+        min(min(a, b), min(self.ptimer, self.rec.loss_timer))
     }
 
     /// Returns true when the context should be freed.
     pub(crate) fn on_timeout(&mut self, now: Instant, ep: &EndpointConfig, sink: &mut Sink<'_>) -> bool {
+        if self.half_open_deadline.is_some_and(|t| t <= now) {
+            // Never validated: most likely a spoofed FIRST. Freed at once,
+            // without linger or END (nobody is there to hear it).
+            self.half_open_deadline = None;
+            self.expired_half_open = true;
+            if !self.closed_reported {
+                self.closed_reported = true;
+                sink.events.push_back(Event::Closed {
+                    ctx: self.id,
+                    reason: CloseReason::Unvalidated { limit: "half_open_timeout" },
+                });
+            }
+            return true;
+        }
         if let Some(t) = self.connect_deadline
             && t <= now
         {
@@ -511,7 +561,17 @@ impl Context {
         self.established = true;
         self.answered = true;
         if !self.initiator && h.key & RTN != 0 {
+            // The endpoint routed it by our full 63-bit key from the peer's
+            // address: the peer received our TCNTL there (G27).
             self.peer_uses_rtn = true;
+        }
+        if !self.initiator && (h.key & RTN != 0 || h.ptype != PacketType::First) {
+            // A second packet that is not a copy of the FIRST: the peer is
+            // there (G27). Weaker than the key echo above (a spoofer can
+            // send two packets), but it does not need our TCNTL to have
+            // arrived, so a lossy path still validates.
+            self.heard_back = true;
+            self.half_open_deadline = None;
         }
         self.last_activity = now;
         sink.traces.push(Trace::PacketReceived { ctx: self.id, ptype: p.body.ptype(), seq: h.seq, len: 0 });
@@ -541,6 +601,10 @@ impl Context {
                     self.peer_key = control.xkey & !RTN;
                     self.peer_key_known = true;
                     self.connect_deadline = None; // confirmed
+                    // Answer at once with the responder's key: that proves
+                    // our address to it (G27), lifting its anti-amplification
+                    // bound, even when we have nothing else to send.
+                    self.reply_echo.get_or_insert(h.sync);
                 }
                 self.apply_peer_traffic(traffic, now);
                 // A TCNTL has no room for spans: it acknowledges, gives an
@@ -992,6 +1056,18 @@ impl Context {
         AddressSegment { domain: 0, addr }
     }
 
+    /// Caps the packet size for the next `poll_packet` (amplification
+    /// budget); returns the previous cap to restore.
+    pub(crate) fn cap_packet(&mut self, cap: usize) -> usize {
+        let old = self.max_packet;
+        self.max_packet = self.max_packet.min(cap);
+        old
+    }
+
+    pub(crate) fn restore_packet_cap(&mut self, old: usize) {
+        self.max_packet = old;
+    }
+
     /// Builds the next packet into `buf`; returns its length.
     pub(crate) fn poll_packet(
         &mut self,
@@ -1219,6 +1295,12 @@ impl Context {
         data: Option<usize>,
         sink: &mut Sink<'_>,
     ) -> Option<usize> {
+        // Under the anti-amplification cap (G27) `max_packet` is the budget
+        // left: a packet over it is not sent (as if lost; retransmission and
+        // probes recover once the peer has sent more or proved its address).
+        if p.buffer_len() > self.max_packet {
+            return None;
+        }
         let n = p.emit(buf).ok()?;
         self.stats.packets_sent += 1;
         sink.traces.push(Trace::PacketSent {
