@@ -25,6 +25,7 @@ mod config;
 mod context;
 mod endpoint;
 mod events;
+pub mod fuzzing;
 mod ranges;
 pub mod rate;
 pub mod rtt;
