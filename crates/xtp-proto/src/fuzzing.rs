@@ -77,6 +77,10 @@ struct Packet {
     from: SocketAddr,
     to: SocketAddr,
     data: Bytes,
+    /// A bit was flipped: no second flip (two flips can cancel in the
+    /// 16-bit Internet checksum, and undetectable corruption is not the
+    /// engine's to find).
+    flipped: bool,
 }
 
 struct Side {
@@ -190,7 +194,7 @@ impl World {
                 let data = Bytes::copy_from_slice(&self.buf[..t.len]);
                 let to = t.dst;
                 if to == self.sides[1 - i].addr {
-                    self.wire[1 - i].push_back(Packet { from: self.sides[i].addr, to, data });
+                    self.wire[1 - i].push_back(Packet { from: self.sides[i].addr, to, data, flipped: false });
                 } else {
                     self.spoof_tx += data.len() as u64; // to a spoofed address: into the void
                     self.mark(1);
@@ -205,7 +209,7 @@ impl World {
         if self.history.len() >= 64 {
             self.history.pop_front();
         }
-        self.history.push_back(Packet { from: p.from, to: p.to, data: p.data.clone() });
+        self.history.push_back(Packet { from: p.from, to: p.to, data: p.data.clone(), flipped: p.flipped });
         self.datagrams_in[i] += 1;
         self.stats.delivered += 1;
         self.sides[i].ep.handle_datagram(self.now, p.from, p.data);
@@ -342,7 +346,12 @@ impl World {
         let mut out = vec![0u8; repr.buffer_len()];
         if repr.emit(&mut out).is_ok() {
             self.mark(9);
-            self.wire[dir].push_front(Packet { from: p.from, to: p.to, data: Bytes::from(out) });
+            self.wire[dir].push_front(Packet {
+                from: p.from,
+                to: p.to,
+                data: Bytes::from(out),
+                flipped: p.flipped,
+            });
         }
     }
 
@@ -470,7 +479,7 @@ pub fn run(input: &[u8]) -> Result<RunStats, Failure> {
             }
             15 => {
                 if let Some(p) = w.wire[dir].front() {
-                    let copy = Packet { from: p.from, to: p.to, data: p.data.clone() };
+                    let copy = Packet { from: p.from, to: p.to, data: p.data.clone(), flipped: p.flipped };
                     w.wire[dir].push_back(copy);
                 }
             }
@@ -484,19 +493,22 @@ pub fn run(input: &[u8]) -> Result<RunStats, Failure> {
                 let k = usize::from(c.byte());
                 if !w.history.is_empty() {
                     let p = &w.history[k % w.history.len()];
-                    let copy = Packet { from: p.from, to: p.to, data: p.data.clone() };
+                    let copy = Packet { from: p.from, to: p.to, data: p.data.clone(), flipped: p.flipped };
                     w.deliver(copy)?;
                     w.mark(13);
                 }
             }
             18 => {
                 let (at, bit) = (usize::from(c.byte()), c.byte() % 8);
-                if let Some(p) = w.wire[dir].front_mut() {
+                if let Some(p) = w.wire[dir].front_mut()
+                    && !p.flipped
+                {
                     let mut v = p.data.to_vec();
                     if !v.is_empty() {
                         let at = at % v.len();
                         v[at] ^= 1 << bit;
                         p.data = Bytes::from(v);
+                        p.flipped = true;
                     }
                 }
             }
