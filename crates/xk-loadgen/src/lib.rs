@@ -1,0 +1,26 @@
+//! xk-loadgen — a load generator after UniLoG (seed 001).
+//!
+//! Load is specified as user-behaviour automata ([`model`]: states init,
+//! delay, request, terminate and macro, probabilistic and guarded
+//! transitions, delay and size distributions, context variables), in a TOML
+//! file checked by a validator whose errors name the state and field.
+//! [`analytic`] predicts the mean rate and size from the chain's stationary
+//! distribution. [`gar`] (the generator of abstract requests) walks the
+//! automata of every virtual user and yields requests with their specified
+//! times t_i.
+//!
+//! # Contract
+//!
+//! The model, the analytic prediction and the generator are deterministic
+//! for a given seed and read no clock. The run (scheduler and adapters)
+//! does I/O and reads the monotonic clock: it is one of the workspace's I/O
+//! crates.
+
+pub mod analytic;
+pub mod dist;
+pub mod gar;
+pub mod model;
+
+pub use analytic::{Prediction, predict};
+pub use gar::{Gar, Request};
+pub use model::Model;
