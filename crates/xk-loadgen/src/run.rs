@@ -11,8 +11,7 @@
 //!
 //! Every run is bounded: by a request count, by the model time (`duration`:
 //! no request specified at or after it is executed) and by the wall clock
-//! (`duration` plus as much again, at least one second, for a run that
-//! falls behind).
+//! (`duration` again: a P_max run, or one that fell behind, ends then).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -187,7 +186,10 @@ fn execute<S: Source>(
 ) -> Result<Measured, String> {
     let mut adapter = cfg.adapter.open().map_err(|e| e.to_string())?;
     let max_batch = adapter.max_batch();
-    let wall_limit = cfg.duration_ns.saturating_add(cfg.duration_ns.max(1_000_000_000));
+    // The wall clock ends the run at `duration` too: a P_max run (every
+    // t_i = 0) never reaches the model-time bound, and a run that fell
+    // behind must not run on unbounded.
+    let wall_limit = cfg.duration_ns;
     let mut m = Measured {
         hist: Histogram::default(),
         requests: 0,
@@ -341,7 +343,7 @@ pub fn run(
     report.stopped = if let Some(f) = m.fatal {
         format!("adapter failed: {f}")
     } else if m.wall_stop {
-        "wall-clock limit (the run fell behind its schedule)".into()
+        "duration reached (wall clock)".into()
     } else if stop.load(Ordering::Relaxed) {
         "stopped".into()
     } else {

@@ -8,6 +8,7 @@ mod bench;
 mod bulk;
 mod emulate;
 mod ftp_cmd;
+mod loadgen_cmd;
 mod netns_cmd;
 mod ping;
 mod report;
@@ -46,6 +47,10 @@ enum Command {
     /// FTP over kernel TCP or XTP: a server, and get/put/ls as a client.
     #[command(subcommand)]
     Ftp(ftp_cmd::FtpCommand),
+    /// Load generator after UniLoG: behaviour automata driving UDP, TCP
+    /// and XTP, with P_max and miss times; check, run, sink, floor, merge.
+    #[command(subcommand)]
+    Loadgen(loadgen_cmd::LoadgenCommand),
 }
 
 /// A tool's own exit status, or 1 with its error printed.
@@ -74,6 +79,7 @@ fn main() -> ExitCode {
         Command::Ping(args) => return status(ping::run(&args)),
         Command::Bulk(args) => return status(bulk::run(&args)),
         Command::Ftp(cmd) => ftp_cmd::run(cmd),
+        Command::Loadgen(cmd) => loadgen_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
