@@ -415,8 +415,10 @@ mod tests {
         cfg.drop_late_ns = Some(0);
         // 100 ns gaps under sleep: nearly everything is late by more than 0.
         let r = run(&Model::constant(100, 64), &cfg, Arc::new(AtomicBool::new(false)), None).unwrap();
-        assert_eq!(r.requests + r.dropped, 50_000, "{r:?}");
-        assert!(r.dropped > 0);
+        // The wall clock may end the run before the model time does (both
+        // are 5 ms); whatever was taken is either executed or dropped.
+        assert!(r.requests + r.dropped <= 50_000 && r.requests + r.dropped > 1_000, "{r:?}");
+        assert!(r.dropped > 0, "{r:?}");
     }
 }
 
