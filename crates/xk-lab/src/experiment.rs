@@ -249,5 +249,6 @@ pub fn registry() -> Vec<Entry> {
         entry::<crate::e6::E6>(),
         entry::<crate::e4::E4>(),
         entry::<crate::e9::E9>(),
+        entry::<crate::e7::E7>(),
     ]
 }

@@ -25,6 +25,7 @@ pub mod e2;
 pub mod e3;
 pub mod e4;
 pub mod e6;
+pub mod e7;
 pub mod e9;
 pub mod experiment;
 pub mod fairness;

@@ -119,7 +119,7 @@ fn quick_report_has_every_experiment_and_renders() {
     assert!(norm(1200, 10_000) > norm(9600, 10_000), "{e6:?}");
     assert!(norm(1200, 10_000) < 1.0 && norm(9600, 1) > 0.0, "{e6:?}");
     // CSV beside the JSON: one file per experiment, machine before/after.
-    for name in ["E1", "E2", "PATHS", "MSG", "E6", "E4", "E9", "machine"] {
+    for name in ["E1", "E2", "PATHS", "MSG", "E6", "E4", "E9", "E7", "machine"] {
         let csv = std::fs::read_to_string(dir.join(format!("results-{name}.csv")))
             .unwrap_or_else(|e| panic!("results-{name}.csv: {e}"));
         let lines: Vec<&str> = csv.lines().collect();
@@ -147,6 +147,30 @@ fn quick_report_has_every_experiment_and_renders() {
     };
     assert_eq!(copies("(Rope)"), 0.0);
     assert_eq!(copies("(Contig)"), 1.0);
+    // E7: the floor, P_max of every adapter on one and two threads, the
+    // precision rows (never early: every miss is counted from t_i on), and
+    // XTP datagrams at fixed rates.
+    let e7 = rows(&json, "E7");
+    let kind = |k: &str| e7.iter().filter(|r| r["kind"] == k).collect::<Vec<_>>();
+    assert_eq!(kind("floor").len(), 3, "sendto, sendmmsg, GSO floors");
+    assert!(kind("floor").iter().all(|r| r["rate_per_s"].as_f64().unwrap() > 0.0));
+    let pmax = kind("pmax");
+    assert_eq!(pmax.len(), 18, "9 adapters × 2 thread layouts");
+    for r in &pmax {
+        assert!(r["requests"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["rate_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let null = pmax.iter().find(|r| r["adapter"] == "null" && r["threads"] == 1).unwrap();
+    let udp = pmax.iter().find(|r| r["adapter"] == "udp" && r["threads"] == 1).unwrap();
+    assert!(null["rate_per_s"].as_f64() > udp["rate_per_s"].as_f64(), "the null adapter is the upper bound");
+    let prec = kind("precision");
+    assert_eq!(prec.len(), 16, "4 gaps × 2 waits × with/without real-time measures");
+    for r in &prec {
+        assert!(r["requests"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["vz_ns"].as_f64().unwrap() >= 0.0 && r["max_ns"].as_u64() >= r["p99_ns"].as_u64(), "{r}");
+        assert!(!r["cdf"].as_array().unwrap().is_empty(), "{r}");
+    }
+    assert_eq!(kind("xtp").len(), 2, "XTP datagrams at 400/s and 1,000/s");
     assert!(json["machine_before"]["cores"].as_u64().unwrap() >= 1);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     for needle in [
@@ -157,6 +181,8 @@ fn quick_report_has_every_experiment_and_renders() {
         "PATHS — Impaired paths",
         "E4 — Demux map lookup",
         "E6 — File retrieval over packet radio",
+        "E7 — Load generator: P_max and miss time (seed 001)",
+        "Seed 001 (UniLoG, slides): findings",
         "Tables 6.1 and 6.2",
         "Seed 000",
         "Seed 003",
