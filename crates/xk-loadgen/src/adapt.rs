@@ -9,12 +9,14 @@
 //! Adapters are opened on the thread that uses them ([`AdapterSpec::open`]):
 //! the XTP API objects live on one thread.
 
-use std::io::{self, IoSlice, Write};
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, IoSliceMut, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 
 use nix::sys::socket::{
-    ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage, sendmmsg, sendmsg, setsockopt, sockopt,
+    ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmsg, sendmmsg, sendmsg,
+    setsockopt, sockopt,
 };
 use serde::{Deserialize, Serialize};
 
@@ -118,6 +120,10 @@ pub struct Counts {
     pub calls: u64,
     /// The first refusal's text.
     pub first_error: Option<String>,
+    /// With `--tx-timestamps`: the kernel's transmit timestamp minus the
+    /// specified time, per datagram that got one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_miss: Option<crate::stats::Summary>,
 }
 
 impl Counts {
@@ -143,6 +149,9 @@ pub trait Adapter {
     /// generator goes on when the network drops a datagram). An `Err` ends
     /// the run (the connection is gone).
     fn execute(&mut self, batch: &[Request]) -> io::Result<()>;
+    /// The run starts: `realtime_ns` is the wall clock (CLOCK_REALTIME, ns)
+    /// at t = 0, for adapters that compare kernel timestamps with t_i.
+    fn begin(&mut self, _realtime_ns: i128) {}
     /// Housekeeping while idle (the XTP driver's timers).
     fn idle(&mut self) {}
     /// Ends the adapter (flushes, closes) and returns its counts.
@@ -222,6 +231,17 @@ struct Udp {
     c: Counts,
     /// Payload arena: every datagram of the batch, back to back.
     arena: Vec<u8>,
+    tx: Option<TxStamps>,
+}
+
+/// Transmit timestamps: the kernel queues one per datagram on the socket's
+/// error queue (SO_TIMESTAMPING, software), in send order; each is paired
+/// with the specified time of the datagram it belongs to.
+struct TxStamps {
+    start_real_ns: i128,
+    pending: VecDeque<u64>,
+    hist: crate::stats::Histogram,
+    cmsg: Vec<u8>,
 }
 
 impl Udp {
@@ -243,6 +263,12 @@ impl Udp {
                 "udp-gso: this kernel has no UDP_SEGMENT (GSO for UDP needs Linux 4.18 or later)",
             ));
         }
+        if tx_timestamps && kind == Kind::UdpGso {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--tx-timestamps: with udp and udp-mmsg only (GSO segments share one timestamp)",
+            ));
+        }
         if tx_timestamps {
             use nix::sys::socket::TimestampingFlag as F;
             setsockopt(
@@ -252,7 +278,45 @@ impl Udp {
             )
             .map_err(|e| io::Error::other(format!("--tx-timestamps: SO_TIMESTAMPING refused: {e}")))?;
         }
-        Ok(Udp { kind, sock, to, c: Counts::default(), arena: vec![0; MAX_BATCH * 2048] })
+        Ok(Udp {
+            kind,
+            sock,
+            to,
+            c: Counts::default(),
+            arena: vec![0; MAX_BATCH * 2048],
+            tx: tx_timestamps.then(|| TxStamps {
+                start_real_ns: 0,
+                pending: VecDeque::new(),
+                hist: crate::stats::Histogram::default(),
+                cmsg: nix::cmsg_space!(nix::sys::socket::Timestamps, [u8; 64]),
+            }),
+        })
+    }
+
+    /// Reads the transmit timestamps the kernel has queued so far.
+    fn drain_timestamps(&mut self) {
+        let Some(tx) = self.tx.as_mut() else { return };
+        let mut buf = [0u8; 2048];
+        loop {
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            let r = recvmsg::<SockaddrStorage>(
+                self.sock.as_raw_fd(),
+                &mut iov,
+                Some(&mut tx.cmsg),
+                MsgFlags::MSG_ERRQUEUE | MsgFlags::MSG_DONTWAIT,
+            );
+            let Ok(msg) = r else { break };
+            let Ok(cmsgs) = msg.cmsgs() else { break };
+            for c in cmsgs {
+                if let ControlMessageOwned::ScmTimestampsns(ts) = c {
+                    let Some(t) = tx.pending.pop_front() else { continue };
+                    let real =
+                        i128::from(ts.system.tv_sec()) * 1_000_000_000 + i128::from(ts.system.tv_nsec());
+                    let miss = real - tx.start_real_ns - i128::from(t);
+                    tx.hist.record(miss.max(0) as u64);
+                }
+            }
+        }
     }
 
     fn fill(&mut self, batch: &[Request]) -> usize {
@@ -281,7 +345,16 @@ impl Adapter for Udp {
         self.kind != Kind::UdpGso || (r.size == first.size && (n + 1) * first.size as usize <= GSO_BYTES)
     }
 
+    fn begin(&mut self, realtime_ns: i128) {
+        if let Some(tx) = self.tx.as_mut() {
+            tx.start_real_ns = realtime_ns;
+        }
+    }
+
     fn execute(&mut self, batch: &[Request]) -> io::Result<()> {
+        if let Some(tx) = self.tx.as_mut() {
+            tx.pending.extend(batch.iter().map(|r| r.t_ns));
+        }
         let total = self.fill(batch);
         self.c.calls += 1;
         let n = batch.len() as u64;
@@ -351,10 +424,23 @@ impl Adapter for Udp {
                 }
             }
         }
+        if self.tx.is_some() {
+            self.drain_timestamps();
+        }
         Ok(())
     }
 
-    fn finish(self: Box<Self>) -> Counts {
+    fn idle(&mut self) {
+        self.drain_timestamps();
+    }
+
+    fn finish(mut self: Box<Self>) -> Counts {
+        // The last timestamps may still be on their way.
+        std::thread::sleep(std::time::Duration::from_millis(if self.tx.is_some() { 20 } else { 0 }));
+        self.drain_timestamps();
+        if let Some(tx) = &self.tx {
+            self.c.tx_miss = Some(tx.hist.summary(1_000));
+        }
         self.c
     }
 }

@@ -11,7 +11,8 @@
 //!
 //! Every run is bounded: by a request count, by the model time (`duration`:
 //! no request specified at or after it is executed) and by the wall clock
-//! (`duration` again: a P_max run, or one that fell behind, ends then).
+//! (`duration` plus 10 % and 100 ms: a P_max run, or one that fell behind,
+//! ends then).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -185,11 +186,19 @@ fn execute<S: Source>(
     mut progress: Option<Progress<'_>>,
 ) -> Result<Measured, String> {
     let mut adapter = cfg.adapter.open().map_err(|e| e.to_string())?;
+    // The wall clock at t = 0, for kernel timestamps (CLOCK_REALTIME): read
+    // next to `start`'s monotonic reading, shifted by the time since.
+    let since = start.elapsed().as_nanos() as i128;
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    adapter.begin(real - since);
     let max_batch = adapter.max_batch();
-    // The wall clock ends the run at `duration` too: a P_max run (every
-    // t_i = 0) never reaches the model-time bound, and a run that fell
-    // behind must not run on unbounded.
-    let wall_limit = cfg.duration_ns;
+    // The wall clock ends the run too: a P_max run (every t_i = 0) never
+    // reaches the model-time bound, and a run that fell behind must not run
+    // on unbounded. A stall near the end (preemption) gets 10 % + 100 ms of
+    // grace so the requests specified before `duration` still go out.
+    let wall_limit = cfg.duration_ns.saturating_add(cfg.duration_ns / 10 + 100_000_000);
     let mut m = Measured {
         hist: Histogram::default(),
         requests: 0,
@@ -468,6 +477,23 @@ mod io_tests {
         assert_eq!((r.counts.sent, s.bytes), (500, 50_000), "{s:?}");
         let (r, s) = through_sink(Kind::XtpStream, Proto::XtpStream, 200);
         assert_eq!((r.counts.sent, s.received, s.bytes), (200, 200, 20_000), "{r:?} {s:?}");
+    }
+
+    #[test]
+    fn kernel_transmit_timestamps_are_paired_with_requests() {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut rc = RunConfig::new(AdapterSpec {
+            kind: Kind::Udp,
+            to: Some(sock.local_addr().unwrap()),
+            xtp_port: 9,
+            tx_timestamps: true,
+        });
+        rc.count = 500;
+        let r = run(&Model::constant(20_000, 64), &rc, Arc::new(AtomicBool::new(false)), None).unwrap();
+        let tx = r.counts.tx_miss.expect("timestamps asked for");
+        assert!(tx.n > 400, "{tx:?}");
+        // The kernel stamps the datagram before the call returns.
+        assert!(tx.median_ns <= r.miss.median_ns + 1_000, "{tx:?} vs {:?}", r.miss);
     }
 
     #[test]

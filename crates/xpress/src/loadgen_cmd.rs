@@ -297,6 +297,12 @@ fn print_run(r: &RunReport) {
         m.late_share * 100.0,
         m.late_ns
     );
+    if let Some(t) = &r.counts.tx_miss {
+        println!(
+            "  kernel transmit timestamp − t ({} stamped): mean {:.0} ns, median {} ns, p99 {} ns, max {} ns",
+            t.n, t.mean_ns, t.median_ns, t.p99_ns, t.max_ns
+        );
+    }
     println!("  ended: {}", r.stopped);
     if let Some(e) = &r.model_error {
         println!("  model: {e}");
