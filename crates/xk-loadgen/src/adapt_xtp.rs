@@ -4,11 +4,13 @@
 //!
 //! The datagram adapter drives one endpoint itself (one socket for the whole
 //! run) rather than calling `xk_driver::api::send_datagram`, which binds a
-//! socket per datagram. Each XTP datagram is a context of its own that
-//! lingers after it is sent (CTIMEOUT, 2 s by default) and the endpoint
-//! holds at most 1,024 contexts per peer: the sustained datagram rate to one
-//! peer is therefore bounded near 1,024 / 2 s = 512/s. Refused sends are
-//! counted as errors with the endpoint's reason — see docs/LOADGEN.md.
+//! socket per datagram. Each XTP datagram is a context of its own; the
+//! receiving endpoint keeps each one for its linger (243 s with the default
+//! retry schedule: it has no round-trip sample) and holds at most 1,024 per
+//! peer, so after 1,024 datagrams from one socket the receiver refuses the
+//! rest — and the sender, service 1 being unacknowledged, never hears of it.
+//! Sends the local endpoint refuses are counted as errors with its reason.
+//! See docs/LOADGEN.md ("Finding").
 
 use std::io;
 use std::net::SocketAddr;
