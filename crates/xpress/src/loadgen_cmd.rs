@@ -203,17 +203,19 @@ fn check(a: &CheckArgs) -> Result<(), String> {
             } else {
                 "unbounded (no delay: P_max)".into()
             };
-            println!(
-                "expected rate {r}, mean request {:.1} B, {:.2} Mbit/s of payload",
-                p.mean_size,
-                p.bytes_per_s * 8e-6
-            );
+            let load = if p.bytes_per_s.is_finite() {
+                format!("{:.2} Mbit/s of payload", p.bytes_per_s * 8e-6)
+            } else {
+                "as much payload as the adapter takes".to_string()
+            };
+            println!("expected rate {r}, mean request {:.1} B, {load}", p.mean_size);
             for g in &p.groups {
                 let runs = g
                     .requests_per_run
                     .map(|x| format!(", {x:.1} requests before terminate"))
                     .unwrap_or_default();
-                println!("  {} × {}: {} each{runs}", g.count, g.automaton, rate(g.rate_per_s));
+                let each = if g.rate_per_s.is_finite() { rate(g.rate_per_s) } else { "unbounded".into() };
+                println!("  {} × {}: {each} each{runs}", g.count, g.automaton);
             }
             if let Some(n) = p.note {
                 println!("note: {n}");
