@@ -36,6 +36,8 @@ pub struct Params {
     pub adapters: Vec<String>,
     /// Thread layouts for P_max (1, 2).
     pub threads: Vec<u8>,
+    /// Adapters whose P_max is measured again with real-time measures.
+    pub pmax_realtime: Vec<String>,
     /// Specified inter-arrival times for the precision rows, ns.
     pub gaps_ns: Vec<u64>,
     /// Waiting strategies for the precision rows (busy, sleep, hybrid).
@@ -61,6 +63,9 @@ pub enum Point {
         adapter: String,
         /// 1 or 2.
         threads: u8,
+        /// With real-time measures (CPU pinning; SCHED_FIFO where permitted).
+        #[serde(default)]
+        realtime: bool,
     },
     /// Precision at one inter-arrival time.
     Precision {
@@ -227,6 +232,7 @@ impl crate::experiment::Experiment for E7 {
                 pmax_seconds: 0.3,
                 adapters: adapters.iter().map(|s| s.to_string()).collect(),
                 threads: vec![1, 2],
+                pmax_realtime: vec!["udp".into(), "udp-gso".into()],
                 gaps_ns: vec![1_000, 10_000, 100_000, 1_000_000],
                 waits: vec!["busy".into(), "hybrid".into()],
                 precision_seconds: 0.3,
@@ -239,6 +245,7 @@ impl crate::experiment::Experiment for E7 {
                 pmax_seconds: 2.0,
                 adapters: adapters.iter().map(|s| s.to_string()).collect(),
                 threads: vec![1, 2],
+                pmax_realtime: vec!["udp".into(), "udp-mmsg".into(), "udp-gso".into()],
                 gaps_ns: vec![1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000, 10_000_000],
                 waits: vec!["busy".into(), "hybrid".into(), "sleep".into()],
                 precision_seconds: 2.0,
@@ -252,6 +259,9 @@ impl crate::experiment::Experiment for E7 {
     fn check(p: &Params) -> Result<(), String> {
         for a in &p.adapters {
             Kind::parse(a).map_err(|e| format!("adapters: {e}"))?;
+        }
+        for a in &p.pmax_realtime {
+            Kind::parse(a).map_err(|e| format!("pmax_realtime: {e}"))?;
         }
         for w in &p.waits {
             Wait::parse(w).map_err(|e| format!("waits: {e}"))?;
@@ -292,9 +302,15 @@ impl crate::experiment::Experiment for E7 {
             for &t in &p.threads {
                 out.push(Step {
                     label: format!("P_max {a}, {t} thread(s)"),
-                    point: Point::Pmax { adapter: a.clone(), threads: t },
+                    point: Point::Pmax { adapter: a.clone(), threads: t, realtime: false },
                 });
             }
+        }
+        for a in &p.pmax_realtime {
+            out.push(Step {
+                label: format!("P_max {a}, 1 thread, real-time"),
+                point: Point::Pmax { adapter: a.clone(), threads: 1, realtime: true },
+            });
         }
         for &g in &p.gaps_ns {
             for w in &p.waits {
@@ -340,7 +356,7 @@ impl crate::experiment::Experiment for E7 {
                     })
                     .collect())
             }
-            Point::Pmax { adapter, threads } => {
+            Point::Pmax { adapter, threads, realtime } => {
                 let kind = Kind::parse(adapter)?;
                 let (to, rx, _keep) = receiver(kind, p.pmax_seconds)?;
                 let mut cfg =
@@ -349,10 +365,19 @@ impl crate::experiment::Experiment for E7 {
                 cfg.count = 200_000_000;
                 cfg.duration_ns = (p.pmax_seconds * 1e9) as u64;
                 cfg.seed = env.seed;
-                let r = isolated(Model::constant(0, 64), cfg);
+                if *realtime {
+                    cfg.rt = Realtime { fifo: env.root, cpu: Some(last_cpu()) };
+                }
+                let r = match isolated(Model::constant(0, 64), cfg.clone()) {
+                    Err(e) if e.contains("--fifo") => {
+                        cfg.rt.fifo = false;
+                        isolated(Model::constant(0, 64), cfg)
+                    }
+                    r => r,
+                };
                 let received = rx.map(|h| h.join().unwrap_or(0));
                 let r = r?;
-                let mut row = row("pmax", &r, 0, false);
+                let mut row = row("pmax", &r, 0, *realtime);
                 row.received = received.map(|b| if kind == Kind::Tcp { b / 64 } else { b });
                 Ok(vec![row])
             }
@@ -432,13 +457,12 @@ impl crate::experiment::Experiment for E7 {
             } else {
                 "0".into()
             };
-            t.push(vec![
-                esc(&r.adapter),
-                r.threads.to_string(),
-                format!("{:.0}", r.rate_per_s),
-                ratio,
-                refused,
-            ]);
+            let name = if r.realtime {
+                format!("{} ({})", esc(&r.adapter), esc(&r.scheduling))
+            } else {
+                esc(&r.adapter)
+            };
+            t.push(vec![name, r.threads.to_string(), format!("{:.0}", r.rate_per_s), ratio, refused]);
         }
         page.table(
             "P_max: 64-byte requests at specified inter-arrival time 0 (requests per second; the ratio is what the interface accepted against the matching floor)",
@@ -574,8 +598,12 @@ impl crate::experiment::Experiment for E7 {
             out.push(match r.kind.as_str() {
                 "floor" => format!("  floor {:>9}: {:>12.0}/s", r.adapter, r.rate_per_s),
                 "pmax" => format!(
-                    "  P_max {:>15} {}t: {:>12.0}/s ({} refused)",
-                    r.adapter, r.threads, r.rate_per_s, r.refused
+                    "  P_max {:>15} {}t{}: {:>12.0}/s ({} refused)",
+                    r.adapter,
+                    r.threads,
+                    if r.realtime { " rt" } else { "" },
+                    r.rate_per_s,
+                    r.refused
                 ),
                 "precision" => format!(
                     "  gap {:>9} ns {:>9} {:>5}: VZ {:>9.0} ns, median {:>7} ns, p99 {:>9} ns",
@@ -601,7 +629,11 @@ impl crate::experiment::Experiment for E7 {
     fn headline(r: &Row) -> Option<(String, f64, &'static str)> {
         Some(match r.kind.as_str() {
             "floor" => (format!("floor {}", r.adapter), r.rate_per_s, "/s"),
-            "pmax" => (format!("P_max {} {}t", r.adapter, r.threads), r.rate_per_s, "/s"),
+            "pmax" => (
+                format!("P_max {} {}t{}", r.adapter, r.threads, if r.realtime { " rt" } else { "" }),
+                r.rate_per_s,
+                "/s",
+            ),
             "precision" => (
                 format!("VZ {} ns {}{}", r.gap_ns, r.wait, if r.realtime { " rt" } else { "" }),
                 r.vz_ns,
@@ -615,7 +647,9 @@ impl crate::experiment::Experiment for E7 {
 /// What the rows say, next to the seed.
 fn reading(rows: &[Row]) -> String {
     let mut parts = Vec::new();
-    let pmax = |a: &str, t: u8| rows.iter().find(|r| r.kind == "pmax" && r.adapter == a && r.threads == t);
+    let pmax = |a: &str, t: u8| {
+        rows.iter().find(|r| r.kind == "pmax" && r.adapter == a && r.threads == t && !r.realtime)
+    };
     let floor = |m: &str| rows.iter().find(|r| r.kind == "floor" && r.adapter == m).map(|r| r.rate_per_s);
     for (a, m) in [("udp", "sendto"), ("udp-mmsg", "sendmmsg"), ("udp-gso", "gso")] {
         if let (Some(r), Some(f)) = (pmax(a, 1), floor(m)) {
@@ -639,6 +673,18 @@ fn reading(rows: &[Row]) -> String {
             two.rate_per_s,
             100.0 * (two.rate_per_s / one.rate_per_s - 1.0)
         ));
+    }
+    for rt in rows.iter().filter(|r| r.kind == "pmax" && r.realtime) {
+        if let Some(plain) = pmax(&rt.adapter, 1) {
+            parts.push(format!(
+                "with real-time measures ({}) {} goes from {:.0}/s to {:.0}/s ({:+.0} %; the seed saw about +30 % under an RTOS)",
+                rt.scheduling,
+                rt.adapter,
+                plain.rate_per_s,
+                rt.rate_per_s,
+                100.0 * (rt.rate_per_s / plain.rate_per_s - 1.0)
+            ));
+        }
     }
     if let Some(g) = pmax("udp-gso", 1).or(pmax("udp-gso", 2)) {
         let line = 1_488_095.0;

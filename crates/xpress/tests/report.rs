@@ -155,13 +155,16 @@ fn quick_report_has_every_experiment_and_renders() {
     assert_eq!(kind("floor").len(), 3, "sendto, sendmmsg, GSO floors");
     assert!(kind("floor").iter().all(|r| r["rate_per_s"].as_f64().unwrap() > 0.0));
     let pmax = kind("pmax");
-    assert_eq!(pmax.len(), 18, "9 adapters × 2 thread layouts");
+    assert_eq!(pmax.len(), 20, "9 adapters × 2 thread layouts, and udp, udp-gso with real-time measures");
+    assert_eq!(pmax.iter().filter(|r| r["realtime"] == true).count(), 2);
     for r in &pmax {
         assert!(r["requests"].as_u64().unwrap() > 0, "{r}");
         assert!(r["rate_per_s"].as_f64().unwrap() > 0.0, "{r}");
     }
-    let null = pmax.iter().find(|r| r["adapter"] == "null" && r["threads"] == 1).unwrap();
-    let udp = pmax.iter().find(|r| r["adapter"] == "udp" && r["threads"] == 1).unwrap();
+    let plain = |a: &str| {
+        pmax.iter().find(|r| r["adapter"] == a && r["threads"] == 1 && r["realtime"] == false).unwrap()
+    };
+    let (null, udp) = (plain("null"), plain("udp"));
     assert!(null["rate_per_s"].as_f64() > udp["rate_per_s"].as_f64(), "the null adapter is the upper bound");
     let prec = kind("precision");
     assert_eq!(prec.len(), 16, "4 gaps × 2 waits × with/without real-time measures");
