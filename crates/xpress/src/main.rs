@@ -8,6 +8,7 @@ mod bench;
 mod bulk;
 mod emulate;
 mod ftp_cmd;
+mod fuzz_cmd;
 mod loadgen_cmd;
 mod netns_cmd;
 mod ping;
@@ -51,6 +52,9 @@ enum Command {
     /// and XTP, with P_max and miss times; check, run, sink, floor, merge.
     #[command(subcommand)]
     Loadgen(loadgen_cmd::LoadgenCommand),
+    /// Stateful fuzzing of the XTP engine (client and server endpoints over
+    /// a scripted hostile network); exit 1 if any input failed.
+    Fuzz(fuzz_cmd::FuzzArgs),
 }
 
 /// A tool's own exit status, or 1 with its error printed.
@@ -80,6 +84,11 @@ fn main() -> ExitCode {
         Command::Bulk(args) => return status(bulk::run(&args)),
         Command::Ftp(cmd) => ftp_cmd::run(cmd),
         Command::Loadgen(cmd) => loadgen_cmd::run(cmd),
+        Command::Fuzz(args) => {
+            return status(
+                fuzz_cmd::run(&args).map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }),
+            );
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

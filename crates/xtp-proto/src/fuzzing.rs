@@ -25,7 +25,7 @@
 //! check would report the protocol working as designed. Forged data `seq`
 //! values lie far beyond any window instead, and must be dropped.
 //!
-//! Stable Rust only: `examples/fuzz_endpoint.rs` generates inputs from a
+//! Stable Rust only: `xpress fuzz` (crates/xpress/src/fuzz_cmd.rs) generates inputs from a
 //! seed and mutates those that reach new states; the corpus under
 //! `fuzz/corpus/endpoint` is replayed by `tests/fuzz_corpus.rs`.
 

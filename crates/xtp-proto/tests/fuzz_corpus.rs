@@ -1,5 +1,5 @@
 //! Replays the committed fuzz corpus (`fuzz/corpus/endpoint`, written by
-//! `examples/fuzz_endpoint.rs --save-corpus`) through the stateful fuzz
+//! `xpress fuzz --save-corpus`) through the stateful fuzz
 //! target: every input must still hold every invariant.
 
 #[test]

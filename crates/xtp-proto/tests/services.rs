@@ -204,3 +204,38 @@ fn reliable_stream_over_half_duplex_packet_radio() {
         down.drop_collision
     );
 }
+
+/// A receiving datagram context lingers only briefly after its END (G17), so
+/// one sending socket is not held to the per-peer context limit: 5,000
+/// datagrams at 400/s all arrive. Before, each receiving context lingered
+/// the whole retry span (243 s) and the 1,025th datagram was refused.
+#[test]
+fn a_datagram_stream_from_one_peer_is_not_capped_by_lingering_contexts() {
+    use xtp_proto::{ContextConfig, Endpoint, EndpointConfig};
+    let sa: std::net::SocketAddr = "10.0.0.1:4000".parse().unwrap();
+    let ra: std::net::SocketAddr = "10.0.0.2:3636".parse().unwrap();
+    let mut rx = Endpoint::new(EndpointConfig::default(), 2);
+    rx.listen(7, ContextConfig::stream()).unwrap();
+    let tx = Endpoint::new(EndpointConfig::default(), 1);
+    let mut w = Wire::new(tx, sa, rx, ra, Instant::ZERO);
+    let (mut received, mut peak) = (0u64, 0usize);
+    for i in 0..5_000u64 {
+        let data = bytes::Bytes::from(i.to_be_bytes().to_vec());
+        w.a.send_datagram(w.now, ra, 7, data, false).unwrap();
+        w.run(Duration::from_micros(2_500));
+        while let Some(ev) = w.b.poll_event() {
+            if let xtp_proto::Event::Readable { ctx } | xtp_proto::Event::PeerFinished { ctx } = ev {
+                while let Some(c) = w.b.read(w.now, ctx) {
+                    received += c.data.len() as u64;
+                }
+            }
+        }
+        peak = peak.max(w.b.context_count());
+    }
+    assert_eq!(received, 5_000 * 8, "every datagram delivered: {:?}", w.b.stats());
+    // 400/s for the 2 s linger, plus slack for the timer's granularity.
+    assert!(peak <= 900, "receiving contexts held at once: {peak}");
+    w.run(Duration::from_secs(5));
+    assert_eq!(w.b.context_count(), 0, "all freed");
+    assert_eq!(w.a.context_count(), 0, "sender's contexts freed too");
+}

@@ -338,6 +338,16 @@ impl Context {
         }
     }
 
+    /// Shortens the linger `close_with` set to `ep.linger` when the peer
+    /// will not retry (it sent END or a DIAG, or it never answers: an
+    /// unacknowledged datagram); only copies already in flight remain to be
+    /// absorbed.
+    fn linger_briefly(&mut self, now: Instant, ep: &EndpointConfig) {
+        if self.ctimeout.is_some() {
+            self.ctimeout = Some(now + ep.linger);
+        }
+    }
+
     // ---- application commands ------------------------------------------
 
     /// Bytes written and not yet acknowledged beyond which `write` refuses:
@@ -448,9 +458,7 @@ impl Context {
                 };
                 self.close_with(Input::RetryLimit, reason, now, ep, sink);
                 // Nobody retries towards us: the shortest linger will do.
-                if self.ctimeout.is_some() {
-                    self.ctimeout = Some(now + ep.linger);
-                }
+                self.linger_briefly(now, ep);
                 return false;
             }
         }
@@ -631,9 +639,7 @@ impl Context {
                 // A DIAG means the peer keeps no state for this context: it
                 // will not retry, so there is nothing to wait for beyond the
                 // shortest linger that absorbs packets already in flight.
-                if self.ctimeout.is_some() {
-                    self.ctimeout = Some(now + ep.linger);
-                }
+                self.linger_briefly(now, ep);
                 return;
             }
         }
@@ -674,6 +680,14 @@ impl Context {
             };
             self.reply_echo = None;
             self.close_with(Input::EndReceived, reason, now, ep, sink);
+            // The side that sent END holds nothing it could retry (G17: it is
+            // INACTIVE and only answers probes), so the receiver of an END
+            // lingers only to absorb copies already in flight; later stale
+            // FIRSTs are refused by the recent-key table (G25). Lingering the
+            // whole retry span here held every finished datagram context for
+            // 243 s, so one peer's 1,024-context limit capped datagram
+            // receipt at ~4/s (docs/LOADGEN.md).
+            self.linger_briefly(now, ep);
         }
     }
 
@@ -1242,8 +1256,11 @@ impl Context {
                 self.arm_timers(now, false);
             }
             if datagram_done {
-                // An unacknowledged datagram ends with its last packet.
+                // An unacknowledged datagram ends with its last packet. No
+                // answer will come and none is owed (the receiver never
+                // probes a NOERR context), so the short linger suffices.
                 self.close_with(Input::EndReceived, CloseReason::Graceful, now, ep, sink);
+                self.linger_briefly(now, ep);
             }
             return Some(n);
         }

@@ -1,7 +1,8 @@
-//! Stateful fuzzing of the XTP engine on stable Rust (no cargo-fuzz).
+//! `xpress fuzz`: stateful fuzzing of the XTP engine on stable Rust (no
+//! cargo-fuzz, so CI runs it on a fresh machine).
 //!
 //! ```text
-//! cargo run --release -p xtp-proto --example fuzz_endpoint -- --seconds 60 [--seed N] [--out DIR]
+//! xpress fuzz --seconds 60 [--seed N] [--out DIR] [--save-corpus DIR]
 //! ```
 //!
 //! Generates inputs from a seeded generator and runs each through
@@ -12,42 +13,44 @@
 //! coverage guidance. Every failure (an invariant that did not hold, or a
 //! panic) is written to `DIR/failure-<hash>.bin` (default `fuzz/failures`)
 //! and counted; the exit status is non-zero if there was any. Prints the seed
-//! first, so a run can be repeated exactly.
-
-// A driver, not protocol code: it reads the wall clock for its time budget
-// and its default seed (printed), never inside the engine.
-#![allow(clippy::disallowed_methods)]
+//! first, so a run can be repeated exactly. It lives in the binary because
+//! it reads the wall clock for its budget; the engine under test never does.
+//! A debug build keeps overflow checks on (an overflow on wire input is a
+//! failure); a release build runs several times more inputs.
 
 use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use xk_rand::Rng;
 use xtp_proto::fuzzing;
 
-fn main() {
-    let mut seconds = 60.0f64;
-    let mut seed: Option<u64> = None;
-    let mut out = PathBuf::from("fuzz/failures");
-    let mut corpus_out: Option<PathBuf> = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = || args.next().unwrap_or_else(|| usage(&format!("{a} needs a value")));
-        match a.as_str() {
-            "--seconds" => seconds = value().parse().unwrap_or_else(|_| usage("--seconds: a number")),
-            "--seed" => seed = Some(value().parse().unwrap_or_else(|_| usage("--seed: a number"))),
-            "--out" => out = PathBuf::from(value()),
-            "--save-corpus" => corpus_out = Some(PathBuf::from(value())),
-            "-h" | "--help" => usage(""),
-            _ => usage(&format!("unknown argument {a}")),
-        }
+/// `xpress fuzz`: the stateful endpoint fuzzer.
+#[derive(clap::Args)]
+pub(crate) struct FuzzArgs {
+    /// Wall-clock budget in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    seconds: f64,
+    /// Generator seed (default: from the clock, printed first).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Where each distinct failing input is written.
+    #[arg(long, default_value = "fuzz/failures")]
+    out: PathBuf,
+    /// Also write up to 64 inputs that reached distinct behaviours here.
+    #[arg(long, value_name = "DIR")]
+    save_corpus: Option<PathBuf>,
+}
+
+/// Runs the fuzzer for its budget; `Ok(false)` when any input failed.
+pub(crate) fn run(args: &FuzzArgs) -> Result<bool, String> {
+    if !(args.seconds.is_finite() && args.seconds > 0.0) {
+        return Err(format!("--seconds must be a positive number, not {}", args.seconds));
     }
-    // The one place a seed may come from outside: the wall clock, printed.
-    let seed = seed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
-    println!("fuzz_endpoint: seed {seed}, {seconds} s");
+    let (seconds, out, corpus_out) = (args.seconds, &args.out, &args.save_corpus);
+    let seed = args.seed.unwrap_or_else(xk_driver::clock::time_seed);
+    println!("xpress fuzz: seed {seed}, {seconds} s");
     // Panics are failures we record, not noise on the terminal.
     std::panic::set_hook(Box::new(|_| {}));
     let mut rng = Rng::derive(seed, "fuzz_endpoint");
@@ -76,7 +79,7 @@ fn main() {
             }
             Ok(Err(f)) => {
                 failures += 1;
-                record(&out, &input, &f.0, &mut failing);
+                record(out, &input, &f.0, &mut failing);
             }
             Err(p) => {
                 failures += 1;
@@ -85,11 +88,13 @@ fn main() {
                     .cloned()
                     .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "panic".into());
-                record(&out, &input, &format!("panic: {msg}"), &mut failing);
+                record(out, &input, &format!("panic: {msg}"), &mut failing);
             }
         }
         if Instant::now() >= next_report {
-            next_report += Duration::from_secs(10);
+            // From now, not from the last report: a starved run prints one
+            // line per 10 s it gets, not a burst of catch-up lines.
+            next_report = Instant::now() + Duration::from_secs(10);
             println!(
                 "  {:.0} s: {execs} execs, {} signatures, corpus {}, {failures} failures",
                 start.elapsed().as_secs_f64(),
@@ -99,24 +104,22 @@ fn main() {
         }
     }
     println!(
-        "fuzz_endpoint: seed {seed}: {execs} execs in {:.1} s, {} behaviour signatures, corpus {}, {failures} failures ({} distinct)",
+        "xpress fuzz: seed {seed}: {execs} execs in {:.1} s, {} behaviour signatures, corpus {}, {failures} failures ({} distinct)",
         start.elapsed().as_secs_f64(),
         seen.len(),
         corpus.len(),
         failing.len()
     );
     if let Some(dir) = corpus_out {
-        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::create_dir_all(dir);
         for (i, c) in corpus.iter().enumerate().take(64) {
             let _ = std::fs::write(dir.join(format!("seed-{seed}-{i:03}.bin")), c);
         }
     }
-    if failures > 0 {
-        std::process::exit(1);
-    }
+    Ok(failures == 0)
 }
 
-fn record(dir: &PathBuf, input: &[u8], what: &str, failing: &mut HashSet<String>) {
+fn record(dir: &Path, input: &[u8], what: &str, failing: &mut HashSet<String>) {
     // One file per distinct message (numbers vary; keep the first word run).
     let key: String = what.chars().filter(|c| !c.is_ascii_digit()).collect();
     if failing.insert(key) {
@@ -151,12 +154,4 @@ fn mutate(rng: &mut Rng, base: &[u8], other: &[u8]) -> Vec<u8> {
     }
     v.truncate(2048);
     v
-}
-
-fn usage(err: &str) -> ! {
-    if !err.is_empty() {
-        eprintln!("fuzz_endpoint: {err}");
-    }
-    eprintln!("usage: fuzz_endpoint [--seconds S] [--seed N] [--out DIR] [--save-corpus DIR]");
-    std::process::exit(2);
 }
