@@ -181,7 +181,11 @@ pub struct EndpointConfig {
     pub max_packet: usize,
     /// How long the `(peer, key)` of a freed responder context is remembered
     /// so a stale duplicate FIRST carrying it is refused instead of opening
-    /// a new context and delivering old data again (G25).
+    /// a new context and delivering old data again (G25). It must outlast
+    /// the initiator's retry schedule, measured from the earliest free: a
+    /// half-open context is freed `half_open_timeout` after its FIRST while
+    /// an initiator that never heard our TCNTL keeps sending FIRSTs for up
+    /// to `(max_retries + 1) × max_rto` (540 s by default).
     pub recent_key_hold: Duration,
     /// Most keys remembered that way (oldest forgotten first).
     pub recent_keys_max: usize,
@@ -206,7 +210,7 @@ impl Default for EndpointConfig {
             refusal_rate: 1000,
             max_contexts_per_peer: 1024,
             max_packet: 1472,
-            recent_key_hold: Duration::from_secs(120),
+            recent_key_hold: Duration::from_secs(600),
             recent_keys_max: 1 << 16,
         }
     }

@@ -8,10 +8,10 @@
 //! with message boundaries and BTAGs intact; every corrupted packet is rejected
 //! (checksum); both sides close gracefully; no context is left after the
 //! linger; the sender never exceeds the receiver's advertised `alloc`. All at
-//! the default retry limit (8). On seeds whose paths lose nothing and keep
-//! order (about one in ten), additionally: no WTIMER expiry on either side,
-//! and the transfer within three times its serialisation time plus 40 round
-//! trips and the 3 s initial timeout.
+//! the default retry limit (8). On seeds whose paths lose nothing (about
+//! one in five), additionally: no WTIMER expiry on either side; on those
+//! that also keep order, the transfer within three times its serialisation
+//! time plus 40 round trips and the 3 s initial timeout.
 //!
 //! `cargo test -p xtp-proto --test props` runs 1,000 seeds (CI);
 //! `cargo test --release -p xtp-proto --test props -- --ignored` runs the long
@@ -30,6 +30,8 @@ struct Case {
     /// No loss, corruption, blackout or reordering in either direction
     /// (jitter that keeps order and duplication remain).
     lossless: bool,
+    /// No loss, corruption or blackout (reordering may remain).
+    loss_free: bool,
     /// Bottleneck rate (bit/s) and one-way delay.
     rate: u64,
     delay: Duration,
@@ -104,11 +106,9 @@ fn case(seed: u64) -> Case {
     };
     // Drawn last, so every other draw (and so every earlier seed's case)
     // stays what it was: a fifth of the seeds lose nothing.
-    // Half of those also keep packets in order. (Loss-free seeds with
-    // netem-style reordering still see a spurious timeout now and then —
-    // seeds 683, 817, 995 of this sweep: a packet that skips a 270 ms delay
-    // line gives a first RTT sample of 2 ms — so the timeout and time bounds
-    // below hold for order-keeping paths; issue #12 is open on the rest.)
+    // Half of those also keep packets in order. Every loss-free seed must
+    // see no timeout; the time bound below holds for order-keeping paths
+    // (a packet that skips a 270 ms delay line makes reordering costly).
     let lossless = rng.chance(0.2);
     let in_order = lossless && rng.chance(0.5);
     let (mut ab, mut ba) = (ab, ba);
@@ -123,7 +123,7 @@ fn case(seed: u64) -> Case {
             }
         }
     }
-    Case { lossless: in_order, rate, delay, client, messages, reply, ab, ba }
+    Case { lossless: in_order, loss_free: lossless, rate, delay, client, messages, reply, ab, ba }
 }
 
 fn run_seed(seed: u64) -> Result<(), String> {
@@ -140,7 +140,7 @@ fn run_seed(seed: u64) -> Result<(), String> {
     // The default retry limit: no impairment in the sweep may make the
     // engine give up on a live peer.
     let cfg = EndpointConfig::default();
-    let (lossless, rate, delay) = (c0.lossless, c0.rate, c0.delay);
+    let (lossless, loss_free, rate, delay) = (c0.lossless, c0.loss_free, c0.rate, c0.delay);
     let total: usize =
         c0.messages.iter().map(Vec::len).sum::<usize>() + c0.reply.as_ref().map_or(0, Vec::len);
     let (mut sim, c, s) =
@@ -172,7 +172,7 @@ fn run_seed(seed: u64) -> Result<(), String> {
         let l = sim.link_stats(a, b).unwrap();
         l.drop_loss + l.drop_queue + l.drop_blackout + l.drop_mtu + l.corrupted
     };
-    if lossless && dropped(c, s) + dropped(s, c) == 0 {
+    if loss_free && dropped(c, s) + dropped(s, c) == 0 {
         // Nothing was lost (no queue overflow either), so any timeout was spurious, and the transfer
         // is bounded by the path: its serialisation three times over plus
         // 40 round trips and the 3 s initial timeout.
@@ -188,7 +188,7 @@ fn run_seed(seed: u64) -> Result<(), String> {
                 return Err(fail(format!("{who}: {} timeouts on a loss-free path", st.timeouts), &sim));
             }
         }
-        if elapsed > bound {
+        if lossless && elapsed > bound {
             return Err(fail(
                 format!("{total} bytes took {elapsed:?} on a loss-free path (bound {bound:?})"),
                 &sim,
@@ -235,6 +235,10 @@ fn run_seed(seed: u64) -> Result<(), String> {
 }
 
 fn sweep(seeds: std::ops::Range<u64>) {
+    sweep_seeds(seeds);
+}
+
+fn sweep_seeds(seeds: impl Iterator<Item = u64>) {
     let failures: Vec<String> = seeds.filter_map(|s| run_seed(s).err()).collect();
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
@@ -248,6 +252,18 @@ fn thousand_seeds() {
     }
     let n: u64 = std::env::var("XTP_PROP_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000);
     sweep(0..n);
+}
+
+/// Seeds of the long sweep that once failed, kept in CI: 817 (a first RTT
+/// sample of 2 ms from a packet that skipped a 270 ms delay line: a
+/// spurious timeout), 1183 (a half-open context that had delivered its data
+/// was freed at 60 s and its initiator's FIRST probe at 185 s, past the
+/// 120 s recent-key hold, delivered the message twice), 7060 (an END
+/// sender's linger, computed from its own 0.5 s timeout, ended before its
+/// peer's retries).
+#[test]
+fn seeds_that_once_failed() {
+    sweep_seeds([817, 1183, 7060].into_iter());
 }
 
 #[test]

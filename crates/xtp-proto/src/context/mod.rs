@@ -317,8 +317,12 @@ impl Context {
             // Linger as long as the peer could keep retrying (its WTIMER
             // schedule, assumed like ours), so a peer that missed our END still
             // gets it in answer to a probe (see docs/PROTOCOL.md, G16/G17).
+            // The peer's timeout is not ours: a side whose only samples
+            // were short (or none) may retry on a longer schedule, so start
+            // from at least the initial 1 s (seed 7060 of the long property
+            // sweep: our 0.5 s schedule ended 57 s before the peer's).
             let mut span = xk_time::Duration::ZERO;
-            let mut rto = self.rtt.rto();
+            let mut rto = self.rtt.rto().max(xk_time::Duration::from_secs(1));
             for _ in 0..=ep.max_retries {
                 span += rto;
                 rto = (rto * 2).min(ep.max_rto);
@@ -427,6 +431,14 @@ impl Context {
 
     /// Returns true when the context should be freed.
     pub(crate) fn on_timeout(&mut self, now: Instant, ep: &EndpointConfig, sink: &mut Sink<'_>) -> bool {
+        if self.half_open_deadline.is_some_and(|t| t <= now) && !self.state.is_live() {
+            // Ended already (the FIRST carried the whole exchange): it
+            // lingers as any ended context does, answering the initiator's
+            // probes with END; the half-open bound still sheds it under
+            // pressure. Freeing it here left an initiator that missed our
+            // END retrying into a refusal (seed 1183).
+            self.half_open_deadline = None;
+        }
         if self.half_open_deadline.is_some_and(|t| t <= now) {
             // Never validated: most likely a spoofed FIRST. Freed at once,
             // without linger or END (nobody is there to hear it).
@@ -766,10 +778,10 @@ impl Context {
             ));
             return;
         };
-        let info = self.rec.on_report(now, echo, acked, &covered, complete);
+        let info = self.rec.on_report(now, echo, c.rseq, acked, &covered, complete);
         self.covered = covered;
         if let Some(rtt) = info.rtt {
-            self.rtt.on_sample(rtt);
+            self.rtt.on_sample(rtt, info.overtook);
             self.stats.rtt_samples += 1;
             if let Some(srtt) = self.rtt.srtt() {
                 sink.traces.push(Trace::RttSample { ctx: self.id, rtt, srtt });

@@ -50,6 +50,8 @@ pub(crate) struct Sent {
 pub(crate) struct ReportInfo {
     /// RTT of the echoed transmission.
     pub(crate) rtt: Option<Duration>,
+    /// The echoed transmission arrived while data sent before it had not.
+    pub(crate) overtook: bool,
     /// When the echoed transmission left.
     pub(crate) echoed_sent_at: Option<Instant>,
     /// The echo is newer than any before: the peer is alive and answering.
@@ -192,10 +194,12 @@ impl Recovery {
     /// `covered` are the ranges it newly showed held (from
     /// [`SendBuf::apply_report`]). A report that could not list spans
     /// (`complete` false: a TCNTL) does not count as evidence of loss.
+    /// `held_to` is the report's `rseq`: everything below it is held.
     pub(crate) fn on_report(
         &mut self,
         now: Instant,
         echo: Option<u64>,
+        held_to: u64,
         newly_acked: u64,
         covered: &[(u64, u64)],
         complete: bool,
@@ -222,6 +226,9 @@ impl Recovery {
         if let Some(p) = self.find(echo).copied() {
             let rtt = now.saturating_since(p.time);
             info.rtt = Some(rtt);
+            // Data sent before the echoed transmission is missing: it
+            // overtook that data (or the data was lost). See RttEstimator.
+            info.overtook = held_to < p.seq;
             info.echoed_sent_at = Some(p.time);
             self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
             if newly_acked > 0 {
@@ -338,7 +345,7 @@ mod tests {
     fn report(r: &mut Recovery, b: &mut SendBuf, now: u64, rseq: u64, spans: &[Span], echo: u64) -> Lost {
         let mut covered = Vec::new();
         let (acked, _) = b.apply_report(rseq, spans, |a, z| covered.push((a, z))).unwrap();
-        r.on_report(ms(now), Some(echo), acked, &covered, true);
+        r.on_report(ms(now), Some(echo), rseq, acked, &covered, true);
         r.detect_lost(ms(now), Duration::from_millis(100), b)
     }
 
@@ -368,8 +375,28 @@ mod tests {
         send(&mut r, &mut b, 1, 130);
         let mut covered = Vec::new();
         let (acked, _) = b.apply_report(10_000, &[], |a, z| covered.push((a, z))).unwrap();
-        let info = r.on_report(ms(140), Some(10), acked, &covered, true);
+        let info = r.on_report(ms(140), Some(10), 10_000, acked, &covered, true);
         assert_eq!(info.spurious_bytes, 1000);
+    }
+
+    #[test]
+    fn a_sample_says_whether_its_packet_overtook_earlier_data() {
+        let mut b = SendBuf::new(false);
+        b.write(Bytes::from(vec![0u8; 20_000]), true, None);
+        let mut r = Recovery::new();
+        send(&mut r, &mut b, 10, 0);
+        // Packet 10 skipped a delay line: answered at 11 ms, nothing before
+        // it held.
+        let mut covered = Vec::new();
+        let (acked, _) =
+            b.apply_report(0, &[Span { left: 9000, right: 10_000 }], |a, z| covered.push((a, z))).unwrap();
+        let info = r.on_report(ms(11), Some(10), 0, acked, &covered, true);
+        assert_eq!((info.rtt, info.overtook), (Some(Duration::from_millis(2)), true));
+        // The rest arrives in order: packet 9 (sent at 8 ms) answers at 548 ms.
+        covered.clear();
+        let (acked, _) = b.apply_report(10_000, &[], |a, z| covered.push((a, z))).unwrap();
+        let info = r.on_report(ms(548), Some(9), 10_000, acked, &covered, true);
+        assert_eq!((info.rtt, info.overtook), (Some(Duration::from_millis(540)), false));
     }
 
     #[test]
