@@ -94,7 +94,15 @@ pub(crate) fn run(a: &PingArgs) -> Result<ExitCode, String> {
     if let Some(e) = &r.error {
         eprintln!("xpress ping: {e}");
     }
-    Ok(if r.received > 0 && r.error.is_none() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    // As ping: success if any reply came back. An interrupted `-c N` run
+    // did not do what was asked, so it fails (issue #13: Ctrl-C prints the
+    // summary so far and exits non-zero); without `-c`, Ctrl-C is the way
+    // a run ends and the replies decide.
+    let cut_short = r.interrupted && a.count.is_some();
+    if cut_short {
+        eprintln!("xpress ping: interrupted after {} of {} requests", r.sent, a.count.unwrap_or(0));
+    }
+    Ok(if r.received > 0 && r.error.is_none() && !cut_short { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// `1000 bytes from 127.0.0.1:3636: seq=3 time=40.4 ms`, or the loss.
