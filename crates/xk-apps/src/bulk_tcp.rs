@@ -219,6 +219,7 @@ pub(crate) fn run(
                             srtt_ms: None,
                             cwnd: None,
                             send_window: None,
+                            pacing_bits_per_second: None,
                         });
                     }
                     if parts.is_empty() {

@@ -147,6 +147,7 @@ fn flow_interval(f: &Flow, index: usize, start: f64, end: f64) -> Interval {
         srtt_ms: s.and_then(|s| s.srtt).map(|d| d.as_secs_f64() * 1e3),
         cwnd: s.filter(|s| sending && s.cwnd != u64::MAX).map(|s| s.cwnd),
         send_window: s.filter(|_| sending).map(|s| s.send_window),
+        pacing_bits_per_second: s.filter(|_| sending).and_then(|s| s.pacing_rate).map(|r| r as f64 * 8.0),
     }
 }
 
@@ -168,6 +169,7 @@ fn sum_interval(parts: &[Interval], dir: Direction) -> Interval {
         srtt_ms: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
         cwnd: add(|i| i.cwnd),
         send_window: add(|i| i.send_window),
+        pacing_bits_per_second: addf(|i| i.pacing_bits_per_second),
     }
 }
 
@@ -320,6 +322,7 @@ pub(crate) fn run<X: Io>(
     r.send_errors = Some(d.counters().send_errors);
     r.gso = Some(d.offload().0);
     r.gro = Some(d.offload().1);
+    r.endpoint = Some(d.endpoint().stats().into());
     finish_result(r, cfg, to, flows, finish.is_some(), counted_secs.unwrap_or((end - t0).as_secs_f64()))
 }
 

@@ -1,7 +1,7 @@
 //! `xpress bulk`: flags and printing; the transfer is `xk_apps::bulk`.
 //!
 //! Output follows iperf3: a header, an interval line every `-i` seconds
-//! (sender's rate, receiver's goodput, retransmissions, RTT, window) per
+//! (sender's rate, receiver's goodput, retransmissions, RTT, window, pacing) per
 //! context and a `[SUM]` with `-P`, `tx`/`rx` with `--bidir`, and the end
 //! summary with both sides' counts and the protocol's counters;
 //! `-J` gives all of it as one line of JSON at the end. Ctrl-C prints the
@@ -12,7 +12,9 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Args;
-use xk_apps::bulk::{self, Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult};
+use xk_apps::bulk::{
+    self, Amount, BulkConfig, BulkResult, Direction, EndpointCounters, Interval, StreamResult,
+};
 use xk_apps::{Transport, format};
 use xtp_proto::Congestion;
 
@@ -168,8 +170,8 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
 
 fn interval_header() -> String {
     format!(
-        "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10}",
-        "", "interval", "sent", "sender", "receiver", "retr", "rtt", "cwnd"
+        "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10} {:>13}",
+        "", "interval", "sent", "sender", "receiver", "retr", "rtt", "cwnd", "pacing"
     )
 }
 
@@ -186,12 +188,12 @@ fn label(stream: Option<usize>, dir: Direction, bidir: bool) -> String {
 
 /// One interval: seconds, bytes sent, the sender's rate, the receiver's
 /// goodput (acknowledged, or delivered to us), retransmitted bytes, RTT,
-/// window; `-` where this side cannot know.
+/// window, pacing rate; `-` where this side cannot know (or nothing paces).
 /// `tag`: whose line it is (empty with one context).
 fn interval_line(iv: &Interval, tag: &str) -> String {
     let dash = || "-".to_string();
     format!(
-        "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10}",
+        "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10} {:>13}",
         tag,
         format!("{:.2}-{:.2} s", iv.start, iv.end),
         iv.sent_bytes.map_or_else(dash, format::bytes),
@@ -200,6 +202,7 @@ fn interval_line(iv: &Interval, tag: &str) -> String {
         iv.retransmitted.map_or_else(dash, format::bytes),
         iv.srtt_ms.map_or_else(dash, |ms| format::secs(ms / 1e3)),
         iv.cwnd.map_or_else(dash, format::bytes),
+        iv.pacing_bits_per_second.map_or_else(dash, format::rate),
     )
 }
 
@@ -268,7 +271,7 @@ fn summary(r: &BulkResult) -> String {
         let which = if r.streams.len() > 1 { " (context 0)" } else { "" };
         s += &format!(
             "  {}{which}: retransmitted {} ({} spurious), {} timeouts ({} spurious), {} reductions ({} undone), \
-             srtt {}, min rtt {}, cwnd {cwnd}\n",
+             srtt {}, min rtt {}, cwnd {cwnd}, pacing {}\n",
             c.congestion,
             format::bytes(c.retransmitted),
             format::bytes(c.spurious_retransmitted),
@@ -278,12 +281,39 @@ fn summary(r: &BulkResult) -> String {
             c.undone,
             ms(c.srtt_ms),
             ms(c.min_rtt_ms),
+            c.pacing_bits_per_second.map_or_else(|| "none".into(), format::rate),
         );
+    }
+    if let Some(e) = &r.endpoint {
+        s += &endpoint_line(e);
     }
     if r.interrupted {
         s += "  (interrupted)\n";
     }
     s
+}
+
+/// The endpoint's drops, refusals and limits that were hit (nonzero only):
+/// with every one at zero the line says so.
+fn endpoint_line(e: &EndpointCounters) -> String {
+    let all = [
+        ("malformed", e.malformed),
+        ("unknown context", e.unknown_context),
+        ("no listener", e.no_listener),
+        ("stale FIRST", e.stale_first),
+        ("sequence overflow", e.sequence_overflow),
+        ("unread dropped", e.unread_dropped),
+        ("half-open evicted", e.half_open_evicted),
+        ("half-open expired", e.half_open_expired),
+        ("refused max_contexts", e.refused_max_contexts),
+        ("refused peer limit", e.refused_peer_limit),
+        ("refusals suppressed", e.refusals_suppressed),
+        ("amplification blocked", e.amplification_blocked),
+        ("DIAGs suppressed", e.diags_suppressed),
+    ];
+    let hit: Vec<String> = all.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k} {n}")).collect();
+    let hit = if hit.is_empty() { "no drops, refusals or limits hit".into() } else { hit.join(", ") };
+    format!("  endpoint: {} datagrams in, {} out; {hit}\n", e.datagrams_in, e.datagrams_out)
 }
 
 #[cfg(test)]
@@ -305,11 +335,19 @@ mod tests {
             srtt_ms: Some(20.34),
             cwnd: Some(1 << 20),
             send_window: Some(1 << 20),
+            pacing_bits_per_second: Some(125e6),
         };
         let l = interval_line(&iv, "");
-        for part in
-            ["1.00-2.00 s", "11.9 MiB", "100 Mbit/s", "96.0 Mbit/s", "2.93 KiB", "20.3 ms", "1.00 MiB"]
-        {
+        for part in [
+            "1.00-2.00 s",
+            "11.9 MiB",
+            "100 Mbit/s",
+            "96.0 Mbit/s",
+            "2.93 KiB",
+            "20.3 ms",
+            "1.00 MiB",
+            "125 Mbit/s",
+        ] {
             assert!(l.contains(part), "{part:?} not in {l:?}");
         }
         assert!(!l.contains('['), "{l}");
@@ -321,6 +359,7 @@ mod tests {
             retransmitted: None,
             srtt_ms: None,
             cwnd: None,
+            pacing_bits_per_second: None,
             ..iv.clone()
         };
         assert!(interval_line(&tcp, "").ends_with('-'), "{}", interval_line(&tcp, ""));

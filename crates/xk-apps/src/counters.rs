@@ -1,0 +1,147 @@
+//! Protocol counters as `bulk -J` reports them: a context's (retransmissions,
+//! RTT, windows, pacing) and the endpoint's (drops, refusals and every
+//! limit that was hit), serialisable mirrors of the engine's
+//! [`ContextStats`] and [`EndpointStats`].
+
+use serde::Serialize;
+use xtp_proto::{ContextStats, EndpointStats};
+
+/// A context's protocol counters at the end (XTP).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ContextCounters {
+    /// Congestion controller.
+    pub congestion: &'static str,
+    /// User bytes sent, retransmissions included.
+    pub bytes_sent: u64,
+    /// User bytes retransmitted.
+    pub retransmitted: u64,
+    /// Retransmitted bytes found spurious afterwards.
+    pub spurious_retransmitted: u64,
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Timeouts found spurious.
+    pub spurious_timeouts: u64,
+    /// Reports that revealed loss.
+    pub loss_reports: u64,
+    /// Window reductions.
+    pub congestion_events: u64,
+    /// Reductions undone.
+    pub undone: u64,
+    /// Tail-loss probes.
+    pub tail_probes: u64,
+    /// RTT samples.
+    pub rtt_samples: u64,
+    /// Congestion window, bytes (`u64::MAX`: none).
+    pub cwnd: u64,
+    /// Send window, bytes.
+    pub send_window: u64,
+    /// Smoothed RTT, ms.
+    pub srtt_ms: Option<f64>,
+    /// Smallest RTT, ms.
+    pub min_rtt_ms: Option<f64>,
+    /// Retransmission timeout, ms.
+    pub rto_ms: f64,
+    /// Receive buffer, bytes.
+    pub recv_buffer: u64,
+    /// Pacing rate, bits per second (`None`: not paced).
+    pub pacing_bits_per_second: Option<f64>,
+    /// DIAG packets received.
+    pub diags_received: u64,
+    /// Received bytes dropped on arrival (beyond the window or the
+    /// out-of-order bound).
+    pub recv_dropped: u64,
+}
+
+impl From<ContextStats> for ContextCounters {
+    fn from(s: ContextStats) -> Self {
+        let ms = |d: Option<xk_time::Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+        ContextCounters {
+            congestion: s.congestion,
+            bytes_sent: s.bytes_sent,
+            retransmitted: s.retransmitted,
+            spurious_retransmitted: s.spurious_retransmitted,
+            packets_sent: s.packets_sent,
+            timeouts: s.timeouts,
+            spurious_timeouts: s.spurious_timeouts,
+            loss_reports: s.loss_reports,
+            congestion_events: s.congestion_events,
+            undone: s.undone,
+            tail_probes: s.tail_probes,
+            rtt_samples: s.rtt_samples,
+            cwnd: s.cwnd,
+            send_window: s.send_window,
+            srtt_ms: ms(s.srtt),
+            min_rtt_ms: ms(s.min_rtt),
+            rto_ms: s.rto.as_secs_f64() * 1e3,
+            recv_buffer: s.recv_buffer,
+            pacing_bits_per_second: s.pacing_rate.map(|r| r as f64 * 8.0),
+            diags_received: s.diags_received,
+            recv_dropped: s.recv_dropped,
+        }
+    }
+}
+
+/// The endpoint's counters (XTP), named as in [`EndpointStats`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EndpointCounters {
+    /// Datagrams handed in.
+    pub datagrams_in: u64,
+    /// Datagrams handed out.
+    pub datagrams_out: u64,
+    /// Dropped: did not parse.
+    pub malformed: u64,
+    /// Dropped: no context for the key.
+    pub unknown_context: u64,
+    /// FIRSTs refused: no listener.
+    pub no_listener: u64,
+    /// DIAG packets sent.
+    pub diags_sent: u64,
+    /// DIAGs not sent because of the rate limit.
+    pub diags_suppressed: u64,
+    /// Dropped: sequence overflow.
+    pub sequence_overflow: u64,
+    /// FIRSTs refused: they name a context closed recently.
+    pub stale_first: u64,
+    /// Ended contexts freed with data never read.
+    pub unread_dropped: u64,
+    /// Half-open contexts at the end.
+    pub half_open: u64,
+    /// Half-open contexts shed for newer ones.
+    pub half_open_evicted: u64,
+    /// Half-open contexts freed by their timeout.
+    pub half_open_expired: u64,
+    /// FIRSTs refused: `max_contexts` reached.
+    pub refused_max_contexts: u64,
+    /// FIRSTs refused: `max_contexts_per_peer` reached.
+    pub refused_peer_limit: u64,
+    /// Refusal DIAGs not sent because of `refusal_rate`.
+    pub refusals_suppressed: u64,
+    /// Packets held back by the amplification bound.
+    pub amplification_blocked: u64,
+}
+
+impl From<EndpointStats> for EndpointCounters {
+    fn from(s: EndpointStats) -> Self {
+        EndpointCounters {
+            datagrams_in: s.datagrams_in,
+            datagrams_out: s.datagrams_out,
+            malformed: s.malformed,
+            unknown_context: s.unknown_context,
+            no_listener: s.no_listener,
+            diags_sent: s.diags_sent,
+            diags_suppressed: s.diags_suppressed,
+            sequence_overflow: s.sequence_overflow,
+            stale_first: s.stale_first,
+            unread_dropped: s.unread_dropped,
+            half_open: s.half_open,
+            half_open_evicted: s.half_open_evicted,
+            half_open_expired: s.half_open_expired,
+            refused_max_contexts: s.refused_max_contexts,
+            refused_peer_limit: s.refused_peer_limit,
+            refusals_suppressed: s.refusals_suppressed,
+            amplification_blocked: s.amplification_blocked,
+        }
+    }
+}
