@@ -23,7 +23,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult, Sum};
-use crate::quic::{Request, pattern};
+use crate::feed::{SourceRequest, pattern};
+use crate::quic::DISCARD;
 use crate::transport::Transport;
 
 /// How long a sender waits for the server's count after its last write.
@@ -57,8 +58,7 @@ async fn send_flow(
     deadline: Option<Instant>,
 ) -> Result<Done, String> {
     let (mut send, mut recv) = conn.open_bi().await.map_err(|e| format!("quic: open stream: {e}"))?;
-    let head = Request { source: false, amount: 0, timed: false, length: 0 }.encode();
-    send.write_all(&head).await.map_err(|e| format!("quic: {e}"))?;
+    send.write_all(&[DISCARD]).await.map_err(|e| format!("quic: {e}"))?;
     let data = pattern();
     let piece = length.min(data.len());
     let mut sent = 0u64;
@@ -99,7 +99,7 @@ async fn send_flow(
 async fn receive_flow(
     conn: quinn::Connection,
     live: Arc<Live>,
-    req: Request,
+    req: SourceRequest,
     t0: Instant,
     deadline: Option<Instant>,
 ) -> Result<Done, String> {
@@ -239,14 +239,11 @@ pub(crate) fn run(
                 Direction::Receive => {
                     let req = match cfg.amount {
                         Amount::Bytes(_) => {
-                            Request { source: true, amount: share(i), timed: false, length: length as u32 }
+                            SourceRequest { amount: share(i), timed: false, length: length as u32 }
                         }
-                        Amount::Time(t) => Request {
-                            source: true,
-                            amount: t.as_millis() as u64,
-                            timed: true,
-                            length: length as u32,
-                        },
+                        Amount::Time(t) => {
+                            SourceRequest { amount: t.as_millis() as u64, timed: true, length: length as u32 }
+                        }
                     };
                     tokio::spawn(receive_flow(conn.clone(), live.clone(), req, t0, deadline))
                 }

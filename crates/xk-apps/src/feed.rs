@@ -12,6 +12,11 @@ use xtp_proto::{ContextId, Endpoint};
 
 const PATTERN_LEN: usize = 1 << 20;
 
+/// The 1 MiB pattern every bulk sender writes (XTP, QUIC, both ways).
+pub(crate) fn pattern() -> Bytes {
+    (0..PATTERN_LEN as u64).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect::<Vec<u8>>().into()
+}
+
 /// What one sending context has written and may still write.
 pub(crate) struct Feeder {
     pattern: Bytes,
@@ -28,11 +33,7 @@ pub(crate) struct Feeder {
 
 impl Feeder {
     pub(crate) fn new(limit: u64, timed: bool, piece: Option<usize>, hash: bool) -> Self {
-        let pattern: Bytes = (0..PATTERN_LEN as u64)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-            .collect::<Vec<u8>>()
-            .into();
-        Feeder { pattern, written: 0, limit, timed, piece, sha: hash.then(Sha256::new) }
+        Feeder { pattern: pattern(), written: 0, limit, timed, piece, sha: hash.then(Sha256::new) }
     }
 
     /// Writes what fits the queue bound. Untimed: twice the send window (at
@@ -49,7 +50,12 @@ impl Feeder {
         };
         let piece = self.piece.unwrap_or(PATTERN_LEN);
         while self.written < self.limit && ep.unacked_bytes(ctx) < queued {
-            let n = (self.limit - self.written).min(piece as u64) as usize;
+            let mut n = (self.limit - self.written).min(piece as u64) as usize;
+            // Timed, a stream is cut to the room left: a 1 MiB chunk on a
+            // path moving a few Mbit/s would outlast the deadline by seconds.
+            if self.timed && self.piece.is_none() {
+                n = n.min((queued - ep.unacked_bytes(ctx)) as usize).max(1);
+            }
             let start = (self.written % PATTERN_LEN as u64) as usize;
             let start = if start + n > PATTERN_LEN { 0 } else { start };
             let chunk = self.pattern.slice(start..start + n);

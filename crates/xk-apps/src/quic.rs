@@ -8,7 +8,8 @@
 //! FILE --to ADDR` trusts exactly that certificate. Each of bulk's flows is
 //! a connection of its own (as each of TCP's `-P` connections has its own
 //! congestion control) with one bidirectional stream, which starts with a
-//! [`Request`]: count what arrives and answer the count, or send (`-R`).
+//! request: [`DISCARD`] (count what arrives and answer the count) or a
+//! `SourceRequest` as XTP's source service takes (send, `-R`).
 //! The client side is `bulk_quic.rs`.
 
 use std::net::SocketAddr;
@@ -18,6 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use quinn::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+use crate::feed::{SourceRequest, pattern};
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()
@@ -104,58 +107,25 @@ async fn serve_connection(incoming: quinn::Incoming) -> Result<(), String> {
     }
 }
 
-/// What a client asks of one stream: the first [`Request::LEN`] bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Request {
-    /// `true`: the server sends (`bulk -R`); `false`: it counts what it
-    /// receives and answers the count (8 bytes, big-endian).
-    pub(crate) source: bool,
-    /// Source: bytes to send, or milliseconds to send for (`timed`).
-    pub(crate) amount: u64,
-    /// Source: `amount` is a time.
-    pub(crate) timed: bool,
-    /// Source: bytes per write (0: 1 MiB).
-    pub(crate) length: u32,
-}
-
-impl Request {
-    pub(crate) const LEN: usize = 14;
-
-    pub(crate) fn encode(&self) -> [u8; Self::LEN] {
-        let mut b = [0u8; Self::LEN];
-        b[0] = if self.source { b'S' } else { b'D' };
-        b[1..9].copy_from_slice(&self.amount.to_be_bytes());
-        b[9] = u8::from(self.timed);
-        b[10..14].copy_from_slice(&self.length.to_be_bytes());
-        b
-    }
-
-    pub(crate) fn decode(b: &[u8; Self::LEN]) -> Result<Request, String> {
-        let source = match b[0] {
-            b'S' => true,
-            b'D' => false,
-            k => {
-                return Err(format!(
-                    "unknown request {k:#04x} (is the client `xpress bulk` of this version?)"
-                ));
-            }
-        };
-        let amount = u64::from_be_bytes(b[1..9].try_into().unwrap_or_default());
-        let length = u32::from_be_bytes(b[10..14].try_into().unwrap_or_default());
-        Ok(Request { source, amount, timed: b[9] != 0, length })
-    }
-}
-
-/// The 1 MiB pattern both sides write.
-pub(crate) fn pattern() -> bytes::Bytes {
-    (0..1u64 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect()
-}
+/// The first byte of a stream that asks the server to count what it
+/// receives and answer the count (8 bytes, big-endian); any other stream
+/// starts with a [`SourceRequest`] (`t` or `n`): the server sends (`-R`).
+pub(crate) const DISCARD: u8 = b'D';
 
 async fn serve_stream(mut send: quinn::SendStream, mut recv: quinn::RecvStream) -> Result<(), String> {
-    let mut head = [0u8; Request::LEN];
-    recv.read_exact(&mut head).await.map_err(|e| format!("request: {e}"))?;
-    let req = Request::decode(&head)?;
-    if !req.source {
+    let mut kind = [0u8; 1];
+    recv.read_exact(&mut kind).await.map_err(|e| format!("request: {e}"))?;
+    let req = if kind[0] == DISCARD {
+        None
+    } else {
+        let mut head = [0u8; SourceRequest::LEN];
+        head[0] = kind[0];
+        recv.read_exact(&mut head[1..]).await.map_err(|e| format!("request: {e}"))?;
+        let r = SourceRequest::decode(&head)
+            .ok_or("unknown request (is the client `xpress bulk` of this version?)")?;
+        Some(r)
+    };
+    let Some(req) = req else {
         let mut total = 0u64;
         while let Some(chunk) = recv.read_chunk(1 << 20, true).await.map_err(|e| e.to_string())? {
             total += chunk.bytes.len() as u64;
@@ -164,7 +134,7 @@ async fn serve_stream(mut send: quinn::SendStream, mut recv: quinn::RecvStream) 
         send.finish().map_err(|e| e.to_string())?;
         let _ = send.stopped().await;
         return Ok(());
-    }
+    };
     // The source: until the amount is sent, the time is up, or the client
     // stops reading (its own deadline or Ctrl-C) — not an error.
     let data = pattern();
@@ -199,23 +169,4 @@ pub(crate) fn client(to: SocketAddr, cert_path: &Path) -> Result<quinn::Endpoint
     let mut endpoint = quinn::Endpoint::client(local).map_err(|e| format!("quic client bind: {e}"))?;
     endpoint.set_default_client_config(client);
     Ok(endpoint)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_round_trip_and_unknown_kinds_are_refused() {
-        for req in [
-            Request { source: false, amount: 0, timed: false, length: 0 },
-            Request { source: true, amount: 3000, timed: true, length: 1400 },
-            Request { source: true, amount: u64::MAX, timed: false, length: u32::MAX },
-        ] {
-            assert_eq!(Request::decode(&req.encode()), Ok(req));
-        }
-        let mut b = Request { source: true, amount: 1, timed: false, length: 0 }.encode();
-        b[0] = b'X';
-        assert!(Request::decode(&b).unwrap_err().contains("unknown request"));
-    }
 }

@@ -44,7 +44,8 @@ pub(crate) struct BulkArgs {
     /// Both directions at once (-P contexts each way).
     #[arg(long)]
     bidir: bool,
-    /// Print an interval line every this many seconds.
+    /// Print an interval line every this many seconds (0: none, as in
+    /// iperf3; at least 0.01 otherwise).
     #[arg(short = 'i', long, value_parser = args::seconds, value_name = "SECONDS")]
     interval: Option<std::time::Duration>,
     /// Send messages of this many bytes (XTP: each ends with EOM; TCP: one
@@ -106,7 +107,7 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
         rate_bps: a.rate,
         cc: a.cc,
         window: a.window,
-        interval: a.interval,
+        interval: a.interval.filter(|i| !i.is_zero()),
         path: a.path.config(false),
         quic_cert: a.quic_cert.clone(),
     };

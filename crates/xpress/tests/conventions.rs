@@ -95,7 +95,7 @@ fn bad_input_is_refused_naming_the_flag_and_the_reason() {
         (&["bulk", "-P", "0"], &["-P 0: from 1 to 128 parallel contexts"]),
         (&["bulk", "-P", "two"], &["--parallel", "invalid digit"]),
         (&["bulk", "-R", "--bidir"], &["--reverse", "cannot be used with"]),
-        (&["bulk", "-i", "-1"], &["--interval"]),
+        (&["bulk", "-i=-1"], &["--interval", "seconds from 0 up"]),
         (&["bulk", "--transport", "quic"], &["--quic-cert FILE"]),
         (
             &["bulk", "--transport", "quic", "--quic-cert", "/x", "--verify"],
@@ -527,6 +527,9 @@ fn json_keeps_every_earlier_key() {
         assert!(o.status.success(), "{args:?}: {}", text(&o).1);
         serde_json::from_slice(&o.stdout).unwrap()
     };
+    // `-i 0` turns interval reports off, as in iperf3.
+    let v = json(&["bulk", "--to", &to, "-n", "1000000", "-i", "0", "-J"]);
+    assert_eq!(v["intervals"].as_array().map(Vec::len), Some(0), "{v}");
     let v = json(&["bulk", "--to", &to, "-n", "1000000", "-l", "1000", "-J"]);
     for k in [
         "transport",
