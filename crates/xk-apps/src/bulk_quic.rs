@@ -27,6 +27,10 @@ use crate::feed::{SourceRequest, pattern};
 use crate::quic::DISCARD;
 use crate::transport::Transport;
 
+/// How long a connection may take to set up (quinn's own limit is its 30 s
+/// idle timeout).
+const CONNECT_WAIT: Duration = Duration::from_secs(5);
+
 /// How long a sender waits for the server's count after its last write.
 const ANSWER_WAIT: Duration = Duration::from_secs(3);
 
@@ -218,11 +222,18 @@ pub(crate) fn run(
         let mut conns = Vec::new();
         for &dir in dirs {
             for _ in 0..p {
-                let c = endpoint
-                    .connect(to, "localhost")
-                    .map_err(|e| format!("quic connect {to}: {e}"))?
-                    .await
-                    .map_err(|e| format!("quic connect {to}: {e} (is `xpress serve --quic-cert` there?)"))?;
+                let connecting =
+                    endpoint.connect(to, "localhost").map_err(|e| format!("quic connect {to}: {e}"))?;
+                let c = match tokio::time::timeout(CONNECT_WAIT, connecting).await {
+                    Ok(c) => c.map_err(|e| format!("quic connect {to}: {e}"))?,
+                    Err(_) => {
+                        return Err(format!(
+                            "no answer from {to} in {} s: is `xpress serve --quic-cert` running there? \
+                             (--to is its `quic on` address)",
+                            CONNECT_WAIT.as_secs()
+                        ));
+                    }
+                };
                 conns.push((dir, c));
             }
         }

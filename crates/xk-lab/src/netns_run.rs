@@ -281,3 +281,20 @@ pub fn bulk(link: &str, sender: &Sender, seconds: f64, seed: u64, root: bool) ->
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xtp_through_the_relay_counts_what_the_receiver_acknowledged_in_time() {
+        let o = through_relay("delay 5ms rate 20mbit", "cubic", None, false, 0, 0.5, 7).unwrap();
+        assert_eq!((o.emulator.as_str(), o.seconds), ("relay", 0.5), "{o:?}");
+        // Something got through, and no more than the link carries.
+        assert!(o.bytes > 10_000 && o.mbit_per_s <= 20.0 * 1.05, "{o:?}");
+        assert!(o.retransmits.is_some() && o.timeouts.is_some(), "{o:?}");
+        assert!(
+            through_relay("delay 5ms", "vegas", None, false, 0, 0.5, 7).unwrap_err().contains("--cc vegas")
+        );
+    }
+}

@@ -459,6 +459,14 @@ fn quic_bulk_follows_the_same_conventions() {
     assert!(wall < Duration::from_secs(5), "-R -t 0.5 ran {wall:?}");
     assert_eq!(v["seconds"].as_f64(), Some(0.5), "{v}");
     assert!(v["bytes"].as_u64() > Some(0), "{v}");
+    // A silent address is an error within seconds, not quinn's 30 s.
+    let hole = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let hole = hole.local_addr().unwrap().to_string();
+    let t0 = Instant::now();
+    let o = run(&["bulk", "--to", &hole, "--transport", "quic", "--quic-cert", &cert_s, "-n", "1m"]);
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains(&format!("no answer from {hole}")), "{}", text(&o).1);
+    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
     let _ = std::fs::remove_file(&cert);
 }
 
