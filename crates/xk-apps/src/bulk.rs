@@ -122,11 +122,13 @@ pub struct Interval {
     pub receiver_bytes: Option<u64>,
     /// Receiver's goodput, bits per second.
     pub receiver_bits_per_second: Option<f64>,
-    /// Bytes retransmitted in the interval (XTP sender).
+    /// Bytes retransmitted in the interval (XTP sender; QUIC: bytes quinn
+    /// declared lost, which it sends again).
     pub retransmitted: Option<u64>,
-    /// Smoothed RTT at the end, ms (XTP).
+    /// Smoothed RTT at the end, ms (XTP, QUIC).
     pub srtt_ms: Option<f64>,
-    /// Congestion window at the end, bytes (XTP sender with a controller).
+    /// Congestion window at the end, bytes (XTP sender with a controller;
+    /// QUIC sender).
     pub cwnd: Option<u64>,
     /// Send window (the smaller of cwnd and the peer's allocation).
     pub send_window: Option<u64>,
@@ -183,8 +185,8 @@ pub struct BulkResult {
     /// Contexts per direction.
     pub parallel: u32,
     /// Bytes counted: sent (`-n`, all of them delivered) or acknowledged
-    /// by the receiver within the time (`-t`, XTP; TCP: what the receiver
-    /// counted); receiving, what arrived (within the time).
+    /// by the receiver within the time (`-t`, XTP; TCP and QUIC: what the
+    /// receiver counted); receiving, what arrived (within the time).
     pub bytes: u64,
     /// Seconds those bytes took.
     pub seconds: f64,

@@ -39,12 +39,13 @@ impl Feeder {
     /// Writes what fits the queue bound. Untimed: twice the send window (at
     /// least 8 MiB) stays queued, so a long fat path is limited by the
     /// protocol, not by the caller's loop. Timed: only a quarter window (at
-    /// least 256 KiB) beyond what can be in flight, so what is queued at
-    /// the deadline drains in about a round trip, not in seconds.
+    /// least 64 KiB) beyond what can be in flight, so what is queued at
+    /// the deadline drains in about a round trip, not in seconds (256 KiB
+    /// took longer than the 1 s grace at a lossy 4 Mbit/s).
     pub(crate) fn feed(&mut self, ep: &mut Endpoint, now: Instant, ctx: ContextId) -> Result<(), String> {
         let window = ep.context_stats(ctx).map_or(0, |s| s.send_window.min(1 << 30));
         let queued = if self.timed {
-            window + (window / 4).max(256 << 10)
+            window + (window / 4).max(64 << 10)
         } else {
             (2 * window).max(8 * PATTERN_LEN as u64)
         };

@@ -30,15 +30,16 @@ pub(crate) struct BulkArgs {
     bytes: u64,
     /// Send for this many seconds (0.1–3600) instead of a byte count: the
     /// sender stops and closes at the deadline, and the goodput counts what
-    /// the receiver acknowledged by then (XTP; TCP: what it counted).
+    /// the receiver acknowledged by then (XTP; TCP: what it counted; QUIC:
+    /// what the server counted, the data quinn buffered included, over the
+    /// time until its count came back).
     #[arg(short = 't', long, conflicts_with = "bytes", value_parser = args::seconds, value_name = "SECONDS")]
     time: Option<std::time::Duration>,
-    /// Parallel contexts (TCP: connections) per direction, 1–128; -n is
-    /// shared among them.
+    /// Parallel contexts (TCP and QUIC: connections) per direction, 1–128;
+    /// -n is shared among them.
     #[arg(short = 'P', long, default_value_t = 1, value_name = "N")]
     parallel: u32,
-    /// Reverse: the server sends, we receive (its source service; XTP and
-    /// TCP).
+    /// Reverse: the server sends, we receive (its source service).
     #[arg(short = 'R', long, conflicts_with = "bidir")]
     reverse: bool,
     /// Both directions at once (-P contexts each way).
