@@ -20,7 +20,7 @@ use serde::Serialize;
 use xtp_proto::Congestion;
 
 use crate::client::{ClientDriver, PathConfig};
-pub use crate::counters::{ContextCounters, EndpointCounters};
+pub use crate::counters::{ContextCounters, EndpointCounters, QuicCounters};
 use crate::transport::{TCP_VIA_REFUSAL, Transport};
 
 /// How much to send.
@@ -160,6 +160,9 @@ pub struct StreamResult {
     pub receiver_sha256: Option<String>,
     /// The context's counters at the end (XTP).
     pub context: Option<ContextCounters>,
+    /// The connection's counters at the end (QUIC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicCounters>,
 }
 
 /// A direction's total, for `--bidir`.
@@ -229,6 +232,10 @@ pub struct BulkResult {
     /// The client endpoint's counters at the end: what it dropped, refused
     /// and held back, every limit's count (XTP).
     pub endpoint: Option<EndpointCounters>,
+    /// The first connection's counters at the end (QUIC; all of them are
+    /// in `streams`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicCounters>,
     /// Interval reports (`-i`): each context's (with several) and the sums.
     pub intervals: Vec<Interval>,
     /// Each context's result.
@@ -265,6 +272,7 @@ impl BulkResult {
             gro: None,
             context: None,
             endpoint: None,
+            quic: None,
             intervals: Vec::new(),
             streams: Vec::new(),
             receive_sum: None,

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult, Sum};
+use crate::bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, QuicCounters, StreamResult, Sum};
 use crate::feed::{SourceRequest, pattern};
 use crate::quic::DISCARD;
 use crate::transport::Transport;
@@ -306,6 +306,7 @@ pub(crate) fn run(
             // Ctrl-C: what each flow had by now; the connections are closed.
             let secs = t0.elapsed().as_secs_f64();
             for (dir, conn, live, task, _) in flows {
+                let stats = QuicCounters::from(&conn.stats());
                 conn.close(0u32.into(), b"interrupted");
                 task.abort();
                 let (w, g) = (live.written.load(Ordering::Relaxed), live.received.load(Ordering::Relaxed));
@@ -316,13 +317,15 @@ pub(crate) fn run(
                         written: (dir != Direction::Receive).then_some(w),
                         seconds: secs,
                     }),
+                    stats,
                 ));
             }
         } else {
             for (dir, conn, _, task, _) in flows {
                 let done = task.await.unwrap_or_else(|e| Err(format!("quic flow: {e}")));
+                let stats = QuicCounters::from(&conn.stats());
                 conn.close(0u32.into(), b"done");
-                out.push((dir, done));
+                out.push((dir, done, stats));
             }
         }
         endpoint.wait_idle().await;
@@ -330,7 +333,7 @@ pub(crate) fn run(
     })?;
     let (results, interrupted) = results;
     r.interrupted = interrupted;
-    for (k, (dir, done)) in results.into_iter().enumerate() {
+    for (k, (dir, done, stats)) in results.into_iter().enumerate() {
         let d = done?;
         r.streams.push(StreamResult {
             stream: k,
@@ -343,8 +346,10 @@ pub(crate) fn run(
             sha256: None,
             receiver_sha256: None,
             context: None,
+            quic: Some(stats),
         });
     }
+    r.quic = r.streams.first().and_then(|s| s.quic.clone());
     let primary = if cfg.direction == Direction::Receive { Direction::Receive } else { Direction::Send };
     let of = |dir: Direction| r.streams.iter().filter(move |s| s.direction == dir);
     let total = |dir: Direction| -> (u64, f64) {

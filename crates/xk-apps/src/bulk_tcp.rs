@@ -291,6 +291,7 @@ pub(crate) fn run(
             sha256: None,
             receiver_sha256: None,
             context: None,
+            quic: None,
         });
     }
     let primary = if cfg.direction == Direction::Receive { Direction::Receive } else { Direction::Send };

@@ -402,6 +402,7 @@ fn finish_result(
             sha256,
             receiver_sha256,
             context: f.stats.map(ContextCounters::from),
+            quic: None,
         });
     }
     // Cut short before the peer ever answered: not a zero result but a

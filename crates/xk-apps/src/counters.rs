@@ -1,7 +1,8 @@
 //! Protocol counters as `bulk -J` reports them: a context's (retransmissions,
 //! RTT, windows, pacing) and the endpoint's (drops, refusals and every
 //! limit that was hit), serialisable mirrors of the engine's
-//! [`ContextStats`] and [`EndpointStats`].
+//! [`ContextStats`] and [`EndpointStats`]; and a QUIC connection's, from
+//! quinn's path statistics.
 
 use serde::Serialize;
 use xtp_proto::{ContextStats, EndpointStats};
@@ -142,6 +143,48 @@ impl From<EndpointStats> for EndpointCounters {
             refused_peer_limit: s.refused_peer_limit,
             refusals_suppressed: s.refusals_suppressed,
             amplification_blocked: s.amplification_blocked,
+        }
+    }
+}
+
+/// A QUIC connection's counters at the end (quinn's path statistics).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QuicCounters {
+    /// Smoothed RTT, ms.
+    pub srtt_ms: f64,
+    /// Smallest RTT, ms.
+    pub min_rtt_ms: f64,
+    /// Congestion window, bytes.
+    pub cwnd: u64,
+    /// Congestion events (window reductions).
+    pub congestion_events: u64,
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Packets declared lost.
+    pub lost_packets: u64,
+    /// Bytes declared lost (their frames are sent again).
+    pub lost_bytes: u64,
+    /// UDP datagrams sent and received.
+    pub datagrams_sent: u64,
+    /// UDP datagrams received.
+    pub datagrams_received: u64,
+    /// Path MTU in use, bytes.
+    pub mtu: u16,
+}
+
+impl From<&quinn::ConnectionStats> for QuicCounters {
+    fn from(s: &quinn::ConnectionStats) -> Self {
+        QuicCounters {
+            srtt_ms: s.path.rtt.as_secs_f64() * 1e3,
+            min_rtt_ms: s.path.min_rtt.as_secs_f64() * 1e3,
+            cwnd: s.path.cwnd,
+            congestion_events: s.path.congestion_events,
+            packets_sent: s.path.sent_packets,
+            lost_packets: s.path.lost_packets,
+            lost_bytes: s.path.lost_bytes,
+            datagrams_sent: s.udp_tx.datagrams,
+            datagrams_received: s.udp_rx.datagrams,
+            mtu: s.path.current_mtu,
         }
     }
 }

@@ -286,6 +286,19 @@ fn summary(r: &BulkResult) -> String {
             c.pacing_bits_per_second.map_or_else(|| "none".into(), format::rate),
         );
     }
+    if let Some(q) = &r.quic {
+        let which = if r.streams.len() > 1 { " (connection 0)" } else { "" };
+        s += &format!(
+            "  quinn{which}: lost {} ({} of {} packets), {} congestion events, srtt {}, min rtt {}, cwnd {}\n",
+            format::bytes(q.lost_bytes),
+            q.lost_packets,
+            q.packets_sent,
+            q.congestion_events,
+            format::secs(q.srtt_ms / 1e3),
+            format::secs(q.min_rtt_ms / 1e3),
+            format::bytes(q.cwnd),
+        );
+    }
     if let Some(e) = &r.endpoint {
         s += &endpoint_line(e);
     }

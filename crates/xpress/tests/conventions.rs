@@ -448,6 +448,10 @@ fn quic_bulk_follows_the_same_conventions() {
         v["intervals"].as_array().unwrap().iter().filter(|i| i["stream"].is_null()).collect();
     assert!(sums.len() >= 3, "{v}");
     assert!(sums.iter().all(|i| i["srtt_ms"].as_f64() > Some(0.0) && i["cwnd"].as_u64() > Some(0)), "{v}");
+    // The end has quinn's counters for each connection.
+    for st in v["streams"].as_array().unwrap() {
+        assert!(st["quic"]["packets_sent"].as_u64() > Some(0) && st["quic"]["lost_bytes"].is_u64(), "{st}");
+    }
     // -R -n: the server sends exactly what was asked, shared by -P.
     let (_, v) = quic(&["-R", "-P", "2", "-n", "3000001"]);
     let each: Vec<u64> =
