@@ -123,6 +123,31 @@ pub struct EndpointCounters {
     pub amplification_blocked: u64,
 }
 
+impl EndpointCounters {
+    /// One line: datagrams in and out, then each drop, refusal and limit
+    /// that was hit (or that none was).
+    pub fn summary(&self) -> String {
+        let all = [
+            ("malformed", self.malformed),
+            ("unknown context", self.unknown_context),
+            ("no listener", self.no_listener),
+            ("stale FIRST", self.stale_first),
+            ("sequence overflow", self.sequence_overflow),
+            ("unread dropped", self.unread_dropped),
+            ("half-open evicted", self.half_open_evicted),
+            ("half-open expired", self.half_open_expired),
+            ("refused max_contexts", self.refused_max_contexts),
+            ("refused peer limit", self.refused_peer_limit),
+            ("refusals suppressed", self.refusals_suppressed),
+            ("amplification blocked", self.amplification_blocked),
+            ("DIAGs suppressed", self.diags_suppressed),
+        ];
+        let hit: Vec<String> = all.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k} {n}")).collect();
+        let hit = if hit.is_empty() { "no drops, refusals or limits hit".into() } else { hit.join(", ") };
+        format!("{} datagrams in, {} out; {hit}", self.datagrams_in, self.datagrams_out)
+    }
+}
+
 impl From<EndpointStats> for EndpointCounters {
     fn from(s: EndpointStats) -> Self {
         EndpointCounters {
@@ -186,5 +211,20 @@ impl From<&quinn::ConnectionStats> for QuicCounters {
             datagrams_received: s.udp_rx.datagrams,
             mtu: s.path.current_mtu,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_summary_names_what_was_hit() {
+        let mut e =
+            EndpointCounters::from(EndpointStats { datagrams_in: 5, datagrams_out: 7, ..Default::default() });
+        assert_eq!(e.summary(), "5 datagrams in, 7 out; no drops, refusals or limits hit");
+        e.half_open_evicted = 3;
+        e.stale_first = 1;
+        assert_eq!(e.summary(), "5 datagrams in, 7 out; stale FIRST 1, half-open evicted 3");
     }
 }

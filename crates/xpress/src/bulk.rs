@@ -12,9 +12,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Args;
-use xk_apps::bulk::{
-    self, Amount, BulkConfig, BulkResult, Direction, EndpointCounters, Interval, StreamResult,
-};
+use xk_apps::bulk::{self, Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult};
 use xk_apps::{Transport, format};
 use xtp_proto::Congestion;
 
@@ -300,35 +298,12 @@ fn summary(r: &BulkResult) -> String {
         );
     }
     if let Some(e) = &r.endpoint {
-        s += &endpoint_line(e);
+        s += &format!("  endpoint: {}\n", e.summary());
     }
     if r.interrupted {
         s += "  (interrupted)\n";
     }
     s
-}
-
-/// The endpoint's drops, refusals and limits that were hit (nonzero only):
-/// with every one at zero the line says so.
-fn endpoint_line(e: &EndpointCounters) -> String {
-    let all = [
-        ("malformed", e.malformed),
-        ("unknown context", e.unknown_context),
-        ("no listener", e.no_listener),
-        ("stale FIRST", e.stale_first),
-        ("sequence overflow", e.sequence_overflow),
-        ("unread dropped", e.unread_dropped),
-        ("half-open evicted", e.half_open_evicted),
-        ("half-open expired", e.half_open_expired),
-        ("refused max_contexts", e.refused_max_contexts),
-        ("refused peer limit", e.refused_peer_limit),
-        ("refusals suppressed", e.refusals_suppressed),
-        ("amplification blocked", e.amplification_blocked),
-        ("DIAGs suppressed", e.diags_suppressed),
-    ];
-    let hit: Vec<String> = all.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k} {n}")).collect();
-    let hit = if hit.is_empty() { "no drops, refusals or limits hit".into() } else { hit.join(", ") };
-    format!("  endpoint: {} datagrams in, {} out; {hit}\n", e.datagrams_in, e.datagrams_out)
 }
 
 #[cfg(test)]

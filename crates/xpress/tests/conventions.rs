@@ -330,6 +330,22 @@ fn ctrl_c_prints_the_summary_so_far() {
 }
 
 #[test]
+fn serve_ends_with_its_endpoints_refusal_and_limit_counters() {
+    let o = run(&["serve", "--listen", "127.0.0.1:0", "--duration", "1", "-J"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    for k in
+        ["half_open_evicted", "amplification_blocked", "refused_max_contexts", "stale_first", "no_listener"]
+    {
+        assert_eq!(last["endpoint"][k].as_u64(), Some(0), "{k}: {out}");
+    }
+    let o = run(&["serve", "--listen", "127.0.0.1:0", "--duration", "1"]);
+    let (out, _) = text(&o);
+    assert!(out.ends_with("no drops, refusals or limits hit\n"), "{out}");
+}
+
+#[test]
 fn logfile_takes_the_output_and_the_server_answers_its_count() {
     let mut s = serve(&[]);
     let log = std::env::temp_dir().join(format!("xpress-conv-log-{}.txt", std::process::id()));
