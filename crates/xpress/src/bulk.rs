@@ -208,9 +208,15 @@ fn interval_line(iv: &Interval, tag: &str) -> String {
 
 /// A context's line in the summary of a run with several.
 fn stream_line(s: &StreamResult, bidir: bool) -> String {
-    let got = s.receiver_bytes.map_or_else(|| "-".into(), |n| n.to_string());
+    // Receiving, we are the receiver: what arrived in all, the part after
+    // the deadline included; sending, the server's own count.
+    let got = match (s.receiver_bytes, s.direction) {
+        (None, _) => "no count from the receiver".into(),
+        (Some(n), Direction::Receive) => format!("{n} bytes arrived in all"),
+        (Some(n), _) => format!("receiver counted {n} bytes"),
+    };
     format!(
-        "  {} {} in {}: {} (receiver counted {got} bytes)\n",
+        "  {} {} in {}: {} ({got})\n",
         label(Some(s.stream), s.direction, bidir),
         format::bytes(s.bytes),
         format::secs(s.seconds),
@@ -361,5 +367,31 @@ mod tests {
         assert!(l.starts_with("[  2 rx]"), "{l}");
         // `[`, `2`, `rx]`, `1.00-2.00`, `s`, then the sent column.
         assert_eq!(l.split_whitespace().nth(5), Some("-"), "a receiver does not know what was sent: {l}");
+    }
+
+    #[test]
+    fn stream_lines_say_whose_count_it_is() {
+        let st = StreamResult {
+            stream: 1,
+            direction: Direction::Receive,
+            bytes: 2_000_000,
+            seconds: 3.0,
+            bits_per_second: 5.33e6,
+            sent_bytes: None,
+            receiver_bytes: Some(2_500_000),
+            sha256: None,
+            receiver_sha256: None,
+            context: None,
+            quic: None,
+        };
+        let l = stream_line(&st, false);
+        assert!(
+            l.contains("[  1] 1.91 MiB in 3.00 s") && l.contains("(2500000 bytes arrived in all)"),
+            "{l}"
+        );
+        let tx = StreamResult { direction: Direction::Send, ..st.clone() };
+        assert!(stream_line(&tx, false).contains("(receiver counted 2500000 bytes)"));
+        let cut = StreamResult { receiver_bytes: None, ..st };
+        assert!(stream_line(&cut, false).contains("(no count from the receiver)"));
     }
 }
