@@ -44,6 +44,17 @@ pub enum Direction {
     Both,
 }
 
+impl Direction {
+    /// The ways a run's contexts go, sending ones first.
+    pub(crate) fn ways(self) -> &'static [Direction] {
+        match self {
+            Direction::Send => &[Direction::Send],
+            Direction::Receive => &[Direction::Receive],
+            Direction::Both => &[Direction::Send, Direction::Receive],
+        }
+    }
+}
+
 /// A bulk transfer to run.
 #[derive(Clone, Debug)]
 pub struct BulkConfig {
@@ -99,6 +110,18 @@ impl BulkConfig {
     }
 }
 
+impl BulkConfig {
+    /// Bytes for a direction's context `i`: a byte count is shared by the
+    /// direction's contexts, the first taking the rest; `u64::MAX` timed.
+    pub(crate) fn share(&self, i: u64) -> u64 {
+        let p = u64::from(self.parallel.max(1));
+        match self.amount {
+            Amount::Bytes(b) => b / p + if i == 0 { b % p } else { 0 },
+            Amount::Time(_) => u64::MAX,
+        }
+    }
+}
+
 /// One interval report, of one context or (`stream: None`) the sum of a
 /// direction's contexts.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -135,6 +158,29 @@ pub struct Interval {
     /// Pacing rate at the end, bits per second: the congestion controller's
     /// or XTP's RATE, whichever is lower (XTP sender; `None`: not paced).
     pub pacing_bits_per_second: Option<f64>,
+}
+
+/// The sum of a direction's interval reports (RTT: the mean; rates,
+/// bytes and windows: the sum; `None` where no part knows).
+pub(crate) fn sum_intervals(parts: &[Interval], dir: Direction) -> Interval {
+    let add = |f: fn(&Interval) -> Option<u64>| parts.iter().map(f).sum::<Option<u64>>();
+    let addf = |f: fn(&Interval) -> Option<f64>| parts.iter().map(f).sum::<Option<f64>>();
+    let rtts: Vec<f64> = parts.iter().filter_map(|i| i.srtt_ms).collect();
+    Interval {
+        stream: None,
+        direction: dir,
+        start: parts[0].start,
+        end: parts[0].end,
+        sent_bytes: add(|i| i.sent_bytes),
+        sent_bits_per_second: addf(|i| i.sent_bits_per_second),
+        receiver_bytes: add(|i| i.receiver_bytes),
+        receiver_bits_per_second: addf(|i| i.receiver_bits_per_second),
+        retransmitted: add(|i| i.retransmitted),
+        srtt_ms: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
+        cwnd: add(|i| i.cwnd),
+        send_window: add(|i| i.send_window),
+        pacing_bits_per_second: addf(|i| i.pacing_bits_per_second),
+    }
 }
 
 /// One context's result.

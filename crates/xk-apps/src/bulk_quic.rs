@@ -22,7 +22,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, QuicCounters, StreamResult, Sum};
+use crate::bulk::{
+    Amount, BulkConfig, BulkResult, Direction, Interval, QuicCounters, StreamResult, Sum, sum_intervals,
+};
 use crate::feed::{SourceRequest, pattern};
 use crate::quic::DISCARD;
 use crate::transport::Transport;
@@ -172,25 +174,6 @@ fn interval(
     }
 }
 
-/// The sum of a direction's intervals (RTT: the mean).
-fn sum(parts: &[Interval], dir: Direction) -> Interval {
-    let add = |f: fn(&Interval) -> Option<u64>| parts.iter().map(f).sum::<Option<u64>>();
-    let addf = |f: fn(&Interval) -> Option<f64>| parts.iter().map(f).sum::<Option<f64>>();
-    let rtts: Vec<f64> = parts.iter().filter_map(|i| i.srtt_ms).collect();
-    Interval {
-        stream: None,
-        direction: dir,
-        sent_bytes: add(|i| i.sent_bytes),
-        sent_bits_per_second: addf(|i| i.sent_bits_per_second),
-        receiver_bytes: add(|i| i.receiver_bytes),
-        receiver_bits_per_second: addf(|i| i.receiver_bits_per_second),
-        retransmitted: add(|i| i.retransmitted),
-        srtt_ms: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
-        cwnd: add(|i| i.cwnd),
-        ..parts[0].clone()
-    }
-}
-
 pub(crate) fn run(
     cfg: &BulkConfig,
     stop: &AtomicBool,
@@ -199,22 +182,15 @@ pub(crate) fn run(
     let cert = cfg.quic_cert.as_ref().ok_or(
         "--transport quic needs --quic-cert FILE (the certificate `xpress serve --quic-cert FILE` wrote)",
     )?;
+    let rt = crate::quic::runtime()?;
+    // quinn binds its socket on the runtime it is entered in.
     let endpoint = {
-        let rt = crate::quic::runtime()?;
         let _g = rt.enter();
-        (crate::quic::client(cfg.to, cert)?, rt)
+        crate::quic::client(cfg.to, cert)?
     };
-    let (endpoint, rt) = endpoint;
     let p = u64::from(cfg.parallel);
-    let dirs: &[Direction] = match cfg.direction {
-        Direction::Send => &[Direction::Send],
-        Direction::Receive => &[Direction::Receive],
-        Direction::Both => &[Direction::Send, Direction::Receive],
-    };
-    let share = |i: u64| match cfg.amount {
-        Amount::Bytes(b) => b / p + if i == 0 { b % p } else { 0 },
-        Amount::Time(_) => u64::MAX,
-    };
+    let dirs = cfg.direction.ways();
+    let share = |i: u64| cfg.share(i);
     let to = cfg.to;
     let length = cfg.length.unwrap_or(1 << 20);
     let mut r = BulkResult::new(Transport::Quic, cfg);
@@ -293,7 +269,7 @@ pub(crate) fn run(
                             r.intervals.push(iv.clone());
                         }
                     }
-                    let s = sum(&parts, dir);
+                    let s = sum_intervals(&parts, dir);
                     on_interval(&s);
                     r.intervals.push(s);
                 }
