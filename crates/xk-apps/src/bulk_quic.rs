@@ -6,8 +6,9 @@
 //! the `-t` deadline passes, finishes its stream and waits for the server's
 //! count of what arrived; the flow's goodput is that count over the time
 //! until it came back (the data quinn had buffered at the deadline is
-//! delivered and counted, so a timed run ends a drain after its bound —
-//! on loopback a few ms; the answer is awaited 3 s at most). Receiving, a
+//! delivered and counted, so a timed run ends a drain after its bound;
+//! timed, quinn's send buffer follows its congestion window so that drain
+//! is about a round trip; the answer is awaited 3 s at most). Receiving, a
 //! flow counts what arrives until the source finishes or the deadline
 //! passes, and then stops reading.
 //!
@@ -72,6 +73,15 @@ async fn send_flow(
         let n = (limit - sent).min(piece as u64) as usize;
         let start = (sent % data.len() as u64) as usize;
         let start = if start + n > data.len() { 0 } else { start };
+        // Timed, quinn may buffer no more than a window beyond its window
+        // (at least 256 KiB): with its default 32 MiB a slow path drained
+        // for many seconds after the deadline (at 3 Mbit/s, 30 s); with
+        // only a quarter window beyond, loopback lost three quarters of its
+        // rate (quinn's acknowledgements lag more than XTP's).
+        if deadline.is_some() {
+            let cwnd = conn.stats().path.cwnd;
+            conn.set_send_window(cwnd + cwnd.max(256 << 10));
+        }
         // `write` is cancel-safe and says how much it took, so a write cut
         // off at the deadline is counted exactly.
         let write = send.write(&data[start..start + n]);
@@ -250,7 +260,7 @@ pub(crate) fn run(
             let now = Instant::now();
             if let (Some(t), Some(i)) = (next, cfg.interval)
                 && now >= t
-                && deadline.is_none_or(|d| now <= d + Duration::from_millis(20))
+                && deadline.is_none_or(|d| t <= d)
             {
                 let span = ((last_t - t0).as_secs_f64(), (now - t0).as_secs_f64());
                 for dir in [Direction::Send, Direction::Receive] {

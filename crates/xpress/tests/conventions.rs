@@ -479,6 +479,25 @@ fn quic_bulk_follows_the_same_conventions() {
     assert!(wall < Duration::from_secs(5), "-R -t 0.5 ran {wall:?}");
     assert_eq!(v["seconds"].as_f64(), Some(0.5), "{v}");
     assert!(v["bytes"].as_u64() > Some(0), "{v}");
+    // Through the emulator (its --server the QUIC address, --to the relay):
+    // the run still ends about at its bound, counting no more than the
+    // link carries (quinn's 32 MiB send buffer once drained for 30 s).
+    let quic_addr: SocketAddr = to.parse().unwrap();
+    let (_relay, relay) = emulate(quic_addr, "delay 10ms rate 20mbit loss 1%");
+    let t0 = Instant::now();
+    let o = Command::new(X)
+        .args(["bulk", "--to", &relay.to_string(), "--transport", "quic", "--quic-cert", &cert_s])
+        .args(["-t", "1", "-J"])
+        .output()
+        .unwrap();
+    let wall = t0.elapsed();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(wall < Duration::from_secs(5), "-t 1 through the emulator ran {wall:?}: {v}");
+    let (bytes, secs) = (v["bytes"].as_f64().unwrap(), v["seconds"].as_f64().unwrap());
+    assert!(bytes > 10_000.0 && bytes * 8.0 <= 20e6 * secs * 1.05, "{v}");
+    assert!(v["quic"]["srtt_ms"].as_f64() >= Some(20.0), "the path's 20 ms round trip: {v}");
     // A silent address is an error within seconds, not quinn's 30 s.
     let hole = UdpSocket::bind("127.0.0.1:0").unwrap();
     let hole = hole.local_addr().unwrap().to_string();
