@@ -5,7 +5,7 @@
 //! at the end, and a result that says what the protocol did
 //! (retransmissions, RTT, window). The types and checks are here, the XTP
 //! engine in `bulk_xtp.rs`, the TCP floor in `bulk_tcp.rs`, the QUIC peer
-//! below.
+//! in `bulk_quic.rs`.
 //!
 //! With a time bound the sender stops writing at the deadline and closes;
 //! the goodput counts the bytes the receiver acknowledged (or, receiving,
@@ -17,9 +17,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use serde::Serialize;
-use xtp_proto::{Congestion, ContextStats};
+use xtp_proto::Congestion;
 
 use crate::client::{ClientDriver, PathConfig};
+pub use crate::counters::{ContextCounters, EndpointCounters, QuicCounters};
 use crate::transport::{TCP_VIA_REFUSAL, Transport};
 
 /// How much to send.
@@ -41,6 +42,17 @@ pub enum Direction {
     Receive,
     /// Both at once (`--bidir`): `parallel` contexts each way.
     Both,
+}
+
+impl Direction {
+    /// The ways a run's contexts go, sending ones first.
+    pub(crate) fn ways(self) -> &'static [Direction] {
+        match self {
+            Direction::Send => &[Direction::Send],
+            Direction::Receive => &[Direction::Receive],
+            Direction::Both => &[Direction::Send, Direction::Receive],
+        }
+    }
 }
 
 /// A bulk transfer to run.
@@ -98,6 +110,18 @@ impl BulkConfig {
     }
 }
 
+impl BulkConfig {
+    /// Bytes for a direction's context `i`: a byte count is shared by the
+    /// direction's contexts, the first taking the rest; `u64::MAX` timed.
+    pub(crate) fn share(&self, i: u64) -> u64 {
+        let p = u64::from(self.parallel.max(1));
+        match self.amount {
+            Amount::Bytes(b) => b / p + if i == 0 { b % p } else { 0 },
+            Amount::Time(_) => u64::MAX,
+        }
+    }
+}
+
 /// One interval report, of one context or (`stream: None`) the sum of a
 /// direction's contexts.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -121,14 +145,42 @@ pub struct Interval {
     pub receiver_bytes: Option<u64>,
     /// Receiver's goodput, bits per second.
     pub receiver_bits_per_second: Option<f64>,
-    /// Bytes retransmitted in the interval (XTP sender).
+    /// Bytes retransmitted in the interval (XTP sender; QUIC: bytes quinn
+    /// declared lost, which it sends again).
     pub retransmitted: Option<u64>,
-    /// Smoothed RTT at the end, ms (XTP).
+    /// Smoothed RTT at the end, ms (XTP, QUIC).
     pub srtt_ms: Option<f64>,
-    /// Congestion window at the end, bytes (XTP sender with a controller).
+    /// Congestion window at the end, bytes (XTP sender with a controller;
+    /// QUIC sender).
     pub cwnd: Option<u64>,
     /// Send window (the smaller of cwnd and the peer's allocation).
     pub send_window: Option<u64>,
+    /// Pacing rate at the end, bits per second: the congestion controller's
+    /// or XTP's RATE, whichever is lower (XTP sender; `None`: not paced).
+    pub pacing_bits_per_second: Option<f64>,
+}
+
+/// The sum of a direction's interval reports (RTT: the mean; rates,
+/// bytes and windows: the sum; `None` where no part knows).
+pub(crate) fn sum_intervals(parts: &[Interval], dir: Direction) -> Interval {
+    let add = |f: fn(&Interval) -> Option<u64>| parts.iter().map(f).sum::<Option<u64>>();
+    let addf = |f: fn(&Interval) -> Option<f64>| parts.iter().map(f).sum::<Option<f64>>();
+    let rtts: Vec<f64> = parts.iter().filter_map(|i| i.srtt_ms).collect();
+    Interval {
+        stream: None,
+        direction: dir,
+        start: parts[0].start,
+        end: parts[0].end,
+        sent_bytes: add(|i| i.sent_bytes),
+        sent_bits_per_second: addf(|i| i.sent_bits_per_second),
+        receiver_bytes: add(|i| i.receiver_bytes),
+        receiver_bits_per_second: addf(|i| i.receiver_bits_per_second),
+        retransmitted: add(|i| i.retransmitted),
+        srtt_ms: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
+        cwnd: add(|i| i.cwnd),
+        send_window: add(|i| i.send_window),
+        pacing_bits_per_second: addf(|i| i.pacing_bits_per_second),
+    }
 }
 
 /// One context's result.
@@ -154,6 +206,9 @@ pub struct StreamResult {
     pub receiver_sha256: Option<String>,
     /// The context's counters at the end (XTP).
     pub context: Option<ContextCounters>,
+    /// The connection's counters at the end (QUIC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicCounters>,
 }
 
 /// A direction's total, for `--bidir`.
@@ -165,73 +220,6 @@ pub struct Sum {
     pub seconds: f64,
     /// Goodput, bits per second.
     pub bits_per_second: f64,
-}
-
-/// A context's protocol counters at the end (XTP).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ContextCounters {
-    /// Congestion controller.
-    pub congestion: &'static str,
-    /// User bytes sent, retransmissions included.
-    pub bytes_sent: u64,
-    /// User bytes retransmitted.
-    pub retransmitted: u64,
-    /// Retransmitted bytes found spurious afterwards.
-    pub spurious_retransmitted: u64,
-    /// Packets sent.
-    pub packets_sent: u64,
-    /// Retransmission timeouts.
-    pub timeouts: u64,
-    /// Timeouts found spurious.
-    pub spurious_timeouts: u64,
-    /// Reports that revealed loss.
-    pub loss_reports: u64,
-    /// Window reductions.
-    pub congestion_events: u64,
-    /// Reductions undone.
-    pub undone: u64,
-    /// Tail-loss probes.
-    pub tail_probes: u64,
-    /// RTT samples.
-    pub rtt_samples: u64,
-    /// Congestion window, bytes (`u64::MAX`: none).
-    pub cwnd: u64,
-    /// Send window, bytes.
-    pub send_window: u64,
-    /// Smoothed RTT, ms.
-    pub srtt_ms: Option<f64>,
-    /// Smallest RTT, ms.
-    pub min_rtt_ms: Option<f64>,
-    /// Retransmission timeout, ms.
-    pub rto_ms: f64,
-    /// Receive buffer, bytes.
-    pub recv_buffer: u64,
-}
-
-impl From<ContextStats> for ContextCounters {
-    fn from(s: ContextStats) -> Self {
-        let ms = |d: Option<xk_time::Duration>| d.map(|d| d.as_secs_f64() * 1e3);
-        ContextCounters {
-            congestion: s.congestion,
-            bytes_sent: s.bytes_sent,
-            retransmitted: s.retransmitted,
-            spurious_retransmitted: s.spurious_retransmitted,
-            packets_sent: s.packets_sent,
-            timeouts: s.timeouts,
-            spurious_timeouts: s.spurious_timeouts,
-            loss_reports: s.loss_reports,
-            congestion_events: s.congestion_events,
-            undone: s.undone,
-            tail_probes: s.tail_probes,
-            rtt_samples: s.rtt_samples,
-            cwnd: s.cwnd,
-            send_window: s.send_window,
-            srtt_ms: ms(s.srtt),
-            min_rtt_ms: ms(s.min_rtt),
-            rto_ms: s.rto.as_secs_f64() * 1e3,
-            recv_buffer: s.recv_buffer,
-        }
-    }
 }
 
 /// The outcome of a bulk run; `-J` prints it as one line of JSON. The
@@ -246,8 +234,8 @@ pub struct BulkResult {
     /// Contexts per direction.
     pub parallel: u32,
     /// Bytes counted: sent (`-n`, all of them delivered) or acknowledged
-    /// by the receiver within the time (`-t`, XTP; TCP: what the receiver
-    /// counted); receiving, what arrived (within the time).
+    /// by the receiver within the time (`-t`, XTP; TCP and QUIC: what the
+    /// receiver counted); receiving, what arrived (within the time).
     pub bytes: u64,
     /// Seconds those bytes took.
     pub seconds: f64,
@@ -287,6 +275,13 @@ pub struct BulkResult {
     /// The first context's counters at the end (XTP; all of them are in
     /// `streams`).
     pub context: Option<ContextCounters>,
+    /// The client endpoint's counters at the end: what it dropped, refused
+    /// and held back, every limit's count (XTP).
+    pub endpoint: Option<EndpointCounters>,
+    /// The first connection's counters at the end (QUIC; all of them are
+    /// in `streams`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicCounters>,
     /// Interval reports (`-i`): each context's (with several) and the sums.
     pub intervals: Vec<Interval>,
     /// Each context's result.
@@ -322,27 +317,13 @@ impl BulkResult {
             gso: None,
             gro: None,
             context: None,
+            endpoint: None,
+            quic: None,
             intervals: Vec::new(),
             streams: Vec::new(),
             receive_sum: None,
             interrupted: false,
             warnings: Vec::new(),
-        }
-    }
-
-    /// The single context's result, from the totals.
-    fn stream_result(&self) -> StreamResult {
-        StreamResult {
-            stream: 0,
-            direction: Direction::Send,
-            bytes: self.bytes,
-            seconds: self.seconds,
-            bits_per_second: self.bits_per_second,
-            sent_bytes: Some(self.sent_bytes),
-            receiver_bytes: self.receiver_bytes,
-            sha256: None,
-            receiver_sha256: None,
-            context: None,
         }
     }
 
@@ -371,8 +352,15 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
     if !(1..=128).contains(&cfg.parallel) {
         return Err(format!("-P {}: from 1 to 128 parallel contexts", cfg.parallel));
     }
-    if cfg.transport == Transport::Quic && (cfg.parallel > 1 || cfg.direction != Direction::Send) {
-        return Err("-P, -R and --bidir: XTP and TCP only (the QUIC peer sends one stream)".into());
+    if cfg.transport == Transport::Quic {
+        if cfg.verify {
+            return Err("--verify: XTP and TCP only (the QUIC server counts, it does not hash)".into());
+        }
+        if cfg.path.via.is_some() || cfg.path.raw.is_some() {
+            return Err("--via and --raw: XTP only; for QUIC under an emulated link start \
+                        `xpress emulate --server QUIC_ADDR` and give its address as --to"
+                .into());
+        }
     }
     if cfg.verify && cfg.direction != Direction::Send {
         return Err("--verify with -R or --bidir: the server hashes what it receives only".into());
@@ -427,28 +415,6 @@ pub fn run(
         Transport::Udp => {
             Err("--transport udp: bulk over raw UDP has no reliability to compare; use tcp or xtp".into())
         }
-        Transport::Quic => bulk_quic(cfg),
+        Transport::Quic => crate::bulk_quic::run(cfg, stop, on_interval),
     }
-}
-
-fn bulk_quic(cfg: &BulkConfig) -> Result<BulkResult, String> {
-    let cert = cfg.quic_cert.as_ref().ok_or(
-        "--transport quic needs --quic-cert FILE (the certificate `xpress serve --quic-cert FILE` wrote)",
-    )?;
-    let Amount::Bytes(bytes) = cfg.amount else {
-        return Err("--transport quic: -t is not supported; give -n BYTES".into());
-    };
-    if cfg.verify || cfg.interval.is_some() || cfg.path.via.is_some() || cfg.path.raw.is_some() {
-        return Err("--transport quic: --verify, -i, --via and --raw are not supported".into());
-    }
-    let (got, secs) = crate::quic::bulk(cfg.to, cert, bytes, cfg.length.unwrap_or(1 << 20))?;
-    if got != bytes {
-        return Err(format!("quic: the server counted {got} of {bytes} bytes"));
-    }
-    let mut r = BulkResult::new(Transport::Quic, cfg);
-    r.sent_bytes = bytes;
-    r.receiver_bytes = Some(got);
-    r.set_rate(bytes, secs);
-    r.streams.push(r.stream_result());
-    Ok(r)
 }

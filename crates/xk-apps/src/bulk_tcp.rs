@@ -14,7 +14,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult, Sum};
+use crate::bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult, Sum, sum_intervals};
 use crate::feed::SourceRequest;
 use crate::transport::Transport;
 
@@ -147,15 +147,8 @@ pub(crate) fn run(
         Amount::Time(t) => Some(t0 + t),
         Amount::Bytes(_) => None,
     };
-    let share = |i: u64| match cfg.amount {
-        Amount::Bytes(b) => b / p + if i == 0 { b % p } else { 0 },
-        Amount::Time(_) => u64::MAX,
-    };
-    let dirs: &[Direction] = match cfg.direction {
-        Direction::Send => &[Direction::Send],
-        Direction::Receive => &[Direction::Receive],
-        Direction::Both => &[Direction::Send, Direction::Receive],
-    };
+    let share = |i: u64| cfg.share(i);
+    let dirs = cfg.direction.ways();
     let flows: Vec<(Flow, u64)> = dirs
         .iter()
         .flat_map(|&dir| (0..p).map(move |i| (dir, i)))
@@ -219,6 +212,7 @@ pub(crate) fn run(
                             srtt_ms: None,
                             cwnd: None,
                             send_window: None,
+                            pacing_bits_per_second: None,
                         });
                     }
                     if parts.is_empty() {
@@ -230,17 +224,7 @@ pub(crate) fn run(
                             r.intervals.push(iv.clone());
                         }
                     }
-                    let add = |g: fn(&Interval) -> Option<u64>| parts.iter().map(g).sum::<Option<u64>>();
-                    let sum_b = add(|i| i.sent_bytes.or(i.receiver_bytes)).unwrap_or(0);
-                    let sending = dir == Direction::Send;
-                    let sum = Interval {
-                        stream: None,
-                        sent_bytes: sending.then_some(sum_b),
-                        sent_bits_per_second: sending.then_some(sum_b as f64 * 8.0 / secs),
-                        receiver_bytes: (!sending).then_some(sum_b),
-                        receiver_bits_per_second: (!sending).then_some(sum_b as f64 * 8.0 / secs),
-                        ..parts[0].clone()
-                    };
+                    let sum = sum_intervals(&parts, dir);
                     on_interval(&sum);
                     r.intervals.push(sum);
                 }
@@ -290,6 +274,7 @@ pub(crate) fn run(
             sha256: None,
             receiver_sha256: None,
             context: None,
+            quic: None,
         });
     }
     let primary = if cfg.direction == Direction::Receive { Direction::Receive } else { Direction::Send };

@@ -17,7 +17,9 @@ use xk_driver::transport::Transport as Io;
 use xk_time::{Duration, Instant};
 use xtp_proto::{CloseReason, ContextConfig, ContextId, ContextStats, Endpoint, Event};
 
-use crate::bulk::{Amount, BulkConfig, BulkResult, ContextCounters, Direction, Interval, StreamResult, Sum};
+use crate::bulk::{
+    Amount, BulkConfig, BulkResult, ContextCounters, Direction, Interval, StreamResult, Sum, sum_intervals,
+};
 use crate::feed::{Feeder, SourceRequest, hex};
 use crate::server::{DISCARD_PORT, SOURCE_PORT, VERIFY_PORT};
 use crate::transport::Transport;
@@ -77,18 +79,10 @@ fn open(ep: &mut Endpoint, now: Instant, cfg: &BulkConfig, to: SocketAddr) -> Re
         c.recv_buffer_max = w;
     }
     let p = u64::from(cfg.parallel);
-    // A byte count is shared by a direction's contexts; the first takes the rest.
-    let share = |i: u64| match cfg.amount {
-        Amount::Bytes(b) => b / p + if i == 0 { b % p } else { 0 },
-        Amount::Time(_) => u64::MAX,
-    };
+    let share = |i: u64| cfg.share(i);
     let timed = matches!(cfg.amount, Amount::Time(_));
     let mut flows = Vec::new();
-    let dirs: &[Direction] = match cfg.direction {
-        Direction::Send => &[Direction::Send],
-        Direction::Receive => &[Direction::Receive],
-        Direction::Both => &[Direction::Send, Direction::Receive],
-    };
+    let dirs = cfg.direction.ways();
     for &dir in dirs {
         for i in 0..p {
             let port = match dir {
@@ -147,27 +141,7 @@ fn flow_interval(f: &Flow, index: usize, start: f64, end: f64) -> Interval {
         srtt_ms: s.and_then(|s| s.srtt).map(|d| d.as_secs_f64() * 1e3),
         cwnd: s.filter(|s| sending && s.cwnd != u64::MAX).map(|s| s.cwnd),
         send_window: s.filter(|_| sending).map(|s| s.send_window),
-    }
-}
-
-/// The sum of a direction's intervals (RTT: the mean; windows: the sum).
-fn sum_interval(parts: &[Interval], dir: Direction) -> Interval {
-    let add = |f: fn(&Interval) -> Option<u64>| parts.iter().map(f).sum::<Option<u64>>();
-    let addf = |f: fn(&Interval) -> Option<f64>| parts.iter().map(f).sum::<Option<f64>>();
-    let rtts: Vec<f64> = parts.iter().filter_map(|i| i.srtt_ms).collect();
-    Interval {
-        stream: None,
-        direction: dir,
-        start: parts[0].start,
-        end: parts[0].end,
-        sent_bytes: add(|i| i.sent_bytes),
-        sent_bits_per_second: addf(|i| i.sent_bits_per_second),
-        receiver_bytes: add(|i| i.receiver_bytes),
-        receiver_bits_per_second: addf(|i| i.receiver_bits_per_second),
-        retransmitted: add(|i| i.retransmitted),
-        srtt_ms: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
-        cwnd: add(|i| i.cwnd),
-        send_window: add(|i| i.send_window),
+        pacing_bits_per_second: s.filter(|_| sending).and_then(|s| s.pacing_rate).map(|r| r as f64 * 8.0),
     }
 }
 
@@ -218,7 +192,7 @@ pub(crate) fn run<X: Io>(
                         r.intervals.push(iv.clone());
                     }
                 }
-                let sum = sum_interval(&parts, dir);
+                let sum = sum_intervals(&parts, dir);
                 on_interval(&sum);
                 r.intervals.push(sum);
             }
@@ -320,6 +294,7 @@ pub(crate) fn run<X: Io>(
     r.send_errors = Some(d.counters().send_errors);
     r.gso = Some(d.offload().0);
     r.gro = Some(d.offload().1);
+    r.endpoint = Some(d.endpoint().stats().into());
     finish_result(r, cfg, to, flows, finish.is_some(), counted_secs.unwrap_or((end - t0).as_secs_f64()))
 }
 
@@ -399,6 +374,7 @@ fn finish_result(
             sha256,
             receiver_sha256,
             context: f.stats.map(ContextCounters::from),
+            quic: None,
         });
     }
     // Cut short before the peer ever answered: not a zero result but a

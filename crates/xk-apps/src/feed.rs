@@ -12,6 +12,11 @@ use xtp_proto::{ContextId, Endpoint};
 
 const PATTERN_LEN: usize = 1 << 20;
 
+/// The 1 MiB pattern every bulk sender writes (XTP, QUIC, both ways).
+pub(crate) fn pattern() -> Bytes {
+    (0..PATTERN_LEN as u64).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect::<Vec<u8>>().into()
+}
+
 /// What one sending context has written and may still write.
 pub(crate) struct Feeder {
     pattern: Bytes,
@@ -28,28 +33,30 @@ pub(crate) struct Feeder {
 
 impl Feeder {
     pub(crate) fn new(limit: u64, timed: bool, piece: Option<usize>, hash: bool) -> Self {
-        let pattern: Bytes = (0..PATTERN_LEN as u64)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-            .collect::<Vec<u8>>()
-            .into();
-        Feeder { pattern, written: 0, limit, timed, piece, sha: hash.then(Sha256::new) }
+        Feeder { pattern: pattern(), written: 0, limit, timed, piece, sha: hash.then(Sha256::new) }
     }
 
     /// Writes what fits the queue bound. Untimed: twice the send window (at
     /// least 8 MiB) stays queued, so a long fat path is limited by the
     /// protocol, not by the caller's loop. Timed: only a quarter window (at
-    /// least 256 KiB) beyond what can be in flight, so what is queued at
-    /// the deadline drains in about a round trip, not in seconds.
+    /// least 64 KiB) beyond what can be in flight, so what is queued at
+    /// the deadline drains in about a round trip, not in seconds (256 KiB
+    /// took longer than the 1 s grace at a lossy 4 Mbit/s).
     pub(crate) fn feed(&mut self, ep: &mut Endpoint, now: Instant, ctx: ContextId) -> Result<(), String> {
         let window = ep.context_stats(ctx).map_or(0, |s| s.send_window.min(1 << 30));
         let queued = if self.timed {
-            window + (window / 4).max(256 << 10)
+            window + (window / 4).max(64 << 10)
         } else {
             (2 * window).max(8 * PATTERN_LEN as u64)
         };
         let piece = self.piece.unwrap_or(PATTERN_LEN);
         while self.written < self.limit && ep.unacked_bytes(ctx) < queued {
-            let n = (self.limit - self.written).min(piece as u64) as usize;
+            let mut n = (self.limit - self.written).min(piece as u64) as usize;
+            // Timed, a stream is cut to the room left: a 1 MiB chunk on a
+            // path moving a few Mbit/s would outlast the deadline by seconds.
+            if self.timed && self.piece.is_none() {
+                n = n.min((queued - ep.unacked_bytes(ctx)) as usize).max(1);
+            }
             let start = (self.written % PATTERN_LEN as u64) as usize;
             let start = if start + n > PATTERN_LEN { 0 } else { start };
             let chunk = self.pattern.slice(start..start + n);

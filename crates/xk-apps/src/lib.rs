@@ -43,11 +43,13 @@
 
 pub mod addr;
 pub mod bulk;
+mod bulk_quic;
 mod bulk_tcp;
 mod bulk_xtp;
 mod capture;
 pub mod client;
 pub mod close;
+mod counters;
 mod feed;
 pub mod floors;
 pub mod format;

@@ -5,11 +5,12 @@
 //! `xpress serve --quic-cert FILE` also runs a QUIC server on the listen IP
 //! (on `--quic-port`, any free one by default, printed) with a fresh self-signed
 //! certificate written to FILE; `xpress bulk --transport quic --quic-cert
-//! FILE --to ADDR` trusts exactly that certificate. Each bulk run opens one
-//! connection and one bidirectional stream, writes the bytes in `-l`-sized
-//! writes, finishes the stream, and stops the clock when the server's
-//! 8-byte count of what it received comes back — the same end point as the
-//! XTP and TCP runs (data delivered and acknowledged by the receiver).
+//! FILE --to ADDR` trusts exactly that certificate. Each of bulk's flows is
+//! a connection of its own (as each of TCP's `-P` connections has its own
+//! congestion control) with one bidirectional stream, which starts with a
+//! request: [`DISCARD`] (count what arrives and answer the count) or a
+//! `SourceRequest` as XTP's source service takes (send, `-R`).
+//! The client side is `bulk_quic.rs`.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -19,7 +20,9 @@ use std::time::Instant;
 
 use quinn::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+use crate::feed::{SourceRequest, pattern};
+
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -89,11 +92,40 @@ fn transport() -> quinn::TransportConfig {
 async fn serve_connection(incoming: quinn::Incoming) -> Result<(), String> {
     let conn = incoming.await.map_err(|e| e.to_string())?;
     loop {
-        let (mut send, mut recv) = match conn.accept_bi().await {
+        let (send, recv) = match conn.accept_bi().await {
             Ok(s) => s,
-            Err(quinn::ConnectionError::ApplicationClosed(_)) => return Ok(()),
+            Err(quinn::ConnectionError::ApplicationClosed(_) | quinn::ConnectionError::LocallyClosed) => {
+                return Ok(());
+            }
             Err(e) => return Err(e.to_string()),
         };
+        tokio::spawn(async move {
+            if let Err(e) = serve_stream(send, recv).await {
+                eprintln!("xpress serve: quic stream: {e}");
+            }
+        });
+    }
+}
+
+/// The first byte of a stream that asks the server to count what it
+/// receives and answer the count (8 bytes, big-endian); any other stream
+/// starts with a [`SourceRequest`] (`t` or `n`): the server sends (`-R`).
+pub(crate) const DISCARD: u8 = b'D';
+
+async fn serve_stream(mut send: quinn::SendStream, mut recv: quinn::RecvStream) -> Result<(), String> {
+    let mut kind = [0u8; 1];
+    recv.read_exact(&mut kind).await.map_err(|e| format!("request: {e}"))?;
+    let req = if kind[0] == DISCARD {
+        None
+    } else {
+        let mut head = [0u8; SourceRequest::LEN];
+        head[0] = kind[0];
+        recv.read_exact(&mut head[1..]).await.map_err(|e| format!("request: {e}"))?;
+        let r = SourceRequest::decode(&head)
+            .ok_or("unknown request (is the client `xpress bulk` of this version?)")?;
+        Some(r)
+    };
+    let Some(req) = req else {
         let mut total = 0u64;
         while let Some(chunk) = recv.read_chunk(1 << 20, true).await.map_err(|e| e.to_string())? {
             total += chunk.bytes.len() as u64;
@@ -101,51 +133,40 @@ async fn serve_connection(incoming: quinn::Incoming) -> Result<(), String> {
         send.write_all(&total.to_be_bytes()).await.map_err(|e| e.to_string())?;
         send.finish().map_err(|e| e.to_string())?;
         let _ = send.stopped().await;
+        return Ok(());
+    };
+    // The source: until the amount is sent, the time is up, or the client
+    // stops reading (its own deadline or Ctrl-C) — not an error.
+    let data = pattern();
+    let piece = if req.length == 0 { data.len() } else { (req.length as usize).min(data.len()) };
+    let until = req.timed.then(|| Instant::now() + std::time::Duration::from_millis(req.amount));
+    let limit = if req.timed { u64::MAX } else { req.amount };
+    let mut sent = 0u64;
+    while sent < limit && until.is_none_or(|u| Instant::now() < u) {
+        let n = (limit - sent).min(piece as u64) as usize;
+        let start = (sent % data.len() as u64) as usize;
+        let start = if start + n > data.len() { 0 } else { start };
+        match send.write_chunk(data.slice(start..start + n)).await {
+            Ok(()) => sent += n as u64,
+            Err(quinn::WriteError::Stopped(_) | quinn::WriteError::ConnectionLost(_)) => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+        }
     }
+    let _ = send.finish();
+    let _ = send.stopped().await;
+    Ok(())
 }
 
-/// One bulk run: `bytes` in `message`-byte writes. Returns the bytes the
-/// server counted and the seconds from the first write to its answer.
-pub(crate) fn bulk(
-    to: SocketAddr,
-    cert_path: &Path,
-    bytes: u64,
-    message: usize,
-) -> Result<(u64, f64), String> {
+/// A client endpoint trusting exactly the certificate in `cert_path`.
+pub(crate) fn client(to: SocketAddr, cert_path: &Path) -> Result<quinn::Endpoint, String> {
     let der = std::fs::read(cert_path).map_err(|e| format!("--quic-cert {}: {e}", cert_path.display()))?;
     let mut roots = quinn::rustls::RootCertStore::empty();
     roots.add(CertificateDer::from(der)).map_err(|e| format!("--quic-cert {}: {e}", cert_path.display()))?;
     let mut client =
         quinn::ClientConfig::with_root_certificates(Arc::new(roots)).map_err(|e| e.to_string())?;
     client.transport_config(Arc::new(transport()));
-    let rt = runtime()?;
-    rt.block_on(async move {
-        let local = SocketAddr::new(if to.is_ipv4() { [0, 0, 0, 0].into() } else { [0u16; 8].into() }, 0);
-        let mut endpoint = quinn::Endpoint::client(local).map_err(|e| format!("quic client bind: {e}"))?;
-        endpoint.set_default_client_config(client);
-        let conn = endpoint
-            .connect(to, "localhost")
-            .map_err(|e| e.to_string())?
-            .await
-            .map_err(|e| format!("quic connect {to}: {e}"))?;
-        let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
-        let pattern: bytes::Bytes =
-            (0..1u64 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-        let t0 = Instant::now();
-        let mut sent = 0u64;
-        while sent < bytes {
-            let n = (bytes - sent).min(message as u64) as usize;
-            let start = (sent % (1 << 20)) as usize;
-            let end = (start + n).min(pattern.len());
-            send.write_all(&pattern[start..end]).await.map_err(|e| e.to_string())?;
-            sent += (end - start) as u64;
-        }
-        send.finish().map_err(|e| e.to_string())?;
-        let mut answer = [0u8; 8];
-        recv.read_exact(&mut answer).await.map_err(|e| format!("quic: server's count: {e}"))?;
-        let secs = t0.elapsed().as_secs_f64();
-        conn.close(0u32.into(), b"done");
-        endpoint.wait_idle().await;
-        Ok((u64::from_be_bytes(answer), secs))
-    })
+    let local = SocketAddr::new(if to.is_ipv4() { [0, 0, 0, 0].into() } else { [0u16; 8].into() }, 0);
+    let mut endpoint = quinn::Endpoint::client(local).map_err(|e| format!("quic client bind: {e}"))?;
+    endpoint.set_default_client_config(client);
+    Ok(endpoint)
 }

@@ -30,6 +30,7 @@ use xk_time::Duration;
 use xtp_proto::{CloseReason, Congestion, ContextConfig, ContextId, EndpointConfig, Event};
 
 use crate::client::driver_config;
+use crate::counters::EndpointCounters;
 use crate::feed::{Feeder, SourceRequest, hex};
 
 /// XTP port of the echo service.
@@ -221,7 +222,13 @@ impl Server {
     /// Serves until `stop` is set or the configured duration passes,
     /// calling `on_received` as each discard or verify context ends.
     /// The floors stop with the server (when this returns or it is dropped).
-    pub fn run(mut self, stop: &AtomicBool, on_received: impl FnMut(&Received)) -> Result<(), String> {
+    /// Serves until `stop` (or the configured duration); returns the XTP
+    /// endpoint's counters — what it dropped, refused and held back.
+    pub fn run(
+        mut self,
+        stop: &AtomicBool,
+        on_received: impl FnMut(&Received),
+    ) -> Result<EndpointCounters, String> {
         let cfg = self.cfg.clone();
         match &mut self.driver {
             AnyDriver::Udp(d) => serve_xtp(d, &cfg, stop, on_received),
@@ -268,7 +275,7 @@ fn serve_xtp<T: Io>(
     cfg: &ServeConfig,
     stop: &AtomicBool,
     mut on_received: impl FnMut(&Received),
-) -> Result<(), String> {
+) -> Result<EndpointCounters, String> {
     let ep = d.endpoint();
     let mut ccfg = ContextConfig::stream();
     ccfg.congestion = cfg.cc;
@@ -285,7 +292,7 @@ fn serve_xtp<T: Io>(
     let mut echo_stalled: HashMap<ContextId, bool> = HashMap::new();
     loop {
         if end.is_some_and(|e| StdInstant::now() >= e) || stop.load(Ordering::Relaxed) {
-            return Ok(());
+            return Ok(d.endpoint().stats().into());
         }
         // Sources are fed as the queue drains: look again soon.
         let wait = if sources.is_empty() && echo_stalled.is_empty() { 100 } else { 5 };

@@ -351,6 +351,9 @@ impl Drop for ServeProcess {
 
 /// E1 over real UDP against `xpress serve` in its own process (seed 000
 /// Table 1's situation: client and protocol server in separate processes).
+/// The process is what this row measures — the cost of crossing between
+/// two programs' address spaces and schedulers — so it cannot be a thread;
+/// the client is the in-process `blocking_client`.
 pub(crate) fn udp_processes(size: usize, count: u32) -> Result<Row, String> {
     use std::io::BufRead;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;

@@ -231,6 +231,11 @@ impl Experiment for E3 {
         let spid = server.child.id();
         let before_s = cpu(&std::fs::read_to_string(format!("/proc/{spid}/stat")).unwrap_or_default(), 14);
         let before_c = cpu(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default(), 16);
+        // The client is a process of its own on purpose: E3 reports the
+        // client's CPU time (this process's children's, /proc/self/stat
+        // fields 16-17) and its peak memory (its own VmHWM, printed by
+        // `xpress ftp get`), which an in-process call would mix with the
+        // lab's own. The server is a process for the same reason.
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let out = Command::new(exe)
             .args([

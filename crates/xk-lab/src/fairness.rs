@@ -133,6 +133,10 @@ impl Experiment for Fairness {
     }
     fn run(&mut self, &rep: &u32, env: &Env) -> Result<Vec<Row>, String> {
         let p = &self.0;
+        // Processes are required here: both flows must cross one emulated
+        // bottleneck, which exists only between the namespaces `xpress
+        // netns` creates, so the server and both clients are programs its
+        // namespace shells start (`xpress serve`, `xpress bulk -J`, iperf3).
         let exe = std::env::current_exe().map_err(|e| e.to_string())?.display().to_string();
         let dir = std::env::temp_dir().join(format!("xpress-fair-{}-{rep}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;

@@ -1,16 +1,22 @@
 //! Bulk goodput against message size (the throughput-vs-message-size part of
 //! E8): XTP messages (each ending with EOM) against kernel TCP writes of the
-//! same size with Nagle off, on loopback, measured by the same tools
-//! (`xpress serve` and `xpress bulk -l N`) run as separate processes; and,
-//! QUIC (quinn, through the same tools: one bidirectional stream, writes of
-//! the message size), and when `iperf3` is installed, iperf3's own TCP measurement with the same
-//! write size (`-l`) and byte count (`-n`) as an outside peer.
+//! same size with Nagle off, on loopback: the server is `xpress serve` in a
+//! process of its own, the client is `xk_apps::bulk` (what `xpress bulk -l
+//! N` runs) called in this process; QUIC (quinn) the same way (one stream,
+//! writes of the message size); and, when `iperf3` is installed, iperf3's
+//! own TCP measurement with the same write size (`-l`) and byte count
+//! (`-n`) as an outside peer.
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+
+use xk_apps::{Amount, BulkConfig, Transport};
 
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
+use crate::netns_run::have_iperf3;
 use crate::stats;
 use crate::svg::{Series, plot_series};
 
@@ -39,10 +45,15 @@ impl Row {
 /// `xpress serve` as a child (XTP, TCP and QUIC), ended by its id when
 /// dropped, its QUIC certificate file removed. Its stdout stays open (a line
 /// per transfer; a closed pipe would make its prints fail).
+///
+/// Why a process and not a thread: the server is the client's peer, and a
+/// peer in the same process would share its allocator, its scheduler
+/// slices and (for QUIC) its async runtime's thread budget with the
+/// client; as a user's two programs, each side has a process of its own.
 struct Server {
     child: Child,
-    addr: String,
-    quic: String,
+    addr: SocketAddr,
+    quic: SocketAddr,
     cert: std::path::PathBuf,
     _out: BufReader<std::process::ChildStdout>,
 }
@@ -64,12 +75,17 @@ fn server(exe: &str) -> Result<Server, String> {
         .spawn()
         .map_err(|e| format!("start xpress serve: {e}"))?;
     let out = child.stdout.take().ok_or("no stdout")?;
-    let mut srv = Server { child, addr: String::new(), quic: String::new(), cert, _out: BufReader::new(out) };
+    let unset = SocketAddr::from(([0, 0, 0, 0], 0));
+    let mut srv = Server { child, addr: unset, quic: unset, cert, _out: BufReader::new(out) };
     let mut line = String::new();
     for (prefix, slot) in [("listening on ", 0), ("quic on ", 1)] {
         line.clear();
         srv._out.read_line(&mut line).map_err(|e| e.to_string())?;
-        let v = line.trim().strip_prefix(prefix).ok_or(format!("xpress serve said: {line:?}"))?.to_string();
+        let v: SocketAddr = line
+            .trim()
+            .strip_prefix(prefix)
+            .and_then(|a| a.parse().ok())
+            .ok_or(format!("xpress serve said: {line:?}"))?;
         if slot == 0 { srv.addr = v } else { srv.quic = v }
     }
     Ok(srv)
@@ -79,32 +95,26 @@ fn server(exe: &str) -> Result<Server, String> {
 /// of `bytes` take minutes (100 MB of 16-byte QUIC writes is ~40 s).
 pub(crate) const MAX_MESSAGES: u64 = 250_000;
 
-/// One run of `transport` with `size`-byte messages against `srv`.
-fn measure(exe: &str, srv: &Server, transport: &str, size: usize, bytes: u64) -> Result<Row, String> {
-    let mut cmd = Command::new(exe);
-    if transport == "quic" {
-        cmd.args(["bulk", "--to", &srv.quic, "--quic-cert"]).arg(&srv.cert);
-    } else {
-        cmd.args(["bulk", "--to", &srv.addr]);
+/// One run of `transport` with `size`-byte messages against `srv`: the
+/// library call `xpress bulk -n BYTES -l SIZE --transport T` makes.
+fn measure(srv: &Server, transport: &str, size: usize, bytes: u64) -> Result<Row, String> {
+    let t: Transport = transport.parse()?;
+    let to = if t == Transport::Quic { srv.quic } else { srv.addr };
+    let mut cfg = BulkConfig::new(to, Amount::Bytes(bytes));
+    cfg.transport = t;
+    cfg.length = Some(size);
+    if t == Transport::Quic {
+        cfg.quic_cert = Some(srv.cert.clone());
     }
-    let out = cmd
-        .args(["-n", &bytes.to_string(), "-l", &size.to_string()])
-        .args(["--transport", transport, "-J"])
-        .output()
-        .map_err(|e| format!("run xpress bulk: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("bulk -l {size} {transport}: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
-    let seconds = v["seconds"].as_f64().ok_or("bulk result without seconds")?;
-    let bytes = v["bytes"].as_u64().ok_or("bulk result without bytes")?;
-    Ok(Row::new(transport, size, bytes, seconds))
+    let r = xk_apps::bulk::run(&cfg, &AtomicBool::new(false), |_| {})
+        .map_err(|e| format!("bulk -l {size} {transport}: {e}"))?;
+    Ok(Row::new(transport, size, r.bytes, r.seconds))
 }
 
 /// iperf3 over loopback TCP with `size`-byte writes; None when iperf3 is not
 /// installed.
 fn iperf3(size: usize, bytes: u64) -> Result<Option<Row>, String> {
-    if Command::new("iperf3").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+    if !have_iperf3() {
         return Ok(None);
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -198,11 +208,6 @@ pub struct Params {
 pub struct Msg {
     p: Params,
     server: Option<Server>,
-    exe: String,
-}
-
-fn have_iperf3() -> bool {
-    Command::new("iperf3").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
 }
 
 impl Experiment for Msg {
@@ -236,7 +241,7 @@ impl Experiment for Msg {
         Ok(())
     }
     fn new(p: Params) -> Self {
-        Msg { p, server: None, exe: String::new() }
+        Msg { p, server: None }
     }
     fn params(&self) -> &Params {
         &self.p
@@ -276,12 +281,12 @@ impl Experiment for Msg {
             return Ok(iperf3(*size, bytes)?.into_iter().collect());
         }
         if self.server.is_none() {
-            // Separate processes are the point here: the same tools a user runs.
-            self.exe = std::env::current_exe().map_err(|e| e.to_string())?.display().to_string();
-            self.server = Some(server(&self.exe)?);
+            // The peer in a process of its own (see `Server`): `xpress serve`.
+            let exe = std::env::current_exe().map_err(|e| e.to_string())?.display().to_string();
+            self.server = Some(server(&exe)?);
         }
         let srv = self.server.as_ref().expect("started above");
-        Ok(vec![measure(&self.exe, srv, transport, *size, bytes)?])
+        Ok(vec![measure(srv, transport, *size, bytes)?])
     }
     fn csv_key() -> &'static [&'static str] {
         &["transport", "message_bytes"]
@@ -310,7 +315,7 @@ impl Experiment for Msg {
             })
             .collect();
         page.table(
-            &format!("Measured here on loopback, Mbit/s: XTP messages (each ending with EOM), kernel TCP writes of the same size (Nagle off) and QUIC (quinn) stream writes of the same size, same tools, separate processes; each run moves {} bytes or {MAX_MESSAGES} messages, whichever is less", p.bytes),
+            &format!("Measured here on loopback, Mbit/s: XTP messages (each ending with EOM), kernel TCP writes of the same size (Nagle off) and QUIC (quinn) stream writes of the same size, the client in the lab's process, the server `xpress serve` in its own; each run moves {} bytes or {MAX_MESSAGES} messages, whichever is less", p.bytes),
             &["message bytes", "XTP", "kernel TCP", "QUIC (quinn)", "iperf3 (TCP)", "XTP / TCP", "XTP / QUIC"],
             &table,
         );

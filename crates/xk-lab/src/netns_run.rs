@@ -4,22 +4,26 @@
 //! through the same emulator — or, without root, XTP through the in-process
 //! relay on loopback (kernel TCP cannot be put under the link there).
 //!
-//! Separate processes are the point: the namespaces need them, and the
-//! emulator runs in its own process, as it does for a user.
+//! Through `xpress netns` the processes are required, not a choice: each
+//! side's command runs inside a network namespace that `xpress netns`
+//! creates, so it must be a program (`xpress serve`, `xpress bulk -J`,
+//! iperf3) that the namespace's shell starts; the result comes back as the
+//! JSON line `bulk -J` prints. Through the relay nothing needs a process:
+//! server, relay and client (`xk_apps`) run here, in threads.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
-use bytes::Bytes;
 use serde_json::Value;
-use xk_driver::driver::UdpDriver;
+use xk_apps::{Amount, BulkConfig, ServeConfig, Server};
 use xk_driver::relay::{self, RelayConfig};
 use xk_netemu::parse_line;
 use xk_time::Duration;
-use xtp_proto::{Congestion, ContextConfig, EndpointConfig, Event};
+use xtp_proto::Congestion;
 
 /// Who sends.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -204,7 +208,9 @@ pub fn through_netns(link: &str, sender: &Sender, seconds: f64, seed: u64) -> Re
 }
 
 /// XTP for `seconds` under `link` through the in-process relay on loopback
-/// (no root needed). Goodput counts bytes acknowledged within the time.
+/// (no root needed): the applications library's server and `bulk -t`
+/// (`xk_apps`), all in this process. Goodput counts bytes acknowledged
+/// within the time.
 pub fn through_relay(
     link: &str,
     cc: &str,
@@ -216,10 +222,8 @@ pub fn through_relay(
 ) -> Result<Outcome, String> {
     let spec = parse_line(link).map_err(|e| format!("{link:?}: {e}"))?;
     let congestion: Congestion = cc.parse().map_err(|e| format!("--cc {cc}: {e}"))?;
-    let mut server =
-        UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), seed ^ 21).map_err(|e| e.to_string())?;
-    server.endpoint().listen(9, ContextConfig::stream()).map_err(|e| e.to_string())?;
-    let saddr = server.local_addr().map_err(|e| e.to_string())?;
+    let server = Server::bind(&ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0))))?;
+    let saddr = server.services()[0].addr; // XTP comes first
     let relay_sock = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let raddr = relay_sock.local_addr().map_err(|e| e.to_string())?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -236,66 +240,24 @@ pub fn through_relay(
     };
     let relay = thread::spawn(move || relay::run_on(relay_sock, &cfg, &mut None));
     let server_stop = stop.clone();
-    let srv = thread::spawn(move || {
-        while !server_stop.load(Ordering::Relaxed) {
-            if server.turn(Duration::from_millis(5)).is_err() {
-                return;
-            }
-            let now = server.now();
-            let ep = server.endpoint();
-            while let Some(ev) = ep.poll_event() {
-                match ev {
-                    Event::Readable { ctx } => while ep.read(now, ctx).is_some() {},
-                    Event::PeerFinished { ctx } => ep.close(now, ctx),
-                    _ => {}
-                }
-            }
-        }
-    });
-    let result = (|| -> Result<(u64, f64, u64, u64), String> {
-        let mut d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), seed ^ 22)
-            .map_err(|e| e.to_string())?;
-        let mut cfg = ContextConfig::stream();
-        cfg.nocheck = nocheck;
-        cfg.congestion = congestion;
-        cfg.out_rate = u32::try_from(rate).map_err(|_| format!("rate {rate}: above 4 GB/s"))?;
-        if let Some(w) = window {
-            cfg.recv_buffer = w as usize;
-            cfg.recv_buffer_max = w as usize;
-        }
-        let t0 = d.now();
-        let ctx = d.endpoint().connect(t0, raddr, 9, cfg).map_err(|e| e.to_string())?;
-        let chunk = Bytes::from(vec![0x77u8; 1 << 20]);
-        let until = Duration::from_secs_f64(seconds);
-        loop {
-            let now = d.now();
-            let ep = d.endpoint();
-            let s = ep.context_stats(ctx).ok_or("the context ended early")?;
-            if now - t0 >= until {
-                ep.abort(now, ctx);
-                return Ok((s.bytes_acked, (now - t0).as_secs_f64(), s.retransmitted, s.timeouts));
-            }
-            while ep.unacked_bytes(ctx) < (2 * s.send_window.min(1 << 30)).max(8 << 20) {
-                ep.write(now, ctx, chunk.clone(), false, None).map_err(|e| e.to_string())?;
-            }
-            while let Some(ev) = ep.poll_event() {
-                if let Event::Closed { reason, .. } = ev {
-                    return Err(format!("the transfer ended early: {reason:?}"));
-                }
-            }
-            d.turn(Duration::from_millis(5)).map_err(|e| e.to_string())?;
-        }
-    })();
+    let srv = thread::spawn(move || server.run(&server_stop, |_| {}));
+    let mut b = BulkConfig::new(raddr, Amount::Time(std::time::Duration::from_secs_f64(seconds)));
+    b.cc = congestion;
+    b.nocheck = nocheck;
+    b.rate_bps = (rate > 0).then_some(rate * 8);
+    b.window = window.map(|w| w as usize);
+    let result = xk_apps::bulk::run(&b, &AtomicBool::new(false), |_| {});
     stop.store(true, Ordering::Relaxed);
     let report = relay.join().map_err(|_| "relay thread panicked".to_string())?.map_err(|e| e.to_string())?;
     let _ = srv.join();
-    let (bytes, secs, retx, timeouts) = result?;
+    let r = result?;
+    let ctx = r.context.as_ref();
     Ok(Outcome {
-        mbit_per_s: bytes as f64 * 8.0 / secs / 1e6,
-        bytes,
-        seconds: secs,
-        retransmits: Some(retx),
-        timeouts: Some(timeouts),
+        mbit_per_s: r.bits_per_second / 1e6,
+        bytes: r.bytes,
+        seconds: r.seconds,
+        retransmits: ctx.map(|c| c.retransmitted),
+        timeouts: ctx.map(|c| c.timeouts),
         emulator: "relay".into(),
         valid: report.valid,
         invalid_reasons: report.invalid_reasons.clone(),
@@ -317,5 +279,22 @@ pub fn bulk(link: &str, sender: &Sender, seconds: f64, seed: u64, root: bool) ->
         (Sender::Tcp { .. }, false) => {
             Err("kernel TCP under the emulated link needs root (xpress netns)".into())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xtp_through_the_relay_counts_what_the_receiver_acknowledged_in_time() {
+        let o = through_relay("delay 5ms rate 20mbit", "cubic", None, false, 0, 0.5, 7).unwrap();
+        assert_eq!((o.emulator.as_str(), o.seconds), ("relay", 0.5), "{o:?}");
+        // Something got through, and no more than the link carries.
+        assert!(o.bytes > 10_000 && o.mbit_per_s <= 20.0 * 1.05, "{o:?}");
+        assert!(o.retransmits.is_some() && o.timeouts.is_some(), "{o:?}");
+        assert!(
+            through_relay("delay 5ms", "vegas", None, false, 0, 0.5, 7).unwrap_err().contains("--cc vegas")
+        );
     }
 }

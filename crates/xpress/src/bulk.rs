@@ -1,7 +1,7 @@
 //! `xpress bulk`: flags and printing; the transfer is `xk_apps::bulk`.
 //!
 //! Output follows iperf3: a header, an interval line every `-i` seconds
-//! (sender's rate, receiver's goodput, retransmissions, RTT, window) per
+//! (sender's rate, receiver's goodput, retransmissions, RTT, window, pacing) per
 //! context and a `[SUM]` with `-P`, `tx`/`rx` with `--bidir`, and the end
 //! summary with both sides' counts and the protocol's counters;
 //! `-J` gives all of it as one line of JSON at the end. Ctrl-C prints the
@@ -28,21 +28,23 @@ pub(crate) struct BulkArgs {
     bytes: u64,
     /// Send for this many seconds (0.1–3600) instead of a byte count: the
     /// sender stops and closes at the deadline, and the goodput counts what
-    /// the receiver acknowledged by then (XTP; TCP: what it counted).
+    /// the receiver acknowledged by then (XTP; TCP: what it counted; QUIC:
+    /// what the server counted, the data quinn buffered included, over the
+    /// time until its count came back).
     #[arg(short = 't', long, conflicts_with = "bytes", value_parser = args::seconds, value_name = "SECONDS")]
     time: Option<std::time::Duration>,
-    /// Parallel contexts (TCP: connections) per direction, 1–128; -n is
-    /// shared among them.
+    /// Parallel contexts (TCP and QUIC: connections) per direction, 1–128;
+    /// -n is shared among them.
     #[arg(short = 'P', long, default_value_t = 1, value_name = "N")]
     parallel: u32,
-    /// Reverse: the server sends, we receive (its source service; XTP and
-    /// TCP).
+    /// Reverse: the server sends, we receive (its source service).
     #[arg(short = 'R', long, conflicts_with = "bidir")]
     reverse: bool,
     /// Both directions at once (-P contexts each way).
     #[arg(long)]
     bidir: bool,
-    /// Print an interval line every this many seconds.
+    /// Print an interval line every this many seconds (0: none, as in
+    /// iperf3; at least 0.01 otherwise).
     #[arg(short = 'i', long, value_parser = args::seconds, value_name = "SECONDS")]
     interval: Option<std::time::Duration>,
     /// Send messages of this many bytes (XTP: each ends with EOM; TCP: one
@@ -104,7 +106,7 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
         rate_bps: a.rate,
         cc: a.cc,
         window: a.window,
-        interval: a.interval,
+        interval: a.interval.filter(|i| !i.is_zero()),
         path: a.path.config(false),
         quic_cert: a.quic_cert.clone(),
     };
@@ -168,8 +170,8 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
 
 fn interval_header() -> String {
     format!(
-        "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10}",
-        "", "interval", "sent", "sender", "receiver", "retr", "rtt", "cwnd"
+        "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10} {:>13}",
+        "", "interval", "sent", "sender", "receiver", "retr", "rtt", "cwnd", "pacing"
     )
 }
 
@@ -186,12 +188,12 @@ fn label(stream: Option<usize>, dir: Direction, bidir: bool) -> String {
 
 /// One interval: seconds, bytes sent, the sender's rate, the receiver's
 /// goodput (acknowledged, or delivered to us), retransmitted bytes, RTT,
-/// window; `-` where this side cannot know.
+/// window, pacing rate; `-` where this side cannot know (or nothing paces).
 /// `tag`: whose line it is (empty with one context).
 fn interval_line(iv: &Interval, tag: &str) -> String {
     let dash = || "-".to_string();
     format!(
-        "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10}",
+        "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10} {:>13}",
         tag,
         format!("{:.2}-{:.2} s", iv.start, iv.end),
         iv.sent_bytes.map_or_else(dash, format::bytes),
@@ -200,14 +202,21 @@ fn interval_line(iv: &Interval, tag: &str) -> String {
         iv.retransmitted.map_or_else(dash, format::bytes),
         iv.srtt_ms.map_or_else(dash, |ms| format::secs(ms / 1e3)),
         iv.cwnd.map_or_else(dash, format::bytes),
+        iv.pacing_bits_per_second.map_or_else(dash, format::rate),
     )
 }
 
 /// A context's line in the summary of a run with several.
 fn stream_line(s: &StreamResult, bidir: bool) -> String {
-    let got = s.receiver_bytes.map_or_else(|| "-".into(), |n| n.to_string());
+    // Receiving, we are the receiver: what arrived in all, the part after
+    // the deadline included; sending, the server's own count.
+    let got = match (s.receiver_bytes, s.direction) {
+        (None, _) => "no count from the receiver".into(),
+        (Some(n), Direction::Receive) => format!("{n} bytes arrived in all"),
+        (Some(n), _) => format!("receiver counted {n} bytes"),
+    };
     format!(
-        "  {} {} in {}: {} (receiver counted {got} bytes)\n",
+        "  {} {} in {}: {} ({got})\n",
         label(Some(s.stream), s.direction, bidir),
         format::bytes(s.bytes),
         format::secs(s.seconds),
@@ -268,7 +277,7 @@ fn summary(r: &BulkResult) -> String {
         let which = if r.streams.len() > 1 { " (context 0)" } else { "" };
         s += &format!(
             "  {}{which}: retransmitted {} ({} spurious), {} timeouts ({} spurious), {} reductions ({} undone), \
-             srtt {}, min rtt {}, cwnd {cwnd}\n",
+             srtt {}, min rtt {}, cwnd {cwnd}, pacing {}\n",
             c.congestion,
             format::bytes(c.retransmitted),
             format::bytes(c.spurious_retransmitted),
@@ -278,7 +287,24 @@ fn summary(r: &BulkResult) -> String {
             c.undone,
             ms(c.srtt_ms),
             ms(c.min_rtt_ms),
+            c.pacing_bits_per_second.map_or_else(|| "none".into(), format::rate),
         );
+    }
+    if let Some(q) = &r.quic {
+        let which = if r.streams.len() > 1 { " (connection 0)" } else { "" };
+        s += &format!(
+            "  quinn{which}: lost {} ({} of {} packets), {} congestion events, srtt {}, min rtt {}, cwnd {}\n",
+            format::bytes(q.lost_bytes),
+            q.lost_packets,
+            q.packets_sent,
+            q.congestion_events,
+            format::secs(q.srtt_ms / 1e3),
+            format::secs(q.min_rtt_ms / 1e3),
+            format::bytes(q.cwnd),
+        );
+    }
+    if let Some(e) = &r.endpoint {
+        s += &format!("  endpoint: {}\n", e.summary());
     }
     if r.interrupted {
         s += "  (interrupted)\n";
@@ -305,11 +331,19 @@ mod tests {
             srtt_ms: Some(20.34),
             cwnd: Some(1 << 20),
             send_window: Some(1 << 20),
+            pacing_bits_per_second: Some(125e6),
         };
         let l = interval_line(&iv, "");
-        for part in
-            ["1.00-2.00 s", "11.9 MiB", "100 Mbit/s", "96.0 Mbit/s", "2.93 KiB", "20.3 ms", "1.00 MiB"]
-        {
+        for part in [
+            "1.00-2.00 s",
+            "11.9 MiB",
+            "100 Mbit/s",
+            "96.0 Mbit/s",
+            "2.93 KiB",
+            "20.3 ms",
+            "1.00 MiB",
+            "125 Mbit/s",
+        ] {
             assert!(l.contains(part), "{part:?} not in {l:?}");
         }
         assert!(!l.contains('['), "{l}");
@@ -321,6 +355,7 @@ mod tests {
             retransmitted: None,
             srtt_ms: None,
             cwnd: None,
+            pacing_bits_per_second: None,
             ..iv.clone()
         };
         assert!(interval_line(&tcp, "").ends_with('-'), "{}", interval_line(&tcp, ""));
@@ -332,5 +367,31 @@ mod tests {
         assert!(l.starts_with("[  2 rx]"), "{l}");
         // `[`, `2`, `rx]`, `1.00-2.00`, `s`, then the sent column.
         assert_eq!(l.split_whitespace().nth(5), Some("-"), "a receiver does not know what was sent: {l}");
+    }
+
+    #[test]
+    fn stream_lines_say_whose_count_it_is() {
+        let st = StreamResult {
+            stream: 1,
+            direction: Direction::Receive,
+            bytes: 2_000_000,
+            seconds: 3.0,
+            bits_per_second: 5.33e6,
+            sent_bytes: None,
+            receiver_bytes: Some(2_500_000),
+            sha256: None,
+            receiver_sha256: None,
+            context: None,
+            quic: None,
+        };
+        let l = stream_line(&st, false);
+        assert!(
+            l.contains("[  1] 1.91 MiB in 3.00 s") && l.contains("(2500000 bytes arrived in all)"),
+            "{l}"
+        );
+        let tx = StreamResult { direction: Direction::Send, ..st.clone() };
+        assert!(stream_line(&tx, false).contains("(receiver counted 2500000 bytes)"));
+        let cut = StreamResult { receiver_bytes: None, ..st };
+        assert!(stream_line(&cut, false).contains("(no count from the receiver)"));
     }
 }

@@ -52,7 +52,8 @@ pub(crate) struct ServeArgs {
     /// IPv4 protocol 36: Wireshark and tshark decode it as XTP as it is).
     #[arg(long, value_name = "FILE")]
     pcap: Option<std::path::PathBuf>,
-    /// Print each finished transfer as a line of JSON.
+    /// Print each finished transfer as a line of JSON, and at the end the
+    /// XTP endpoint's counters (`{"endpoint": …}`: drops, refusals, limits).
     #[arg(short = 'J', long)]
     json: bool,
 }
@@ -88,7 +89,7 @@ pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
         println!("  {:<8} {:<22} {}", s.name, s.addr, s.what);
     }
     let json = a.json;
-    server.run(stop, |r| {
+    let counters = server.run(stop, |r| {
         if json {
             println!("{}", serde_json::to_string(r).unwrap_or_default());
             return;
@@ -104,5 +105,12 @@ pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
             format::rate(rate),
             r.reason
         );
-    })
+    })?;
+    // The end: the XTP endpoint's refusals and limits (issue #13).
+    if json {
+        println!("{}", serde_json::json!({ "endpoint": counters }));
+    } else {
+        println!("endpoint: {}", counters.summary());
+    }
+    Ok(())
 }

@@ -92,6 +92,20 @@ fn bad_input_is_refused_naming_the_flag_and_the_reason() {
         (&["ping", "--to", "no-such-host.invalid"], &["--to", "cannot resolve host name"]),
         (&["ping", "--transport", "sctp"], &["--transport", "use xtp, udp, tcp or quic"]),
         (&["serve", "--quic-port", "5000"], &["--quic-cert"]),
+        (&["bulk", "-P", "0"], &["-P 0: from 1 to 128 parallel contexts"]),
+        (&["bulk", "-P", "two"], &["--parallel", "invalid digit"]),
+        (&["bulk", "-R", "--bidir"], &["--reverse", "cannot be used with"]),
+        (&["bulk", "-i=-1"], &["--interval", "seconds from 0 up"]),
+        (&["bulk", "--transport", "quic"], &["--quic-cert FILE"]),
+        (
+            &["bulk", "--transport", "quic", "--quic-cert", "/x", "--verify"],
+            &["--verify", "QUIC server counts"],
+        ),
+        (
+            &["bulk", "--transport", "quic", "--quic-cert", "/x", "--via", "127.0.0.1:9"],
+            &["--via", "xpress emulate --server"],
+        ),
+        (&["bulk", "--transport", "quic", "--quic-cert", "/no/such.der"], &["--quic-cert /no/such.der"]),
     ];
     for (args, want) in cases {
         let t0 = Instant::now();
@@ -237,6 +251,23 @@ fn bulk_t_bounds_wall_time_through_the_emulator_with_intervals_and_via_works() {
     let last = &intervals[intervals.len() - 1];
     assert!(last["srtt_ms"].as_f64().unwrap() >= 20.0, "the path's 20 ms round trip: {last}");
     assert!(last["receiver_bits_per_second"].as_f64().unwrap() > 0.0, "{last}");
+    // Every interval carries the sender's whole view: its rate, the
+    // receiver's goodput, retransmissions, window and pacing rate (CUBIC
+    // paces at 1.2-2 windows per RTT: above zero, and a window per 20 ms
+    // puts it below a few hundred Mbit/s on this 20 Mbit/s link).
+    for iv in intervals {
+        for k in ["sent_bits_per_second", "receiver_bits_per_second", "retransmitted", "cwnd"] {
+            assert!(iv[k].as_f64().is_some_and(|x| x >= 0.0), "{k} missing: {iv}");
+        }
+        let pacing = iv["pacing_bits_per_second"].as_f64().expect("pacing rate");
+        assert!(pacing > 0.0 && pacing < 2e9, "pacing {pacing} bit/s: {iv}");
+        let window = iv["cwnd"].as_f64().unwrap() * 8.0 / (iv["srtt_ms"].as_f64().unwrap() / 1e3);
+        assert!(pacing <= 2.5 * window, "pacing {pacing} bit/s against a window's {window}: {iv}");
+    }
+    // The end has the endpoint's refusal and limit counters (issue #13).
+    for k in ["half_open_evicted", "amplification_blocked", "refused_max_contexts", "stale_first"] {
+        assert_eq!(v["endpoint"][k].as_u64(), Some(0), "endpoint.{k}: {v}");
+    }
     assert!(v["context"]["rtt_samples"].as_u64().unwrap() > 0, "{v}");
     // The ping through the same relay sees its delay both ways.
     let o = run(&["ping", "--to", &to, "--via", &via, "-c", "3", "-i", "0", "-J"]);
@@ -296,6 +327,22 @@ fn ctrl_c_prints_the_summary_so_far() {
     let (st, out) = interrupt(&["ping", "--to", &to, "-i", "0.2"], Duration::from_millis(1000));
     assert!(st.success(), "ping with replies exits 0 on Ctrl-C, as ping does: {out}");
     assert!(out.contains("ping statistics") && out.contains("(interrupted)"), "{out}");
+}
+
+#[test]
+fn serve_ends_with_its_endpoints_refusal_and_limit_counters() {
+    let o = run(&["serve", "--listen", "127.0.0.1:0", "--duration", "1", "-J"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    for k in
+        ["half_open_evicted", "amplification_blocked", "refused_max_contexts", "stale_first", "no_listener"]
+    {
+        assert_eq!(last["endpoint"][k].as_u64(), Some(0), "{k}: {out}");
+    }
+    let o = run(&["serve", "--listen", "127.0.0.1:0", "--duration", "1"]);
+    let (out, _) = text(&o);
+    assert!(out.ends_with("no drops, refusals or limits hit\n"), "{out}");
 }
 
 #[test]
@@ -386,9 +433,80 @@ fn parallel_contexts_reverse_and_both_directions() {
     assert!(o.status.success(), "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(v["bytes"].as_u64() > Some(0) && v["receive_sum"]["bytes"].as_u64() > Some(0), "{v}");
-    // The QUIC peer sends one stream.
-    let o = run(&["bulk", "--to", &to, "--transport", "quic", "-P", "2"]);
-    assert!(text(&o).1.contains("XTP and TCP only"), "{}", text(&o).1);
+}
+
+#[test]
+fn quic_bulk_follows_the_same_conventions() {
+    let cert = std::env::temp_dir().join(format!("xpress-conv-quic-{}.der", std::process::id()));
+    let cert_s = cert.display().to_string();
+    let s = serve(&["--quic-cert", &cert_s]);
+    let to = s.services.iter().find(|(n, _)| n == "quic").unwrap().1.to_string();
+    let quic = |args: &[&str]| -> (Duration, serde_json::Value) {
+        let t0 = Instant::now();
+        let o = Command::new(X)
+            .args(["bulk", "--to", &to, "--transport", "quic", "--quic-cert", &cert_s, "-J"])
+            .args(args)
+            .output()
+            .unwrap();
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{args:?}: {err}");
+        (t0.elapsed(), serde_json::from_str(&out).unwrap())
+    };
+    // -t bounds the run: the deadline, then the drain and the count (3 s at
+    // most), with room for a loaded machine.
+    let (wall, v) = quic(&["-t", "1", "-i", "0.25", "-P", "2"]);
+    assert!(wall < Duration::from_secs(6), "-t 1 ran {wall:?}");
+    assert_eq!(v["streams"].as_array().map(Vec::len), Some(2), "{v}");
+    let secs = v["seconds"].as_f64().unwrap();
+    assert!((1.0..4.5).contains(&secs), "{v}");
+    assert!(v["bytes"].as_u64() > Some(0) && v["receiver_bytes"] == v["bytes"], "{v}");
+    let sums: Vec<&serde_json::Value> =
+        v["intervals"].as_array().unwrap().iter().filter(|i| i["stream"].is_null()).collect();
+    assert!(sums.len() >= 3, "{v}");
+    assert!(sums.iter().all(|i| i["srtt_ms"].as_f64() > Some(0.0) && i["cwnd"].as_u64() > Some(0)), "{v}");
+    // The end has quinn's counters for each connection.
+    for st in v["streams"].as_array().unwrap() {
+        assert!(st["quic"]["packets_sent"].as_u64() > Some(0) && st["quic"]["lost_bytes"].is_u64(), "{st}");
+    }
+    // -R -n: the server sends exactly what was asked, shared by -P.
+    let (_, v) = quic(&["-R", "-P", "2", "-n", "3000001"]);
+    let each: Vec<u64> =
+        v["streams"].as_array().unwrap().iter().map(|s| s["bytes"].as_u64().unwrap()).collect();
+    assert_eq!(each, [1_500_001, 1_500_000], "{v}");
+    assert_eq!(v["direction"].as_str(), Some("receive"), "{v}");
+    // -R -t: the receiver counts what came by the deadline.
+    let (wall, v) = quic(&["-R", "-t", "0.5"]);
+    assert!(wall < Duration::from_secs(5), "-R -t 0.5 ran {wall:?}");
+    assert_eq!(v["seconds"].as_f64(), Some(0.5), "{v}");
+    assert!(v["bytes"].as_u64() > Some(0), "{v}");
+    // Through the emulator (its --server the QUIC address, --to the relay):
+    // the run still ends about at its bound, counting no more than the
+    // link carries (quinn's 32 MiB send buffer once drained for 30 s).
+    let quic_addr: SocketAddr = to.parse().unwrap();
+    let (_relay, relay) = emulate(quic_addr, "delay 10ms rate 20mbit loss 1%");
+    let t0 = Instant::now();
+    let o = Command::new(X)
+        .args(["bulk", "--to", &relay.to_string(), "--transport", "quic", "--quic-cert", &cert_s])
+        .args(["-t", "1", "-J"])
+        .output()
+        .unwrap();
+    let wall = t0.elapsed();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(wall < Duration::from_secs(5), "-t 1 through the emulator ran {wall:?}: {v}");
+    let (bytes, secs) = (v["bytes"].as_f64().unwrap(), v["seconds"].as_f64().unwrap());
+    assert!(bytes > 10_000.0 && bytes * 8.0 <= 20e6 * secs * 1.05, "{v}");
+    assert!(v["quic"]["srtt_ms"].as_f64() >= Some(20.0), "the path's 20 ms round trip: {v}");
+    // A silent address is an error within seconds, not quinn's 30 s.
+    let hole = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let hole = hole.local_addr().unwrap().to_string();
+    let t0 = Instant::now();
+    let o = run(&["bulk", "--to", &hole, "--transport", "quic", "--quic-cert", &cert_s, "-n", "1m"]);
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains(&format!("no answer from {hole}")), "{}", text(&o).1);
+    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
+    let _ = std::fs::remove_file(&cert);
 }
 
 #[test]
@@ -456,6 +574,9 @@ fn json_keeps_every_earlier_key() {
         assert!(o.status.success(), "{args:?}: {}", text(&o).1);
         serde_json::from_slice(&o.stdout).unwrap()
     };
+    // `-i 0` turns interval reports off, as in iperf3.
+    let v = json(&["bulk", "--to", &to, "-n", "1000000", "-i", "0", "-J"]);
+    assert_eq!(v["intervals"].as_array().map(Vec::len), Some(0), "{v}");
     let v = json(&["bulk", "--to", &to, "-n", "1000000", "-l", "1000", "-J"]);
     for k in [
         "transport",
@@ -493,8 +614,13 @@ fn json_keeps_every_earlier_key() {
         "min_rtt_ms",
         "rto_ms",
         "recv_buffer",
+        "pacing_bits_per_second",
     ] {
         assert!(v["context"].get(k).is_some(), "bulk -J context lost {k}: {v}");
+    }
+    for k in ["datagrams_in", "malformed", "half_open_evicted", "refused_peer_limit", "amplification_blocked"]
+    {
+        assert!(v["endpoint"].get(k).is_some(), "bulk -J endpoint lost {k}: {v}");
     }
     assert_eq!(
         (v["transport"].as_str(), v["bytes"].as_u64(), v["message_bytes"].as_u64()),

@@ -74,6 +74,10 @@ pub struct ContextStats {
     pub send_window: u64,
     /// Bytes in flight now.
     pub in_flight: u64,
+    /// The rate data may leave at now, bytes/s: the congestion controller's
+    /// pacing rate or XTP rate control (RATE), whichever is lower; `None`:
+    /// neither paces (data goes as the window allows).
+    pub pacing_rate: Option<u64>,
     /// Smoothed RTT, if measured.
     pub srtt: Option<Duration>,
     /// Smallest RTT seen, if measured.

@@ -159,3 +159,24 @@ fn keepalive_probes_an_idle_context() {
     assert_eq!(a.state(ctx), Some(xtp_proto::State::Active));
     assert_eq!(a.context_stats(ctx).unwrap().timeouts, 0);
 }
+
+#[test]
+fn pacing_rate_reports_the_lower_of_rate_control_and_the_controller() {
+    let mut ep = Endpoint::new(EndpointConfig::default(), 7);
+    let now = Instant::ZERO;
+    // No controller, no RATE: nothing paces.
+    let mut plain = ContextConfig::stream();
+    plain.congestion = xtp_proto::Congestion::Disabled;
+    let a = ep.connect(now, addr("10.0.0.2:1"), 7, plain.clone()).unwrap();
+    assert_eq!(ep.context_stats(a).unwrap().pacing_rate, None);
+    // RATE alone: exactly the rate asked for.
+    let mut rated = plain;
+    rated.out_rate = 125_000;
+    let b = ep.connect(now, addr("10.0.0.3:1"), 7, rated.clone()).unwrap();
+    assert_eq!(ep.context_stats(b).unwrap().pacing_rate, Some(125_000));
+    // A controller too: never above RATE.
+    rated.congestion = xtp_proto::Congestion::Bbr;
+    let c = ep.connect(now, addr("10.0.0.4:1"), 7, rated).unwrap();
+    let p = ep.context_stats(c).unwrap().pacing_rate;
+    assert!(p.is_some_and(|p| p <= 125_000), "{p:?}");
+}

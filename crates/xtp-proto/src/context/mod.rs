@@ -933,6 +933,7 @@ impl Context {
             cwnd,
             send_window: cwnd.min(flow),
             in_flight: self.send.in_flight(),
+            pacing_rate: self.pacing_rate(),
             srtt: self.rtt.srtt(),
             min_rtt: self.rec.min_rtt,
             rto: self.rtt.rto(),
@@ -940,6 +941,16 @@ impl Context {
             recv_dropped: self.recv.dropped,
             congestion: self.cc.name(),
             ..self.stats
+        }
+    }
+
+    /// The lower of the controller's pacing rate and XTP's RATE (bytes/s),
+    /// as `may_send` applies them; `None` when neither limits.
+    fn pacing_rate(&self) -> Option<u64> {
+        let rate = (self.bucket.rate() != 0).then(|| self.bucket.rate());
+        match (self.cc.pacing_rate(self.rtt.srtt()), rate) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 

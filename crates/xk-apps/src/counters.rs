@@ -1,0 +1,230 @@
+//! Protocol counters as `bulk -J` reports them: a context's (retransmissions,
+//! RTT, windows, pacing) and the endpoint's (drops, refusals and every
+//! limit that was hit), serialisable mirrors of the engine's
+//! [`ContextStats`] and [`EndpointStats`]; and a QUIC connection's, from
+//! quinn's path statistics.
+
+use serde::Serialize;
+use xtp_proto::{ContextStats, EndpointStats};
+
+/// A context's protocol counters at the end (XTP).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ContextCounters {
+    /// Congestion controller.
+    pub congestion: &'static str,
+    /// User bytes sent, retransmissions included.
+    pub bytes_sent: u64,
+    /// User bytes retransmitted.
+    pub retransmitted: u64,
+    /// Retransmitted bytes found spurious afterwards.
+    pub spurious_retransmitted: u64,
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Timeouts found spurious.
+    pub spurious_timeouts: u64,
+    /// Reports that revealed loss.
+    pub loss_reports: u64,
+    /// Window reductions.
+    pub congestion_events: u64,
+    /// Reductions undone.
+    pub undone: u64,
+    /// Tail-loss probes.
+    pub tail_probes: u64,
+    /// RTT samples.
+    pub rtt_samples: u64,
+    /// Congestion window, bytes (`u64::MAX`: none).
+    pub cwnd: u64,
+    /// Send window, bytes.
+    pub send_window: u64,
+    /// Smoothed RTT, ms.
+    pub srtt_ms: Option<f64>,
+    /// Smallest RTT, ms.
+    pub min_rtt_ms: Option<f64>,
+    /// Retransmission timeout, ms.
+    pub rto_ms: f64,
+    /// Receive buffer, bytes.
+    pub recv_buffer: u64,
+    /// Pacing rate, bits per second (`None`: not paced).
+    pub pacing_bits_per_second: Option<f64>,
+    /// DIAG packets received.
+    pub diags_received: u64,
+    /// Received bytes dropped on arrival (beyond the window or the
+    /// out-of-order bound).
+    pub recv_dropped: u64,
+}
+
+impl From<ContextStats> for ContextCounters {
+    fn from(s: ContextStats) -> Self {
+        let ms = |d: Option<xk_time::Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+        ContextCounters {
+            congestion: s.congestion,
+            bytes_sent: s.bytes_sent,
+            retransmitted: s.retransmitted,
+            spurious_retransmitted: s.spurious_retransmitted,
+            packets_sent: s.packets_sent,
+            timeouts: s.timeouts,
+            spurious_timeouts: s.spurious_timeouts,
+            loss_reports: s.loss_reports,
+            congestion_events: s.congestion_events,
+            undone: s.undone,
+            tail_probes: s.tail_probes,
+            rtt_samples: s.rtt_samples,
+            cwnd: s.cwnd,
+            send_window: s.send_window,
+            srtt_ms: ms(s.srtt),
+            min_rtt_ms: ms(s.min_rtt),
+            rto_ms: s.rto.as_secs_f64() * 1e3,
+            recv_buffer: s.recv_buffer,
+            pacing_bits_per_second: s.pacing_rate.map(|r| r as f64 * 8.0),
+            diags_received: s.diags_received,
+            recv_dropped: s.recv_dropped,
+        }
+    }
+}
+
+/// The endpoint's counters (XTP), named as in [`EndpointStats`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EndpointCounters {
+    /// Datagrams handed in.
+    pub datagrams_in: u64,
+    /// Datagrams handed out.
+    pub datagrams_out: u64,
+    /// Dropped: did not parse.
+    pub malformed: u64,
+    /// Dropped: no context for the key.
+    pub unknown_context: u64,
+    /// FIRSTs refused: no listener.
+    pub no_listener: u64,
+    /// DIAG packets sent.
+    pub diags_sent: u64,
+    /// DIAGs not sent because of the rate limit.
+    pub diags_suppressed: u64,
+    /// Dropped: sequence overflow.
+    pub sequence_overflow: u64,
+    /// FIRSTs refused: they name a context closed recently.
+    pub stale_first: u64,
+    /// Ended contexts freed with data never read.
+    pub unread_dropped: u64,
+    /// Half-open contexts at the end.
+    pub half_open: u64,
+    /// Half-open contexts shed for newer ones.
+    pub half_open_evicted: u64,
+    /// Half-open contexts freed by their timeout.
+    pub half_open_expired: u64,
+    /// FIRSTs refused: `max_contexts` reached.
+    pub refused_max_contexts: u64,
+    /// FIRSTs refused: `max_contexts_per_peer` reached.
+    pub refused_peer_limit: u64,
+    /// Refusal DIAGs not sent because of `refusal_rate`.
+    pub refusals_suppressed: u64,
+    /// Packets held back by the amplification bound.
+    pub amplification_blocked: u64,
+}
+
+impl EndpointCounters {
+    /// One line: datagrams in and out, then each drop, refusal and limit
+    /// that was hit (or that none was).
+    pub fn summary(&self) -> String {
+        let all = [
+            ("malformed", self.malformed),
+            ("unknown context", self.unknown_context),
+            ("no listener", self.no_listener),
+            ("stale FIRST", self.stale_first),
+            ("sequence overflow", self.sequence_overflow),
+            ("unread dropped", self.unread_dropped),
+            ("half-open evicted", self.half_open_evicted),
+            ("half-open expired", self.half_open_expired),
+            ("refused max_contexts", self.refused_max_contexts),
+            ("refused peer limit", self.refused_peer_limit),
+            ("refusals suppressed", self.refusals_suppressed),
+            ("amplification blocked", self.amplification_blocked),
+            ("DIAGs suppressed", self.diags_suppressed),
+        ];
+        let hit: Vec<String> = all.iter().filter(|(_, n)| *n > 0).map(|(k, n)| format!("{k} {n}")).collect();
+        let hit = if hit.is_empty() { "no drops, refusals or limits hit".into() } else { hit.join(", ") };
+        format!("{} datagrams in, {} out; {hit}", self.datagrams_in, self.datagrams_out)
+    }
+}
+
+impl From<EndpointStats> for EndpointCounters {
+    fn from(s: EndpointStats) -> Self {
+        EndpointCounters {
+            datagrams_in: s.datagrams_in,
+            datagrams_out: s.datagrams_out,
+            malformed: s.malformed,
+            unknown_context: s.unknown_context,
+            no_listener: s.no_listener,
+            diags_sent: s.diags_sent,
+            diags_suppressed: s.diags_suppressed,
+            sequence_overflow: s.sequence_overflow,
+            stale_first: s.stale_first,
+            unread_dropped: s.unread_dropped,
+            half_open: s.half_open,
+            half_open_evicted: s.half_open_evicted,
+            half_open_expired: s.half_open_expired,
+            refused_max_contexts: s.refused_max_contexts,
+            refused_peer_limit: s.refused_peer_limit,
+            refusals_suppressed: s.refusals_suppressed,
+            amplification_blocked: s.amplification_blocked,
+        }
+    }
+}
+
+/// A QUIC connection's counters at the end (quinn's path statistics).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QuicCounters {
+    /// Smoothed RTT, ms.
+    pub srtt_ms: f64,
+    /// Smallest RTT, ms.
+    pub min_rtt_ms: f64,
+    /// Congestion window, bytes.
+    pub cwnd: u64,
+    /// Congestion events (window reductions).
+    pub congestion_events: u64,
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Packets declared lost.
+    pub lost_packets: u64,
+    /// Bytes declared lost (their frames are sent again).
+    pub lost_bytes: u64,
+    /// UDP datagrams sent and received.
+    pub datagrams_sent: u64,
+    /// UDP datagrams received.
+    pub datagrams_received: u64,
+    /// Path MTU in use, bytes.
+    pub mtu: u16,
+}
+
+impl From<&quinn::ConnectionStats> for QuicCounters {
+    fn from(s: &quinn::ConnectionStats) -> Self {
+        QuicCounters {
+            srtt_ms: s.path.rtt.as_secs_f64() * 1e3,
+            min_rtt_ms: s.path.min_rtt.as_secs_f64() * 1e3,
+            cwnd: s.path.cwnd,
+            congestion_events: s.path.congestion_events,
+            packets_sent: s.path.sent_packets,
+            lost_packets: s.path.lost_packets,
+            lost_bytes: s.path.lost_bytes,
+            datagrams_sent: s.udp_tx.datagrams,
+            datagrams_received: s.udp_rx.datagrams,
+            mtu: s.path.current_mtu,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_summary_names_what_was_hit() {
+        let mut e =
+            EndpointCounters::from(EndpointStats { datagrams_in: 5, datagrams_out: 7, ..Default::default() });
+        assert_eq!(e.summary(), "5 datagrams in, 7 out; no drops, refusals or limits hit");
+        e.half_open_evicted = 3;
+        e.stale_first = 1;
+        assert_eq!(e.summary(), "5 datagrams in, 7 out; stale FIRST 1, half-open evicted 3");
+    }
+}
