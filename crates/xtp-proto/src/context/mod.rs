@@ -323,7 +323,13 @@ impl Context {
                 span += rto;
                 rto = (rto * 2).min(ep.max_rto);
             }
-            let linger = ep.linger.max(span);
+            // But a peer that sent END is INACTIVE and never retries: the
+            // shortest linger, which absorbs packets already in flight, will
+            // do. (Before, the END receiver lingered the retry span too: a
+            // churn of short contexts kept every closed responder ~100 s on
+            // loopback — 9 back-offs from the 200 ms RTO floor — and one
+            // client address hit `max_contexts_per_peer` after 1,024.)
+            let linger = if self.peer_ended { ep.linger } else { ep.linger.max(span) };
             self.ctimeout = Some(now + linger);
             self.wtimer = None;
             self.ctimer = None;
