@@ -52,9 +52,37 @@ pub(crate) struct ServeArgs {
     /// IPv4 protocol 36: Wireshark and tshark decode it as XTP as it is).
     #[arg(long, value_name = "FILE")]
     pcap: Option<std::path::PathBuf>,
-    /// Print each finished transfer as a line of JSON.
+    /// Print the engine's state (contexts held, every admission and limit
+    /// counter) every this many seconds; it is always printed once at the
+    /// end (Ctrl-C, SIGTERM or --duration).
+    #[arg(long, value_parser = args::seconds, value_name = "SECONDS")]
+    stats: Option<std::time::Duration>,
+    /// Print each finished transfer, and the engine's state, as a line of
+    /// JSON.
     #[arg(short = 'J', long)]
     json: bool,
+}
+
+/// The engine's state: `{"engine": {...}}` with -J, else one line.
+fn print_engine(e: &xk_apps::EngineReport, json: bool) {
+    if json {
+        println!("{}", serde_json::json!({ "engine": e }));
+        return;
+    }
+    let c = &e.counters;
+    let get = |k: &str| c.get(k).copied().unwrap_or(0);
+    println!(
+        "engine at {}: {} contexts held ({} half-open), {} accepted; limits hit: half-open evicted {}, expired {}, per-peer refusals {}, max_contexts refusals {}, recent keys forgotten early {}",
+        format::secs(e.seconds),
+        e.contexts,
+        get("half_open"),
+        get("accepted"),
+        get("half_open_evicted"),
+        get("half_open_expired"),
+        get("refused_peer_limit"),
+        get("refused_max_contexts"),
+        get("recent_keys_forgotten"),
+    );
 }
 
 pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
@@ -71,6 +99,7 @@ pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
         quic_port: a.quic_port,
         duration: a.duration,
         pcap: a.pcap.clone(),
+        stats_every: a.stats,
     };
     let server = Server::bind(&cfg)?;
     if let Some(w) = server.warning() {
@@ -88,21 +117,27 @@ pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
         println!("  {:<8} {:<22} {}", s.name, s.addr, s.what);
     }
     let json = a.json;
-    server.run(stop, |r| {
-        if json {
-            println!("{}", serde_json::to_string(r).unwrap_or_default());
-            return;
-        }
-        let sha = r.sha256.as_ref().map(|h| format!(" sha256 {h}")).unwrap_or_default();
-        let rate = if r.seconds > 0.0 { r.bytes as f64 * 8.0 / r.seconds } else { 0.0 };
-        let (verb, dir) = if r.service == "source" { ("sent", "to") } else { ("received", "from") };
-        println!(
-            "{verb} {} bytes{sha} {dir} {} in {}: {} ({})",
-            r.bytes,
-            r.peer,
-            format::secs(r.seconds),
-            format::rate(rate),
-            r.reason
-        );
-    })
+    let last = server.run_with(
+        stop,
+        |r| {
+            if json {
+                println!("{}", serde_json::to_string(r).unwrap_or_default());
+                return;
+            }
+            let sha = r.sha256.as_ref().map(|h| format!(" sha256 {h}")).unwrap_or_default();
+            let rate = if r.seconds > 0.0 { r.bytes as f64 * 8.0 / r.seconds } else { 0.0 };
+            let (verb, dir) = if r.service == "source" { ("sent", "to") } else { ("received", "from") };
+            println!(
+                "{verb} {} bytes{sha} {dir} {} in {}: {} ({})",
+                r.bytes,
+                r.peer,
+                format::secs(r.seconds),
+                format::rate(rate),
+                r.reason
+            );
+        },
+        |e| print_engine(e, json),
+    )?;
+    print_engine(&last, json);
+    Ok(())
 }
