@@ -542,7 +542,13 @@ impl Context {
             } else {
                 sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Ctimer });
                 self.ctimer = Some(now + ep.keepalive);
-                if self.state.is_live() && !self.rec.outstanding() {
+                // A half-open responder has nobody proven to keep alive: a
+                // probe (and the WTIMER retries after it) would go to a
+                // possibly spoofed address every back-off until the
+                // amplification budget is spent (measured: 6 packets per
+                // spoofed FIRST 30–61 s after a flood). It waits for
+                // validation or `half_open_timeout` in silence.
+                if self.state.is_live() && !self.rec.outstanding() && self.validated() {
                     self.need_probe = true;
                 }
             }
