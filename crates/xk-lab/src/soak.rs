@@ -55,6 +55,10 @@ pub struct Row {
     pub rss_middle_kb: u64,
     /// At 100 %.
     pub rss_end_kb: u64,
+    /// At every 10 % of the churn (10 % … 100 %), kB: a leak grows
+    /// steadily, a plateau does not.
+    #[serde(default)]
+    pub rss_series_kb: Vec<u64>,
     /// Contexts the server held at 100 %.
     pub contexts_at_end_of_churn: u64,
     /// Contexts it held a linger (2 s) + 1 s after the churn.
@@ -98,18 +102,18 @@ pub fn soak(exe: &std::path::Path, p: &Params, stop: &std::sync::atomic::AtomicB
         limit: Duration::from_secs_f64(p.limit_s),
     };
     let progress = Arc::new(Progress::default());
-    let (mut marks, mut contexts_at_end) = ([0u64; 3], 0);
+    let (mut series, mut contexts_at_end) = (Vec::new(), 0);
     let r = std::thread::scope(|s| {
         let h = s.spawn(|| churn::run(&cfg, stop, &progress));
-        // RSS when 10 %, 50 % and 100 % of the contexts have ended.
-        for (i, f) in [0.1, 0.5, 1.0].iter().enumerate() {
-            let want = (p.contexts as f64 * f) as u64;
+        // RSS when each tenth of the contexts has ended.
+        for tenth in 1..=10u64 {
+            let want = p.contexts * tenth / 10;
             while !h.is_finished()
                 && progress.completed.load(Ordering::Relaxed) + progress.failed.load(Ordering::Relaxed) < want
             {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            marks[i] = server.rss_kb();
+            series.push(server.rss_kb());
         }
         contexts_at_end = server.engine().map_or(0, |e| e.contexts);
         h.join().unwrap_or_else(|_| Err("churn panicked".into()))
@@ -125,9 +129,10 @@ pub fn soak(exe: &std::path::Path, p: &Params, stop: &std::sync::atomic::AtomicB
         rate: (r.completed + r.failed) as f64 / r.seconds.max(1e-9),
         cut_short: r.cut_short,
         rss_idle_kb,
-        rss_start_kb: marks[0],
-        rss_middle_kb: marks[1],
-        rss_end_kb: marks[2],
+        rss_start_kb: series[0],
+        rss_middle_kb: series[4],
+        rss_end_kb: series[9],
+        rss_series_kb: series,
         contexts_at_end_of_churn: contexts_at_end,
         contexts_left: last.contexts,
         accepted: last.get("accepted"),
@@ -219,6 +224,12 @@ impl Experiment for Soak {
             ],
             &t,
         );
+        for r in rows.iter().filter(|r| !r.rss_series_kb.is_empty()) {
+            page.note(&format!(
+                "Server RSS at each tenth of the churn, kB: {}",
+                r.rss_series_kb.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            ));
+        }
         for n in notes {
             page.note(n);
         }

@@ -34,9 +34,11 @@ fn spoofed_firsts_during_a_verified_bulk() {
         r.rss_before_kb,
         r.rss_during_kb
     );
-    // A few thousand FIRSTs take milliseconds of a 2 s transfer; the bound
-    // is loose because a debug build on a shared machine is noisy.
-    assert!(r.kept() >= 0.5, "goodput kept under the flood: {:.0} %", r.kept() * 100.0);
+    // 5,000 FIRSTs take a fraction of a 2 s transfer, but a debug server
+    // spends far longer on each than a release one (measured 62-68 % kept
+    // here): the bound is loose, and still catches a transfer stalled by
+    // the flood.
+    assert!(r.kept() >= 0.25, "goodput kept under the flood: {:.0} %", r.kept() * 100.0);
 }
 
 #[test]
