@@ -3,11 +3,13 @@
 //! service of `xpress serve`). Several client sockets, one thread each,
 //! many contexts in flight on each.
 //!
-//! Each socket opens at most `per_socket_rate` contexts per second: the
-//! server keeps a closed context 2 s (its linger, as the END receiver) and
-//! allows one address 1,024 contexts (`max_contexts_per_peer`, G20), so one
-//! address sustains at most 512 per second; beyond, the server refuses with
-//! DIAG "no resource" (counted as `refused_peer_limit`).
+//! Each socket opens at most `per_socket_rate` contexts per second, and
+//! keeps at most 1,000 on the server (in flight plus closed in the last
+//! 2.5 s): the server keeps a closed context 2 s (its linger, as the END
+//! receiver) and allows one address 1,024 contexts
+//! (`max_contexts_per_peer`, G20), so one address sustains at most 512 per
+//! second; beyond, the server refuses with DIAG "no resource" (counted as
+//! `refused_peer_limit`).
 //!
 //! The clients use a short retry schedule (`max_retries` 2): they send the
 //! END, and an END sender lingers its peer's whole retry span (G16), which
@@ -25,6 +27,13 @@ use xtp_proto::{CloseReason, ContextConfig, EndpointConfig, Event};
 
 /// XTP port of the server's discard service (answers the count, closes).
 const DISCARD_PORT: u16 = 9;
+
+/// Contexts one socket keeps on the server at most: in flight plus those
+/// closed within the server's linger (2 s, with 0.5 s to spare) — under
+/// the 1,024 per peer of G20 even when a thread that fell behind catches
+/// up in a burst.
+const PEER_BUDGET: usize = 1_000;
+const SERVER_LINGER: Duration = Duration::from_millis(2_500);
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -123,6 +132,7 @@ fn one_socket(
     let payload = Bytes::from(vec![0x42u8; cfg.bytes]);
     let (mut opened, mut ended, mut in_flight) = (0u64, 0u64, 0u32);
     let mut reasons = Vec::new();
+    let mut recent_closes: std::collections::VecDeque<Instant> = std::collections::VecDeque::new();
     let start = Instant::now();
     while ended < total {
         if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
@@ -130,7 +140,14 @@ fn one_socket(
         }
         let allowed = (start.elapsed().as_secs_f64() * cfg.per_socket_rate) as u64 + 1;
         let now = d.now();
-        while opened < total && opened < allowed && in_flight < cfg.in_flight {
+        while recent_closes.front().is_some_and(|t| t.elapsed() > SERVER_LINGER) {
+            recent_closes.pop_front();
+        }
+        while opened < total
+            && opened < allowed
+            && in_flight < cfg.in_flight
+            && in_flight as usize + recent_closes.len() < PEER_BUDGET
+        {
             let ep = d.endpoint();
             let ctx = ep
                 .connect(now, cfg.server, DISCARD_PORT, ContextConfig::stream())
@@ -151,6 +168,7 @@ fn one_socket(
                 Event::Readable { ctx } => while ep.read(now, ctx).is_some() {},
                 Event::Closed { reason, .. } => {
                     ended += 1;
+                    recent_closes.push_back(Instant::now());
                     in_flight = in_flight.saturating_sub(1);
                     if reason == CloseReason::Graceful {
                         progress.completed.fetch_add(1, Ordering::Relaxed);
