@@ -62,5 +62,5 @@ pub mod transport;
 pub use bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult};
 pub use client::PathConfig;
 pub use ping::{PingConfig, PingResult, Reply};
-pub use server::{Received, ServeConfig, Server, Service};
+pub use server::{EngineReport, Received, ServeConfig, Server, Service};
 pub use transport::Transport;

@@ -69,6 +69,8 @@ pub struct ServeConfig {
     pub duration: Option<std::time::Duration>,
     /// Write every XTP packet sent and received to this pcap file.
     pub pcap: Option<PathBuf>,
+    /// Report the engine's counters this often (to `run_with`'s `on_engine`).
+    pub stats_every: Option<std::time::Duration>,
 }
 
 impl ServeConfig {
@@ -86,6 +88,7 @@ impl ServeConfig {
             quic_port: 0,
             duration: None,
             pcap: None,
+            stats_every: None,
         }
     }
 }
@@ -222,17 +225,22 @@ impl Server {
     /// Serves until `stop` is set or the configured duration passes,
     /// calling `on_received` as each discard or verify context ends.
     /// The floors stop with the server (when this returns or it is dropped).
-    /// Serves until `stop` (or the configured duration); returns the XTP
-    /// endpoint's counters — what it dropped, refused and held back.
-    pub fn run(
+    pub fn run(self, stop: &AtomicBool, on_received: impl FnMut(&Received)) -> Result<EngineReport, String> {
+        self.run_with(stop, on_received, |_| {})
+    }
+
+    /// As [`Server::run`], also calling `on_engine` every
+    /// `ServeConfig::stats_every`. Returns the engine's final report.
+    pub fn run_with(
         mut self,
         stop: &AtomicBool,
         on_received: impl FnMut(&Received),
-    ) -> Result<EndpointCounters, String> {
+        on_engine: impl FnMut(&EngineReport),
+    ) -> Result<EngineReport, String> {
         let cfg = self.cfg.clone();
         match &mut self.driver {
-            AnyDriver::Udp(d) => serve_xtp(d, &cfg, stop, on_received),
-            AnyDriver::Raw(d) => serve_xtp(d, &cfg, stop, on_received),
+            AnyDriver::Udp(d) => serve_xtp(d, &cfg, stop, on_received, on_engine),
+            AnyDriver::Raw(d) => serve_xtp(d, &cfg, stop, on_received, on_engine),
         }
     }
 }
@@ -257,6 +265,33 @@ fn bind_error(flag: &str, what: &str, addr: SocketAddr, e: &std::io::Error) -> S
     format!("{flag}: cannot bind {what} on {addr}: {e}{hint}")
 }
 
+/// The XTP engine's state as the server reports it: periodically with
+/// `stats_every`, and once when it stops (the soak and flood experiments
+/// read the contexts left and the admission counters from it).
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineReport {
+    /// Seconds since the server started serving.
+    pub seconds: f64,
+    /// Contexts held (live and lingering).
+    pub contexts: usize,
+    /// Contexts of the services still open in the application (not yet
+    /// reported closed by the engine).
+    pub open_in_app: usize,
+    /// Every counter of `xtp_proto::EndpointStats`, by name.
+    pub counters: EndpointCounters,
+}
+
+impl EngineReport {
+    fn of(ep: &xtp_proto::Endpoint, start: StdInstant, open_in_app: usize) -> Self {
+        EngineReport {
+            seconds: start.elapsed().as_secs_f64(),
+            contexts: ep.context_count(),
+            open_in_app,
+            counters: ep.stats().into(),
+        }
+    }
+}
+
 /// Per-context state of the XTP services.
 struct Conn {
     port: u16,
@@ -275,14 +310,17 @@ fn serve_xtp<T: Io>(
     cfg: &ServeConfig,
     stop: &AtomicBool,
     mut on_received: impl FnMut(&Received),
-) -> Result<EndpointCounters, String> {
+    mut on_engine: impl FnMut(&EngineReport),
+) -> Result<EngineReport, String> {
     let ep = d.endpoint();
     let mut ccfg = ContextConfig::stream();
     ccfg.congestion = cfg.cc;
     for port in [ECHO_PORT, DISCARD_PORT, VERIFY_PORT, SOURCE_PORT] {
         ep.listen(port, ccfg.clone()).map_err(|e| format!("XTP port {port}: {e}"))?;
     }
-    let end = cfg.duration.map(|s| StdInstant::now() + s);
+    let started = StdInstant::now();
+    let end = cfg.duration.map(|s| started + s);
+    let mut next_stats = cfg.stats_every.map(|e| started + e);
     let mut conns: HashMap<ContextId, Conn> = HashMap::new();
     // Source contexts still writing, in arrival order.
     let mut sources: Vec<ContextId> = Vec::new();
@@ -292,7 +330,13 @@ fn serve_xtp<T: Io>(
     let mut echo_stalled: HashMap<ContextId, bool> = HashMap::new();
     loop {
         if end.is_some_and(|e| StdInstant::now() >= e) || stop.load(Ordering::Relaxed) {
-            return Ok(d.endpoint().stats().into());
+            return Ok(EngineReport::of(d.endpoint(), started, conns.len()));
+        }
+        if let (Some(t), Some(every)) = (next_stats, cfg.stats_every)
+            && StdInstant::now() >= t
+        {
+            on_engine(&EngineReport::of(d.endpoint(), started, conns.len()));
+            next_stats = Some(t + every);
         }
         // Sources are fed as the queue drains: look again soon.
         let wait = if sources.is_empty() && echo_stalled.is_empty() { 100 } else { 5 };
@@ -402,8 +446,15 @@ fn serve_xtp<T: Io>(
                 }
                 Event::Closed { ctx, reason } => {
                     echo_stalled.remove(&ctx);
+                    // A context whose peer never proved its address (shed or
+                    // expired half-open: most likely a spoofed FIRST) is not
+                    // a transfer: reporting each one would print a line per
+                    // spoofed packet under a flood. The engine counts them
+                    // (`half_open_evicted`, `half_open_expired`).
+                    let unvalidated = matches!(reason, CloseReason::Unvalidated { .. });
                     if let Some(mut c) = conns.remove(&ctx)
                         && c.port != ECHO_PORT
+                        && !unvalidated
                     {
                         if let Some(h) = c.sha.take() {
                             c.digest = Some(hex(&h.finalize()));

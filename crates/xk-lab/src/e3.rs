@@ -20,6 +20,7 @@ use std::process::{Child, Command, Stdio};
 
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
+use crate::serve_proc::status_kb;
 use crate::stats;
 use crate::svg::{Series, plot_series};
 
@@ -120,15 +121,6 @@ fn cpu(stat: &str, u: usize) -> Option<(f64, f64)> {
     // `rest` starts at field 3 (state).
     let get = |i: usize| f.get(i - 3)?.parse::<f64>().ok();
     Some((get(u)? / 100.0, get(u + 1)? / 100.0))
-}
-
-fn status_kb(pid: u32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 impl E3 {

@@ -250,5 +250,7 @@ pub fn registry() -> Vec<Entry> {
         entry::<crate::e4::E4>(),
         entry::<crate::e9::E9>(),
         entry::<crate::e7::E7>(),
+        entry::<crate::flood::Flood>(),
+        entry::<crate::soak::Soak>(),
     ]
 }

@@ -20,6 +20,7 @@
 //! Ctrl-C stops after the step under way and still writes everything, marked
 //! partial.
 
+pub mod churn;
 pub mod e1;
 pub mod e2;
 pub mod e3;
@@ -29,6 +30,7 @@ pub mod e7;
 pub mod e9;
 pub mod experiment;
 pub mod fairness;
+pub mod flood;
 pub mod html;
 pub mod msgsize;
 pub mod netns_run;
@@ -36,6 +38,9 @@ pub mod paths;
 mod plan;
 mod progress;
 pub mod runner;
+pub mod serve_proc;
+pub mod soak;
+pub mod spoof;
 mod stats;
 mod svg;
 

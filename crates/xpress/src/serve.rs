@@ -52,10 +52,31 @@ pub(crate) struct ServeArgs {
     /// IPv4 protocol 36: Wireshark and tshark decode it as XTP as it is).
     #[arg(long, value_name = "FILE")]
     pcap: Option<std::path::PathBuf>,
-    /// Print each finished transfer as a line of JSON, and at the end the
-    /// XTP endpoint's counters (`{"endpoint": …}`: drops, refusals, limits).
+    /// Print the engine's state (contexts held, every admission and limit
+    /// counter) every this many seconds; it is always printed once at the
+    /// end (Ctrl-C, SIGTERM or --duration).
+    #[arg(long, value_parser = args::seconds, value_name = "SECONDS")]
+    stats: Option<std::time::Duration>,
+    /// Print each finished transfer, and the engine's state, as a line of
+    /// JSON.
     #[arg(short = 'J', long)]
     json: bool,
+}
+
+/// The engine's state: `{"engine": {...}}` with -J, else one line.
+fn print_engine(e: &xk_apps::EngineReport, json: bool) {
+    if json {
+        println!("{}", serde_json::json!({ "engine": e }));
+        return;
+    }
+    println!(
+        "engine at {}: {} contexts held ({} half-open), {} accepted; {}",
+        format::secs(e.seconds),
+        e.contexts,
+        e.counters.get("half_open"),
+        e.counters.get("accepted"),
+        e.counters.summary()
+    );
 }
 
 pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
@@ -72,6 +93,7 @@ pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
         quic_port: a.quic_port,
         duration: a.duration,
         pcap: a.pcap.clone(),
+        stats_every: a.stats,
     };
     let server = Server::bind(&cfg)?;
     if let Some(w) = server.warning() {
@@ -89,28 +111,27 @@ pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
         println!("  {:<8} {:<22} {}", s.name, s.addr, s.what);
     }
     let json = a.json;
-    let counters = server.run(stop, |r| {
-        if json {
-            println!("{}", serde_json::to_string(r).unwrap_or_default());
-            return;
-        }
-        let sha = r.sha256.as_ref().map(|h| format!(" sha256 {h}")).unwrap_or_default();
-        let rate = if r.seconds > 0.0 { r.bytes as f64 * 8.0 / r.seconds } else { 0.0 };
-        let (verb, dir) = if r.service == "source" { ("sent", "to") } else { ("received", "from") };
-        println!(
-            "{verb} {} bytes{sha} {dir} {} in {}: {} ({})",
-            r.bytes,
-            r.peer,
-            format::secs(r.seconds),
-            format::rate(rate),
-            r.reason
-        );
-    })?;
-    // The end: the XTP endpoint's refusals and limits (issue #13).
-    if json {
-        println!("{}", serde_json::json!({ "endpoint": counters }));
-    } else {
-        println!("endpoint: {}", counters.summary());
-    }
+    let last = server.run_with(
+        stop,
+        |r| {
+            if json {
+                println!("{}", serde_json::to_string(r).unwrap_or_default());
+                return;
+            }
+            let sha = r.sha256.as_ref().map(|h| format!(" sha256 {h}")).unwrap_or_default();
+            let rate = if r.seconds > 0.0 { r.bytes as f64 * 8.0 / r.seconds } else { 0.0 };
+            let (verb, dir) = if r.service == "source" { ("sent", "to") } else { ("received", "from") };
+            println!(
+                "{verb} {} bytes{sha} {dir} {} in {}: {} ({})",
+                r.bytes,
+                r.peer,
+                format::secs(r.seconds),
+                format::rate(rate),
+                r.reason
+            );
+        },
+        |e| print_engine(e, json),
+    )?;
+    print_engine(&last, json);
     Ok(())
 }

@@ -24,11 +24,13 @@ pub(crate) struct RecentKeys {
     order: VecDeque<((SocketAddr, u64), Instant)>,
     /// The same entries, for lookup: the latest expiry of each.
     map: DemuxMap<(SocketAddr, u64), Instant>,
+    /// Entries dropped before their time because the table was full.
+    forgotten: u64,
 }
 
 impl RecentKeys {
     pub(crate) fn new(hold: Duration, max: usize, hash_seed: u64) -> Self {
-        RecentKeys { hold, max, order: VecDeque::new(), map: DemuxMap::new(hash_seed) }
+        RecentKeys { hold, max, order: VecDeque::new(), map: DemuxMap::new(hash_seed), forgotten: 0 }
     }
 
     /// Remembers a freed responder context's `(peer, initiator key)`.
@@ -39,6 +41,7 @@ impl RecentKeys {
         self.expire(now);
         while self.order.len() >= self.max {
             self.pop_oldest();
+            self.forgotten += 1;
         }
         let until = now + self.hold;
         self.order.push_back(((peer, key), until));
@@ -56,6 +59,11 @@ impl RecentKeys {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.order.len()
+    }
+
+    /// (entries held now, entries forgotten early because the table was full).
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (self.order.len() as u64, self.forgotten)
     }
 
     fn expire(&mut self, now: Instant) {
@@ -91,6 +99,7 @@ mod tests {
             r.insert(t, peer, k);
         }
         assert_eq!(r.len(), 3, "bounded by count");
+        assert_eq!(r.counts(), (3, 7), "seven forgotten early");
         assert!(r.contains(t, peer, 9) && !r.contains(t, peer, 6), "the oldest went first");
     }
 }

@@ -138,6 +138,52 @@ pub struct EndpointStats {
     /// Times a packet towards an unvalidated peer was held back by the
     /// amplification bound.
     pub amplification_blocked: u64,
+    /// FIRSTs that created a responder context.
+    pub accepted: u64,
+    /// Datagrams sent by contexts whose peer had not proved its address
+    /// (half-open responders: under a spoofed flood, what went to spoofed
+    /// addresses; a real client validates within one round trip).
+    pub unvalidated_datagrams_out: u64,
+    /// Bytes of those datagrams (XTP packets, without UDP/IP headers).
+    pub unvalidated_bytes_out: u64,
+    /// Keys of freed contexts forgotten before `recent_key_hold` because the
+    /// table was full (`recent_keys_max`, G25): a churn faster than
+    /// `recent_keys_max / recent_key_hold` per second.
+    pub recent_keys_forgotten: u64,
+    /// Keys held in the recent-key table now (gauge, G25).
+    pub recent_keys: u64,
+}
+
+impl EndpointStats {
+    /// Every counter with its name, in declaration order (for tools that
+    /// print them, e.g. as JSON).
+    pub fn fields(&self) -> [(&'static str, u64); 23] {
+        [
+            ("datagrams_in", self.datagrams_in),
+            ("datagrams_out", self.datagrams_out),
+            ("malformed", self.malformed),
+            ("unknown_context", self.unknown_context),
+            ("no_listener", self.no_listener),
+            ("diags_sent", self.diags_sent),
+            ("diags_suppressed", self.diags_suppressed),
+            ("sequence_overflow", self.sequence_overflow),
+            ("stale_first", self.stale_first),
+            ("unread_dropped", self.unread_dropped),
+            ("half_open", self.half_open),
+            ("half_open_bytes", self.half_open_bytes),
+            ("half_open_evicted", self.half_open_evicted),
+            ("half_open_expired", self.half_open_expired),
+            ("refused_max_contexts", self.refused_max_contexts),
+            ("refused_peer_limit", self.refused_peer_limit),
+            ("refusals_suppressed", self.refusals_suppressed),
+            ("amplification_blocked", self.amplification_blocked),
+            ("accepted", self.accepted),
+            ("unvalidated_datagrams_out", self.unvalidated_datagrams_out),
+            ("unvalidated_bytes_out", self.unvalidated_bytes_out),
+            ("recent_keys_forgotten", self.recent_keys_forgotten),
+            ("recent_keys", self.recent_keys),
+        ]
+    }
 }
 
 /// Why `connect` failed.
@@ -300,7 +346,8 @@ impl<S: Subscriber> Endpoint<S> {
 
     /// Endpoint counters.
     pub fn stats(&self) -> EndpointStats {
-        self.stats
+        let (held, forgotten) = self.recent.counts();
+        EndpointStats { recent_keys: held, recent_keys_forgotten: forgotten, ..self.stats }
     }
 
     /// Counters of a context.
@@ -777,6 +824,7 @@ impl<S: Subscriber> Endpoint<S> {
             self.stats.half_open_bytes += half_open_cost(c);
         }
         self.half_open.push_back(id.0);
+        self.stats.accepted += 1;
         if self.half_open.len() > 2 * self.stats.half_open as usize + 64 {
             // Entries of validated or freed contexts: drop them now and then
             // so the queue stays proportional to the half-open count.
@@ -890,6 +938,10 @@ impl<S: Subscriber> Endpoint<S> {
             }
             if let Some(n) = sent {
                 c.tx_wire += n as u64;
+                if cap.is_some() {
+                    self.stats.unvalidated_datagrams_out += 1;
+                    self.stats.unvalidated_bytes_out += n as u64;
+                }
                 c.after_send(now, &self.cfg, &mut sink);
             }
             self.refresh(slot, now, sent.is_some());

@@ -124,12 +124,13 @@ fn one_spoofed_first_costs_at_most_three_times_its_size() {
     ep.handle_datagram(t0, from, first.clone());
     assert_eq!(ep.stats().half_open, 1);
     let mut buf = vec![0u8; 2048];
-    let (mut sent, mut freed_at) = (0usize, None);
+    let (mut sent, mut freed_at, mut later) = (0usize, None, 0);
     let mut now = t0;
     while now < Instant::from_secs(200) {
         while let Some(t) = ep.poll_transmit(now, &mut buf) {
             assert_eq!(t.dst, from);
             sent += t.len;
+            later += usize::from(now > t0);
         }
         if freed_at.is_none() && ep.context_count() == 0 {
             freed_at = Some(now);
@@ -141,6 +142,9 @@ fn one_spoofed_first_costs_at_most_three_times_its_size() {
     println!("{sent} B sent for a {} B FIRST; freed after {:?}", first.len(), freed_at.map(|t| t - t0));
     assert!(sent <= 3 * first.len(), "{sent} B for {} B", first.len());
     assert!(sent > 0, "the FIRST was answered");
+    // No keep-alive probe and no retries towards an address that never
+    // proved itself: the answer to the FIRST is all it gets.
+    assert_eq!(later, 0, "packets sent to the spoofed address after the answer");
     assert_eq!(freed_at.map(|t| t - t0), Some(EndpointConfig::default().half_open_timeout));
     assert_eq!((ep.stats().half_open, ep.stats().half_open_bytes, ep.stats().half_open_expired), (0, 0, 1));
 }

@@ -327,7 +327,13 @@ impl Context {
                 span += rto;
                 rto = (rto * 2).min(ep.max_rto);
             }
-            let linger = ep.linger.max(span);
+            // But a peer that sent END is INACTIVE and never retries: the
+            // shortest linger, which absorbs packets already in flight, will
+            // do. (Before, the END receiver lingered the retry span too: a
+            // churn of short contexts kept every closed responder ~100 s on
+            // loopback — 9 back-offs from the 200 ms RTO floor — and one
+            // client address hit `max_contexts_per_peer` after 1,024.)
+            let linger = if self.peer_ended { ep.linger } else { ep.linger.max(span) };
             self.ctimeout = Some(now + linger);
             self.wtimer = None;
             self.ctimer = None;
@@ -556,7 +562,13 @@ impl Context {
             } else {
                 sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Ctimer });
                 self.ctimer = Some(now + ep.keepalive);
-                if self.state.is_live() && !self.rec.outstanding() {
+                // A half-open responder has nobody proven to keep alive: a
+                // probe (and the WTIMER retries after it) would go to a
+                // possibly spoofed address every back-off until the
+                // amplification budget is spent (measured: 6 packets per
+                // spoofed FIRST 30–61 s after a flood). It waits for
+                // validation or `half_open_timeout` in silence.
+                if self.state.is_live() && !self.rec.outstanding() && self.validated() {
                     self.need_probe = true;
                 }
             }

@@ -1,0 +1,340 @@
+//! FLOOD — spoofed FIRSTs at the highest rate one thread sends through a
+//! raw socket, from random 127.16–254.x.y sources, at one `xpress serve`
+//! process while a legitimate `xpress bulk --verify` from 127.0.0.1 runs
+//! against it: the server's resident memory before, during (peak) and
+//! after; the bulk's goodput against a run of the same bulk without the
+//! flood, measured right before (goal ≥ 90 %); what the server sent to
+//! spoofed sources per FIRST it accepted, in datagrams and bytes (goal ≤
+//! the 3× amplification bound) and after the flood ended (goal 0) — from
+//! the server's own counters of packets to unvalidated peers, which the
+//! legitimate client leaves after its first round trip. Needs root (raw
+//! socket); skipped otherwise, saying why.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::experiment::{Env, Experiment, Step};
+use crate::html::Page;
+use crate::serve_proc::ServeProcess;
+use crate::spoof::{self, Spoofer};
+
+/// XTP port of the server's verify service.
+const VERIFY_PORT: u16 = 10;
+
+/// FLOOD's parameters.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Seconds the bulk runs (with and without the flood).
+    pub seconds: f64,
+    /// Spoofed FIRSTs at most (the flood also stops when the bulk ends).
+    pub firsts: u64,
+    /// Seconds watched after the flood, for packets still sent to spoofed
+    /// sources.
+    pub after_s: f64,
+    /// Data bytes in each spoofed FIRST.
+    pub first_data: usize,
+    /// Flood rates, FIRSTs per second; 0: as fast as one thread sends.
+    pub rates: Vec<u64>,
+}
+
+/// One run: the bulk without and with the flood.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Row {
+    /// The flood rate asked for (0: as fast as one thread sends).
+    pub rate: u64,
+    /// Goodput of the bulk alone, Mbit/s.
+    pub alone_mbit_per_s: f64,
+    /// Goodput of the same bulk under the flood, Mbit/s.
+    pub flood_mbit_per_s: f64,
+    /// Both bulks' hashes matched the server's.
+    pub verified: bool,
+    /// Why the bulk under the flood gave no result (e.g. its FIRSTs were
+    /// lost in the flood and it gave up connecting).
+    #[serde(default)]
+    pub flood_bulk_error: Option<String>,
+    /// Spoofed FIRSTs sent, and their rate.
+    pub firsts_sent: u64,
+    /// Per second.
+    pub firsts_per_s: f64,
+    /// Bytes of one FIRST (XTP).
+    pub first_bytes: u64,
+    /// FIRSTs the server accepted (made a context for; the rest were lost
+    /// in the socket buffers).
+    pub accepted: u64,
+    /// Datagrams the server sent to unvalidated peers during the flood.
+    pub spoofed_datagrams: u64,
+    /// Their bytes.
+    pub spoofed_bytes: u64,
+    /// Datagrams to unvalidated peers in the `after_s` after the flood.
+    pub spoofed_datagrams_after: u64,
+    /// Half-open contexts shed for newer ones.
+    pub half_open_evicted: u64,
+    /// Contexts held at the end of the flood.
+    pub contexts_at_flood_end: u64,
+    /// Contexts held `after_s` after it.
+    pub contexts_after: u64,
+    /// Server RSS before, peak during, after (`after_s` later), kB.
+    pub rss_before_kb: u64,
+    /// Peak during.
+    pub rss_during_kb: u64,
+    /// After.
+    pub rss_after_kb: u64,
+}
+
+impl Row {
+    /// Goodput kept under the flood.
+    pub fn kept(&self) -> f64 {
+        if self.alone_mbit_per_s > 0.0 { self.flood_mbit_per_s / self.alone_mbit_per_s } else { 0.0 }
+    }
+    /// Bytes sent to spoofed sources per byte of FIRST accepted.
+    pub fn amplification(&self) -> f64 {
+        self.spoofed_bytes as f64 / (self.accepted * self.first_bytes).max(1) as f64
+    }
+}
+
+/// Runs `exe bulk --verify -t seconds` against `to`; (Mbit/s, verified).
+fn bulk(exe: &Path, to: SocketAddr, seconds: f64) -> Result<(f64, bool), String> {
+    let out = Command::new(exe)
+        .args(["bulk", "--to", &to.to_string(), "--verify", "-J", "-t", &seconds.to_string()])
+        .output()
+        .map_err(|e| format!("xpress bulk: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Value = text.lines().rev().find_map(|l| serde_json::from_str(l).ok()).ok_or_else(|| {
+        format!("xpress bulk printed no result: {}", String::from_utf8_lossy(&out.stderr).trim())
+    })?;
+    let verified = v["sha256"].is_string() && v["sha256"] == v["receiver_sha256"];
+    Ok((v["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6, verified))
+}
+
+/// One flood run against a fresh `exe serve`.
+pub fn flood(exe: &Path, p: &Params, rate: u64, seed: u64) -> Result<Row, String> {
+    let mut spoofer = Spoofer::new(seed)?;
+    let server = ServeProcess::start(exe, 0.25, p.seconds * 2.0 + p.after_s + 60.0)?;
+    let addr = server.addr();
+    let SocketAddr::V4(to) = addr else { return Err("the server is not on IPv4".into()) };
+    std::thread::sleep(Duration::from_millis(300));
+    let mut row = Row { rate, rss_before_kb: server.rss_kb(), ..Row::default() };
+    let (alone, ok1) = bulk(exe, addr, p.seconds)?;
+    row.alone_mbit_per_s = alone;
+    let first = spoof::first_packet(addr, VERIFY_PORT, p.first_data);
+    row.first_bytes = first.len() as u64;
+    let e0 = server.engine().ok_or("no engine report")?;
+    let limit = Duration::from_secs_f64(p.seconds);
+    let (sent, flooded, peak) = std::thread::scope(|s| {
+        let b = s.spawn(|| bulk(exe, addr, p.seconds));
+        let sent = spoofer.flood(to, &first, p.firsts, rate, limit);
+        let mut peak = server.rss_kb();
+        while !b.is_finished() {
+            peak = peak.max(server.rss_kb());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (sent, b.join().unwrap_or_else(|_| Err("bulk thread panicked".into())), peak)
+    });
+    // A bulk that could not get through is the flood's result, not a
+    // failure of the experiment.
+    let (with, ok2) = flooded.unwrap_or_else(|e| {
+        row.flood_bulk_error = Some(e);
+        (0.0, false)
+    });
+    let flood_end = Instant::now();
+    let e1 = server.engine().ok_or("no engine report")?;
+    row.rss_during_kb = peak.max(server.rss_kb());
+    std::thread::sleep(Duration::from_secs_f64(p.after_s).saturating_sub(flood_end.elapsed()));
+    let e2 = server.engine().ok_or("no engine report")?;
+    row.rss_after_kb = server.rss_kb();
+    drop(server.stop());
+    row.flood_mbit_per_s = with;
+    row.verified = ok1 && ok2;
+    row.firsts_sent = sent.datagrams;
+    row.firsts_per_s = sent.datagrams as f64 / sent.seconds.max(1e-9);
+    // The legitimate bulk's own context counts once in each: its FIRST is
+    // accepted and answered before it validates.
+    row.accepted = (e1.get("accepted") - e0.get("accepted")).saturating_sub(1);
+    row.spoofed_datagrams =
+        (e1.get("unvalidated_datagrams_out") - e0.get("unvalidated_datagrams_out")).saturating_sub(1);
+    row.spoofed_bytes = e1.get("unvalidated_bytes_out") - e0.get("unvalidated_bytes_out");
+    row.spoofed_datagrams_after = e2.get("unvalidated_datagrams_out") - e1.get("unvalidated_datagrams_out");
+    row.half_open_evicted = e1.get("half_open_evicted") - e0.get("half_open_evicted");
+    row.contexts_at_flood_end = e1.contexts;
+    row.contexts_after = e2.contexts;
+    Ok(row)
+}
+
+/// FLOOD.
+pub struct Flood(Params);
+
+impl Experiment for Flood {
+    const ID: &'static str = "FLOOD";
+    const TITLE: &'static str = "Flood: spoofed FIRSTs while a legitimate transfer runs";
+    type Params = Params;
+    type Point = u64;
+    type Row = Row;
+
+    fn defaults(quick: bool) -> Params {
+        if quick {
+            Params { seconds: 2.0, firsts: 1_000_000, after_s: 2.0, first_data: 64, rates: vec![20_000, 0] }
+        } else {
+            // After 65 s every half-open context has expired (60 s).
+            Params {
+                seconds: 10.0,
+                firsts: 20_000_000,
+                after_s: 65.0,
+                first_data: 64,
+                rates: vec![5_000, 20_000, 50_000, 0],
+            }
+        }
+    }
+    fn check(p: &Params) -> Result<(), String> {
+        if !(0.5..=600.0).contains(&p.seconds) || !(0.0..=600.0).contains(&p.after_s) || p.first_data > 1000 {
+            return Err("seconds 0.5 to 600, after_s 0 to 600, first_data at most 1000".into());
+        }
+        Ok(())
+    }
+    fn new(p: Params) -> Self {
+        Flood(p)
+    }
+    fn params(&self) -> &Params {
+        &self.0
+    }
+    fn steps(&self, env: &Env) -> Vec<Step<u64>> {
+        if !env.root {
+            return Vec::new();
+        }
+        self.0
+            .rates
+            .iter()
+            .map(|&r| Step {
+                label: format!(
+                    "bulk --verify {} s alone, then under spoofed FIRSTs at {}",
+                    self.0.seconds,
+                    rate_text(r)
+                ),
+                point: r,
+            })
+            .collect()
+    }
+    fn notes(&self, env: &Env) -> Vec<String> {
+        if env.root {
+            Vec::new()
+        } else {
+            vec!["FLOOD: skipped: spoofing source addresses needs a raw socket with IP_HDRINCL (root)".into()]
+        }
+    }
+    fn run(&mut self, &rate: &u64, env: &Env) -> Result<Vec<Row>, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        Ok(vec![flood(&exe, &self.0, rate, env.seed)?])
+    }
+    fn csv_key() -> &'static [&'static str] {
+        &["rate"]
+    }
+    fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page) {
+        let t: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    rate_text(r.rate),
+                    format!("{} ({:.0}/s, {} B each)", r.firsts_sent, r.firsts_per_s, r.first_bytes),
+                    r.accepted.to_string(),
+                    format!(
+                        "{:.0} → {:.0} ({:.0} %){}",
+                        r.alone_mbit_per_s,
+                        r.flood_mbit_per_s,
+                        r.kept() * 100.0,
+                        match (&r.flood_bulk_error, r.verified) {
+                            (Some(e), _) => format!(" — {e}"),
+                            (None, false) => " NOT VERIFIED".into(),
+                            _ => String::new(),
+                        }
+                    ),
+                    format!("{} / {} / {}", r.rss_before_kb, r.rss_during_kb, r.rss_after_kb),
+                    format!(
+                        "{} dgrams, {} B = {:.2}× the FIRST bytes",
+                        r.spoofed_datagrams,
+                        r.spoofed_bytes,
+                        r.amplification()
+                    ),
+                    r.spoofed_datagrams_after.to_string(),
+                    format!(
+                        "{} ({} → {} held)",
+                        r.half_open_evicted, r.contexts_at_flood_end, r.contexts_after
+                    ),
+                ]
+            })
+            .collect();
+        page.table(
+            &format!(
+                "Measured here: `xpress bulk --verify -t {}` from 127.0.0.1 against `xpress serve`, alone and then while one thread sends spoofed FIRSTs (to the verify port, {} B of data, no close) from random 127.16–254.x.y sources through a raw socket as fast as it can; watched {} s after",
+                p.seconds, p.first_data, p.after_s
+            ),
+            &[
+                "flood asked",
+                "spoofed FIRSTs sent",
+                "accepted by the server",
+                "bulk Mbit/s: alone → under flood (kept)",
+                "server RSS kB before / peak / after",
+                "sent to spoofed sources",
+                "datagrams to spoofed sources after the flood",
+                "half-open evicted (contexts at the flood's end → after)",
+            ],
+            &t,
+        );
+        for n in notes {
+            page.note(n);
+        }
+        for r in rows {
+            page.reading(&format!(
+                "At {}: goals: legitimate goodput ≥ 90 % of the run without the flood — {:.0} %, {}; sent to spoofed sources ≤ 3× the bytes received from them — {:.2}×, {} ({:.2} datagrams per FIRST accepted); nothing sent to them after the flood — {} datagrams, {}. Server memory {} kB before, {} kB at the peak (the half-open table is bounded: 16,384 contexts, 64 MiB), {} kB after. The flood and the bulk share this machine's two cores with the server, so part of any goodput lost is CPU taken by the flooding thread, not the protocol.",
+                rate_text(r.rate),
+                r.kept() * 100.0,
+                if r.kept() >= 0.9 { "met" } else { "not met" },
+                r.amplification(),
+                if r.amplification() <= 3.0 { "met" } else { "not met" },
+                r.spoofed_datagrams as f64 / r.accepted.max(1) as f64,
+                r.spoofed_datagrams_after,
+                if r.spoofed_datagrams_after == 0 { "met" } else { "not met" },
+                r.rss_before_kb,
+                r.rss_during_kb,
+                r.rss_after_kb
+            ));
+            if let Some(e) = &r.flood_bulk_error {
+                page.reading(&format!(
+                    "At {}: the legitimate bulk started during the flood gave no result ({e}): its FIRST and retries were lost with the flood's datagrams in the server's socket buffer before the engine saw them — below the protocol, where admission control cannot help.",
+                    rate_text(r.rate)
+                ));
+            }
+        }
+    }
+    fn summary(_p: &Params, rows: &[Row]) -> Vec<String> {
+        rows.iter()
+            .map(|r| {
+                format!(
+                    "FLOOD at {}: {} spoofed FIRSTs ({:.0}/s), {} accepted; bulk {:.0} → {:.0} Mbit/s ({:.0} % kept); to spoofed sources {:.2}× bytes, {} datagrams after; RSS {} / {} / {} kB",
+                    rate_text(r.rate),
+                    r.firsts_sent,
+                    r.firsts_per_s,
+                    r.accepted,
+                    r.alone_mbit_per_s,
+                    r.flood_mbit_per_s,
+                    r.kept() * 100.0,
+                    r.amplification(),
+                    r.spoofed_datagrams_after,
+                    r.rss_before_kb,
+                    r.rss_during_kb,
+                    r.rss_after_kb
+                )
+            })
+            .collect()
+    }
+    fn headline(r: &Row) -> Option<(String, f64, &'static str)> {
+        Some((format!("goodput kept under flood at {}", rate_text(r.rate)), r.kept(), ""))
+    }
+}
+
+fn rate_text(r: u64) -> String {
+    if r == 0 { "full speed".into() } else { format!("{r}/s") }
+}
