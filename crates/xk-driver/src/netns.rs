@@ -306,10 +306,35 @@ struct Partial<'a> {
 
 impl Drop for Partial<'_> {
     fn drop(&mut self) {
-        for ns in self.created.drain(..) {
-            let _ = ip(&["netns", "del", &ns]);
+        let _ = delete_all(self.created);
+    }
+}
+
+/// Deletes the named namespaces. `ip netns del` can fail for a moment
+/// while the kernel still holds the namespace file busy (a process that
+/// `ip netns exec` started is still being torn down in another mount
+/// namespace), so each is retried for up to two seconds before the error is
+/// returned; every name is tried whatever happened to the others.
+fn delete_all(names: &mut Vec<String>) -> io::Result<()> {
+    let mut failed = Vec::new();
+    for ns in names.drain(..) {
+        let mut last = Ok(());
+        for attempt in 0..20 {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            last = ip(&["netns", "del", &ns]);
+            // Gone, whether this call or an earlier half-done one removed it.
+            if last.is_ok() || !leftover(&ns).contains(&ns) {
+                last = Ok(());
+                break;
+            }
+        }
+        if let Err(e) = last {
+            failed.push(e.to_string());
         }
     }
+    if failed.is_empty() { Ok(()) } else { Err(io::Error::other(failed.join("; "))) }
 }
 
 fn make_end(
@@ -332,11 +357,17 @@ fn make_end(
     Ok(device)
 }
 
+impl Netns {
+    /// Deletes both namespaces now, saying what could not be deleted (and
+    /// why); dropping a `Netns` does the same silently.
+    pub fn delete(mut self) -> io::Result<()> {
+        delete_all(&mut self.created)
+    }
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
-        for ns in self.created.drain(..) {
-            let _ = ip(&["netns", "del", &ns]);
-        }
+        let _ = delete_all(&mut self.created);
     }
 }
 

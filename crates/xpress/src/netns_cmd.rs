@@ -197,7 +197,9 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
         let report = fwd.join().map_err(|_| "the forwarding thread panicked".to_string());
         (result, report)
     });
-    drop(ns);
+    if let Err(e) = ns.delete() {
+        eprintln!("xpress netns: warning: teardown: {e}");
+    }
     let left = leftover(PREFIX);
     let report = report?.map_err(|e| format!("forwarding: {e}"))?;
     let json = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
