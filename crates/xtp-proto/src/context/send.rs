@@ -2,9 +2,13 @@
 //! next, and what a status report says was lost.
 //!
 //! Data is kept as the application's own `Bytes` (no copy) in chunks, one per
-//! write. A packet never spans two chunks, so message boundaries (EOM) always
-//! fall at a packet end and a BTAG always rides on the packet that starts its
-//! message — also when the data is retransmitted (digest G5).
+//! write. A packet never spans a message boundary, so EOM always falls at a
+//! packet end and a BTAG always rides on the packet that starts its message
+//! — also when the data is retransmitted (digest G5). Within a message (or
+//! an unbroken stream) a packet continues into the next chunks until it is
+//! full: a stream written in small pieces still leaves in full packets, as
+//! TCP coalesces writes. That costs one copy of those packets' data; a
+//! packet from a single chunk is a slice of it, no copy.
 //!
 //! Which holes are lost is decided in `recovery.rs`; this file keeps the
 //! byte-level scoreboard: what the peer holds (`sacked`, from spans and
@@ -12,7 +16,7 @@
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use xtp_wire::Span;
 
 use crate::ranges::RangeSet;
@@ -140,26 +144,44 @@ impl SendBuf {
         (i < self.chunks.len() && self.chunks[i].seq <= seq).then_some(i)
     }
 
-    /// The bytes from `seq` within one chunk: at most `max` of data, and the
-    /// data plus its BTAG (8 bytes, when the segment starts a tagged message)
-    /// at most `room`, so the tag is counted in the packet size (G5).
+    /// The bytes from `seq` up to the end of its message: at most `max` of
+    /// data, and the data plus its BTAG (8 bytes, when the segment starts a
+    /// tagged message) at most `room`, so the tag is counted in the packet
+    /// size (G5).
     fn cut(&self, seq: u64, max: u64, room: u64, retransmit: bool) -> Option<Segment> {
-        let c = &self.chunks[self.chunk_index(seq)?];
+        let i = self.chunk_index(seq)?;
+        let c = &self.chunks[i];
         let off = (seq - c.seq) as usize;
         let btag = if off == 0 && c.msg_start { c.btag } else { None };
         let room = room.saturating_sub(if btag.is_some() { 8 } else { 0 });
-        let len = (c.data.len() - off).min(max.min(room) as usize);
+        let want = max.min(room) as usize;
+        let len = (c.data.len() - off).min(want);
         if len == 0 {
             return None;
         }
         let end = off + len;
-        Some(Segment {
-            seq,
-            data: c.data.slice(off..end),
-            eom: c.eom && end == c.data.len(),
-            btag,
-            retransmit,
-        })
+        let eom = c.eom && end == c.data.len();
+        let continues = self.chunks.get(i + 1).is_some_and(|n| !n.msg_start);
+        if len == want || eom || !continues {
+            return Some(Segment { seq, data: c.data.slice(off..end), eom, btag, retransmit });
+        }
+        // The packet has room left and the message goes on in the next
+        // chunk: fill it from the chunks that follow, up to a message's end.
+        let mut data = BytesMut::with_capacity(want);
+        data.extend_from_slice(&c.data[off..]);
+        let mut eom = false;
+        for n in self.chunks.range(i + 1..) {
+            if n.msg_start || data.len() == want {
+                break;
+            }
+            let take = n.data.len().min(want - data.len());
+            data.extend_from_slice(&n.data[..take]);
+            if take == n.data.len() && n.eom {
+                eom = true;
+                break;
+            }
+        }
+        Some(Segment { seq, data: data.freeze(), eom, btag, retransmit })
     }
 
     /// The next segment to send: the lowest hole to retransmit, else new data
@@ -299,12 +321,39 @@ mod tests {
             shape,
             vec![
                 (0, 4, false, Some(1)),
-                (4, 2, false, None),
-                (6, 4, false, None),
-                (10, 1, true, None),
+                // Within a message a packet runs on into the next write.
+                (4, 4, false, None),
+                (8, 3, true, None),
                 (11, 4, true, Some(3))
             ]
         );
+        assert_eq!(&segs[1].data[..], b"o wo");
+    }
+
+    /// A stream written in small pieces leaves in full packets (the writes
+    /// of a sender topping up its queue as reports free room), and a
+    /// retransmission spanning two writes is one packet again.
+    #[test]
+    fn small_writes_coalesce_into_full_packets() {
+        let mut b = SendBuf::new(false);
+        let mut expect = Vec::new();
+        for i in 0..100u8 {
+            let piece = vec![i; 37 + usize::from(i % 5)];
+            expect.extend_from_slice(&piece);
+            b.write(Bytes::from(piece), false, None);
+        }
+        let segs = send_all(&mut b, 1000);
+        let sizes: Vec<usize> = segs.iter().map(|s| s.data.len()).collect();
+        assert_eq!(sizes, vec![1000, 1000, 1000, 900], "full packets, the rest last");
+        let joined: Vec<u8> = segs.iter().flat_map(|s| s.data.iter().copied()).collect();
+        assert_eq!(joined, expect, "the bytes in order");
+        assert!(segs.iter().all(|s| !s.eom && s.btag.is_none()));
+        // Bytes 950..1950 lost: resent as one packet across several writes.
+        b.apply_report(0, &[Span { left: 1950, right: 3900 }], |_, _| {}).unwrap();
+        b.mark_lost(950, 1950);
+        let r = b.next_segment(1000, usize::MAX, u64::MAX, true).unwrap();
+        assert_eq!((r.seq, r.data.len(), r.retransmit), (950, 1000, true));
+        assert_eq!(&r.data[..], &expect[950..1950]);
     }
 
     #[test]

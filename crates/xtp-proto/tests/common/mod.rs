@@ -50,6 +50,8 @@ pub struct Host {
     pub sink_bytes: u64,
     /// Data written by a Bulk sender: one shared 1 MiB pattern.
     bulk_data: Bytes,
+    /// A Bulk sender's write size (0: the whole pattern per write).
+    pub write_size: usize,
     /// Client messages not yet accepted by `write` (its send buffer was
     /// full), with their BTAGs; the client closes once all are written.
     pending: std::collections::VecDeque<(Bytes, u64)>,
@@ -72,6 +74,7 @@ impl Host {
             ctx: None,
             sink_bytes: 0,
             bulk_data: Bytes::new(),
+            write_size: 0,
             pending: std::collections::VecDeque::new(),
             client_closed: true,
             chunks: Vec::new(),
@@ -158,8 +161,12 @@ impl Host {
         let Some(ctx) = self.ctx else { return };
         let Some(stats) = self.ep.context_stats(ctx) else { return };
         let target = stats.send_window.min(1 << 30).saturating_mul(2).max(4 << 20);
+        let piece = match self.write_size {
+            0 => self.bulk_data.clone(),
+            n => self.bulk_data.slice(..n.min(self.bulk_data.len())),
+        };
         while self.ep.unacked_bytes(ctx) < target {
-            if self.ep.write(now, ctx, self.bulk_data.clone(), false, None).is_err() {
+            if self.ep.write(now, ctx, piece.clone(), false, None).is_err() {
                 return;
             }
         }
