@@ -6,7 +6,8 @@
 # receiver got). One line per link and sender: Mbit/s, the emulator's own
 # verdict on its timing, and the sender's retransmissions.
 #
-# usage: scripts/compare-tcp.sh [XPRESS] [SECONDS] [REPETITIONS]
+# usage: scripts/compare-tcp.sh [XPRESS] [SECONDS] [REPETITIONS] [OMIT]
+#   OMIT: seconds run first and left out of the count (bulk -O, iperf3 -O)
 #   LINK="delay 15ms rate 45mbit limit 1000 loss 0.3%"  one link instead of the table
 #   CCS="cubic newreno"  controllers (default cubic bbr; XTP's newreno runs
 #                        against the kernel's reno)
@@ -14,6 +15,7 @@ set -euo pipefail
 X=$(realpath "${1:-target/release/xpress}")
 SECS=${2:-15}
 REPS=${3:-1}
+OMIT=${4:-0}
 [ "$(id -u)" = 0 ] || { echo "compare-tcp.sh: needs root (xpress netns creates network namespaces)" >&2; exit 2; }
 command -v iperf3 >/dev/null || { echo "compare-tcp.sh: needs iperf3" >&2; exit 2; }
 TMP=$(mktemp -d)
@@ -33,8 +35,8 @@ for link in "${LINKS[@]}"; do
   [ "$cc" = newreno ] && tcp_cc=reno
   for _rep in $(seq "$REPS"); do
     "$X" netns --link "$link" --report "$TMP/emu.json" \
-      --a "exec $X serve --listen 10.200.0.1:3636 --duration $((SECS + 60))" \
-      --b "$X bulk --to 10.200.0.1:3636 -t $SECS -J --cc $cc" >"$TMP/out" 2>/dev/null || true
+      --a "exec $X serve --listen 10.200.0.1:3636 --duration $((SECS + ${OMIT%.*} + 60))" \
+      --b "$X bulk --to 10.200.0.1:3636 -t $SECS -O $OMIT -J --cc $cc" >"$TMP/out" 2>/dev/null || true
     python3 - "$link" "XTP $cc" "$TMP/out" "$TMP/emu.json" <<'PY'
 import json, sys
 link, who, out, emu = sys.argv[1:5]
@@ -47,7 +49,7 @@ else:
     print(f"{link:46} {who:12} {r['gbit_per_s']*1e3:9.1f} {str(e['valid']):>6} {c.get('retransmitted', '?')} B, {c.get('timeouts', '?')} timeouts")
 PY
     "$X" netns --link "$link" --report "$TMP/emu.json" --a "exec iperf3 -s -1" \
-      --b "iperf3 -c \$XPRESS_PEER -t $SECS -J -C $tcp_cc" >"$TMP/out" 2>/dev/null || true
+      --b "iperf3 -c \$XPRESS_PEER -t $SECS -O $OMIT -J -C $tcp_cc" >"$TMP/out" 2>/dev/null || true
     python3 - "$link" "TCP $tcp_cc" "$TMP/out" "$TMP/emu.json" <<'PY'
 import json, sys
 link, who, out, emu = sys.argv[1:5]

@@ -9,7 +9,10 @@
 //!
 //! With a time bound the sender stops writing at the deadline and closes;
 //! the goodput counts the bytes the receiver acknowledged (or, receiving,
-//! got) by then, as iperf3 counts what arrived in time.
+//! got) by then, as iperf3 counts what arrived in time. `omit` (iperf3's
+//! `-O`) runs that long first and leaves it out of the count: the result is
+//! the steady state, without slow start and without the first round trip in
+//! which nothing can have been acknowledged yet.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -82,6 +85,9 @@ pub struct BulkConfig {
     pub window: Option<usize>,
     /// Report every this long.
     pub interval: Option<Duration>,
+    /// With a time bound: run this long first and leave it out of the count
+    /// (iperf3's `-O`; XTP and TCP).
+    pub omit: Duration,
     /// The path to the server.
     pub path: PathConfig,
     /// QUIC: the server's certificate.
@@ -104,6 +110,7 @@ impl BulkConfig {
             cc: Congestion::Cubic,
             window: None,
             interval: None,
+            omit: Duration::ZERO,
             path: PathConfig::default(),
             quic_cert: None,
         }
@@ -158,6 +165,8 @@ pub struct Interval {
     /// Pacing rate at the end, bits per second: the congestion controller's
     /// or XTP's RATE, whichever is lower (XTP sender; `None`: not paced).
     pub pacing_bits_per_second: Option<f64>,
+    /// The interval lies in the omitted start (`omit`), outside the count.
+    pub omitted: bool,
 }
 
 /// The sum of a direction's interval reports (RTT: the mean; rates,
@@ -180,7 +189,14 @@ pub(crate) fn sum_intervals(parts: &[Interval], dir: Direction) -> Interval {
         cwnd: add(|i| i.cwnd),
         send_window: add(|i| i.send_window),
         pacing_bits_per_second: addf(|i| i.pacing_bits_per_second),
+        omitted: parts[0].omitted,
     }
+}
+
+/// Whether an interval ending `end` seconds after the start lies in the
+/// omitted first `omit` (a millisecond's slack for the tick's lateness).
+pub(crate) fn in_omitted(end: f64, omit: Duration) -> bool {
+    !omit.is_zero() && end <= omit.as_secs_f64() + 1e-3
 }
 
 /// One context's result.
@@ -245,6 +261,8 @@ pub struct BulkResult {
     pub bits_per_second: f64,
     /// Ran for a time (`-t`) rather than a byte count.
     pub timed: bool,
+    /// Seconds run before the counted part and left out of it (`omit`).
+    pub omitted_seconds: f64,
     /// Bytes the application wrote.
     pub sent_bytes: u64,
     /// What the server said it received (`None`: no answer, e.g. aborted).
@@ -305,6 +323,7 @@ impl BulkResult {
             gbit_per_s: 0.0,
             bits_per_second: 0.0,
             timed: matches!(cfg.amount, Amount::Time(_)),
+            omitted_seconds: cfg.omit.as_secs_f64(),
             sent_bytes: 0,
             receiver_bytes: None,
             sha256: None,
@@ -372,6 +391,19 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
     }
     if cfg.window == Some(0) {
         return Err("--window 0: the window must be at least 1 byte".into());
+    }
+    if !cfg.omit.is_zero() {
+        if !matches!(cfg.amount, Amount::Time(_)) {
+            return Err("--omit: only with -t (a time-bounded run leaves its start out of the count)".into());
+        }
+        if cfg.omit.as_secs_f64() > 3600.0 {
+            return Err(format!("--omit {}: at most 3600 seconds", cfg.omit.as_secs_f64()));
+        }
+        if cfg.transport == Transport::Quic {
+            return Err(
+                "--omit: XTP and TCP only for now (the QUIC run counts its streams at the end)".into()
+            );
+        }
     }
     if let Some(i) = cfg.interval
         && i < Duration::from_millis(10)

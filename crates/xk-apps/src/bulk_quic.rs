@@ -181,6 +181,7 @@ fn interval(
         cwnd: sending.then_some(st.path.cwnd),
         send_window: None,
         pacing_bits_per_second: None,
+        omitted: false,
     }
 }
 

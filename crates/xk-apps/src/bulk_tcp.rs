@@ -14,7 +14,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult, Sum, sum_intervals};
+use crate::bulk::{
+    Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult, Sum, in_omitted, sum_intervals,
+};
 use crate::feed::SourceRequest;
 use crate::transport::Transport;
 
@@ -143,8 +145,9 @@ pub(crate) fn run(
     }
     let t0 = Instant::now();
     let p = u64::from(cfg.parallel);
+    let omit_end = t0 + cfg.omit;
     let deadline = match cfg.amount {
-        Amount::Time(t) => Some(t0 + t),
+        Amount::Time(t) => Some(omit_end + t),
         Amount::Bytes(_) => None,
     };
     let share = |i: u64| cfg.share(i);
@@ -156,6 +159,10 @@ pub(crate) fn run(
         .collect();
     let mut r = BulkResult::new(Transport::Tcp, cfg);
     let mut counted: Vec<Option<u64>> = vec![None; flows.len()];
+    // Each flow's count when the omitted start ended (sending: bytes
+    // written; receiving: bytes read).
+    let mut base: Vec<u64> = vec![0; flows.len()];
+    let mut base_taken = cfg.omit.is_zero();
     let results: Vec<Result<Done, String>> = std::thread::scope(|sc| {
         let handles: Vec<_> = flows
             .iter()
@@ -165,9 +172,11 @@ pub(crate) fn run(
                     Direction::Receive => {
                         let req = match cfg.amount {
                             Amount::Bytes(_) => SourceRequest { amount, timed: false, length: 0 },
-                            Amount::Time(t) => {
-                                SourceRequest { amount: t.as_millis() as u64, timed: true, length: 0 }
-                            }
+                            Amount::Time(t) => SourceRequest {
+                                amount: (cfg.omit + t).as_millis() as u64,
+                                timed: true,
+                                length: 0,
+                            },
                         };
                         receive(cfg.to, req, deadline, stop, f)
                     }
@@ -181,6 +190,13 @@ pub(crate) fn run(
         while handles.iter().any(|h| !h.is_finished()) {
             std::thread::sleep(Duration::from_millis(10));
             let now = Instant::now();
+            // The end of the omitted start: count from here on.
+            if !base_taken && now >= omit_end {
+                base_taken = true;
+                for (k, (f, _)) in flows.iter().enumerate() {
+                    base[k] = f.count.load(Ordering::Relaxed);
+                }
+            }
             if deadline.is_some_and(|d| now >= d) && counted.iter().all(Option::is_none) {
                 for (k, (f, _)) in flows.iter().enumerate() {
                     counted[k] = Some(f.count.load(Ordering::Relaxed));
@@ -213,6 +229,7 @@ pub(crate) fn run(
                             cwnd: None,
                             send_window: None,
                             pacing_bits_per_second: None,
+                            omitted: in_omitted(end, cfg.omit),
                         });
                     }
                     if parts.is_empty() {
@@ -238,7 +255,9 @@ pub(crate) fn run(
             .collect()
     });
     r.interrupted = stop.load(Ordering::Relaxed);
-    let secs_t = deadline.map(|d| (d - t0).as_secs_f64());
+    let secs_t = deadline.map(|d| (d - omit_end).as_secs_f64());
+    // Ctrl-C during the omitted start counts from the start.
+    let omit = if base_taken { cfg.omit.as_secs_f64() } else { 0.0 };
     for (k, ((f, amount), done)) in flows.iter().zip(results).enumerate() {
         let done = done?;
         let (bytes, seconds) = match f.dir {
@@ -248,8 +267,8 @@ pub(crate) fn run(
                     return Err(format!("-R: the server sent {got} of the {amount} bytes asked for"));
                 }
                 match (counted[k], secs_t) {
-                    (Some(c), Some(t)) => (c, t),
-                    _ => (got, done.seconds),
+                    (Some(c), Some(t)) => (c - base[k], t),
+                    _ => (got - base[k], (done.seconds - omit).max(0.0)),
                 }
             }
             _ => {
@@ -260,7 +279,9 @@ pub(crate) fn run(
                         None => "tcp: the server did not answer its count (is it `xpress serve`?)".into(),
                     });
                 }
-                (done.receiver.unwrap_or(sent), done.seconds)
+                // Timed, the server's count is what was written by the
+                // deadline; the omitted start's writes are left out.
+                (done.receiver.unwrap_or(sent).saturating_sub(base[k]), (done.seconds - omit).max(0.0))
             }
         };
         r.streams.push(StreamResult {

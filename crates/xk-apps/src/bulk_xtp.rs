@@ -18,7 +18,8 @@ use xk_time::{Duration, Instant};
 use xtp_proto::{CloseReason, ContextConfig, ContextId, ContextStats, Endpoint, Event};
 
 use crate::bulk::{
-    Amount, BulkConfig, BulkResult, ContextCounters, Direction, Interval, StreamResult, Sum, sum_intervals,
+    Amount, BulkConfig, BulkResult, ContextCounters, Direction, Interval, StreamResult, Sum, in_omitted,
+    sum_intervals,
 };
 use crate::feed::{Feeder, SourceRequest, hex};
 use crate::server::{DISCARD_PORT, SOURCE_PORT, VERIFY_PORT};
@@ -40,6 +41,8 @@ struct Flow {
     closed: Option<CloseReason>,
     /// The receiver's count at the deadline or Ctrl-C.
     counted: Option<u64>,
+    /// The receiver's count when the omitted start ended (0 without one).
+    base: u64,
     /// At the last interval: bytes on the wire, receiver's bytes, retransmitted.
     last: (u64, u64, u64),
 }
@@ -94,7 +97,7 @@ fn open(ep: &mut Endpoint, now: Instant, cfg: &BulkConfig, to: SocketAddr) -> Re
             let (feeder, expected) = if dir == Direction::Receive {
                 let (amount, timed) = match cfg.amount {
                     Amount::Bytes(_) => (share(i), false),
-                    Amount::Time(t) => (t.as_millis() as u64, true),
+                    Amount::Time(t) => ((cfg.omit + t).as_millis() as u64, true),
                 };
                 let length = cfg.length.map_or(0, |l| l as u32);
                 let req = SourceRequest { amount, timed, length }.encode();
@@ -114,6 +117,7 @@ fn open(ep: &mut Endpoint, now: Instant, cfg: &BulkConfig, to: SocketAddr) -> Re
                 stats: None,
                 closed: None,
                 counted: None,
+                base: 0,
                 last: (0, 0, 0),
             });
         }
@@ -122,7 +126,7 @@ fn open(ep: &mut Endpoint, now: Instant, cfg: &BulkConfig, to: SocketAddr) -> Re
 }
 
 /// The interval of `f` from `last` to now (`secs` long, ending `end`).
-fn flow_interval(f: &Flow, index: usize, start: f64, end: f64) -> Interval {
+fn flow_interval(f: &Flow, index: usize, start: f64, end: f64, omit: std::time::Duration) -> Interval {
     let secs = (end - start).max(1e-9);
     let s = f.stats;
     let got = f.goodput() - f.last.1;
@@ -142,6 +146,7 @@ fn flow_interval(f: &Flow, index: usize, start: f64, end: f64) -> Interval {
         cwnd: s.filter(|s| sending && s.cwnd != u64::MAX).map(|s| s.cwnd),
         send_window: s.filter(|_| sending).map(|s| s.send_window),
         pacing_bits_per_second: s.filter(|_| sending).and_then(|s| s.pacing_rate).map(|r| r as f64 * 8.0),
+        omitted: in_omitted(end, omit),
     }
 }
 
@@ -156,8 +161,10 @@ pub(crate) fn run<X: Io>(
     r.warnings.extend(d.buffer_warning());
     let t0 = d.now();
     let mut flows = open(d.endpoint(), t0, cfg, to)?;
+    let omit_end = t0 + dur(cfg.omit);
+    let mut omitted = cfg.omit.is_zero();
     let deadline = match cfg.amount {
-        Amount::Time(t) => Some(t0 + dur(t)),
+        Amount::Time(t) => Some(omit_end + dur(t)),
         Amount::Bytes(_) => None,
     };
     let tick = cfg.interval.map(dur);
@@ -181,7 +188,7 @@ pub(crate) fn run<X: Io>(
                     .iter()
                     .enumerate()
                     .filter(|(_, f)| f.dir == dir)
-                    .map(|(k, f)| flow_interval(f, k, start, end))
+                    .map(|(k, f)| flow_interval(f, k, start, end, cfg.omit))
                     .collect();
                 if parts.is_empty() {
                     continue;
@@ -203,6 +210,13 @@ pub(crate) fn run<X: Io>(
             last_tick = now;
             next_tick = Some(t + i);
         }
+        // The end of the omitted start: count from here on.
+        if !omitted && now >= omit_end {
+            omitted = true;
+            for f in &mut flows {
+                f.base = f.goodput();
+            }
+        }
         // The deadline or Ctrl-C: count what each receiver has got by now,
         // stop the senders and close; abort what has not closed in time.
         let why = if stop.load(Ordering::Relaxed) {
@@ -213,13 +227,15 @@ pub(crate) fn run<X: Io>(
             None
         };
         if let (Some(why), None) = (why, finish) {
+            // Ctrl-C during the omitted start counts from the start.
+            let from = if omitted { omit_end } else { t0 };
             counted_secs = Some(match (why, deadline) {
-                (Finish::Time, Some(dl)) => (dl - t0).as_secs_f64(),
-                _ => (now - t0).as_secs_f64(),
+                (Finish::Time, Some(dl)) => (dl - from).as_secs_f64(),
+                _ => now.saturating_since(from).as_secs_f64(),
             });
             let mut srtt = Duration::ZERO;
             for f in &mut flows {
-                f.counted = Some(f.goodput());
+                f.counted = Some(f.goodput() - if omitted { f.base } else { 0 });
                 srtt = srtt.max(f.stats.and_then(|s| s.srtt).unwrap_or_default());
                 if let Some(feeder) = f.feeder.as_mut() {
                     feeder.stop();

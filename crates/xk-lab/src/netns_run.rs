@@ -57,6 +57,10 @@ pub struct Outcome {
     pub bytes: u64,
     /// The timed part.
     pub seconds: f64,
+    /// Seconds run before the timed part and left out of the count (slow
+    /// start; `bulk -O`, `iperf3 -O`).
+    #[serde(default)]
+    pub omitted_seconds: f64,
     /// Bytes retransmitted (XTP: the context's count; TCP: segments × MSS
     /// is not known, so iperf3's retransmitted segments), if reported.
     pub retransmits: Option<u64>,
@@ -117,23 +121,42 @@ fn json_line(text: &str) -> Option<Value> {
     text.lines().find_map(|l| l.trim_start().starts_with('{').then(|| serde_json::from_str(l).ok()).flatten())
 }
 
-/// Runs `sender` for `seconds` under `link` (netem-like, each direction)
+/// How long a run lasts: `omit` seconds left out of the count (slow start),
+/// then `seconds` counted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timing {
+    /// The counted part.
+    pub seconds: f64,
+    /// Run first, not counted.
+    pub omit: f64,
+}
+
+impl Timing {
+    /// Steady state after slow start: ten round trips left out (at least
+    /// one second, at most ten), then `seconds` counted.
+    pub fn steady(seconds: f64, rtt_ms: u64) -> Timing {
+        Timing { seconds, omit: (rtt_ms as f64 * 10.0 / 1e3).clamp(1.0, 10.0) }
+    }
+}
+
+/// Runs `sender` for `t` under `link` (netem-like, each direction)
 /// through `xpress netns` (root).
-pub fn through_netns(link: &str, sender: &Sender, seconds: f64, seed: u64) -> Result<Outcome, String> {
+pub fn through_netns(link: &str, sender: &Sender, t: Timing, seed: u64) -> Result<Outcome, String> {
+    let Timing { seconds, omit } = t;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?.display().to_string();
     let report =
         Scratch(std::env::temp_dir().join(format!("xpress-netns-{}-{seed}.json", std::process::id())));
-    let limit = (seconds + 90.0).ceil();
+    let limit = (omit + seconds + 90.0).ceil();
     let (a, b) = match sender {
         Sender::Xtp { cc, window, nocheck, rate } => (
             format!("exec {exe} serve --listen 10.200.0.1:3636 --duration {limit}"),
             format!(
-                "{exe} bulk --to 10.200.0.1:3636 -t {seconds} -J{}",
+                "{exe} bulk --to 10.200.0.1:3636 -t {seconds} -O {omit} -J{}",
                 xtp_args(cc, *window, *nocheck, *rate)
             ),
         ),
         Sender::Tcp { cc, window } => {
-            let mut b = format!("iperf3 -c $XPRESS_PEER -t {seconds} -J");
+            let mut b = format!("iperf3 -c $XPRESS_PEER -t {seconds} -O {omit} -J");
             if let Some(cc) = cc {
                 b += &format!(" -C {cc}");
             }
@@ -188,6 +211,7 @@ pub fn through_netns(link: &str, sender: &Sender, seconds: f64, seed: u64) -> Re
         }
     };
     o.mbit_per_s = o.bytes as f64 * 8.0 / o.seconds.max(1e-9) / 1e6;
+    o.omitted_seconds = omit;
     o.emulator = "netns".into();
     let rep: Value = std::fs::read_to_string(&report.0)
         .ok()
@@ -207,19 +231,20 @@ pub fn through_netns(link: &str, sender: &Sender, seconds: f64, seed: u64) -> Re
     Ok(o)
 }
 
-/// XTP for `seconds` under `link` through the in-process relay on loopback
-/// (no root needed): the applications library's server and `bulk -t`
+/// XTP for `t` under `link` through the in-process relay on loopback
+/// (no root needed): the applications library's server and `bulk -t -O`
 /// (`xk_apps`), all in this process. Goodput counts bytes acknowledged
-/// within the time.
+/// within the counted time.
 pub fn through_relay(
     link: &str,
     cc: &str,
     window: Option<u64>,
     nocheck: bool,
     rate: u64,
-    seconds: f64,
+    t: Timing,
     seed: u64,
 ) -> Result<Outcome, String> {
+    let Timing { seconds, omit } = t;
     let spec = parse_line(link).map_err(|e| format!("{link:?}: {e}"))?;
     let congestion: Congestion = cc.parse().map_err(|e| format!("--cc {cc}: {e}"))?;
     let server = Server::bind(&ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0))))?;
@@ -233,7 +258,7 @@ pub fn through_relay(
         forward: spec.clone(),
         reverse: spec,
         seed,
-        duration: Duration::from_secs_f64(seconds + 120.0),
+        duration: Duration::from_secs_f64(omit + seconds + 120.0),
         spin: xk_driver::pacer::DEFAULT_SPIN,
         max_p99_error: relay::DEFAULT_MAX_P99_ERROR,
         stop: Some(stop.clone()),
@@ -246,6 +271,7 @@ pub fn through_relay(
     b.nocheck = nocheck;
     b.rate_bps = (rate > 0).then_some(rate * 8);
     b.window = window.map(|w| w as usize);
+    b.omit = std::time::Duration::from_secs_f64(omit);
     let result = xk_apps::bulk::run(&b, &AtomicBool::new(false), |_| {});
     stop.store(true, Ordering::Relaxed);
     let report = relay.join().map_err(|_| "relay thread panicked".to_string())?.map_err(|e| e.to_string())?;
@@ -256,6 +282,7 @@ pub fn through_relay(
         mbit_per_s: r.bits_per_second / 1e6,
         bytes: r.bytes,
         seconds: r.seconds,
+        omitted_seconds: omit,
         retransmits: ctx.map(|c| c.retransmitted),
         timeouts: ctx.map(|c| c.timeouts),
         emulator: "relay".into(),
@@ -270,11 +297,11 @@ pub fn through_relay(
 
 /// Runs `sender` under `link`: through `xpress netns` as root, else XTP
 /// through the relay (Err for TCP without root: the caller skips the row).
-pub fn bulk(link: &str, sender: &Sender, seconds: f64, seed: u64, root: bool) -> Result<Outcome, String> {
+pub fn bulk(link: &str, sender: &Sender, t: Timing, seed: u64, root: bool) -> Result<Outcome, String> {
     match (sender, root) {
-        (_, true) => through_netns(link, sender, seconds, seed),
+        (_, true) => through_netns(link, sender, t, seed),
         (Sender::Xtp { cc, window, nocheck, rate }, false) => {
-            through_relay(link, cc, *window, *nocheck, *rate, seconds, seed)
+            through_relay(link, cc, *window, *nocheck, *rate, t, seed)
         }
         (Sender::Tcp { .. }, false) => {
             Err("kernel TCP under the emulated link needs root (xpress netns)".into())
@@ -288,13 +315,14 @@ mod tests {
 
     #[test]
     fn xtp_through_the_relay_counts_what_the_receiver_acknowledged_in_time() {
-        let o = through_relay("delay 5ms rate 20mbit", "cubic", None, false, 0, 0.5, 7).unwrap();
-        assert_eq!((o.emulator.as_str(), o.seconds), ("relay", 0.5), "{o:?}");
+        let t = Timing { seconds: 0.5, omit: 0.3 };
+        let o = through_relay("delay 5ms rate 20mbit", "cubic", None, false, 0, t, 7).unwrap();
+        assert_eq!((o.emulator.as_str(), o.seconds, o.omitted_seconds), ("relay", 0.5, 0.3), "{o:?}");
         // Something got through, and no more than the link carries.
         assert!(o.bytes > 10_000 && o.mbit_per_s <= 20.0 * 1.05, "{o:?}");
         assert!(o.retransmits.is_some() && o.timeouts.is_some(), "{o:?}");
         assert!(
-            through_relay("delay 5ms", "vegas", None, false, 0, 0.5, 7).unwrap_err().contains("--cc vegas")
+            through_relay("delay 5ms", "vegas", None, false, 0, t, 7).unwrap_err().contains("--cc vegas")
         );
     }
 }

@@ -4,13 +4,15 @@
 //! `xpress netns` emulator (root; without root XTP runs through the
 //! in-process relay and the TCP cells are skipped, saying so).
 //!
-//! Each run lasts 50 round trips (50 × BDP at the bottleneck rate), at least
-//! `min_seconds` and at most `max_seconds`. The figure is a heatmap of the
+//! Each run counts 50 round trips (50 × BDP at the bottleneck rate), at
+//! least `min_seconds` and at most `max_seconds`, after ten round trips
+//! (1-10 s) of slow start left out of the count (`bulk -O`, `iperf3 -O`):
+//! steady-state goodput. The figure is a heatmap of the
 //! XTP/TCP goodput ratio per controller pair, the numbers in the cells.
 
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
-use crate::netns_run::{self, Outcome, Sender};
+use crate::netns_run::{self, Outcome, Sender, Timing};
 use crate::stats;
 use crate::svg::heatmap;
 
@@ -82,8 +84,10 @@ fn link(rate: u64, rtt: u64, loss: f64) -> String {
 }
 
 impl Paths {
-    fn seconds(&self, rtt_ms: u64) -> f64 {
-        (50.0 * rtt_ms as f64 / 1e3).clamp(self.0.min_seconds, self.0.max_seconds)
+    /// The counted part: 50 round trips within the plan's bounds, after
+    /// slow start (ten round trips, 1-10 s, left out of the count).
+    fn timing(&self, rtt_ms: u64) -> Timing {
+        Timing::steady((50.0 * rtt_ms as f64 / 1e3).clamp(self.0.min_seconds, self.0.max_seconds), rtt_ms)
     }
 }
 
@@ -156,9 +160,10 @@ impl Experiment for Paths {
                         for rep in 1..=p.repetitions {
                             out.push(Step {
                                 label: format!(
-                                    "{rate} Mbit/s, RTT {rtt} ms, loss {loss} %: {} {cc}, {:.0} s, repetition {rep} of {}",
+                                    "{rate} Mbit/s, RTT {rtt} ms, loss {loss} %: {} {cc}, {:.0} s after {:.0} s omitted, repetition {rep} of {}",
                                     if t == "xtp" { "XTP" } else { "kernel TCP" },
-                                    self.seconds(rtt),
+                                    self.timing(rtt).seconds,
+                                    self.timing(rtt).omit,
                                     p.repetitions
                                 ),
                                 point: Point { rate_mbit: rate, rtt_ms: rtt, loss_pct: loss, transport: t.clone(), cc: cc.clone(), rep },
@@ -195,7 +200,7 @@ impl Experiment for Paths {
         let outcome = netns_run::bulk(
             &link(p.rate_mbit, p.rtt_ms, p.loss_pct),
             &sender,
-            self.seconds(p.rtt_ms),
+            self.timing(p.rtt_ms),
             seed,
             env.root,
         )?;

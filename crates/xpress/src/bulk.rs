@@ -33,6 +33,12 @@ pub(crate) struct BulkArgs {
     /// time until its count came back).
     #[arg(short = 't', long, conflicts_with = "bytes", value_parser = args::seconds, value_name = "SECONDS")]
     time: Option<std::time::Duration>,
+    /// With -t: run this many seconds first and leave them out of the count,
+    /// so the result is the steady state (iperf3's -O: slow start and the
+    /// first round trip, in which nothing can be acknowledged yet, are not
+    /// averaged in). Their interval lines say "(omitted)". XTP and TCP.
+    #[arg(short = 'O', long, value_parser = args::seconds, value_name = "SECONDS")]
+    omit: Option<std::time::Duration>,
     /// Parallel contexts (TCP and QUIC: connections) per direction, 1–128;
     /// -n is shared among them.
     #[arg(short = 'P', long, default_value_t = 1, value_name = "N")]
@@ -107,6 +113,7 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
         cc: a.cc,
         window: a.window,
         interval: a.interval.filter(|i| !i.is_zero()),
+        omit: a.omit.unwrap_or_default(),
         path: a.path.config(false),
         quic_cert: a.quic_cert.clone(),
     };
@@ -127,6 +134,11 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
         let via = cfg.path.via.map(|v| format!(" via {v}")).unwrap_or_default();
         let what = match cfg.amount {
             Amount::Bytes(b) => format!("{} bytes", b),
+            Amount::Time(t) if !cfg.omit.is_zero() => format!(
+                "for {} after {} left out of the count",
+                format::secs(t.as_secs_f64()),
+                format::secs(cfg.omit.as_secs_f64())
+            ),
             Amount::Time(t) => format!("for {}", format::secs(t.as_secs_f64())),
         };
         let how = match cfg.direction {
@@ -203,7 +215,7 @@ fn interval_line(iv: &Interval, tag: &str) -> String {
         iv.srtt_ms.map_or_else(dash, |ms| format::secs(ms / 1e3)),
         iv.cwnd.map_or_else(dash, format::bytes),
         iv.pacing_bits_per_second.map_or_else(dash, format::rate),
-    )
+    ) + if iv.omitted { "  (omitted)" } else { "" }
 }
 
 /// A context's line in the summary of a run with several.
@@ -234,7 +246,10 @@ fn summary(r: &BulkResult) -> String {
         }
     }
     let rate = format::rate(r.bits_per_second);
-    let secs = format::secs(r.seconds);
+    let mut secs = format::secs(r.seconds);
+    if r.omitted_seconds > 0.0 {
+        secs += &format!(" after the {} omitted", format::secs(r.omitted_seconds));
+    }
     let sum = if r.streams.len() > 1 { label(None, Direction::Send, bidir) + " " } else { String::new() };
     let t = r.transport;
     if r.direction == Direction::Receive {
@@ -332,6 +347,7 @@ mod tests {
             cwnd: Some(1 << 20),
             send_window: Some(1 << 20),
             pacing_bits_per_second: Some(125e6),
+            omitted: false,
         };
         let l = interval_line(&iv, "");
         for part in [
@@ -367,6 +383,9 @@ mod tests {
         assert!(l.starts_with("[  2 rx]"), "{l}");
         // `[`, `2`, `rx]`, `1.00-2.00`, `s`, then the sent column.
         assert_eq!(l.split_whitespace().nth(5), Some("-"), "a receiver does not know what was sent: {l}");
+        // iperf3's -O: the omitted start's lines say so.
+        let o = Interval { omitted: true, ..rx };
+        assert!(interval_line(&o, "").ends_with("(omitted)"), "{}", interval_line(&o, ""));
     }
 
     #[test]

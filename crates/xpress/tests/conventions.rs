@@ -83,6 +83,11 @@ fn bad_input_is_refused_naming_the_flag_and_the_reason() {
         (&["bulk", "-t", "1", "-n", "5"], &["--time", "cannot be used with"]),
         (&["bulk", "-l", "2m"], &["-l 2097152: a message must be 1 B to 1 MiB"]),
         (&["bulk", "-i", "0.001"], &["-i 0.001: report at most every 10 ms"]),
+        (&["bulk", "-O", "2"], &["--omit", "only with -t"]),
+        (
+            &["bulk", "--transport", "quic", "--quic-cert", "/x", "-t", "1", "-O", "1"],
+            &["--omit", "XTP and TCP"],
+        ),
         (&["bulk", "--transport", "tcp", "--via", "127.0.0.1:9"], &["--via", "xpress netns"]),
         (&["ping", "--transport", "tcp", "--via", "127.0.0.1:9"], &["--via", "xpress netns"]),
         (&["ping", "-c", "0"], &["-c 0: send at least one request"]),
@@ -296,6 +301,52 @@ fn bulk_t_bounds_wall_time_through_the_emulator_with_intervals_and_via_works() {
     assert!(o.status.success(), "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(v["rtt_us"]["min"].as_f64().unwrap() >= 10_000.0, "udp ping did not go through the relay: {v}");
+}
+
+/// iperf3's -O: the omitted start runs first, its interval lines say so,
+/// and the count is the rest: through a 20 Mbit/s, 20 ms link XTP's
+/// steady state is near the link's rate, above what the whole run averages
+/// with slow start in it. Kernel TCP on loopback follows the same shape.
+#[test]
+fn omit_leaves_the_start_out_of_the_count() {
+    let s = serve(&[]);
+    let (_relay, via) = emulate(s.addr, "delay 10ms rate 20mbit");
+    let to = s.addr.to_string();
+    let t0 = Instant::now();
+    let o = run(&["bulk", "--to", &to, "--via", &via.to_string(), "-t", "1", "-O", "1", "-i", "0.25", "-J"]);
+    let wall = t0.elapsed();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(wall >= Duration::from_secs(2) && wall < Duration::from_secs(7), "-t 1 -O 1 ran {wall:?}");
+    assert_eq!((v["seconds"].as_f64(), v["omitted_seconds"].as_f64()), (Some(1.0), Some(1.0)), "{v}");
+    let intervals = v["intervals"].as_array().unwrap();
+    let omitted = |iv: &serde_json::Value| iv["omitted"].as_bool().unwrap();
+    assert!(intervals.iter().take(3).all(omitted), "the first second's lines are omitted: {v}");
+    assert!(intervals.iter().skip(4).all(|iv| !omitted(iv)), "the rest are counted: {v}");
+    // Only the counted second: at most the link's rate, and most of it.
+    let mbit = v["bits_per_second"].as_f64().unwrap() / 1e6;
+    assert!(mbit > 14.0 && mbit <= 20.0 * 1.05, "steady state {mbit:.2} Mbit/s on a 20 Mbit/s link: {v}");
+    // The counted bytes are the counted intervals' (the tick's lateness aside).
+    let counted: u64 =
+        intervals.iter().filter(|iv| !omitted(iv)).map(|iv| iv["receiver_bytes"].as_u64().unwrap()).sum();
+    let bytes = v["bytes"].as_u64().unwrap();
+    assert!(counted.abs_diff(bytes) * 10 < bytes, "{counted} counted in intervals, {bytes} in all: {v}");
+    // Kernel TCP, sending and receiving.
+    for dir in [&[][..], &["-R"][..]] {
+        let mut args =
+            vec!["bulk", "--to", &to, "--transport", "tcp", "-t", "0.5", "-O", "0.5", "-i", "0.25", "-J"];
+        args.extend_from_slice(dir);
+        let o = run(&args);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{dir:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["omitted_seconds"].as_f64(), Some(0.5), "{v}");
+        assert!(v["intervals"][0]["omitted"].as_bool().unwrap(), "{v}");
+        let secs = v["seconds"].as_f64().unwrap();
+        assert!((0.45..1.5).contains(&secs), "{dir:?}: {secs} s counted of -t 0.5 -O 0.5: {v}");
+        assert!(v["bytes"].as_u64().unwrap() > 0, "{v}");
+    }
 }
 
 #[test]
