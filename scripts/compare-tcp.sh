@@ -7,7 +7,9 @@
 # verdict on its timing, and the sender's retransmissions.
 #
 # usage: scripts/compare-tcp.sh [XPRESS] [SECONDS] [REPETITIONS] [OMIT]
-#   OMIT: seconds run first and left out of the count (bulk -O, iperf3 -O)
+#   OMIT: whole seconds run first and left out of the count (bulk -O,
+#         iperf3 -O, which reads whole seconds); XTP's retransmissions
+#         column covers the whole run, iperf3's the counted part
 #   LINK="delay 15ms rate 45mbit limit 1000 loss 0.3%"  one link instead of the table
 #   CCS="cubic newreno"  controllers (default cubic bbr; XTP's newreno runs
 #                        against the kernel's reno)

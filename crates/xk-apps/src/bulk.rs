@@ -193,12 +193,6 @@ pub(crate) fn sum_intervals(parts: &[Interval], dir: Direction) -> Interval {
     }
 }
 
-/// Whether an interval ending `end` seconds after the start lies in the
-/// omitted first `omit` (a millisecond's slack for the tick's lateness).
-pub(crate) fn in_omitted(end: f64, omit: Duration) -> bool {
-    !omit.is_zero() && end <= omit.as_secs_f64() + 1e-3
-}
-
 /// One context's result.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StreamResult {
@@ -313,6 +307,15 @@ pub struct BulkResult {
 }
 
 impl BulkResult {
+    /// Stopped (Ctrl-C) before the omitted start ended: the count runs from
+    /// the start, and nothing was left out.
+    pub(crate) fn counted_from_start(&mut self) {
+        self.omitted_seconds = 0.0;
+        for iv in &mut self.intervals {
+            iv.omitted = false;
+        }
+    }
+
     pub(crate) fn new(transport: Transport, cfg: &BulkConfig) -> Self {
         BulkResult {
             transport: transport.name(),
@@ -396,8 +399,14 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
         if !matches!(cfg.amount, Amount::Time(_)) {
             return Err("--omit: only with -t (a time-bounded run leaves its start out of the count)".into());
         }
-        if cfg.omit.as_secs_f64() > 3600.0 {
-            return Err(format!("--omit {}: at most 3600 seconds", cfg.omit.as_secs_f64()));
+        if let Amount::Time(t) = cfg.amount
+            && (cfg.omit + t).as_secs_f64() > 3600.0
+        {
+            return Err(format!(
+                "--omit {} with -t {}: at most 3600 seconds in all",
+                cfg.omit.as_secs_f64(),
+                t.as_secs_f64()
+            ));
         }
         if cfg.transport == Transport::Quic {
             return Err(

@@ -14,9 +14,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::bulk::{
-    Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult, Sum, in_omitted, sum_intervals,
-};
+use crate::bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult, Sum, sum_intervals};
 use crate::feed::SourceRequest;
 use crate::transport::Transport;
 
@@ -190,20 +188,16 @@ pub(crate) fn run(
         while handles.iter().any(|h| !h.is_finished()) {
             std::thread::sleep(Duration::from_millis(10));
             let now = Instant::now();
-            // The end of the omitted start: count from here on.
-            if !base_taken && now >= omit_end {
-                base_taken = true;
-                for (k, (f, _)) in flows.iter().enumerate() {
-                    base[k] = f.count.load(Ordering::Relaxed);
-                }
-            }
+            // The omitted start ends now: its last interval line is cut
+            // here (the next ones count), as iperf3 does.
+            let omit_ends = !base_taken && now >= omit_end;
             if deadline.is_some_and(|d| now >= d) && counted.iter().all(Option::is_none) {
                 for (k, (f, _)) in flows.iter().enumerate() {
                     counted[k] = Some(f.count.load(Ordering::Relaxed));
                 }
             }
             if let (Some(t), Some(i)) = (next, cfg.interval)
-                && now >= t
+                && (now >= t || omit_ends)
                 && deadline.is_none_or(|d| now < d + TICK)
             {
                 let (start, end) = ((last_t - t0).as_secs_f64(), (now - t0).as_secs_f64());
@@ -229,7 +223,7 @@ pub(crate) fn run(
                             cwnd: None,
                             send_window: None,
                             pacing_bits_per_second: None,
-                            omitted: in_omitted(end, cfg.omit),
+                            omitted: !base_taken,
                         });
                     }
                     if parts.is_empty() {
@@ -246,7 +240,13 @@ pub(crate) fn run(
                     r.intervals.push(sum);
                 }
                 last_t = now;
-                next = Some(t + i);
+                next = Some(if omit_ends { now + i } else { t + i });
+            }
+            if omit_ends {
+                base_taken = true;
+                for (k, (f, _)) in flows.iter().enumerate() {
+                    base[k] = f.count.load(Ordering::Relaxed);
+                }
             }
         }
         handles
@@ -255,6 +255,9 @@ pub(crate) fn run(
             .collect()
     });
     r.interrupted = stop.load(Ordering::Relaxed);
+    if !base_taken {
+        r.counted_from_start();
+    }
     let secs_t = deadline.map(|d| (d - omit_end).as_secs_f64());
     // Ctrl-C during the omitted start counts from the start.
     let omit = if base_taken { cfg.omit.as_secs_f64() } else { 0.0 };
@@ -268,7 +271,7 @@ pub(crate) fn run(
                 }
                 match (counted[k], secs_t) {
                     (Some(c), Some(t)) => (c - base[k], t),
-                    _ => (got - base[k], (done.seconds - omit).max(0.0)),
+                    _ => (got.saturating_sub(base[k]), (done.seconds - omit).max(0.0)),
                 }
             }
             _ => {
@@ -279,9 +282,19 @@ pub(crate) fn run(
                         None => "tcp: the server did not answer its count (is it `xpress serve`?)".into(),
                     });
                 }
-                // Timed, the server's count is what was written by the
-                // deadline; the omitted start's writes are left out.
-                (done.receiver.unwrap_or(sent).saturating_sub(base[k]), (done.seconds - omit).max(0.0))
+                if omit > 0.0
+                    && let Some(t) = secs_t
+                {
+                    // After an omitted start, the bytes written from its end
+                    // to the deadline over that time: the sender's rate, as
+                    // iperf3's sender counts (in steady state the socket
+                    // buffer holds as much at the deadline as at the omit's
+                    // end). The server's total would leave out what the
+                    // buffer held at the omit's end and add the drain time.
+                    (sent.saturating_sub(base[k]), t)
+                } else {
+                    (done.receiver.unwrap_or(sent), done.seconds)
+                }
             }
         };
         r.streams.push(StreamResult {

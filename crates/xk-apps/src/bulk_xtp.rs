@@ -18,8 +18,7 @@ use xk_time::{Duration, Instant};
 use xtp_proto::{CloseReason, ContextConfig, ContextId, ContextStats, Endpoint, Event};
 
 use crate::bulk::{
-    Amount, BulkConfig, BulkResult, ContextCounters, Direction, Interval, StreamResult, Sum, in_omitted,
-    sum_intervals,
+    Amount, BulkConfig, BulkResult, ContextCounters, Direction, Interval, StreamResult, Sum, sum_intervals,
 };
 use crate::feed::{Feeder, SourceRequest, hex};
 use crate::server::{DISCARD_PORT, SOURCE_PORT, VERIFY_PORT};
@@ -126,7 +125,7 @@ fn open(ep: &mut Endpoint, now: Instant, cfg: &BulkConfig, to: SocketAddr) -> Re
 }
 
 /// The interval of `f` from `last` to now (`secs` long, ending `end`).
-fn flow_interval(f: &Flow, index: usize, start: f64, end: f64, omit: std::time::Duration) -> Interval {
+fn flow_interval(f: &Flow, index: usize, start: f64, end: f64, omitted: bool) -> Interval {
     let secs = (end - start).max(1e-9);
     let s = f.stats;
     let got = f.goodput() - f.last.1;
@@ -146,7 +145,7 @@ fn flow_interval(f: &Flow, index: usize, start: f64, end: f64, omit: std::time::
         cwnd: s.filter(|s| sending && s.cwnd != u64::MAX).map(|s| s.cwnd),
         send_window: s.filter(|_| sending).map(|s| s.send_window),
         pacing_bits_per_second: s.filter(|_| sending).and_then(|s| s.pacing_rate).map(|r| r as f64 * 8.0),
-        omitted: in_omitted(end, omit),
+        omitted,
     }
 }
 
@@ -162,7 +161,8 @@ pub(crate) fn run<X: Io>(
     let t0 = d.now();
     let mut flows = open(d.endpoint(), t0, cfg, to)?;
     let omit_end = t0 + dur(cfg.omit);
-    let mut omitted = cfg.omit.is_zero();
+    // Counting: the omitted start (if any) is over.
+    let mut counting = cfg.omit.is_zero();
     let deadline = match cfg.amount {
         Amount::Time(t) => Some(omit_end + dur(t)),
         Amount::Bytes(_) => None,
@@ -178,8 +178,11 @@ pub(crate) fn run<X: Io>(
         for f in &mut flows {
             f.stats = ep.context_stats(f.ctx).or(f.stats);
         }
+        // The omitted start ends now: its last interval line is cut here
+        // (the next ones count), as iperf3 does.
+        let omit_ends = !counting && now >= omit_end;
         if let (Some(t), Some(i)) = (next_tick, tick)
-            && now >= t
+            && (now >= t || omit_ends)
             && finish.is_none()
         {
             let (start, end) = ((last_tick - t0).as_secs_f64(), (now - t0).as_secs_f64());
@@ -188,7 +191,7 @@ pub(crate) fn run<X: Io>(
                     .iter()
                     .enumerate()
                     .filter(|(_, f)| f.dir == dir)
-                    .map(|(k, f)| flow_interval(f, k, start, end, cfg.omit))
+                    .map(|(k, f)| flow_interval(f, k, start, end, !counting))
                     .collect();
                 if parts.is_empty() {
                     continue;
@@ -208,11 +211,10 @@ pub(crate) fn run<X: Io>(
                 f.last = (s.bytes_sent, f.goodput(), s.retransmitted);
             }
             last_tick = now;
-            next_tick = Some(t + i);
+            next_tick = Some(if omit_ends { now + i } else { t + i });
         }
-        // The end of the omitted start: count from here on.
-        if !omitted && now >= omit_end {
-            omitted = true;
+        if omit_ends {
+            counting = true;
             for f in &mut flows {
                 f.base = f.goodput();
             }
@@ -228,14 +230,14 @@ pub(crate) fn run<X: Io>(
         };
         if let (Some(why), None) = (why, finish) {
             // Ctrl-C during the omitted start counts from the start.
-            let from = if omitted { omit_end } else { t0 };
+            let from = if counting { omit_end } else { t0 };
             counted_secs = Some(match (why, deadline) {
                 (Finish::Time, Some(dl)) => (dl - from).as_secs_f64(),
                 _ => now.saturating_since(from).as_secs_f64(),
             });
             let mut srtt = Duration::ZERO;
             for f in &mut flows {
-                f.counted = Some(f.goodput() - if omitted { f.base } else { 0 });
+                f.counted = Some(f.goodput().saturating_sub(f.base));
                 srtt = srtt.max(f.stats.and_then(|s| s.srtt).unwrap_or_default());
                 if let Some(feeder) = f.feeder.as_mut() {
                     feeder.stop();
@@ -311,6 +313,9 @@ pub(crate) fn run<X: Io>(
     r.gso = Some(d.offload().0);
     r.gro = Some(d.offload().1);
     r.endpoint = Some(d.endpoint().stats().into());
+    if !counting {
+        r.counted_from_start();
+    }
     finish_result(r, cfg, to, flows, finish.is_some(), counted_secs.unwrap_or((end - t0).as_secs_f64()))
 }
 

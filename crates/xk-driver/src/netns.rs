@@ -324,8 +324,9 @@ fn delete_all(names: &mut Vec<String>) -> io::Result<()> {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             last = ip(&["netns", "del", &ns]);
-            // Gone, whether this call or an earlier half-done one removed it.
-            if last.is_ok() || !leftover(&ns).contains(&ns) {
+            // Gone, whether this call or an earlier half-done one removed it
+            // (the name is a file under /run/netns while it exists).
+            if last.is_ok() || !std::path::Path::new("/run/netns").join(&ns).exists() {
                 last = Ok(());
                 break;
             }

@@ -61,8 +61,9 @@ pub struct Outcome {
     /// start; `bulk -O`, `iperf3 -O`).
     #[serde(default)]
     pub omitted_seconds: f64,
-    /// Bytes retransmitted (XTP: the context's count; TCP: segments × MSS
-    /// is not known, so iperf3's retransmitted segments), if reported.
+    /// Bytes retransmitted (XTP: the context's count over the whole run,
+    /// the omitted start included; TCP: segments × MSS is not known, so
+    /// iperf3's retransmitted segments in the counted part), if reported.
     pub retransmits: Option<u64>,
     /// XTP: WTIMER expiries.
     pub timeouts: Option<u64>,
@@ -133,9 +134,14 @@ pub struct Timing {
 
 impl Timing {
     /// Steady state after slow start: ten round trips left out (at least
-    /// one second, at most ten), then `seconds` counted.
+    /// one second, at most ten), then `seconds` counted — both in whole
+    /// seconds, as iperf3 reads `-t` and `-O`, so XTP and kernel TCP run
+    /// the same spans.
     pub fn steady(seconds: f64, rtt_ms: u64) -> Timing {
-        Timing { seconds, omit: (rtt_ms as f64 * 10.0 / 1e3).clamp(1.0, 10.0) }
+        Timing {
+            seconds: seconds.ceil().max(1.0),
+            omit: (rtt_ms as f64 * 10.0 / 1e3).ceil().clamp(1.0, 10.0),
+        }
     }
 }
 

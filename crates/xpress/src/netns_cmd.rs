@@ -197,10 +197,14 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
         let report = fwd.join().map_err(|_| "the forwarding thread panicked".to_string());
         (result, report)
     });
+    // Only this run's namespaces are its to answer for; others of the
+    // prefix (another run's, or a killed one's) are mentioned, not blamed.
+    let mine = [ns.names.0.clone(), ns.names.1.clone()];
     if let Err(e) = ns.delete() {
         eprintln!("xpress netns: warning: teardown: {e}");
     }
-    let left = leftover(PREFIX);
+    let (left, others): (Vec<String>, Vec<String>) =
+        leftover(PREFIX).into_iter().partition(|n| mine.contains(n));
     let report = report?.map_err(|e| format!("forwarding: {e}"))?;
     let json = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
     match &a.report {
@@ -209,6 +213,12 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     }
     if !left.is_empty() {
         eprintln!("xpress netns: warning: namespaces still present after teardown: {left:?}");
+    }
+    if !others.is_empty() {
+        eprintln!(
+            "xpress netns: note: namespaces of other xpress netns runs exist: {others:?} (`ip netns del NAME` \
+             removes one whose run is gone)"
+        );
     }
     if let (Some(s), Some(w)) = (&report.timing.scheduling, &report.timing.keep_warm) {
         eprintln!("xpress netns: forwarding thread: {s}; keep-warm: {w}");

@@ -382,11 +382,23 @@ fn small_writes_still_fill_packets() {
         loss: 0.003,
         reorder: 0.0,
     };
+    let model_rtt = rtt + Duration::from_nanos(1432 * 8 * 1_000_000_000 / path.rate_bps);
+    let model = cubic_estimate(path.loss, model_rtt).min(0.9 * path.rate_bps as f64);
     let mut cells = Vec::new();
-    for (seed, write_size) in [(5001, 700), (5002, 300), (5003, 1_900)] {
-        let r = run_writing(seed, path, config(Congestion::Cubic, &path), 60, write_size);
+    let mut seed = 5000;
+    for write_size in [300, 700, 1_900] {
+        // The median of three seeds, as the random-loss test takes.
+        let mut runs: Vec<Run> = (0..3)
+            .map(|_| {
+                seed += 1;
+                run_writing(seed, path, config(Congestion::Cubic, &path), 60, write_size)
+            })
+            .collect();
+        runs.sort_by(|a, b| a.goodput.total_cmp(&b.goodput));
+        let r = runs.swap_remove(1);
+        // Control packets (a few status requests) count too: 95 % leaves
+        // room for them, a packet per write would be 21-95 %.
         let per_packet = r.stats.bytes_sent as f64 / r.stats.packets_sent.max(1) as f64;
-        let model = cubic_estimate(path.loss, rtt);
         let verdict = if per_packet < 0.95 * 1400.0 {
             Err(format!("{write_size}-byte writes: {per_packet:.0} bytes of data per packet"))
         } else if r.goodput < model {
