@@ -237,7 +237,7 @@ impl Experiment for E2 {
         for n in notes {
             page.note(n);
         }
-        page.note("Seed 002 (Miyake, Kato, Suzuki), Fig. 3, read from the figure (no table in the source): XTP on the x-kernel with a 1 MB window peaked near 17 Mbit/s and kept its throughput as the round trip grew to 200 ms; SunOS kernel TCP reached about 19 Mbit/s at 0 ms and collapsed with delay (64 KB / 53 KB windows); checksums cost XTP little. \"64 KB window\" here is iperf3 -w 64K (Linux halves a socket buffer for its own overhead, so the window is smaller still).");
+        page.note("Seed 002 (Miyake, Kato, Suzuki), Fig. 3, read from the figure (no table in the source): XTP on the x-kernel with a 1 MB window peaked near 17 Mbit/s and kept its throughput as the round trip grew to 200 ms; SunOS kernel TCP reached about 19 Mbit/s at 0 ms and collapsed with delay (64 KB / 53 KB windows); checksums cost XTP little. \"64 KB window\" here is iperf3 -w 64K: Linux doubles the buffer asked for (half of it for its own overhead), and about 75 KB are in flight per round trip in steady state (3.0 Mbit/s at 200 ms).");
         let series: Vec<Series> = present
             .iter()
             .map(|&s| {

@@ -83,8 +83,10 @@ fn quick_report_has_every_experiment_and_renders() {
     assert!(at(100, "XtpSeed") > 30.0, "{e2:?}");
     if root && have_iperf3 {
         assert_eq!(tcp.len(), 4, "2 RTTs × default / 64 KB window");
-        // The 64 KB window caps TCP at 64 KB per round trip (5.2 Mbit/s at 100 ms).
-        assert!(at(100, "Tcp64k") < 6.0 && at(100, "Tcp64k") < at(100, "Tcp"), "{e2:?}");
+        // The 64 KB socket buffer caps TCP near 64 KB per round trip: Linux
+        // doubles the buffer asked for and lets about 75 KB be in flight
+        // (steady state: 6.1 Mbit/s at 100 ms, 3.0 at 200), far below the path.
+        assert!(at(100, "Tcp64k") < 7.0 && at(100, "Tcp64k") < at(100, "Tcp"), "{e2:?}");
         assert!(rows(&json, "PATHS").iter().any(|r| r["transport"] == "tcp"));
         assert_eq!(rows(&json, "FAIR").len(), 1);
     } else {
