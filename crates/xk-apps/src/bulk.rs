@@ -81,7 +81,8 @@ pub struct BulkConfig {
     pub rate_bps: Option<u64>,
     /// XTP congestion controller.
     pub cc: Congestion,
-    /// Fixed receive window (bytes), asked of the peer and offered.
+    /// Fixed window (bytes): our receive window (the peer sends within
+    /// it) and a cap on what we send beyond the lowest unacknowledged byte.
     pub window: Option<usize>,
     /// Report every this long.
     pub interval: Option<Duration>,
@@ -392,8 +393,10 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
     {
         return Err(format!("-n {b} with -P {}: at least one byte per context", cfg.parallel));
     }
-    if cfg.window == Some(0) {
-        return Err("--window 0: the window must be at least 1 byte".into());
+    if let Some(w) = cfg.window
+        && w < 1500
+    {
+        return Err(format!("--window {w}: at least 1500 bytes (one full packet)"));
     }
     if !cfg.omit.is_zero() {
         if !matches!(cfg.amount, Amount::Time(_)) {

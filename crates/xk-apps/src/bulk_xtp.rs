@@ -77,8 +77,12 @@ fn open(ep: &mut Endpoint, now: Instant, cfg: &BulkConfig, to: SocketAddr) -> Re
     c.out_rate = cfg.rate_bps.map_or(0, |b| (b / 8).max(1) as u32);
     c.congestion = cfg.cc;
     if let Some(w) = cfg.window {
+        // Ours to receive in (so with -R the server sends within it), and
+        // a cap on what our sending contexts let out (so without -R it
+        // binds too, whatever the server offers).
         c.recv_buffer = w;
         c.recv_buffer_max = w;
+        c.send_window = Some(w as u64);
     }
     let p = u64::from(cfg.parallel);
     let share = |i: u64| cfg.share(i);

@@ -71,9 +71,11 @@ pub(crate) struct BulkArgs {
     /// XTP 4.0: flow and rate control only).
     #[arg(long, default_value_t = Congestion::Cubic, value_name = "NAME")]
     cc: Congestion,
-    /// Receive window asked of the peer and offered by us (64k, 4m).
-    /// Without it, the window starts at 4 MiB and grows with the path (up to
-    /// 256 MiB, receive-buffer right-sizing); with it, it stays this size.
+    /// A fixed window (64k, 1m; at least 1500): sending, at most this much
+    /// beyond the lowest unacknowledged byte is in flight; receiving (-R),
+    /// our receive window, within which the server sends. Without it the
+    /// window grows with the path (receive buffer 4 MiB growing to 256 MiB;
+    /// the congestion window decides how much is sent).
     #[arg(long, value_name = "BYTES", value_parser = args::size)]
     window: Option<usize>,
     /// Print the result as one line of JSON (intervals included).

@@ -84,6 +84,7 @@ fn bad_input_is_refused_naming_the_flag_and_the_reason() {
         (&["bulk", "-l", "2m"], &["-l 2097152: a message must be 1 B to 1 MiB"]),
         (&["bulk", "-i", "0.001"], &["-i 0.001: report at most every 10 ms"]),
         (&["bulk", "-O", "2"], &["--omit", "only with -t"]),
+        (&["bulk", "--window", "10"], &["--window 10: at least 1500 bytes"]),
         (
             &["bulk", "--transport", "quic", "--quic-cert", "/x", "-t", "1", "-O", "1"],
             &["--omit", "XTP and TCP"],

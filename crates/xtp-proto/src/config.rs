@@ -98,6 +98,10 @@ pub struct ContextConfig {
     pub congestion: Congestion,
     /// Ask for a status report at least every this many data packets.
     pub sreq_every: u32,
+    /// Most bytes the sender lets out beyond the lowest unacknowledged one
+    /// (a fixed send window, as seed 002 ran XTP with 1 MB); `None`: the
+    /// peer's allocation and the congestion window alone decide.
+    pub send_window: Option<u64>,
 }
 
 impl ContextConfig {
@@ -120,6 +124,7 @@ impl ContextConfig {
             sort: None,
             congestion: Congestion::Cubic,
             sreq_every: 16,
+            send_window: None,
         };
         if service == Service::Datagram {
             c.noerr = true;

@@ -410,3 +410,26 @@ fn small_writes_still_fill_packets() {
     }
     check(cells);
 }
+
+/// A fixed send window binds whatever the peer offers: seed 002 ran XTP
+/// with 1 MB, which caps it at one window per round trip (the E2 setting).
+#[test]
+fn a_fixed_send_window_caps_goodput_at_one_window_per_round_trip() {
+    let rtt = Duration::from_millis(200);
+    let path = Path { rate_bps: 45_000_000, rtt, queue: 0, loss: 0.0, reorder: 0.0 };
+    let window = 256u64 << 10;
+    let cap = window as f64 * 8.0 / rtt.as_secs_f64();
+    let mut cells = Vec::new();
+    for (seed, cc) in [(6001, Congestion::Disabled), (6002, Congestion::Cubic)] {
+        let mut cfg = config(cc, &path);
+        cfg.send_window = Some(window);
+        let r = run(seed, path, cfg, 20);
+        let verdict = if r.goodput > 1.02 * cap || r.goodput < 0.85 * cap {
+            Err(format!("not near {:.2} Mbit/s (256 KiB per 200 ms)", cap / 1e6))
+        } else {
+            Ok(())
+        };
+        cells.push((path, cc, r, verdict));
+    }
+    check(cells);
+}

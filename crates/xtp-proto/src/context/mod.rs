@@ -1203,6 +1203,8 @@ impl Context {
             32 + if first { self.first_address().buffer_len() + traffic(&self.cfg).buffer_len() } else { 0 };
         let room = self.max_packet.saturating_sub(overhead);
         let flow = if self.cfg.noflow { u64::MAX } else { self.peer_alloc };
+        // A fixed send window counts from the lowest unacknowledged byte.
+        let flow = flow.min(self.cfg.send_window.map_or(u64::MAX, |w| self.send.una.saturating_add(w)));
         // The congestion window counts bytes in flight (not those the peer
         // holds or we know lost), so the edge for new data is relative to nxt.
         let cwnd = self.cc.window();
