@@ -106,7 +106,11 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
     let forward = spec("--link", &a.link)?;
     let reverse = spec("--reverse", a.reverse.as_deref().unwrap_or(&a.link))?;
     let seed = a.seed.unwrap_or_else(xk_driver::clock::time_seed);
-    eprintln!("xpress emulate: {} <-> {} seed {seed} for {} s", a.listen, a.server, a.duration);
+    let sock = std::net::UdpSocket::bind(a.listen).map_err(|e| format!("relay on {}: {e}", a.listen))?;
+    // The address bound, so `--listen 127.0.0.1:0` says which port to give
+    // `--via`.
+    let listen = sock.local_addr().unwrap_or(a.listen);
+    eprintln!("xpress emulate: {listen} <-> {} seed {seed} for {} s", a.server, a.duration);
     // What was understood, in the link's own words (a typo that still
     // parses shows here).
     eprintln!("xpress emulate: forward (client -> server): {forward}");
@@ -119,7 +123,7 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
     }
     let cfg = RelayConfig {
-        listen: a.listen,
+        listen,
         server: a.server,
         forward,
         reverse,
@@ -140,7 +144,6 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
             duration_micros(pacer::MAX_SPIN)
         ));
     }
-    let sock = std::net::UdpSocket::bind(a.listen).map_err(|e| format!("relay on {}: {e}", a.listen))?;
     let mut log = file.as_mut().map(|f| f as &mut dyn Write);
     let mut pcap = match &a.pcap {
         Some(p) => Some(pcap_writer(p)?),
@@ -158,7 +161,7 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
     };
     let cap: Option<relay::Capture<'_>> = a.pcap.is_some().then_some(&mut capture as relay::Capture<'_>);
     let report = relay::run_on_captured(sock, &cfg, pacing(a.no_realtime, a.no_keep_warm), &mut log, cap)
-        .map_err(|e| format!("relay on {}: {e}", a.listen))?;
+        .map_err(|e| format!("relay on {listen}: {e}"))?;
     if let Some(w) = pcap {
         w.into_inner().map_err(|e| format!("--pcap: {e}"))?;
     }
