@@ -155,7 +155,7 @@ pub fn through_netns(link: &str, sender: &Sender, t: Timing, seed: u64) -> Resul
     let limit = (omit + seconds + 90.0).ceil();
     let (a, b) = match sender {
         Sender::Xtp { cc, window, nocheck, rate } => (
-            format!("exec {exe} serve --listen 10.200.0.1:3636 --duration {limit}"),
+            format!("exec {exe} serve --listen 10.200.0.1:3636 --duration {limit} >/dev/null"),
             format!(
                 "{exe} bulk --to 10.200.0.1:3636 -t {seconds} -O {omit} -J{}",
                 xtp_args(cc, *window, *nocheck, *rate)
@@ -169,7 +169,10 @@ pub fn through_netns(link: &str, sender: &Sender, t: Timing, seed: u64) -> Resul
             if let Some(w) = window {
                 b += &format!(" -w {w}");
             }
-            ("exec iperf3 -s -1".to_string(), b)
+            // The server's own lines would share B's stdout and could land
+            // inside the client's JSON (seen once: a CI run's E2 step had
+            // "no result" from an iperf3 that had finished).
+            ("exec iperf3 -s -1 >/dev/null".to_string(), b)
         }
     };
     let out = Command::new(&exe)
