@@ -270,7 +270,7 @@ pub(crate) fn run(
                     return Err(format!("-R: the server sent {got} of the {amount} bytes asked for"));
                 }
                 match (counted[k], secs_t) {
-                    (Some(c), Some(t)) => (c - base[k], t),
+                    (Some(c), Some(t)) => (c.saturating_sub(base[k]), t),
                     _ => (got.saturating_sub(base[k]), (done.seconds - omit).max(0.0)),
                 }
             }
