@@ -2,55 +2,18 @@
 //! packet type the tools produce, none malformed. The traffic: a transfer
 //! through the emulator with loss (DATA, CNTL, FIRST, TCNTL, ECNTL) and a
 //! ping whose server is replaced midway (the new one answers the old
-//! context with DIAG); the emulator's capture of what crossed its link too. JCNTL (multicast join) is not produced by the tools.
+//! context with DIAG); the emulator's capture of what crossed its link
+//! too. JCNTL (multicast join) is not produced by the tools.
 //! Without tshark the test checks that the files were written and says it
 //! skipped the decoding.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::net::UdpSocket;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const X: &str = env!("CARGO_BIN_EXE_xpress");
-
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(port: u16, pcap: Option<&str>) -> Reaped {
-    let mut cmd = Command::new(X);
-    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--duration", "60"]);
-    if let Some(p) = pcap {
-        cmd.args(["--pcap", p]);
-    }
-    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert!(line.starts_with("listening on"), "{line}");
-    std::thread::spawn(move || for _ in out.lines() {});
-    Reaped(child)
-}
-
-/// Stops `c` as Ctrl-C would, so it finishes its capture file.
-fn interrupt(mut c: Reaped) {
-    let _ = Command::new("kill").args(["-INT", &c.0.id().to_string()]).status();
-    let t0 = std::time::Instant::now();
-    while c.0.try_wait().unwrap().is_none() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "did not stop on Ctrl-C");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use common::*;
 
 fn tshark(args: &[&str]) -> Option<String> {
     let out = Command::new("tshark").args(args).stderr(Stdio::null()).output().ok()?;
@@ -65,36 +28,24 @@ fn pcap_files_decode_as_xtp_in_stock_tshark() {
     let (spcap, bpcap, ppcap, epcap) = (f("serve.pcap"), f("bulk.pcap"), f("ping.pcap"), f("emulate.pcap"));
 
     // A transfer through a lossy emulated path: losses make ECNTL.
-    let port = free_port();
-    let server = serve(port, Some(&spcap));
-    let relay_port = free_port();
-    let relay = Reaped(
-        Command::new(X)
-            .args(["emulate", "--listen", &format!("127.0.0.1:{relay_port}")])
-            .args(["--server", &format!("127.0.0.1:{port}"), "--link", "delay 2ms loss 5%"])
-            .args(["--duration", "60", "--no-realtime", "--no-keep-warm", "--pcap", &epcap])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    std::thread::sleep(Duration::from_millis(300));
+    let server = serve(&["--pcap", &spcap]);
+    let (relay, via) = emulate(server.addr, "delay 2ms loss 5%", &["--pcap", &epcap]);
     let o = Command::new(X)
-        .args(["bulk", "--to", &format!("127.0.0.1:{port}"), "--via", &format!("127.0.0.1:{relay_port}")])
+        .args(["bulk", "--to", &server.addr.to_string(), "--via", &via.to_string()])
         .args(["-n", "1m", "--pcap", &bpcap])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     interrupt(relay);
-    interrupt(server); // its capture is complete once it has stopped
+    interrupt(server.child); // its capture is complete once it has stopped
 
     // A ping whose server is replaced: the new one does not know the
     // context and says so with DIAG.
-    let port = free_port();
-    let first = serve(port, None);
+    let first = serve(&[]);
+    let addr = first.addr.to_string();
     let mut ping = Reaped(
         Command::new(X)
-            .args(["ping", "--to", &format!("127.0.0.1:{port}"), "-c", "8", "-i", "0.1", "-W", "0.3"])
+            .args(["ping", "--to", &addr, "-c", "8", "-i", "0.1", "-W", "0.3"])
             .args(["--pcap", &ppcap])
             .stdout(Stdio::null())
             .spawn()
@@ -102,7 +53,7 @@ fn pcap_files_decode_as_xtp_in_stock_tshark() {
     );
     std::thread::sleep(Duration::from_millis(350));
     drop(first);
-    let _second = serve(port, None);
+    let _second = serve_on(&addr, &[]);
     let t0 = std::time::Instant::now();
     while ping.0.try_wait().unwrap().is_none() {
         assert!(t0.elapsed() < Duration::from_secs(20), "ping did not end");

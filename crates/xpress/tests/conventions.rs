@@ -7,63 +7,11 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const X: &str = env!("CARGO_BIN_EXE_xpress");
-
-/// A child process ended (by its id) when dropped.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `xpress serve` with its printed services.
-struct Server {
-    _child: Reaped,
-    addr: SocketAddr,
-    services: Vec<(String, SocketAddr)>,
-    out: BufReader<std::process::ChildStdout>,
-}
-
-fn serve(extra: &[&str]) -> Server {
-    serve_on("127.0.0.1:0", extra)
-}
-
-fn serve_on(listen: &str, extra: &[&str]) -> Server {
-    let mut child = Command::new(X)
-        .args(["serve", "--listen", listen, "--duration", "120"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start xpress serve");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let child = Reaped(child);
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr = line.trim().strip_prefix("listening on ").expect("listening line").parse().unwrap();
-    let mut services = Vec::new();
-    // `quic on …` (with --quic-cert), then one indented line per service.
-    loop {
-        line.clear();
-        out.read_line(&mut line).unwrap();
-        if line.starts_with("quic on ") {
-            continue;
-        }
-        let mut w = line.split_whitespace();
-        let (name, a) = (w.next().unwrap().to_string(), w.next().unwrap().parse().unwrap());
-        let last = name == "udp-echo" && !extra.contains(&"--quic-cert") || name == "quic";
-        services.push((name, a));
-        if last {
-            break;
-        }
-    }
-    Server { _child: child, addr, services, out }
-}
+mod common;
+use common::*;
 
 fn run(args: &[&str]) -> Output {
     Command::new(X).args(args).output().expect("run xpress")
@@ -210,33 +158,10 @@ fn ping_prints_replies_and_a_summary_and_counts_lost_replies() {
     drop(hole);
 }
 
-/// The emulator between client and `server`, lightly (no real-time
-/// priority, no spinner); returns it and its address.
-fn emulate(server: SocketAddr, link: &str) -> (Reaped, SocketAddr) {
-    let port = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut child = Command::new(X)
-        .args(["emulate", "--listen", &listen, "--server", &server.to_string(), "--link", link])
-        .args(["--duration", "60", "--no-realtime", "--no-keep-warm"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start xpress emulate");
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let child = Reaped(child);
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert!(line.contains("xpress emulate"), "emulate said: {line}");
-    // Keep reading its stderr so it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in err.lines() {});
-    std::thread::sleep(Duration::from_millis(200));
-    (child, listen.parse().unwrap())
-}
-
 #[test]
 fn bulk_t_bounds_wall_time_through_the_emulator_with_intervals_and_via_works() {
     let s = serve(&[]);
-    let (_relay, via) = emulate(s.addr, "delay 10ms rate 20mbit");
+    let (_relay, via) = emulate(s.addr, "delay 10ms rate 20mbit", &[]);
     let to = s.addr.to_string();
     let via = via.to_string();
     let t0 = Instant::now();
@@ -283,7 +208,7 @@ fn bulk_t_bounds_wall_time_through_the_emulator_with_intervals_and_via_works() {
     assert!(v["rtt_us"]["min"].as_f64().unwrap() >= 20_000.0, "{v}");
     // --via with the UDP floor goes through a relay in front of the UDP echo.
     let echo = s.services.iter().find(|(n, _)| n == "udp-echo").unwrap().1;
-    let (_relay2, via2) = emulate(echo, "delay 5ms");
+    let (_relay2, via2) = emulate(echo, "delay 5ms", &[]);
     let o = run(&[
         "ping",
         "--transport",
@@ -311,7 +236,7 @@ fn bulk_t_bounds_wall_time_through_the_emulator_with_intervals_and_via_works() {
 #[test]
 fn omit_leaves_the_start_out_of_the_count() {
     let s = serve(&[]);
-    let (_relay, via) = emulate(s.addr, "delay 10ms rate 20mbit");
+    let (_relay, via) = emulate(s.addr, "delay 10ms rate 20mbit", &[]);
     let to = s.addr.to_string();
     let t0 = Instant::now();
     let o = run(&["bulk", "--to", &to, "--via", &via.to_string(), "-t", "1", "-O", "1", "-i", "0.25", "-J"]);
@@ -539,7 +464,7 @@ fn quic_bulk_follows_the_same_conventions() {
     // the run still ends about at its bound, counting no more than the
     // link carries (quinn's 32 MiB send buffer once drained for 30 s).
     let quic_addr: SocketAddr = to.parse().unwrap();
-    let (_relay, relay) = emulate(quic_addr, "delay 10ms rate 20mbit loss 1%");
+    let (_relay, relay) = emulate(quic_addr, "delay 10ms rate 20mbit loss 1%", &[]);
     let t0 = Instant::now();
     let o = Command::new(X)
         .args(["bulk", "--to", &relay.to_string(), "--transport", "quic", "--quic-cert", &cert_s])

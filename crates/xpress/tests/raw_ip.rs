@@ -5,8 +5,12 @@
 //! transfer (saying so). CI runs as root with XPRESS_REQUIRE_TSHARK=1, where a
 //! missing tshark fails the test instead of skipping.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use common::Reaped;
 use std::time::{Duration, Instant};
 
 fn is_root() -> bool {
@@ -15,16 +19,6 @@ fn is_root() -> bool {
 
 fn have(cmd: &str) -> bool {
     Command::new(cmd).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
-}
-
-/// Kills a child this test started, by its id, when dropped.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn refusal_without_root(args: &[&str]) -> Option<String> {
