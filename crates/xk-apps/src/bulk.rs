@@ -154,12 +154,13 @@ pub struct Interval {
     /// Receiver's goodput, bits per second.
     pub receiver_bits_per_second: Option<f64>,
     /// Bytes retransmitted in the interval (XTP sender; QUIC: bytes quinn
-    /// declared lost, which it sends again).
+    /// declared lost, which it sends again; TCP sender: the kernel's
+    /// retransmitted segments times its MSS).
     pub retransmitted: Option<u64>,
-    /// Smoothed RTT at the end, ms (XTP, QUIC).
+    /// Smoothed RTT at the end, ms (XTP, QUIC, TCP sender).
     pub srtt_ms: Option<f64>,
     /// Congestion window at the end, bytes (XTP sender with a controller;
-    /// QUIC sender).
+    /// QUIC and TCP senders).
     pub cwnd: Option<u64>,
     /// Send window (the smaller of cwnd and the peer's allocation).
     pub send_window: Option<u64>,
@@ -217,6 +218,11 @@ pub struct StreamResult {
     pub receiver_sha256: Option<String>,
     /// The context's counters at the end (XTP).
     pub context: Option<ContextCounters>,
+    /// Receiving (`-R`, XTP): the server's counters as its sending context
+    /// reported them once its data was acknowledged; `None` when they did
+    /// not come (the run was cut short).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender: Option<ContextCounters>,
     /// The connection's counters at the end (QUIC).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quic: Option<QuicCounters>,
@@ -288,6 +294,10 @@ pub struct BulkResult {
     /// The first context's counters at the end (XTP; all of them are in
     /// `streams`).
     pub context: Option<ContextCounters>,
+    /// Receiving (`-R`, XTP): the first sending server context's counters
+    /// (all of them are in `streams`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender: Option<ContextCounters>,
     /// The client endpoint's counters at the end: what it dropped, refused
     /// and held back, every limit's count (XTP).
     pub endpoint: Option<EndpointCounters>,
@@ -340,6 +350,7 @@ impl BulkResult {
             gso: None,
             gro: None,
             context: None,
+            sender: None,
             endpoint: None,
             quic: None,
             intervals: Vec::new(),
@@ -375,15 +386,16 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
     if !(1..=128).contains(&cfg.parallel) {
         return Err(format!("-P {}: from 1 to 128 parallel contexts", cfg.parallel));
     }
-    if cfg.transport == Transport::Quic {
-        if cfg.verify {
-            return Err("--verify: XTP and TCP only (the QUIC server counts, it does not hash)".into());
-        }
-        if cfg.path.via.is_some() || cfg.path.raw.is_some() {
-            return Err("--via and --raw: XTP only; for QUIC under an emulated link start \
-                        `xpress emulate --server QUIC_ADDR` and give its address as --to"
-                .into());
-        }
+    if cfg.verify && cfg.transport != Transport::Xtp {
+        return Err(format!(
+            "--verify: XTP only (the {} server counts what it reads, it does not hash it)",
+            cfg.transport.name().to_uppercase()
+        ));
+    }
+    if cfg.transport == Transport::Quic && cfg.path.via.is_some() {
+        return Err("--via: XTP only; for QUIC under an emulated link start \
+                    `xpress emulate --server QUIC_ADDR` and give the relay's address as --to"
+            .into());
     }
     if cfg.verify && cfg.direction != Direction::Send {
         return Err("--verify with -R or --bidir: the server hashes what it receives only".into());
@@ -439,8 +451,17 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
     if cfg.path.via.is_some() && cfg.transport == Transport::Tcp {
         return Err(TCP_VIA_REFUSAL.into());
     }
+    if cfg.path.raw.is_some() && cfg.transport != Transport::Xtp {
+        return Err(format!("--raw: raw IP 36 carries XTP only, not {}", cfg.transport.name()));
+    }
+    if cfg.transport == Transport::Udp {
+        return Err(UDP_BULK_REFUSAL.into());
+    }
     Ok(())
 }
+
+const UDP_BULK_REFUSAL: &str =
+    "--transport udp: bulk over raw UDP has no reliability to compare; use tcp or xtp";
 
 /// Runs `cfg`, calling `on_interval` with each interval report as it is
 /// made. Stopping (`stop`) ends the run early with the numbers so far.
@@ -456,9 +477,7 @@ pub fn run(
             (ClientDriver::Raw(d), to) => crate::bulk_xtp::run(d, cfg, to, stop, on_interval),
         },
         Transport::Tcp => crate::bulk_tcp::run(cfg, stop, on_interval),
-        Transport::Udp => {
-            Err("--transport udp: bulk over raw UDP has no reliability to compare; use tcp or xtp".into())
-        }
+        Transport::Udp => Err(UDP_BULK_REFUSAL.into()),
         Transport::Quic => crate::bulk_quic::run(cfg, stop, on_interval),
     }
 }

@@ -236,12 +236,18 @@ pub(crate) fn run(
             let task = match dir {
                 Direction::Receive => {
                     let req = match cfg.amount {
-                        Amount::Bytes(_) => {
-                            SourceRequest { amount: share(i), timed: false, length: length as u32 }
-                        }
-                        Amount::Time(t) => {
-                            SourceRequest { amount: t.as_millis() as u64, timed: true, length: length as u32 }
-                        }
+                        Amount::Bytes(_) => SourceRequest {
+                            amount: share(i),
+                            timed: false,
+                            length: length as u32,
+                            counters: false,
+                        },
+                        Amount::Time(t) => SourceRequest {
+                            amount: t.as_millis() as u64,
+                            timed: true,
+                            length: length as u32,
+                            counters: false,
+                        },
                     };
                     tokio::spawn(receive_flow(conn.clone(), live.clone(), req, t0, deadline))
                 }
@@ -333,6 +339,7 @@ pub(crate) fn run(
             sha256: None,
             receiver_sha256: None,
             context: None,
+            sender: None,
             quic: Some(stats),
         });
     }

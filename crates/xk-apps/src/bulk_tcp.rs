@@ -11,11 +11,13 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult, Sum, sum_intervals};
 use crate::feed::SourceRequest;
+use crate::tcp_info::{self, TcpInfo};
 use crate::transport::Transport;
 
 /// One connection's outcome.
@@ -23,6 +25,31 @@ struct Flow {
     dir: Direction,
     /// Bytes written (sending) or read (receiving) so far.
     count: AtomicU64,
+    /// A second handle on the connection, for reading its `TCP_INFO`
+    /// from the reporting thread.
+    sock: OnceLock<TcpStream>,
+}
+
+impl Flow {
+    fn new(dir: Direction) -> Self {
+        Flow { dir, count: AtomicU64::new(0), sock: OnceLock::new() }
+    }
+
+    /// The kernel's view of a sending connection (a receiving one's
+    /// window and RTT are the server's to know).
+    fn info(&self) -> Option<TcpInfo> {
+        if self.dir == Direction::Receive {
+            return None;
+        }
+        self.sock.get().and_then(tcp_info::read)
+    }
+
+    /// Keeps a handle on `s` for [`Flow::info`].
+    fn watch(&self, s: &TcpStream) {
+        if let Ok(c) = s.try_clone() {
+            let _ = self.sock.set(c);
+        }
+    }
 }
 
 struct Done {
@@ -60,6 +87,7 @@ fn send(
 ) -> Result<Done, String> {
     let t0 = Instant::now();
     let mut s = connect(to)?;
+    f.watch(&s);
     s.write_all(b"d").map_err(|e| e.to_string())?;
     if message.is_some() {
         s.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -138,9 +166,6 @@ pub(crate) fn run(
     stop: &AtomicBool,
     mut on_interval: impl FnMut(&Interval),
 ) -> Result<BulkResult, String> {
-    if cfg.verify || cfg.path.raw.is_some() {
-        return Err("--transport tcp: --verify and --raw are XTP only".into());
-    }
     let t0 = Instant::now();
     let p = u64::from(cfg.parallel);
     let omit_end = t0 + cfg.omit;
@@ -153,7 +178,7 @@ pub(crate) fn run(
     let flows: Vec<(Flow, u64)> = dirs
         .iter()
         .flat_map(|&dir| (0..p).map(move |i| (dir, i)))
-        .map(|(dir, i)| (Flow { dir, count: AtomicU64::new(0) }, share(i)))
+        .map(|(dir, i)| (Flow::new(dir), share(i)))
         .collect();
     let mut r = BulkResult::new(Transport::Tcp, cfg);
     let mut counted: Vec<Option<u64>> = vec![None; flows.len()];
@@ -169,11 +194,14 @@ pub(crate) fn run(
                 sc.spawn(move || match f.dir {
                     Direction::Receive => {
                         let req = match cfg.amount {
-                            Amount::Bytes(_) => SourceRequest { amount, timed: false, length: 0 },
+                            Amount::Bytes(_) => {
+                                SourceRequest { amount, timed: false, length: 0, counters: false }
+                            }
                             Amount::Time(t) => SourceRequest {
                                 amount: (cfg.omit + t).as_millis() as u64,
                                 timed: true,
                                 length: 0,
+                                counters: false,
                             },
                         };
                         receive(cfg.to, req, deadline, stop, f)
@@ -184,7 +212,11 @@ pub(crate) fn run(
             .collect();
         // Interval reports and the deadline's snapshot, from the counters.
         let mut last: Vec<u64> = vec![0; flows.len()];
+        // Each flow's retransmitted segments at the last line.
+        let mut last_retrans: Vec<u64> = vec![0; flows.len()];
         let (mut last_t, mut next) = (t0, cfg.interval.map(|i| t0 + i));
+        // The deadline has passed and its last interval is reported.
+        let mut ended = false;
         while handles.iter().any(|h| !h.is_finished()) {
             std::thread::sleep(Duration::from_millis(10));
             let now = Instant::now();
@@ -196,9 +228,12 @@ pub(crate) fn run(
                     counted[k] = Some(f.count.load(Ordering::Relaxed));
                 }
             }
+            // At the deadline, the interval since the last line is reported
+            // too (a partial one when -t is not a multiple of -i).
+            let ending = deadline.is_some_and(|d| now >= d) && !ended && now > last_t;
             if let (Some(t), Some(i)) = (next, cfg.interval)
-                && (now >= t || omit_ends)
-                && deadline.is_none_or(|d| now < d + TICK)
+                && (now >= t || omit_ends || ending)
+                && !ended
             {
                 let (start, end) = ((last_t - t0).as_secs_f64(), (now - t0).as_secs_f64());
                 let secs = (end - start).max(1e-9);
@@ -209,6 +244,12 @@ pub(crate) fn run(
                         let b = c - last[k];
                         last[k] = c;
                         let sending = dir == Direction::Send;
+                        let info = f.info();
+                        let retransmitted = info.map(|i| {
+                            let segs = i.total_retrans.saturating_sub(last_retrans[k]);
+                            last_retrans[k] = i.total_retrans;
+                            segs * i.mss
+                        });
                         parts.push(Interval {
                             stream: Some(k),
                             direction: dir,
@@ -218,9 +259,9 @@ pub(crate) fn run(
                             sent_bits_per_second: sending.then_some(b as f64 * 8.0 / secs),
                             receiver_bytes: (!sending).then_some(b),
                             receiver_bits_per_second: (!sending).then_some(b as f64 * 8.0 / secs),
-                            retransmitted: None,
-                            srtt_ms: None,
-                            cwnd: None,
+                            retransmitted,
+                            srtt_ms: info.map(|i| i.srtt_ms),
+                            cwnd: info.map(|i| i.cwnd),
                             send_window: None,
                             pacing_bits_per_second: None,
                             omitted: !base_taken,
@@ -240,8 +281,11 @@ pub(crate) fn run(
                     r.intervals.push(sum);
                 }
                 last_t = now;
-                next = Some(if omit_ends { now + i } else { t + i });
+                // Counted intervals keep step with the end of the omitted
+                // start, so the last one ends at the deadline.
+                next = Some(if omit_ends { omit_end + i } else { t + i });
             }
+            ended |= deadline.is_some_and(|d| now >= d);
             if omit_ends {
                 base_taken = true;
                 for (k, (f, _)) in flows.iter().enumerate() {
@@ -308,6 +352,7 @@ pub(crate) fn run(
             sha256: None,
             receiver_sha256: None,
             context: None,
+            sender: None,
             quic: None,
         });
     }

@@ -20,7 +20,7 @@ use xtp_proto::{CloseReason, ContextConfig, ContextId, ContextStats, Endpoint, E
 use crate::bulk::{
     Amount, BulkConfig, BulkResult, ContextCounters, Direction, Interval, StreamResult, Sum, sum_intervals,
 };
-use crate::feed::{Feeder, SourceRequest, hex};
+use crate::feed::{COUNTERS_TAG, Feeder, SourceRequest, hex};
 use crate::server::{DISCARD_PORT, SOURCE_PORT, VERIFY_PORT};
 use crate::transport::Transport;
 
@@ -33,6 +33,10 @@ struct Flow {
     /// Receiving: bytes delivered to us. Sending: the server's answer.
     received: u64,
     answer: Vec<u8>,
+    /// Receiving: the source's counters message as it arrives (tagged
+    /// `COUNTERS_TAG`, after the data), and whether it is still coming.
+    counters: Vec<u8>,
+    in_counters: bool,
     /// Receiving: the bytes the server was asked for (byte-count runs).
     expected: Option<u64>,
     closing: bool,
@@ -103,7 +107,7 @@ fn open(ep: &mut Endpoint, now: Instant, cfg: &BulkConfig, to: SocketAddr) -> Re
                     Amount::Time(t) => ((cfg.omit + t).as_millis() as u64, true),
                 };
                 let length = cfg.length.map_or(0, |l| l as u32);
-                let req = SourceRequest { amount, timed, length }.encode();
+                let req = SourceRequest { amount, timed, length, counters: true }.encode();
                 ep.write(now, ctx, req.into(), true, None).map_err(|e| e.to_string())?;
                 (None, (!timed).then_some(amount))
             } else {
@@ -115,6 +119,8 @@ fn open(ep: &mut Endpoint, now: Instant, cfg: &BulkConfig, to: SocketAddr) -> Re
                 feeder,
                 received: 0,
                 answer: Vec::new(),
+                counters: Vec::new(),
+                in_counters: false,
                 expected,
                 closing: false,
                 stats: None,
@@ -185,8 +191,20 @@ pub(crate) fn run<X: Io>(
         // The omitted start ends now: its last interval line is cut here
         // (the next ones count), as iperf3 does.
         let omit_ends = !counting && now >= omit_end;
+        // The deadline or Ctrl-C: count what each receiver has got by now,
+        // stop the senders and close; abort what has not closed in time.
+        let why = if stop.load(Ordering::Relaxed) {
+            Some(Finish::Stopped)
+        } else if deadline.is_some_and(|dl| now >= dl) {
+            Some(Finish::Time)
+        } else {
+            None
+        };
+        // At the end, the interval since the last line is reported too (a
+        // partial one when -t is not a multiple of -i, or on Ctrl-C).
+        let ending = why.is_some() && finish.is_none() && now > last_tick;
         if let (Some(t), Some(i)) = (next_tick, tick)
-            && (now >= t || omit_ends)
+            && (now >= t || omit_ends || ending)
             && finish.is_none()
         {
             let (start, end) = ((last_tick - t0).as_secs_f64(), (now - t0).as_secs_f64());
@@ -215,7 +233,10 @@ pub(crate) fn run<X: Io>(
                 f.last = (s.bytes_sent, f.goodput(), s.retransmitted);
             }
             last_tick = now;
-            next_tick = Some(if omit_ends { now + i } else { t + i });
+            // Counted intervals keep step with the end of the omitted
+            // start, so the last one ends at the deadline rather than just
+            // after it, where it was lost.
+            next_tick = Some(if omit_ends { omit_end + i } else { t + i });
         }
         if omit_ends {
             counting = true;
@@ -223,15 +244,6 @@ pub(crate) fn run<X: Io>(
                 f.base = f.goodput();
             }
         }
-        // The deadline or Ctrl-C: count what each receiver has got by now,
-        // stop the senders and close; abort what has not closed in time.
-        let why = if stop.load(Ordering::Relaxed) {
-            Some(Finish::Stopped)
-        } else if deadline.is_some_and(|dl| now >= dl) {
-            Some(Finish::Time)
-        } else {
-            None
-        };
         if let (Some(why), None) = (why, finish) {
             // Ctrl-C during the omitted start counts from the start.
             let from = if counting { omit_end } else { t0 };
@@ -278,6 +290,14 @@ pub(crate) fn run<X: Io>(
             }
             while let Some(c) = ep.read(now, f.ctx) {
                 match f.dir {
+                    // The source's counters follow its data as a tagged
+                    // message; they are not data.
+                    Direction::Receive if f.in_counters || c.btag == Some(COUNTERS_TAG) => {
+                        f.in_counters = !c.eom;
+                        if f.counters.len() + c.data.len() <= 64 << 10 {
+                            f.counters.extend_from_slice(&c.data);
+                        }
+                    }
                     Direction::Receive => f.received += c.data.len() as u64,
                     _ => f.answer.extend_from_slice(&c.data),
                 }
@@ -399,6 +419,7 @@ fn finish_result(
             sha256,
             receiver_sha256,
             context: f.stats.map(ContextCounters::from),
+            sender: (f.dir == Direction::Receive).then(|| serde_json::from_slice(&f.counters).ok()).flatten(),
             quic: None,
         });
     }
@@ -426,6 +447,7 @@ fn finish_result(
     r.receiver_bytes = got;
     if let Some(first) = first {
         r.context = first.context;
+        r.sender = first.sender;
         if single {
             r.sha256 = first.sha256;
             r.receiver_sha256 = first.receiver_sha256;

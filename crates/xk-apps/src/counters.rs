@@ -4,14 +4,15 @@
 //! [`ContextStats`] and [`EndpointStats`]; and a QUIC connection's, from
 //! quinn's path statistics.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use xtp_proto::{ContextStats, EndpointStats};
 
-/// A context's protocol counters at the end (XTP).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// A context's protocol counters at the end (XTP). A source server sends
+/// its own as JSON after the data (`bulk -R`), hence `Deserialize`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ContextCounters {
     /// Congestion controller.
-    pub congestion: &'static str,
+    pub congestion: String,
     /// User bytes sent, retransmissions included.
     pub bytes_sent: u64,
     /// User bytes retransmitted.
@@ -59,7 +60,7 @@ impl From<ContextStats> for ContextCounters {
     fn from(s: ContextStats) -> Self {
         let ms = |d: Option<xk_time::Duration>| d.map(|d| d.as_secs_f64() * 1e3);
         ContextCounters {
-            congestion: s.congestion,
+            congestion: s.congestion.to_string(),
             bytes_sent: s.bytes_sent,
             retransmitted: s.retransmitted,
             spurious_retransmitted: s.spurious_retransmitted,

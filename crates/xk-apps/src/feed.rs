@@ -29,11 +29,33 @@ pub(crate) struct Feeder {
     /// Message size (EOM on each), or an unbroken stream.
     piece: Option<usize>,
     sha: Option<Sha256>,
+    /// The last write ends a message (so what the source writes after the
+    /// data, its counters, starts one of its own), and whether it has.
+    end_message: bool,
+    message_ended: bool,
 }
 
 impl Feeder {
     pub(crate) fn new(limit: u64, timed: bool, piece: Option<usize>, hash: bool) -> Self {
-        Feeder { pattern: pattern(), written: 0, limit, timed, piece, sha: hash.then(Sha256::new) }
+        Feeder {
+            pattern: pattern(),
+            written: 0,
+            limit,
+            timed,
+            piece,
+            sha: hash.then(Sha256::new),
+            end_message: false,
+            message_ended: false,
+        }
+    }
+
+    /// The data ends with an EOM. The engine cannot add one to a byte that
+    /// has already left (a message is at least one byte), so the last
+    /// write carries it: of a byte count, the write that reaches it; of a
+    /// timed run, one more byte written when stopped.
+    pub(crate) fn ending_the_message(mut self) -> Self {
+        self.end_message = true;
+        self
     }
 
     /// Writes what fits the queue bound. Untimed: twice the send window (at
@@ -50,8 +72,12 @@ impl Feeder {
             (2 * window).max(8 * PATTERN_LEN as u64)
         };
         let piece = self.piece.unwrap_or(PATTERN_LEN);
-        while self.written < self.limit && ep.unacked_bytes(ctx) < queued {
-            let mut n = (self.limit - self.written).min(piece as u64) as usize;
+        // Stopped (or the count reached) without an EOM on the last write:
+        // one more byte carries it.
+        let extra = u64::from(self.end_message && !self.message_ended && self.written >= self.limit);
+        let limit = self.limit + extra;
+        while self.written < limit && ep.unacked_bytes(ctx) < queued {
+            let mut n = (limit - self.written).min(piece as u64) as usize;
             // Timed, a stream is cut to the room left: a 1 MiB chunk on a
             // path moving a few Mbit/s would outlast the deadline by seconds.
             if self.timed && self.piece.is_none() {
@@ -60,8 +86,10 @@ impl Feeder {
             let start = (self.written % PATTERN_LEN as u64) as usize;
             let start = if start + n > PATTERN_LEN { 0 } else { start };
             let chunk = self.pattern.slice(start..start + n);
-            match ep.write(now, ctx, chunk.clone(), self.piece.is_some(), None) {
-                Ok(()) => {}
+            let last = self.written + n as u64 >= limit;
+            let eom = self.piece.is_some() || (self.end_message && last);
+            match ep.write(now, ctx, chunk.clone(), eom, None) {
+                Ok(()) => self.message_ended |= eom,
                 // The engine's send buffer is full: feed again next turn
                 // (the chunk was not queued, so it is not hashed either).
                 Err(xtp_proto::WriteError::WouldBlock) => return Ok(()),
@@ -75,14 +103,15 @@ impl Feeder {
         Ok(())
     }
 
-    /// All written (or stopped).
+    /// All written (or stopped), the message ended if asked.
     pub(crate) fn done(&self) -> bool {
-        self.written >= self.limit
+        self.written >= self.limit && (self.message_ended || !self.end_message)
     }
 
-    /// Writes nothing more.
+    /// Writes nothing more (but the byte that ends the message, if one
+    /// is owed).
     pub(crate) fn stop(&mut self) {
-        self.limit = self.written;
+        self.limit = self.limit.min(self.written);
     }
 
     /// The SHA-256 of what was written, if hashing.
@@ -98,7 +127,8 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// The request a `bulk -R` client sends to the source service: 13 bytes,
 /// `t` (time, milliseconds) or `n` (bytes), the amount, the message size
-/// (0: a stream).
+/// (0: a stream). Upper case (`T`, `N`) also asks for the sender's
+/// counters after the data (XTP: a message tagged [`COUNTERS_TAG`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SourceRequest {
     /// Milliseconds (`timed`) or bytes.
@@ -107,26 +137,35 @@ pub(crate) struct SourceRequest {
     pub(crate) timed: bool,
     /// Message size, 0 for a stream.
     pub(crate) length: u32,
+    /// Send the source's counters once the data is acknowledged.
+    pub(crate) counters: bool,
 }
+
+/// The BTAG of the message that carries a source's counters (JSON of
+/// [`ContextCounters`](crate::bulk::ContextCounters)) after its data:
+/// "XTPCNTRS".
+pub(crate) const COUNTERS_TAG: u64 = u64::from_be_bytes(*b"XTPCNTRS");
 
 impl SourceRequest {
     pub(crate) const LEN: usize = 13;
 
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut v = vec![if self.timed { b't' } else { b'n' }];
+        let kind = if self.timed { b't' } else { b'n' };
+        let mut v = vec![if self.counters { kind.to_ascii_uppercase() } else { kind }];
         v.extend_from_slice(&self.amount.to_be_bytes());
         v.extend_from_slice(&self.length.to_be_bytes());
         v
     }
 
     pub(crate) fn decode(b: &[u8]) -> Option<SourceRequest> {
-        if b.len() != Self::LEN || !matches!(b[0], b't' | b'n') {
+        if b.len() != Self::LEN || !matches!(b[0], b't' | b'n' | b'T' | b'N') {
             return None;
         }
         Some(SourceRequest {
-            timed: b[0] == b't',
+            timed: b[0].eq_ignore_ascii_case(&b't'),
             amount: u64::from_be_bytes(b[1..9].try_into().ok()?),
             length: u32::from_be_bytes(b[9..13].try_into().ok()?),
+            counters: b[0].is_ascii_uppercase(),
         })
     }
 }
@@ -137,8 +176,10 @@ mod tests {
 
     #[test]
     fn source_requests_round_trip_and_refuse_garbage() {
-        let r = SourceRequest { amount: 3000, timed: true, length: 1400 };
-        assert_eq!(SourceRequest::decode(&r.encode()), Some(r));
+        for counters in [false, true] {
+            let r = SourceRequest { amount: 3000, timed: true, length: 1400, counters };
+            assert_eq!(SourceRequest::decode(&r.encode()), Some(r));
+        }
         assert_eq!(SourceRequest::decode(b"x123456789012"), None);
         assert_eq!(SourceRequest::decode(b"n12"), None);
     }

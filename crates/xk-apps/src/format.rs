@@ -45,9 +45,21 @@ pub fn secs(s: f64) -> String {
     scaled(s, &[("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3), ("s", 1.0)])
 }
 
+/// `1 request`, `2 requests`: a count with its noun in the right number.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_take_the_noun_in_the_right_number() {
+        assert_eq!(count(1, "request", "requests"), "1 request");
+        assert_eq!(count(0, "reply", "replies"), "0 replies");
+        assert_eq!(count(2, "reply", "replies"), "2 replies");
+    }
 
     #[test]
     fn three_significant_figures_and_a_readable_unit() {

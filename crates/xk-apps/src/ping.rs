@@ -1,8 +1,18 @@
 //! `ping` over XTP, raw UDP or kernel TCP, with ping's conventions: a
 //! request every `interval` (0: the next one as soon as the reply is in —
-//! ping-pong), a reply not back within `timeout` counted lost and never
+//! ping-pong), a reply not back within `timeout` reported missing and not
 //! waited on again, `count` requests or until stopped, and a summary with
 //! sent/received/loss and min/avg/max/mdev plus p50/p90/p99.
+//!
+//! A reply that comes after its request was given up still counts, as in
+//! ping: it is reported `late` with its whole round trip, and loss is what
+//! never came back. Over XTP and TCP a reply is never lost, only delayed
+//! behind a retransmission; counting those as lost overstated loss on
+//! lossy paths (issue #14).
+//!
+//! [`open`] does everything that can refuse (sockets, privileges, the
+//! connection) before a caller prints its header; [`Pinger::run`] then
+//! measures.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -59,13 +69,16 @@ impl PingConfig {
     }
 }
 
-/// One request's fate.
+/// One request's fate, as it becomes known.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Reply {
     /// Sequence number, from 0.
     pub seq: u64,
-    /// Round-trip time in microseconds; `None`: lost (no reply in time).
+    /// Round-trip time in microseconds; `None`: no reply within the
+    /// timeout (it may still come, then reported again as `late`).
     pub rtt_us: Option<f64>,
+    /// The reply came after its request had been given up.
+    pub late: bool,
 }
 
 /// The outcome of a ping run. `-J` prints it as JSON.
@@ -81,9 +94,11 @@ pub struct PingResult {
     pub count: u64,
     /// Requests sent.
     pub sent: u64,
-    /// Replies received in time.
+    /// Replies received, late ones included.
     pub received: u64,
-    /// Percentage of requests without a reply in time.
+    /// Of `received`, replies that came after their timeout.
+    pub late: u64,
+    /// Percentage of requests that never got a reply.
     pub loss_percent: f64,
     /// Round-trip times of the replies, µs; `None` when none came.
     pub rtt_us: Option<RttSummary>,
@@ -132,15 +147,22 @@ pub fn check(cfg: &PingConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs `cfg`, calling `on_reply` for each reply or loss as it happens;
-/// returns the summary (also when stopped or when the path failed midway:
-/// `error` then says why).
-pub fn run(cfg: &PingConfig, stop: &AtomicBool, on_reply: impl FnMut(Reply)) -> Result<PingResult, String> {
+/// A ping ready to run: its sockets open and, for XTP and TCP, its
+/// connection under way.
+pub struct Pinger {
+    cfg: PingConfig,
+    echo: Box<dyn Echo>,
+}
+
+/// Checks `cfg` and opens what it pings through; every refusal (a bad
+/// flag, a socket, raw IP without root, a TCP connection refused) comes
+/// from here, before the run prints anything.
+pub fn open(cfg: &PingConfig) -> Result<Pinger, String> {
     check(cfg)?;
-    match cfg.transport {
+    let echo: Box<dyn Echo> = match cfg.transport {
         Transport::Xtp => match cfg.path.open(cfg.to)? {
-            (ClientDriver::Udp(d), to) => drive(cfg, stop, XtpEcho::open(d, to, cfg)?, on_reply),
-            (ClientDriver::Raw(d), to) => drive(cfg, stop, XtpEcho::open(d, to, cfg)?, on_reply),
+            (ClientDriver::Udp(d), to) => Box::new(XtpEcho::open(d, to, cfg)?),
+            (ClientDriver::Raw(d), to) => Box::new(XtpEcho::open(d, to, cfg)?),
         },
         Transport::Udp => {
             if cfg.path.raw.is_some() {
@@ -149,17 +171,37 @@ pub fn run(cfg: &PingConfig, stop: &AtomicBool, on_reply: impl FnMut(Reply)) -> 
             // Through the relay: the relay forwards to the server it was
             // started with, which must then be the UDP echo's address.
             let to = cfg.path.via.unwrap_or(cfg.to);
-            drive(cfg, stop, UdpEcho::open(to, cfg.length, cfg.path.busy_poll)?, on_reply)
+            Box::new(UdpEcho::open(to, cfg.length, cfg.path.busy_poll)?)
         }
-        Transport::Tcp => drive(cfg, stop, TcpEcho::open(cfg.to, cfg.length, cfg.path.busy_poll)?, on_reply),
-        Transport::Quic => Err("--transport quic: bulk only (ping measures XTP, UDP and TCP)".into()),
+        Transport::Tcp => Box::new(TcpEcho::open(cfg.to, cfg.length, cfg.path.busy_poll)?),
+        Transport::Quic => return Err("--transport quic: bulk only (ping measures XTP, UDP and TCP)".into()),
+    };
+    Ok(Pinger { cfg: cfg.clone(), echo })
+}
+
+impl Pinger {
+    /// Runs, calling `on_reply` for each reply or timeout as it happens;
+    /// returns the summary (also when stopped or when the path failed
+    /// midway: `error` then says why).
+    pub fn run(mut self, stop: &AtomicBool, on_reply: impl FnMut(Reply)) -> Result<PingResult, String> {
+        drive(&self.cfg, stop, self.echo.as_mut(), on_reply)
     }
 }
+
+/// [`open`] and [`Pinger::run`] in one.
+pub fn run(cfg: &PingConfig, stop: &AtomicBool, on_reply: impl FnMut(Reply)) -> Result<PingResult, String> {
+    open(cfg)?.run(stop, on_reply)
+}
+
+/// Requests given up on that a late reply may still match: the newest
+/// this many (a reply older than that is dropped, as one to a request
+/// never sent would be).
+const GIVEN_UP_KEPT: usize = 4096;
 
 fn drive(
     cfg: &PingConfig,
     stop: &AtomicBool,
-    mut echo: impl Echo,
+    echo: &mut dyn Echo,
     mut on_reply: impl FnMut(Reply),
 ) -> Result<PingResult, String> {
     let mask = match echo.seq_bits() {
@@ -169,7 +211,10 @@ fn drive(
     let t0 = Instant::now();
     // Requests not yet answered nor given up: seq -> time sent.
     let mut waiting: BTreeMap<u64, Instant> = BTreeMap::new();
+    // Requests given up on (reported missing): seq -> time sent.
+    let mut given_up: BTreeMap<u64, Instant> = BTreeMap::new();
     let mut rtts = Vec::new();
+    let mut late = 0u64;
     let (mut sent, mut error) = (0u64, None);
     let mut next_send = t0;
     loop {
@@ -201,7 +246,11 @@ fn drive(
                 break;
             }
             waiting.remove(&seq);
-            on_reply(Reply { seq, rtt_us: None });
+            given_up.insert(seq, at);
+            if given_up.len() > GIVEN_UP_KEPT {
+                given_up.pop_first();
+            }
+            on_reply(Reply { seq, rtt_us: None, late: false });
         }
         let mut until = waiting.values().next().map_or(now + cfg.timeout, |&at| at + cfg.timeout);
         if more && !cfg.interval.is_zero() {
@@ -211,15 +260,21 @@ fn drive(
             Ok(done) => {
                 let at = Instant::now();
                 for s in done {
-                    // The awaited request with these low bits; a reply to a
-                    // request already given up finds nothing and is dropped.
-                    let seq = waiting.keys().copied().find(|k| k & mask == s & mask);
-                    if let Some(seq) = seq {
-                        let sent_at = waiting.remove(&seq).unwrap_or(at);
-                        let ns = at.duration_since(sent_at).as_nanos() as u64;
-                        rtts.push(ns);
-                        on_reply(Reply { seq, rtt_us: Some(ns as f64 / 1000.0) });
-                    }
+                    // The awaited request with these low bits, else one
+                    // given up on (the reply is late); a reply matching
+                    // neither (a duplicate) is dropped.
+                    let find = |m: &BTreeMap<u64, Instant>| m.keys().copied().find(|k| k & mask == s & mask);
+                    let (seq, was_late) = match find(&waiting) {
+                        Some(k) => (Some(k), false),
+                        None => (find(&given_up), true),
+                    };
+                    let Some(seq) = seq else { continue };
+                    let from = if was_late { &mut given_up } else { &mut waiting };
+                    let sent_at = from.remove(&seq).unwrap_or(at);
+                    let ns = at.duration_since(sent_at).as_nanos() as u64;
+                    rtts.push(ns);
+                    late += u64::from(was_late);
+                    on_reply(Reply { seq, rtt_us: Some(ns as f64 / 1000.0), late: was_late });
                 }
             }
             Err(e) => {
@@ -232,7 +287,7 @@ fn drive(
     // Requests still out when the run ended are lost, as ping counts them.
     if !interrupted {
         for &seq in waiting.keys() {
-            on_reply(Reply { seq, rtt_us: None });
+            on_reply(Reply { seq, rtt_us: None, late: false });
         }
     }
     let received = rtts.len() as u64;
@@ -243,6 +298,7 @@ fn drive(
         count: cfg.count.unwrap_or(sent),
         sent,
         received,
+        late,
         loss_percent: if sent == 0 { 0.0 } else { (sent - received) as f64 * 100.0 / sent as f64 },
         rtt_us: RttSummary::of(&rtts),
         seconds: t0.elapsed().as_secs_f64(),
@@ -329,5 +385,64 @@ impl<X: Io> Drop for XtpEcho<X> {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers request k after `delays[k]` (`None`: never).
+    struct Scripted {
+        delays: Vec<Option<Duration>>,
+        sent: Vec<Instant>,
+    }
+
+    impl Echo for Scripted {
+        fn send(&mut self, _seq: u64) -> Result<(), String> {
+            self.sent.push(Instant::now());
+            Ok(())
+        }
+
+        fn wait(&mut self, until: Instant, _stop: &AtomicBool) -> Result<Vec<u64>, String> {
+            // The earliest reply due that is not yet handed over.
+            let due: Vec<(Instant, u64)> = self
+                .sent
+                .iter()
+                .enumerate()
+                .filter_map(|(k, &t)| self.delays[k].map(|d| (t + d, k as u64)))
+                .collect();
+            let now = Instant::now();
+            let next = due.iter().min();
+            match next {
+                Some(&(t, k)) if t <= until => {
+                    std::thread::sleep(t.saturating_duration_since(now));
+                    self.delays[k as usize] = None;
+                    Ok(vec![k])
+                }
+                _ => {
+                    std::thread::sleep(until.saturating_duration_since(now));
+                    Ok(Vec::new())
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_reply_after_the_timeout_counts_as_late_and_loss_is_what_never_came() {
+        let mut cfg = PingConfig::new("127.0.0.1:9".parse().unwrap(), 3);
+        cfg.timeout = Duration::from_millis(40);
+        cfg.interval = Duration::from_millis(100);
+        let ms = |m| Some(Duration::from_millis(m));
+        let mut echo = Scripted { delays: vec![ms(5), ms(70), None], sent: Vec::new() };
+        let mut seen = Vec::new();
+        let r = drive(&cfg, &AtomicBool::new(false), &mut echo, |rep| seen.push(rep)).unwrap();
+        let what: Vec<(u64, bool, bool)> = seen.iter().map(|x| (x.seq, x.rtt_us.is_some(), x.late)).collect();
+        // 0 in time; 1 missing at 40 ms, then late at 70 ms; 2 never.
+        assert_eq!(what, vec![(0, true, false), (1, false, false), (1, true, true), (2, false, false)]);
+        assert_eq!((r.sent, r.received, r.late), (3, 2, 1));
+        assert!((r.loss_percent - 100.0 / 3.0).abs() < 1e-9, "{}", r.loss_percent);
+        let late_rtt = seen[2].rtt_us.unwrap();
+        assert!((70_000.0..90_000.0).contains(&late_rtt), "the late reply's whole round trip: {late_rtt} µs");
     }
 }

@@ -31,7 +31,7 @@ use xtp_proto::{CloseReason, Congestion, ContextConfig, ContextId, EndpointConfi
 
 use crate::client::driver_config;
 use crate::counters::EndpointCounters;
-use crate::feed::{Feeder, SourceRequest, hex};
+use crate::feed::{COUNTERS_TAG, Feeder, SourceRequest, hex};
 
 /// XTP port of the echo service.
 pub const ECHO_PORT: u16 = 7;
@@ -302,8 +302,24 @@ struct Conn {
     digest: Option<String>,
     /// Source: the request as it arrives, then what we send.
     request: Vec<u8>,
-    source: Option<(Feeder, Option<StdInstant>)>,
+    source: Option<Source>,
 }
+
+/// A source context's sending.
+struct Source {
+    feeder: Feeder,
+    /// The end of a timed request.
+    deadline: Option<StdInstant>,
+    /// The client asked for our counters after the data.
+    counters: bool,
+    /// All written: waiting (until then at most) for the data to be
+    /// acknowledged, so the counters cover it.
+    drain_until: Option<StdInstant>,
+}
+
+/// How long a source waits for its data to be acknowledged before it
+/// sends its counters anyway.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 fn serve_xtp<T: Io>(
     d: &mut Driver<T>,
@@ -344,17 +360,35 @@ fn serve_xtp<T: Io>(
         let now = d.now();
         let ep = d.endpoint();
         sources.retain(|ctx| {
-            let Some((feeder, deadline)) = conns.get_mut(ctx).and_then(|c| c.source.as_mut()) else {
+            let Some(src) = conns.get_mut(ctx).and_then(|c| c.source.as_mut()) else {
                 return false;
             };
-            if deadline.is_some_and(|d| StdInstant::now() >= d) {
-                feeder.stop();
+            if src.deadline.is_some_and(|d| StdInstant::now() >= d) {
+                src.feeder.stop();
             }
-            if feeder.feed(ep, now, *ctx).is_err() || feeder.done() {
+            if src.feeder.feed(ep, now, *ctx).is_err() {
                 ep.close(now, *ctx);
                 return false;
             }
-            true
+            if !src.feeder.done() {
+                return true;
+            }
+            if src.counters {
+                let until = *src.drain_until.get_or_insert_with(|| StdInstant::now() + DRAIN_WAIT);
+                if ep.unacked_bytes(*ctx) > 0 && StdInstant::now() < until {
+                    return true;
+                }
+                // The data's message has ended (the feeder's last write);
+                // the counters follow as a message of their own, tagged so
+                // the client tells them from the data.
+                if let Some(c) = ep.context_stats(*ctx).map(crate::counters::ContextCounters::from)
+                    && let Ok(json) = serde_json::to_vec(&c)
+                {
+                    let _ = ep.write(now, *ctx, json.into(), true, Some(COUNTERS_TAG));
+                }
+            }
+            ep.close(now, *ctx);
+            false
         });
         echo_stalled.retain(|ctx, finished| {
             if echo(ep, now, *ctx) {
@@ -414,7 +448,13 @@ fn serve_xtp<T: Io>(
                                 } else {
                                     (r.amount, None)
                                 };
-                                conn.source = Some((Feeder::new(limit, r.timed, length, false), deadline));
+                                let feeder = Feeder::new(limit, r.timed, length, false);
+                                conn.source = Some(Source {
+                                    feeder: if r.counters { feeder.ending_the_message() } else { feeder },
+                                    deadline,
+                                    counters: r.counters,
+                                    drain_until: None,
+                                });
                                 sources.push(ctx);
                             }
                         } else {
@@ -464,7 +504,7 @@ fn serve_xtp<T: Io>(
                             SOURCE_PORT => "source",
                             _ => "discard",
                         };
-                        let bytes = c.source.as_ref().map_or(c.bytes, |(f, _)| f.written);
+                        let bytes = c.source.as_ref().map_or(c.bytes, |s| s.feeder.written);
                         on_received(&Received {
                             service,
                             peer: c.peer,

@@ -59,7 +59,8 @@ pub(crate) struct PathArgs {
     #[arg(long, value_name = "LOCAL_IP")]
     raw: Option<std::net::Ipv4Addr>,
     /// Write every XTP packet sent and received to FILE (pcap, framed as
-    /// IPv4 protocol 36: Wireshark and tshark decode it as XTP as it is).
+    /// IP protocol 36, IPv4 or IPv6 as the path: Wireshark and tshark
+    /// decode it as XTP as it is).
     #[arg(long, value_name = "FILE")]
     pcap: Option<std::path::PathBuf>,
 }

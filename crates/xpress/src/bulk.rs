@@ -182,6 +182,27 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A sending context's counters on one line: `  sender (cubic): sent …`.
+fn sender_line(c: &xk_apps::bulk::ContextCounters, who: &str) -> String {
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format::secs(v / 1e3));
+    let cwnd = if c.cwnd == u64::MAX { "none".into() } else { format::bytes(c.cwnd) };
+    format!(
+        "  {who} ({}): sent {}, retransmitted {} ({} spurious), {} timeouts ({} spurious), {} reductions \
+         ({} undone), srtt {}, min rtt {}, cwnd {cwnd}, pacing {}\n",
+        c.congestion,
+        format::bytes(c.bytes_sent),
+        format::bytes(c.retransmitted),
+        format::bytes(c.spurious_retransmitted),
+        c.timeouts,
+        c.spurious_timeouts,
+        c.congestion_events,
+        c.undone,
+        ms(c.srtt_ms),
+        ms(c.min_rtt_ms),
+        c.pacing_bits_per_second.map_or_else(|| "none".into(), format::rate),
+    )
+}
+
 fn interval_header() -> String {
     format!(
         "{:<9} {:<15} {:>10} {:>13} {:>13} {:>10} {:>9} {:>10} {:>13}",
@@ -286,26 +307,22 @@ fn summary(r: &BulkResult) -> String {
         s += &format!("  sha256 {h}{same}\n");
     }
     let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format::secs(v / 1e3));
+    let several = r.streams.len() > 1;
     if let (Some(c), Direction::Receive) = (&r.context, r.direction) {
-        // A receiving context's window and retransmissions are the server's.
+        // A receiving context's window and retransmissions are the server's:
+        // its own report of them follows, when it came.
         s += &format!("  receiving: srtt {}, min rtt {}\n", ms(c.srtt_ms), ms(c.min_rtt_ms));
+        match &r.sender {
+            Some(c) => {
+                s += &sender_line(c, if several { "server's sender (context 0)" } else { "server's sender" })
+            }
+            None if r.transport == "xtp" => {
+                s += "  server's sender: no counters came (the run was cut short)\n"
+            }
+            None => {}
+        }
     } else if let Some(c) = &r.context {
-        let cwnd = if c.cwnd == u64::MAX { "none".into() } else { format::bytes(c.cwnd) };
-        let which = if r.streams.len() > 1 { " (context 0)" } else { "" };
-        s += &format!(
-            "  {}{which}: retransmitted {} ({} spurious), {} timeouts ({} spurious), {} reductions ({} undone), \
-             srtt {}, min rtt {}, cwnd {cwnd}, pacing {}\n",
-            c.congestion,
-            format::bytes(c.retransmitted),
-            format::bytes(c.spurious_retransmitted),
-            c.timeouts,
-            c.spurious_timeouts,
-            c.congestion_events,
-            c.undone,
-            ms(c.srtt_ms),
-            ms(c.min_rtt_ms),
-            c.pacing_bits_per_second.map_or_else(|| "none".into(), format::rate),
-        );
+        s += &sender_line(c, if several { "sender (context 0)" } else { "sender" });
     }
     if let Some(q) = &r.quic {
         let which = if r.streams.len() > 1 { " (connection 0)" } else { "" };
@@ -403,6 +420,7 @@ mod tests {
             sha256: None,
             receiver_sha256: None,
             context: None,
+            sender: None,
             quic: None,
         };
         let l = stream_line(&st, false);

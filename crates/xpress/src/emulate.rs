@@ -59,7 +59,7 @@ pub(crate) struct EmulateArgs {
     #[arg(long)]
     log: Option<String>,
     /// Write every datagram that crossed the emulated link (dropped ones
-    /// are not) to FILE as pcap, framed as IPv4 protocol 36: for XTP
+    /// are not) to FILE as pcap, framed as IP protocol 36: for XTP
     /// traffic, which Wireshark and tshark then decode as it is.
     #[arg(long, value_name = "FILE")]
     pcap: Option<std::path::PathBuf>,
@@ -152,11 +152,7 @@ pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
     let base = unix_base();
     let mut capture = |_dir: usize, t: xk_time::Instant, from: SocketAddr, to: SocketAddr, data: &[u8]| {
         if let Some(w) = pcap.as_mut() {
-            let v4 = |a: SocketAddr| match a.ip() {
-                std::net::IpAddr::V4(ip) => ip,
-                std::net::IpAddr::V6(_) => std::net::Ipv4Addr::UNSPECIFIED,
-            };
-            let _ = w.write_packet(base + t.as_nanos(), v4(from), v4(to), data);
+            let _ = w.write_packet(base + t.as_nanos(), from.ip(), to.ip(), data);
         }
     };
     let cap: Option<relay::Capture<'_>> = a.pcap.is_some().then_some(&mut capture as relay::Capture<'_>);

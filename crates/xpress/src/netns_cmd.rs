@@ -34,6 +34,8 @@ pub(crate) struct NetnsArgs {
     a: Option<String>,
     /// Command run in namespace B (10.200.0.2); the run ends when it does,
     /// with its exit status. `$XPRESS_PEER` holds the other end's address.
+    /// Ctrl-C, SIGTERM or the end of --duration end it too (it runs in a
+    /// process group of its own: use --shell for interactive work).
     #[arg(long, value_name = "SHELL COMMAND")]
     b: Option<String>,
     /// Give an interactive shell in namespace B instead of --b.
@@ -84,6 +86,20 @@ pub(crate) struct NetnsArgs {
 /// dropping it ends that group (SIGTERM, then SIGKILL after a second), so a
 /// shell's children go too.
 struct Background(Option<Child>);
+
+impl Background {
+    /// The command's exit status, if it has ended.
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        match self.0.as_mut() {
+            Some(c) => {
+                // Once it has ended, dropping still ends what it left
+                // behind in its group.
+                c.try_wait()
+            }
+            None => Ok(None),
+        }
+    }
+}
 
 impl Drop for Background {
     fn drop(&mut self) {
@@ -179,8 +195,26 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
                 None => Background(None),
             };
             if let Some(cmd) = &a.b {
-                let st = ns.command(true, cmd).status().map_err(|e| format!("--b: {e}"))?;
-                return Ok(Some(st));
+                // In a process group of its own, so that when this run
+                // stops (Ctrl-C, SIGTERM, the duration) its whole group is
+                // ended with it rather than left running on a link that no
+                // longer forwards. A terminal's Ctrl-C then reaches us
+                // alone, and we end B.
+                let child =
+                    ns.command(true, cmd).process_group(0).spawn().map_err(|e| format!("--b: {e}"))?;
+                let mut b = Background(Some(child));
+                loop {
+                    if let Some(st) = b.try_wait().map_err(|e| format!("--b: {e}"))? {
+                        return Ok(Some(st));
+                    }
+                    if stop.load(Ordering::Relaxed) || fwd.is_finished() {
+                        let why =
+                            if stop.load(Ordering::Relaxed) { "interrupted" } else { "--duration ended" };
+                        drop(b);
+                        return Err(format!("{why}: B's command was ended before it finished"));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
             }
             if a.shell {
                 let st =

@@ -17,9 +17,14 @@ use crate::args::{self, PathArgs};
 #[derive(Args)]
 pub(crate) struct PingArgs {
     /// Server (`xpress serve`): HOST[:PORT], port 3636 by default. With
-    /// `--transport udp`, the echo is at this port + 1 (serve's default).
+    /// `--transport udp`, the echo is at this port + 1 (serve's default)
+    /// unless `--udp-echo-port` names it.
     #[arg(long, default_value = "127.0.0.1:3636", value_parser = args::addr, value_name = "ADDR")]
     to: SocketAddr,
+    /// With `--transport udp`: the UDP echo's port, for a server started
+    /// with `serve --udp-echo-port PORT`.
+    #[arg(long, value_name = "PORT")]
+    udp_echo_port: Option<u16>,
     /// Bytes per request.
     #[arg(short = 'l', long, default_value = "64", value_parser = args::size, value_name = "BYTES")]
     length: usize,
@@ -30,8 +35,9 @@ pub(crate) struct PingArgs {
     /// reply is in (back-to-back ping-pong, for latency measurements).
     #[arg(short = 'i', long, default_value = "1", value_parser = args::seconds, value_name = "SECONDS")]
     interval: std::time::Duration,
-    /// Seconds to wait for each reply; one not back by then is counted
-    /// lost and not waited for again.
+    /// Seconds to wait for each reply; one not back by then is reported
+    /// missing and not waited for again (if it still comes, it counts,
+    /// marked late).
     #[arg(short = 'W', long, default_value = "10", value_parser = args::seconds, value_name = "SECONDS")]
     timeout: std::time::Duration,
     /// Quiet: only the summary.
@@ -56,14 +62,16 @@ pub(crate) struct PingArgs {
 
 pub(crate) fn run(a: &PingArgs) -> Result<ExitCode, String> {
     let stop = args::ctrl_c()?;
-    let to = match a.transport {
+    let to = match (a.transport, a.udp_echo_port) {
+        (Transport::Udp, Some(p)) => SocketAddr::new(a.to.ip(), p),
         // serve's UDP echo sits on the next port up.
-        Transport::Udp => SocketAddr::new(
+        (Transport::Udp, None) => SocketAddr::new(
             a.to.ip(),
             xk_apps::floors::default_udp_echo_port(a.to.port())
-                .ok_or("--to: port 65535 has no UDP echo above it")?,
+                .ok_or("--to: port 65535 has no UDP echo above it; give --udp-echo-port")?,
         ),
-        _ => a.to,
+        (_, Some(_)) => return Err("--udp-echo-port: with --transport udp only".into()),
+        (_, None) => a.to,
     };
     let cfg = PingConfig {
         to,
@@ -75,13 +83,14 @@ pub(crate) fn run(a: &PingArgs) -> Result<ExitCode, String> {
         cc: a.cc,
         path: a.path.config(a.busy_poll),
     };
-    ping::check(&cfg)?;
+    // Everything that can refuse happens here, before the header.
+    let pinger = ping::open(&cfg)?;
     let lines = !a.quiet && !a.json;
     if !a.json {
         let via = cfg.path.via.map(|v| format!(" via {v}")).unwrap_or_default();
         println!("PING {to}{via} ({}): {} bytes per request", a.transport.name(), a.length);
     }
-    let r = ping::run(&cfg, stop, |reply| {
+    let r = pinger.run(stop, |reply| {
         if lines {
             println!("{}", reply_line(&reply, a.length, to));
         }
@@ -100,7 +109,8 @@ pub(crate) fn run(a: &PingArgs) -> Result<ExitCode, String> {
     // a run ends and the replies decide.
     let cut_short = r.interrupted && a.count.is_some();
     if cut_short {
-        eprintln!("xpress ping: interrupted after {} of {} requests", r.sent, a.count.unwrap_or(0));
+        let asked = format::count(a.count.unwrap_or(0), "request", "requests");
+        eprintln!("xpress ping: interrupted after {} of {asked}", r.sent);
     }
     Ok(if r.received > 0 && r.error.is_none() && !cut_short { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
@@ -108,18 +118,24 @@ pub(crate) fn run(a: &PingArgs) -> Result<ExitCode, String> {
 /// `1000 bytes from 127.0.0.1:3636: seq=3 time=40.4 ms`, or the loss.
 fn reply_line(r: &Reply, len: usize, to: SocketAddr) -> String {
     match r.rtt_us {
-        Some(us) => format!("{len} bytes from {to}: seq={} time={}", r.seq, format::secs(us / 1e6)),
-        None => format!("no reply from {to}: seq={} (lost: not back within -W)", r.seq),
+        Some(us) => format!(
+            "{len} bytes from {to}: seq={} time={}{}",
+            r.seq,
+            format::secs(us / 1e6),
+            if r.late { " (late: after -W)" } else { "" }
+        ),
+        None => format!("no reply from {to}: seq={} within -W (a later reply still counts)", r.seq),
     }
 }
 
 /// ping's closing block, with p50/p90/p99 added.
 fn summary(r: &PingResult, to: SocketAddr) -> String {
     let mut s = format!(
-        "--- {to} {} ping statistics ---\n{} requests sent, {} replies received, {}% loss, time {}{}\n",
+        "--- {to} {} ping statistics ---\n{} sent, {} received{}, {}% loss, time {}{}\n",
         r.transport,
-        r.sent,
-        r.received,
+        format::count(r.sent, "request", "requests"),
+        format::count(r.received, "reply", "replies"),
+        if r.late > 0 { format!(" ({} late)", r.late) } else { String::new() },
         format::sig3(r.loss_percent),
         format::secs(r.seconds),
         if r.interrupted { " (interrupted)" } else { "" }
@@ -149,10 +165,16 @@ mod tests {
     fn reply_lines_and_summary_read_like_ping() {
         let to: SocketAddr = "127.0.0.1:3636".parse().unwrap();
         assert_eq!(
-            reply_line(&Reply { seq: 3, rtt_us: Some(40_424.9) }, 1000, to),
+            reply_line(&Reply { seq: 3, rtt_us: Some(40_424.9), late: false }, 1000, to),
             "1000 bytes from 127.0.0.1:3636: seq=3 time=40.4 ms"
         );
-        assert!(reply_line(&Reply { seq: 4, rtt_us: None }, 1000, to).contains("seq=4 (lost"));
+        assert!(
+            reply_line(&Reply { seq: 4, rtt_us: None, late: false }, 1000, to).contains("seq=4 within -W")
+        );
+        assert!(
+            reply_line(&Reply { seq: 4, rtt_us: Some(2e6), late: true }, 1000, to)
+                .ends_with("time=2.00 s (late: after -W)")
+        );
         let r = PingResult {
             transport: "xtp",
             busy_poll: false,
@@ -160,6 +182,7 @@ mod tests {
             count: 4,
             sent: 4,
             received: 3,
+            late: 1,
             loss_percent: 25.0,
             rtt_us: RttSummary::of(&[1_000_000, 2_000_000, 3_000_000]),
             seconds: 3.0,
@@ -167,7 +190,7 @@ mod tests {
             error: None,
         };
         let s = summary(&r, to);
-        assert!(s.contains("4 requests sent, 3 replies received, 25.0% loss, time 3.00 s"), "{s}");
+        assert!(s.contains("4 requests sent, 3 replies received (1 late), 25.0% loss, time 3.00 s"), "{s}");
         assert!(s.contains("rtt min/avg/max/mdev = 1.00 ms/2.00 ms/3.00 ms/816 µs"), "{s}");
         assert!(s.contains("rtt p50/p90/p99 = 2.00 ms/3.00 ms/3.00 ms"), "{s}");
     }

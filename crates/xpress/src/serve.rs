@@ -49,7 +49,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "PORT", default_value_t = 0, requires = "quic_cert")]
     quic_port: u16,
     /// Write every XTP packet sent and received to FILE (pcap, framed as
-    /// IPv4 protocol 36: Wireshark and tshark decode it as XTP as it is).
+    /// IP protocol 36, IPv4 or IPv6 as the path: Wireshark and tshark
+    /// decode it as XTP as it is).
     #[arg(long, value_name = "FILE")]
     pcap: Option<std::path::PathBuf>,
     /// Print the engine's state (contexts held, every admission and limit

@@ -3,7 +3,8 @@
 //! through the emulator with loss (DATA, CNTL, FIRST, TCNTL, ECNTL) and a
 //! ping whose server is replaced midway (the new one answers the old
 //! context with DIAG); the emulator's capture of what crossed its link
-//! too. JCNTL (multicast join) is not produced by the tools.
+//! too; and a ping over IPv6, framed as IPv6. JCNTL (multicast join) is
+//! not produced by the tools.
 //! Without tshark the test checks that the files were written and says it
 //! skipped the decoding.
 
@@ -26,6 +27,7 @@ fn pcap_files_decode_as_xtp_in_stock_tshark() {
     std::fs::create_dir_all(&dir).unwrap();
     let f = |name: &str| dir.join(name).display().to_string();
     let (spcap, bpcap, ppcap, epcap) = (f("serve.pcap"), f("bulk.pcap"), f("ping.pcap"), f("emulate.pcap"));
+    let v6pcap = f("ping6.pcap");
 
     // A transfer through a lossy emulated path: losses make ECNTL.
     let server = serve(&["--pcap", &spcap]);
@@ -60,7 +62,16 @@ fn pcap_files_decode_as_xtp_in_stock_tshark() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    for p in [&spcap, &bpcap, &ppcap, &epcap] {
+    // IPv6: the same, framed as IPv6 with next header 36.
+    let v6 = serve_on("[::1]:0", &[]);
+    let o = Command::new(X)
+        .args(["ping", "--to", &v6.addr.to_string(), "-c", "3", "-i", "0.05", "--pcap", &v6pcap])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    drop(v6);
+
+    for p in [&spcap, &bpcap, &ppcap, &epcap, &v6pcap] {
         let len = std::fs::metadata(p).unwrap().len();
         assert!(len > 24 + 100, "{p}: {len} bytes, no packets");
     }
@@ -69,7 +80,7 @@ fn pcap_files_decode_as_xtp_in_stock_tshark() {
         return;
     }
     let mut types = BTreeSet::new();
-    for p in [&spcap, &bpcap, &ppcap, &epcap] {
+    for p in [&spcap, &bpcap, &ppcap, &epcap, &v6pcap] {
         let all = tshark(&["-r", p]).unwrap().lines().count();
         let xtp = tshark(&["-r", p, "-Y", "xtp"]).unwrap().lines().count();
         let bad = tshark(&["-r", p, "-Y", "_ws.malformed || _ws.expert.severity >= error"]).unwrap();
@@ -78,6 +89,8 @@ fn pcap_files_decode_as_xtp_in_stock_tshark() {
         let t = tshark(&["-r", p, "-T", "fields", "-e", "xtp.cmd.ptype.pformat"]).unwrap();
         types.extend(t.lines().map(|l| l.trim().to_string()));
     }
+    let v6 = tshark(&["-r", &v6pcap, "-Y", "ipv6.nxt == 36 && xtp"]).unwrap().lines().count();
+    assert!(v6 >= 6, "{v6} IPv6 XTP packets in the IPv6 ping's capture");
     // DATA 0, CNTL 1, FIRST 2, ECNTL 3, TCNTL 5, DIAG 8.
     let want: BTreeSet<String> = ["0", "1", "2", "3", "5", "8"].iter().map(|s| s.to_string()).collect();
     assert!(want.is_subset(&types), "packet types seen {types:?}, want {want:?}");

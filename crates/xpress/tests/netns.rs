@@ -217,3 +217,30 @@ fn netns_pcap_holds_the_packets_that_crossed_the_link() {
     assert!(tcp > 200, "only {tcp} TCP packets in the capture");
     assert!(String::from_utf8_lossy(&bad.stdout).trim().is_empty(), "malformed packets in the capture");
 }
+
+#[test]
+fn sigterm_to_netns_ends_bs_command_and_tears_down() {
+    if !is_root() {
+        eprintln!("skipped: xpress netns needs root (namespaces, TUN); CI runs this as root");
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // B's command would outlive the test by far; the marker finds it.
+    let marker = "sleep 97.25";
+    let child = Command::new(X)
+        .args(["netns", "--link", "delay 1ms", "--b", marker, "--report", "/dev/null"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let t0 = std::time::Instant::now();
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let out = child.wait_with_output().unwrap();
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5), "netns took {:?} to stop", t0.elapsed());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an interrupted run succeeded: {err}");
+    assert!(err.contains("interrupted: B's command was ended"), "{err}");
+    torn_down(&out);
+    assert_clean(marker);
+}
