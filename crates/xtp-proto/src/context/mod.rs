@@ -353,8 +353,8 @@ impl Context {
     /// unacknowledged datagram); only copies already in flight remain to be
     /// absorbed.
     fn linger_briefly(&mut self, now: Instant, ep: &EndpointConfig) {
-        if self.ctimeout.is_some() {
-            self.ctimeout = Some(now + ep.linger);
+        if let Some(t) = self.ctimeout {
+            self.ctimeout = Some(t.min(now + ep.linger));
         }
     }
 
@@ -613,6 +613,16 @@ impl Context {
             if o.intersects(Options::SREQ | Options::DREQ) && !o.contains(Options::END) {
                 self.need_end = true;
                 self.reply_echo = Some(h.sync);
+            }
+            if o.contains(Options::END) {
+                // Our END and the peer's crossed (each side closed on the
+                // other's RCLOSE): we ended first, with the whole retry span
+                // to linger, but the peer is INACTIVE as well and will retry
+                // nothing. Without this every ping's echo context stayed on
+                // the server for 243 s after a clean close (a newcomer's
+                // walk: "16 contexts held" after 17 pings).
+                self.peer_ended = true;
+                self.linger_briefly(now, ep);
             }
             return;
         }
