@@ -392,6 +392,20 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
             cfg.transport.name().to_uppercase()
         ));
     }
+    if cfg.transport != Transport::Xtp {
+        let t = cfg.transport.name();
+        if cfg.nocheck {
+            return Err(format!("--nocheck: XTP only (its checksum option); {t} has no such switch"));
+        }
+        if cfg.window.is_some() {
+            return Err(format!(
+                "--window: XTP only; {t} sizes its own buffers (for kernel TCP, iperf3 -w sets SO_SNDBUF/SO_RCVBUF)"
+            ));
+        }
+    }
+    if cfg.quic_cert.is_some() && cfg.transport != Transport::Quic {
+        return Err("--quic-cert: with --transport quic only".into());
+    }
     if cfg.transport == Transport::Quic && cfg.path.via.is_some() {
         return Err("--via: XTP only; for QUIC under an emulated link start \
                     `xpress emulate --server QUIC_ADDR` and give the relay's address as --to"
@@ -457,7 +471,7 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
     if cfg.transport == Transport::Udp {
         return Err(UDP_BULK_REFUSAL.into());
     }
-    Ok(())
+    cfg.path.check(cfg.to)
 }
 
 const UDP_BULK_REFUSAL: &str =

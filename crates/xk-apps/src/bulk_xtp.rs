@@ -48,6 +48,11 @@ struct Flow {
     base: u64,
     /// At the last interval: bytes on the wire, receiver's bytes, retransmitted.
     last: (u64, u64, u64),
+    /// When the receiver's count last grew, and what it was then.
+    progress: (Instant, u64),
+    /// Set at the deadline when the receiver's count had not grown for a
+    /// while before it: seconds since the run began at which it stopped.
+    silent_from: Option<f64>,
 }
 
 impl Flow {
@@ -128,6 +133,8 @@ fn open(ep: &mut Endpoint, now: Instant, cfg: &BulkConfig, to: SocketAddr) -> Re
                 counted: None,
                 base: 0,
                 last: (0, 0, 0),
+                progress: (now, 0),
+                silent_from: None,
             });
         }
     }
@@ -187,6 +194,10 @@ pub(crate) fn run<X: Io>(
         let ep = d.endpoint();
         for f in &mut flows {
             f.stats = ep.context_stats(f.ctx).or(f.stats);
+            let got = f.goodput();
+            if got > f.progress.1 {
+                f.progress = (now, got);
+            }
         }
         // The omitted start ends now: its last interval line is cut here
         // (the next ones count), as iperf3 does.
@@ -254,6 +265,13 @@ pub(crate) fn run<X: Io>(
             let mut srtt = Duration::ZERO;
             for f in &mut flows {
                 f.counted = Some(f.goodput().saturating_sub(f.base));
+                // Nothing acknowledged (or received) for a second and four
+                // round trips before the end: the server stopped answering.
+                let quiet =
+                    (f.stats.and_then(|s| s.srtt).unwrap_or_default() * 4).max(Duration::from_secs(1));
+                if why == Finish::Time && now.saturating_since(f.progress.0) > quiet {
+                    f.silent_from = Some(f.progress.0.saturating_since(t0).as_secs_f64());
+                }
                 srtt = srtt.max(f.stats.and_then(|s| s.srtt).unwrap_or_default());
                 if let Some(feeder) = f.feeder.as_mut() {
                     feeder.stop();
@@ -403,6 +421,18 @@ fn finish_result(
                     }
                 }
             }
+        }
+        if let Some(at) = f.silent_from
+            && !r.interrupted
+            && (f.dir == Direction::Receive || receiver_bytes.is_none())
+        {
+            return Err(format!(
+                "the server stopped answering {} into the run: nothing {} after that (is `xpress serve` still \
+                 running?); {} by then",
+                crate::format::secs(at),
+                if f.dir == Direction::Receive { "arrived" } else { "was acknowledged" },
+                crate::format::bytes(f.progress.1)
+            ));
         }
         let bytes = f.counted.unwrap_or(match f.dir {
             Direction::Receive => f.received,

@@ -7,14 +7,11 @@
 //! The IP header (IPv4, or IPv6 on an IPv6 path) is made up from the UDP
 //! addresses; the ports are not kept (XTP's keys identify its contexts).
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
 use xk_driver::driver::{Driver, TapDir};
 use xk_driver::transport::Transport as Io;
-use xtp_wire::pcap::PcapWriter;
 
 /// The address to show for the local address `a`: itself, or for an
 /// unspecified one the loopback address when the peer is on loopback.
@@ -34,8 +31,7 @@ pub(crate) fn install<X: Io>(d: &mut Driver<X>, path: &Path, peer: Option<Socket
     let what = format!("--pcap {}", path.display());
     let local_addr = d.local_addr().map_err(|e| format!("{what}: {e}"))?;
     let local = shown(local_addr.ip(), peer.map(|p| p.ip()));
-    let file = File::create(path).map_err(|e| format!("{what}: {e}"))?;
-    let mut w = PcapWriter::new(BufWriter::new(file)).map_err(|e| format!("{what}: {e}"))?;
+    let mut w = crate::pcap_file::create(path)?;
     // Driver time is since its creation; the file wants time since 1970.
     let unix =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |t| t.as_nanos() as u64);

@@ -37,6 +37,26 @@ pub(crate) enum ClientDriver {
 }
 
 impl PathConfig {
+    /// Refuses what cannot work before anything is opened: port 0 as a
+    /// destination (nothing listens there; over raw IP the port is not
+    /// used), a relay at port 0, a relay with raw IP.
+    pub(crate) fn check(&self, to: SocketAddr) -> Result<(), String> {
+        if self.raw.is_some() && self.via.is_some() {
+            return Err(
+                "--via and --raw: the emulator relays UDP; run raw IP through `xpress netns` instead".into(),
+            );
+        }
+        if self.raw.is_none() && to.port() == 0 {
+            return Err(format!("--to {to}: port 0 is not a port anything listens on"));
+        }
+        if let Some(v) = self.via
+            && v.port() == 0
+        {
+            return Err(format!("--via {v}: port 0 is not a port anything listens on"));
+        }
+        Ok(())
+    }
+
     /// The driver and the address to send to for the server `to`.
     pub(crate) fn open(&self, to: SocketAddr) -> Result<(ClientDriver, SocketAddr), String> {
         if self.raw.is_some() && self.via.is_some() {

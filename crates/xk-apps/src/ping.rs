@@ -90,8 +90,8 @@ pub struct PingResult {
     pub busy_poll: bool,
     /// Bytes per request.
     pub length: usize,
-    /// Requests asked for (`sent` when unbounded).
-    pub count: u64,
+    /// Requests asked for (`-c`); `None`: until stopped.
+    pub count: Option<u64>,
     /// Requests sent.
     pub sent: u64,
     /// Replies received, late ones included.
@@ -135,6 +135,7 @@ pub fn check(cfg: &PingConfig) -> Result<(), String> {
     if cfg.timeout.is_zero() {
         return Err("-W 0: the reply timeout must be positive".into());
     }
+    cfg.path.check(cfg.to)?;
     if cfg.path.pcap.is_some() && cfg.transport != Transport::Xtp {
         return Err("--pcap: XTP only (capture kernel TCP or UDP with tcpdump)".into());
     }
@@ -284,8 +285,10 @@ fn drive(
         }
     }
     let interrupted = stop.load(Ordering::Relaxed);
-    // Requests still out when the run ended are lost, as ping counts them.
-    if !interrupted {
+    // Requests still out when the run ended are lost, as ping counts them
+    // (but not reported one by one when the path failed: the error says
+    // why they went unanswered).
+    if !interrupted && error.is_none() {
         for &seq in waiting.keys() {
             on_reply(Reply { seq, rtt_us: None, late: false });
         }
@@ -295,7 +298,7 @@ fn drive(
         transport: cfg.transport.name(),
         busy_poll: cfg.path.busy_poll,
         length: cfg.length,
-        count: cfg.count.unwrap_or(sent),
+        count: cfg.count,
         sent,
         received,
         late,

@@ -25,7 +25,9 @@ pub struct RttSummary {
 
 impl RttSummary {
     /// The summary of `rtts_ns` (nanoseconds, any order); `None` when empty.
-    /// Percentiles are the nearest rank, `rtts[round((n-1)·p)]`.
+    /// Percentiles are the nearest rank: the smallest sample with at least
+    /// a fraction p of them at or below it, `rtts[ceil(n·p) - 1]` (the
+    /// median of two is the smaller, as of four the second).
     pub fn of(rtts_ns: &[u64]) -> Option<RttSummary> {
         if rtts_ns.is_empty() {
             return None;
@@ -35,7 +37,7 @@ impl RttSummary {
         let n = v.len() as f64;
         let avg = v.iter().sum::<f64>() / n;
         let sq = v.iter().map(|x| x * x).sum::<f64>() / n;
-        let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+        let q = |p: f64| v[((n * p).ceil() as usize).clamp(1, v.len()) - 1];
         Some(RttSummary {
             min: v[0],
             avg,
@@ -58,9 +60,12 @@ mod tests {
         let s = RttSummary::of(&[3000, 1000, 2000, 4000]).unwrap();
         assert_eq!((s.min, s.avg, s.max), (1.0, 2.5, 4.0));
         assert!((s.mdev - 1.25f64.sqrt()).abs() < 1e-9, "{s:?}");
-        assert_eq!((s.p50, s.p90, s.p99), (3.0, 4.0, 4.0));
+        // Nearest rank: the median of four is the second.
+        assert_eq!((s.p50, s.p90, s.p99), (2.0, 4.0, 4.0));
         let hundred: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
         let s = RttSummary::of(&hundred).unwrap();
-        assert_eq!((s.p50, s.p90, s.p99), (51.0, 90.0, 99.0));
+        assert_eq!((s.p50, s.p90, s.p99), (50.0, 90.0, 99.0));
+        let two = RttSummary::of(&[580_000, 498_000]).unwrap();
+        assert_eq!(two.p50, 498.0, "the median of two is the smaller, not the larger");
     }
 }

@@ -68,9 +68,10 @@ pub(crate) struct BulkArgs {
     #[arg(long, value_parser = args::rate, value_name = "RATE")]
     rate: Option<u64>,
     /// Congestion controller: cubic (default), bbr, newreno, or none (pure
-    /// XTP 4.0: flow and rate control only).
-    #[arg(long, default_value_t = Congestion::Cubic, value_name = "NAME")]
-    cc: Congestion,
+    /// XTP 4.0: flow and rate control only). XTP only: kernel TCP uses the
+    /// system's (`sysctl net.ipv4.tcp_congestion_control`).
+    #[arg(long, value_name = "NAME")]
+    cc: Option<Congestion>,
     /// A fixed window (64k, 1m; at least 1500): sending, at most this much
     /// beyond the lowest unacknowledged byte is in flight; receiving (-R),
     /// our receive window, within which the server sends. Without it the
@@ -96,6 +97,12 @@ pub(crate) struct BulkArgs {
 }
 
 pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
+    if a.cc.is_some() && a.transport != Transport::Xtp {
+        return Err(format!(
+            "--cc: XTP only; {} uses its own controller (kernel TCP: sysctl net.ipv4.tcp_congestion_control)",
+            a.transport.name()
+        ));
+    }
     let cfg = BulkConfig {
         to: a.to,
         transport: a.transport,
@@ -112,7 +119,7 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
         verify: a.verify,
         nocheck: a.nocheck,
         rate_bps: a.rate,
-        cc: a.cc,
+        cc: a.cc.unwrap_or_default(),
         window: a.window,
         interval: a.interval.filter(|i| !i.is_zero()),
         omit: a.omit.unwrap_or_default(),
@@ -149,8 +156,11 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
             Direction::Both => "sending and receiving",
         };
         let unit = if a.transport == Transport::Xtp { "contexts" } else { "connections" };
-        let streams =
-            if a.parallel > 1 { format!(", {} {unit} each way", a.parallel) } else { String::new() };
+        let streams = match (a.parallel > 1, a.bidir) {
+            (true, true) => format!(", {} {unit} each way", a.parallel),
+            (true, false) => format!(", {} {unit}", a.parallel),
+            _ => String::new(),
+        };
         let _ = writeln!(out, "Connecting to {}{via} ({}{streams}), {how} {what}", a.to, a.transport.name());
     }
     let mut header = false;
@@ -163,7 +173,13 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
             let _ = writeln!(out, "{}", interval_header());
             header = true;
         }
-        let tag = if labels { label(iv.stream, iv.direction, bidir) } else { String::new() };
+        // With one context each way, a direction's sum is that context
+        // (sending ones are numbered first): no SUM line, as iperf3.
+        let stream = match (iv.stream, a.parallel) {
+            (None, 1) => Some(usize::from(iv.direction == Direction::Receive)),
+            (k, _) => k,
+        };
+        let tag = if labels { label(stream, iv.direction, bidir) } else { String::new() };
         let _ = writeln!(out, "{}", interval_line(iv, &tag));
     })?;
     for w in &r.warnings {
@@ -187,15 +203,14 @@ fn sender_line(c: &xk_apps::bulk::ContextCounters, who: &str) -> String {
     let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format::secs(v / 1e3));
     let cwnd = if c.cwnd == u64::MAX { "none".into() } else { format::bytes(c.cwnd) };
     format!(
-        "  {who} ({}): sent {}, retransmitted {} ({} spurious), {} timeouts ({} spurious), {} reductions \
-         ({} undone), srtt {}, min rtt {}, cwnd {cwnd}, pacing {}\n",
-        c.congestion,
+        "  {who}: sent {}, retransmitted {} ({} spurious), {} ({} spurious), {} ({} undone), srtt {}, \
+         min rtt {}, cwnd {cwnd}, pacing {}\n",
         format::bytes(c.bytes_sent),
         format::bytes(c.retransmitted),
         format::bytes(c.spurious_retransmitted),
-        c.timeouts,
+        format::count(c.timeouts, "timeout", "timeouts"),
         c.spurious_timeouts,
-        c.congestion_events,
+        format::count(c.congestion_events, "reduction", "reductions"),
         c.undone,
         ms(c.srtt_ms),
         ms(c.min_rtt_ms),
@@ -314,7 +329,8 @@ fn summary(r: &BulkResult) -> String {
         s += &format!("  receiving: srtt {}, min rtt {}\n", ms(c.srtt_ms), ms(c.min_rtt_ms));
         match &r.sender {
             Some(c) => {
-                s += &sender_line(c, if several { "server's sender (context 0)" } else { "server's sender" })
+                let who = if several { ", context 0" } else { "" };
+                s += &sender_line(c, &format!("server's sender ({}{who})", c.congestion));
             }
             None if r.transport == "xtp" => {
                 s += "  server's sender: no counters came (the run was cut short)\n"
@@ -322,7 +338,8 @@ fn summary(r: &BulkResult) -> String {
             None => {}
         }
     } else if let Some(c) = &r.context {
-        s += &sender_line(c, if several { "sender (context 0)" } else { "sender" });
+        let who = if several { ", context 0" } else { "" };
+        s += &sender_line(c, &format!("sender ({}{who})", c.congestion));
     }
     if let Some(q) = &r.quic {
         let which = if r.streams.len() > 1 { " (connection 0)" } else { "" };

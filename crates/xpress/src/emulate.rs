@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
+use xk_apps::pcap_file::LiveFile;
 use xk_driver::pacer;
 use xk_driver::relay::{self, DEFAULT_MAX_P99_ERROR, RelayConfig};
 use xk_netemu::{LinkSpec, parse_line, parse_toml};
@@ -75,10 +76,10 @@ pub(crate) const fn duration_micros(d: Duration) -> u64 {
     d.as_micros() as u64
 }
 
-/// A pcap file for `--pcap`, or an error naming it.
-pub(crate) fn pcap_writer(p: &std::path::Path) -> Result<PcapWriter<BufWriter<File>>, String> {
-    let f = File::create(p).map_err(|e| format!("--pcap {}: {e}", p.display()))?;
-    PcapWriter::new(BufWriter::new(f)).map_err(|e| format!("--pcap {}: {e}", p.display()))
+/// A pcap file for `--pcap` (readable while the run goes on), or an
+/// error naming it.
+pub(crate) fn pcap_writer(p: &std::path::Path) -> Result<PcapWriter<LiveFile>, String> {
+    xk_apps::pcap_file::create(p)
 }
 
 /// Nanoseconds since 1970 at the moment a new driver clock reads zero

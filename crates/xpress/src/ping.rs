@@ -23,7 +23,7 @@ pub(crate) struct PingArgs {
     to: SocketAddr,
     /// With `--transport udp`: the UDP echo's port, for a server started
     /// with `serve --udp-echo-port PORT`.
-    #[arg(long, value_name = "PORT")]
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     udp_echo_port: Option<u16>,
     /// Bytes per request.
     #[arg(short = 'l', long, default_value = "64", value_parser = args::size, value_name = "BYTES")]
@@ -87,8 +87,20 @@ pub(crate) fn run(a: &PingArgs) -> Result<ExitCode, String> {
     let pinger = ping::open(&cfg)?;
     let lines = !a.quiet && !a.json;
     if !a.json {
-        let via = cfg.path.via.map(|v| format!(" via {v}")).unwrap_or_default();
-        println!("PING {to}{via} ({}): {} bytes per request", a.transport.name(), a.length);
+        match (cfg.path.via, a.transport) {
+            // The relay sends where its own --server says, not to `to`:
+            // say so, or a relay set up for XTP (the README's) silently
+            // gets UDP datagrams to the wrong port.
+            (Some(v), Transport::Udp) => println!(
+                "PING {to} via {v} (udp): {} bytes per request; the relay forwards to its own --server, \
+                 which must be this UDP echo",
+                a.length
+            ),
+            (via, t) => {
+                let via = via.map(|v| format!(" via {v}")).unwrap_or_default();
+                println!("PING {to}{via} ({}): {} bytes per request", t.name(), a.length);
+            }
+        }
     }
     let r = pinger.run(stop, |reply| {
         if lines {
@@ -179,7 +191,7 @@ mod tests {
             transport: "xtp",
             busy_poll: false,
             length: 64,
-            count: 4,
+            count: Some(4),
             sent: 4,
             received: 3,
             late: 1,

@@ -71,9 +71,9 @@ fn print_engine(e: &xk_apps::EngineReport, json: bool) {
         return;
     }
     println!(
-        "engine at {}: {} contexts held ({} half-open), {} accepted; {}",
+        "engine at {}: {} held ({} half-open), {} accepted; {}",
         format::secs(e.seconds),
-        e.contexts,
+        format::count(e.contexts as u64, "context", "contexts"),
         e.counters.get("half_open"),
         e.counters.get("accepted"),
         e.counters.summary()

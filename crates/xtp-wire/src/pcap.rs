@@ -7,9 +7,6 @@
 //! 36, a correct header checksum, an identification that counts up) or,
 //! when either address is IPv6, a 40-byte IPv6 header (next header 36, hop
 //! limit 64; an IPv4 address shown IPv4-mapped).
-//!
-//! Records are flushed to the file at least once per second of their
-//! timestamps, so a capture can be read while the run goes on.
 
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -57,14 +54,10 @@ pub fn ipv6_header(src: Ipv6Addr, dst: Ipv6Addr, xtp_len: usize) -> io::Result<[
     Ok(h)
 }
 
-/// Records are flushed once their timestamps pass the last flush by this.
-const FLUSH_EVERY_NANOS: u64 = 1_000_000_000;
-
 /// Writes pcap records to any `io::Write` (a file, a `Vec<u8>`, a pipe).
 pub struct PcapWriter<W: Write> {
     out: W,
     next_id: u16,
-    flushed_at: u64,
 }
 
 impl<W: Write> PcapWriter<W> {
@@ -79,7 +72,7 @@ impl<W: Write> PcapWriter<W> {
         h.extend_from_slice(&SNAPLEN.to_le_bytes());
         h.extend_from_slice(&LINKTYPE_RAW.to_le_bytes());
         out.write_all(&h)?;
-        Ok(PcapWriter { out, next_id: 1, flushed_at: 0 })
+        Ok(PcapWriter { out, next_id: 1 })
     }
 
     /// Appends one XTP packet sent from `src` to `dst` at `ts_nanos` (any
@@ -112,8 +105,7 @@ impl<W: Write> PcapWriter<W> {
         let len = (n + xtp.len()) as u32;
         self.record_header(ts_nanos, len, len)?;
         self.out.write_all(&ip[..n])?;
-        self.out.write_all(xtp)?;
-        self.flush_now_and_then(ts_nanos)
+        self.out.write_all(xtp)
     }
 
     /// The 16-byte record header: time, captured length, original length.
@@ -127,22 +119,12 @@ impl<W: Write> PcapWriter<W> {
         self.out.write_all(&rec)
     }
 
-    /// Flushes once a second of timestamps has passed since the last flush.
-    fn flush_now_and_then(&mut self, ts_nanos: u64) -> io::Result<()> {
-        if ts_nanos.saturating_sub(self.flushed_at) >= FLUSH_EVERY_NANOS {
-            self.flushed_at = ts_nanos;
-            self.out.flush()?;
-        }
-        Ok(())
-    }
-
     /// Appends a whole IP packet (it brings its own header: what a TUN
     /// device or a raw socket carries, of any protocol) at `ts_nanos`.
     pub fn write_ip(&mut self, ts_nanos: u64, ip: &[u8]) -> io::Result<()> {
         let len = u32::try_from(ip.len().min(SNAPLEN as usize)).unwrap_or(SNAPLEN);
         self.record_header(ts_nanos, len, u32::try_from(ip.len()).unwrap_or(u32::MAX))?;
-        self.out.write_all(&ip[..len as usize])?;
-        self.flush_now_and_then(ts_nanos)
+        self.out.write_all(&ip[..len as usize])
     }
 
     /// Flushes and returns the underlying writer.
