@@ -24,6 +24,7 @@ use xtp_proto::Congestion;
 
 use crate::client::{ClientDriver, PathConfig};
 pub use crate::counters::{ContextCounters, EndpointCounters, QuicCounters};
+pub use crate::tcp_info::TcpCounters;
 use crate::transport::{TCP_VIA_REFUSAL, Transport};
 
 /// How much to send.
@@ -226,6 +227,10 @@ pub struct StreamResult {
     /// The connection's counters at the end (QUIC).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quic: Option<QuicCounters>,
+    /// Kernel TCP: the sending connection's counters at the end — ours
+    /// when sending, the server's (sent after its data) with `-R`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpCounters>,
 }
 
 /// A direction's total, for `--bidir`.
@@ -305,6 +310,10 @@ pub struct BulkResult {
     /// in `streams`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quic: Option<QuicCounters>,
+    /// Kernel TCP: the first sending connection's counters (all of them
+    /// are in `streams`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpCounters>,
     /// Interval reports (`-i`): each context's (with several) and the sums.
     pub intervals: Vec<Interval>,
     /// Each context's result.
@@ -353,6 +362,7 @@ impl BulkResult {
             sender: None,
             endpoint: None,
             quic: None,
+            tcp: None,
             intervals: Vec::new(),
             streams: Vec::new(),
             receive_sum: None,

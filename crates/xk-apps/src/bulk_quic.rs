@@ -341,6 +341,7 @@ pub(crate) fn run(
             context: None,
             sender: None,
             quic: Some(stats),
+            tcp: None,
         });
     }
     r.quic = r.streams.first().and_then(|s| s.quic.clone());

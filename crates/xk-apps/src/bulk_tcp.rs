@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult, Sum, sum_intervals};
 use crate::feed::SourceRequest;
-use crate::tcp_info::{self, TcpInfo};
+use crate::tcp_info::{self, TcpCounters, TcpInfo};
 use crate::transport::Transport;
 
 /// One connection's outcome.
@@ -56,6 +56,9 @@ struct Done {
     sent: Option<u64>,
     receiver: Option<u64>,
     seconds: f64,
+    /// The sending connection's kernel counters: ours (sending), or the
+    /// server's from its trailer (receiving).
+    tcp: Option<TcpCounters>,
 }
 
 const TICK: Duration = Duration::from_millis(50);
@@ -123,7 +126,8 @@ fn send(
         }
     }
     let receiver = (got == 8).then(|| u64::from_be_bytes(answer));
-    Ok(Done { sent: Some(sent), receiver, seconds: t0.elapsed().as_secs_f64() })
+    let tcp = TcpCounters::of(&s, sent);
+    Ok(Done { sent: Some(sent), receiver, seconds: t0.elapsed().as_secs_f64(), tcp })
 }
 
 /// Asks the server's source for `req` and reads until it closes (or
@@ -142,6 +146,9 @@ fn receive(
     s.write_all(&hello).map_err(|e| e.to_string())?;
     let mut buf = vec![0u8; 1 << 16];
     let mut got = 0u64;
+    // The stream's last bytes, where the server's counters end it.
+    let mut tail: Vec<u8> = Vec::with_capacity(2 * tcp_info::TRAILER_MAX);
+    let mut ended = false;
     loop {
         if stop.load(Ordering::Relaxed)
             || deadline.is_some_and(|d| Instant::now() >= d + Duration::from_secs(3))
@@ -149,16 +156,31 @@ fn receive(
             break;
         }
         match s.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => {
+                ended = true;
+                break;
+            }
             Ok(n) => {
                 got += n as u64;
                 f.count.store(got, Ordering::Relaxed);
+                let keep = &buf[n.saturating_sub(tcp_info::TRAILER_MAX)..n];
+                if tail.len() + keep.len() > 2 * tcp_info::TRAILER_MAX {
+                    tail.drain(..(tail.len() + keep.len() - tcp_info::TRAILER_MAX).min(tail.len()));
+                }
+                tail.extend_from_slice(keep);
             }
             Err(e) if pending(&e) => {}
             Err(e) => return Err(format!("tcp receive: {e}")),
         }
     }
-    Ok(Done { sent: None, receiver: Some(got), seconds: t0.elapsed().as_secs_f64() })
+    // The counters are not data: off the count (they came after the
+    // deadline's snapshot in a timed run, so only the total changes).
+    let tcp = ended.then(|| tcp_info::split_trailer(&tail)).flatten().map(|(c, len)| {
+        got -= len as u64;
+        f.count.store(got, Ordering::Relaxed);
+        c
+    });
+    Ok(Done { sent: None, receiver: Some(got), seconds: t0.elapsed().as_secs_f64(), tcp })
 }
 
 pub(crate) fn run(
@@ -195,13 +217,13 @@ pub(crate) fn run(
                     Direction::Receive => {
                         let req = match cfg.amount {
                             Amount::Bytes(_) => {
-                                SourceRequest { amount, timed: false, length: 0, counters: false }
+                                SourceRequest { amount, timed: false, length: 0, counters: true }
                             }
                             Amount::Time(t) => SourceRequest {
                                 amount: (cfg.omit + t).as_millis() as u64,
                                 timed: true,
                                 length: 0,
-                                counters: false,
+                                counters: true,
                             },
                         };
                         receive(cfg.to, req, deadline, stop, f)
@@ -353,6 +375,7 @@ pub(crate) fn run(
             receiver_sha256: None,
             context: None,
             sender: None,
+            tcp: done.tcp,
             quic: None,
         });
     }
@@ -361,6 +384,7 @@ pub(crate) fn run(
     let bytes: u64 = of(primary).map(|s| s.bytes).sum();
     let secs = of(primary).map(|s| s.seconds).fold(0.0, f64::max);
     r.sent_bytes = of(primary).filter_map(|s| s.sent_bytes).sum();
+    r.tcp = of(primary).next().and_then(|s| s.tcp.clone());
     r.receiver_bytes = of(primary).map(|s| s.receiver_bytes).sum();
     if cfg.direction == Direction::Both {
         let b: u64 = of(Direction::Receive).map(|s| s.bytes).sum();

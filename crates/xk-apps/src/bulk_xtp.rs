@@ -451,6 +451,7 @@ fn finish_result(
             context: f.stats.map(ContextCounters::from),
             sender: (f.dir == Direction::Receive).then(|| serde_json::from_slice(&f.counters).ok()).flatten(),
             quic: None,
+            tcp: None,
         });
     }
     // Cut short before the peer ever answered: not a zero result but a

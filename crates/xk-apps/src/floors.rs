@@ -101,6 +101,14 @@ fn source(mut s: TcpStream) {
             Err(_) => return,
         }
     }
+    // The sender's own counters, when asked: after the data, as a trailer
+    // the client takes off the end of the stream.
+    if r.counters
+        && let Some(c) = crate::tcp_info::TcpCounters::of(&s, sent)
+        && s.write_all(&crate::tcp_info::trailer(&c)).is_err()
+    {
+        return;
+    }
     let _ = s.shutdown(std::net::Shutdown::Write);
     // Wait for the client's close, so the last bytes are not cut by a reset.
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));

@@ -58,7 +58,7 @@ pub mod ping;
 mod quic;
 pub mod server;
 pub mod stats;
-mod tcp_info;
+pub mod tcp_info;
 pub mod transport;
 
 pub use bulk::{Amount, BulkConfig, BulkResult, Direction, Interval, StreamResult};

@@ -341,6 +341,20 @@ fn summary(r: &BulkResult) -> String {
         let who = if several { ", context 0" } else { "" };
         s += &sender_line(c, &format!("sender ({}{who})", c.congestion));
     }
+    if let Some(c) = &r.tcp {
+        let whose = if r.direction == Direction::Receive { "server's sender" } else { "sender" };
+        let which = if r.streams.len() > 1 { ", connection 0" } else { "" };
+        s += &format!(
+            "  {whose} (kernel {}{which}): wrote {}, retransmitted {}, srtt {}, cwnd {}\n",
+            c.congestion,
+            format::bytes(c.bytes_written),
+            format::count(c.retransmitted_segments, "segment", "segments"),
+            format::secs(c.srtt_ms / 1e3),
+            format::bytes(c.cwnd),
+        );
+    } else if r.transport == "tcp" && r.direction == Direction::Receive {
+        s += "  server's sender: no counters came (the run was cut short)\n";
+    }
     if let Some(q) = &r.quic {
         let which = if r.streams.len() > 1 { " (connection 0)" } else { "" };
         s += &format!(
@@ -439,6 +453,7 @@ mod tests {
             context: None,
             sender: None,
             quic: None,
+            tcp: None,
         };
         let l = stream_line(&st, false);
         assert!(

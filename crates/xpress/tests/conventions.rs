@@ -441,6 +441,12 @@ fn parallel_contexts_reverse_and_both_directions() {
         (Some(1_000_001), Some(2)),
         "{v}"
     );
+    // The server's side too: each connection's kernel counters came after
+    // its data (and were taken off the count, which is exact above).
+    let written: Vec<u64> =
+        (0..2).map(|k| v["streams"][k]["tcp"]["bytes_written"].as_u64().unwrap_or(0)).collect();
+    assert_eq!(written, [500_001, 500_000], "{v}");
+    assert!(v["tcp"]["cwnd"].as_u64().unwrap_or(0) > 0 && v["tcp"]["congestion"].is_string(), "{v}");
     let o = run(&["bulk", "--to", &to, "--transport", "tcp", "--bidir", "-t", "0.3", "-J"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
