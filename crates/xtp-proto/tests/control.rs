@@ -79,3 +79,72 @@ fn fastnak_shortens_loss_recovery() {
         totals[0]
     );
 }
+
+/// Ping-pong (a message each way, as `xpress ping -i 0` sends; each
+/// datagram takes 10 µs): four packets per round trip — the request, its
+/// report, the reply, its report. Each side's reports asked for status too
+/// (an RTT probe meant for pure receivers, although each side gets a sample
+/// from its own data every round trip), and the answers made six: 1.65x the
+/// engine's instructions per round trip against session 3's (issue #13).
+#[test]
+fn ping_pong_costs_four_packets_per_round_trip() {
+    use bytes::Bytes;
+    use xtp_proto::{Endpoint, EndpointConfig, Event};
+    let aa: std::net::SocketAddr = "10.0.0.1:1".parse().unwrap();
+    let ba: std::net::SocketAddr = "10.0.0.2:1".parse().unwrap();
+    let mut a = Endpoint::new(EndpointConfig::default(), 1);
+    let mut b = Endpoint::new(EndpointConfig::default(), 2);
+    b.listen(7, ContextConfig::stream()).unwrap();
+    let c = a.connect(Instant::ZERO, ba, 7, ContextConfig::stream()).unwrap();
+    let mut now = Instant::ZERO;
+    let mut buf = vec![0u8; 2048];
+    let (mut packets, mut start) = (0u64, 0u64);
+    for round in 0..105 {
+        if round == 5 {
+            start = packets;
+        }
+        a.write(now, c, Bytes::from_static(b"0123456789"), true, None).unwrap();
+        let mut back = 0;
+        for _ in 0..1000 {
+            let mut moved = false;
+            while let Some(t) = a.poll_transmit(now, &mut buf) {
+                now += Duration::from_micros(10);
+                packets += 1;
+                b.handle_datagram(now, aa, Bytes::copy_from_slice(&buf[..t.len]));
+                moved = true;
+            }
+            while let Some(ev) = b.poll_event() {
+                if let Event::Readable { ctx } = ev {
+                    while let Some(ch) = b.read(now, ctx) {
+                        b.write(now, ctx, ch.data, ch.eom, None).unwrap();
+                    }
+                }
+            }
+            while let Some(t) = b.poll_transmit(now, &mut buf) {
+                now += Duration::from_micros(10);
+                packets += 1;
+                a.handle_datagram(now, ba, Bytes::copy_from_slice(&buf[..t.len]));
+                moved = true;
+            }
+            while let Some(ev) = a.poll_event() {
+                if let Event::Readable { ctx } = ev {
+                    while let Some(ch) = a.read(now, ctx) {
+                        back += ch.data.len();
+                    }
+                }
+            }
+            if !moved && back == 10 {
+                break;
+            }
+            if !moved {
+                let next = [a.poll_timeout(), b.poll_timeout()].into_iter().flatten().min().unwrap();
+                now = now.max(next);
+                a.handle_timeout(now);
+                b.handle_timeout(now);
+            }
+        }
+        assert_eq!(back, 10, "round {round}");
+    }
+    let per = (packets - start) as f64 / 100.0;
+    assert!(per <= 4.05, "{per} packets per ping-pong round trip");
+}
