@@ -95,6 +95,9 @@ pub(crate) struct Context {
     pacer: TokenBucket,
     /// Largest packet towards this peer (IPv6 takes 20 bytes of it).
     max_packet: usize,
+    /// Data bytes in a full DATA packet: the controller's segment (with the
+    /// header, what the pacer counts for it).
+    seg: usize,
     retries: u32,
     wtimer: Option<Instant>,
     /// Tail-loss probe: a status request if no report arrives for 2 SRTT.
@@ -206,7 +209,8 @@ impl Context {
     ) -> Self {
         let max_packet = ep.max_packet.saturating_sub(if peer.is_ipv6() { 20 } else { 0 });
         // The controller counts in the data a DATA packet carries at most.
-        let cc = Controller::new(cfg.congestion, cfg.mss.min(max_packet.saturating_sub(32)));
+        let seg = cfg.mss.min(max_packet.saturating_sub(xtp_wire::HEADER_LEN)).max(1);
+        let cc = Controller::new(cfg.congestion, seg);
         let rate = u64::from(cfg.out_rate);
         let burst = u64::from(if cfg.out_burst == 0 { cfg.mss as u32 * 4 } else { cfg.out_burst });
         Context {
@@ -232,6 +236,7 @@ impl Context {
             bucket: TokenBucket::new(rate, burst, now),
             pacer: TokenBucket::new(0, 1, now),
             max_packet,
+            seg,
             retries: 0,
             wtimer: None,
             ptimer: None,
@@ -1093,12 +1098,8 @@ impl Context {
                 // 1,432 wire bytes 2.2 % below the bottleneck it measured,
                 // and the link idled that much (simulated, 45 Mbit/s,
                 // 50 ms: 97.7 % busy; kernel BBR fills it).
-                let seg =
-                    self.cfg.mss.min(self.max_packet.saturating_sub(xtp_wire::HEADER_LEN)).max(1) as u64;
-                let rate = u64::try_from(
-                    u128::from(data_rate) * u128::from(seg + xtp_wire::HEADER_LEN as u64) / u128::from(seg),
-                )
-                .unwrap_or(u64::MAX);
+                let seg = self.seg as u64;
+                let rate = data_rate.saturating_mul(seg + xtp_wire::HEADER_LEN as u64) / seg;
                 let burst = crate::cc::send_quantum(rate, self.max_packet as u64);
                 self.pacer.set(rate, burst, now);
             }
