@@ -141,8 +141,21 @@ pub fn flood(exe: &Path, p: &Params, rate: u64, seed: u64) -> Result<Row, String
         row.flood_bulk_error = Some(e);
         (0.0, false)
     });
+    // The flood ends when the server has read its last FIRST: at full
+    // speed its socket still holds a backlog when the sender stops, and
+    // answers to those FIRSTs are the flood's, not sent "after" it (a CI
+    // run counted 983 such). Drained: two fresh reports with no datagram
+    // read between them (at most 5 s).
+    let mut e1 = server.engine().ok_or("no engine report")?;
+    for _ in 0..20 {
+        let next = server.engine().ok_or("no engine report")?;
+        let drained = next.get("datagrams_in") == e1.get("datagrams_in");
+        e1 = next;
+        if drained {
+            break;
+        }
+    }
     let flood_end = Instant::now();
-    let e1 = server.engine().ok_or("no engine report")?;
     row.rss_during_kb = peak.max(server.rss_kb());
     std::thread::sleep(Duration::from_secs_f64(p.after_s).saturating_sub(flood_end.elapsed()));
     let e2 = server.engine().ok_or("no engine report")?;
