@@ -85,6 +85,9 @@ pub struct BulkConfig {
     /// Fixed window (bytes): our receive window (the peer sends within
     /// it) and a cap on what we send beyond the lowest unacknowledged byte.
     pub window: Option<usize>,
+    /// Most data bytes per XTP packet this side sends (the engine's
+    /// default: 1,400); the path's packet size caps it.
+    pub mss: Option<usize>,
     /// Report every this long.
     pub interval: Option<Duration>,
     /// With a time bound: run this long first and leave it out of the count
@@ -111,6 +114,7 @@ impl BulkConfig {
             rate_bps: None,
             cc: Congestion::Cubic,
             window: None,
+            mss: None,
             interval: None,
             omit: Duration::ZERO,
             path: PathConfig::default(),
@@ -478,11 +482,29 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
     if cfg.path.raw.is_some() && cfg.transport != Transport::Xtp {
         return Err(format!("--raw: raw IP 36 carries XTP only, not {}", cfg.transport.name()));
     }
+    if let Some(m) = cfg.mss {
+        if cfg.transport != Transport::Xtp {
+            return Err(format!("--mss: XTP only; {} takes its segment from the path", cfg.transport.name()));
+        }
+        if !MSS_RANGE.contains(&m) {
+            return Err(format!("--mss {m}: {} to {} bytes", MSS_RANGE.start(), MSS_RANGE.end()));
+        }
+        if cfg.direction == Direction::Receive {
+            return Err("--mss sets what this side sends; with -R the server sends \
+                        (start it with `xpress serve --mss`)"
+                .into());
+        }
+    }
     if cfg.transport == Transport::Udp {
         return Err(UDP_BULK_REFUSAL.into());
     }
     cfg.path.check(cfg.to)
 }
+
+/// Segments `--mss` accepts: from tiny links (the 238-byte test link) to
+/// the largest a UDP datagram could carry; the path's packet size caps
+/// what is actually sent.
+pub const MSS_RANGE: std::ops::RangeInclusive<usize> = 16..=65_000;
 
 const UDP_BULK_REFUSAL: &str =
     "--transport udp: bulk over raw UDP has no reliability to compare; use tcp or xtp";

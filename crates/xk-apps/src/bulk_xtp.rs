@@ -85,6 +85,9 @@ fn open(ep: &mut Endpoint, now: Instant, cfg: &BulkConfig, to: SocketAddr) -> Re
     // XTP's rate is in bytes per second.
     c.out_rate = cfg.rate_bps.map_or(0, |b| (b / 8).max(1) as u32);
     c.congestion = cfg.cc;
+    if let Some(m) = cfg.mss {
+        c.mss = m;
+    }
     if let Some(w) = cfg.window {
         // Ours to receive in (so with -R the server sends within it), and
         // a cap on what our sending contexts let out (so without -R it

@@ -53,6 +53,9 @@ pub struct ServeConfig {
     pub busy_poll: bool,
     /// Congestion controller of accepted XTP contexts.
     pub cc: Congestion,
+    /// Most data bytes per packet the server's XTP contexts send (`-R`);
+    /// `None`: the engine's default (1,400). The path's packet size caps it.
+    pub mss: Option<usize>,
     /// Do not use UDP GSO/GRO.
     pub no_offload: bool,
     /// SO_RCVBUF of the TCP floor's connections.
@@ -80,6 +83,7 @@ impl ServeConfig {
             listen,
             busy_poll: false,
             cc: Congestion::Cubic,
+            mss: None,
             no_offload: false,
             tcp_rcvbuf: None,
             raw: false,
@@ -331,6 +335,9 @@ fn serve_xtp<T: Io>(
     let ep = d.endpoint();
     let mut ccfg = ContextConfig::stream();
     ccfg.congestion = cfg.cc;
+    if let Some(m) = cfg.mss {
+        ccfg.mss = m;
+    }
     for port in [ECHO_PORT, DISCARD_PORT, VERIFY_PORT, SOURCE_PORT] {
         ep.listen(port, ccfg.clone()).map_err(|e| format!("XTP port {port}: {e}"))?;
     }

@@ -115,15 +115,24 @@ impl Driver<BatchSocket> {
     }
 }
 
+/// The UDP header's bytes, which XTP over raw IP does not spend.
+const UDP_HEADER: usize = 8;
+
 impl Driver<RawSocket> {
     /// Opens a raw IP protocol-36 socket on `local` (root only; the error
     /// says so) and creates an endpoint seeded from `seed`.
+    ///
+    /// `cfg.max_packet` is read as the limit over UDP (the engine's default,
+    /// 1,472 = a 1,500-byte MTU less the IPv4 and UDP headers): over raw IP
+    /// there is no UDP header, so XTP gets those 8 bytes (1,480 by default,
+    /// room for the 1,448-byte segment TCP carries with timestamps).
     pub fn bind_raw(
         local: std::net::Ipv4Addr,
         cfg: EndpointConfig,
         seed: u64,
         driver: DriverConfig,
     ) -> io::Result<Self> {
+        let cfg = EndpointConfig { max_packet: cfg.max_packet + UDP_HEADER, ..cfg };
         Ok(Driver::on(RawSocket::bind(local)?, cfg, seed, driver))
     }
 }

@@ -52,12 +52,19 @@ impl Setting {
     }
 
     fn sender(self) -> Sender {
-        let seed =
-            |nocheck| Sender::Xtp { cc: "none".into(), window: Some(1 << 20), nocheck, rate: RATE_BYTES };
+        let seed = |nocheck| Sender::Xtp {
+            cc: "none".into(),
+            window: Some(1 << 20),
+            nocheck,
+            rate: RATE_BYTES,
+            raw: false,
+        };
         match self {
             Setting::XtpSeed => seed(false),
             Setting::XtpSeedNocheck => seed(true),
-            Setting::XtpDefault => Sender::Xtp { cc: "cubic".into(), window: None, nocheck: false, rate: 0 },
+            Setting::XtpDefault => {
+                Sender::Xtp { cc: "cubic".into(), window: None, nocheck: false, rate: 0, raw: false }
+            }
             Setting::Tcp => Sender::Tcp { cc: None, window: None },
             Setting::Tcp64k => Sender::Tcp { cc: None, window: Some(64 * 1024) },
         }

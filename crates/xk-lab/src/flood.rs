@@ -1,7 +1,10 @@
 //! FLOOD — spoofed FIRSTs at the highest rate one thread sends through a
 //! raw socket, from random 127.16–254.x.y sources, at one `xpress serve`
 //! process while a legitimate `xpress bulk --verify` from 127.0.0.1 runs
-//! against it: the server's resident memory before, during (peak) and
+//! against it — as fast as it can (CPU-bound on this 2-core machine, so it
+//! also measures the CPU the flooding thread and the kernel take) or paced
+//! at a user's rate (`--rate`: what the protocol keeps for a user whose
+//! transfer does not need the whole machine): the server's resident memory before, during (peak) and
 //! after; the bulk's goodput against a run of the same bulk without the
 //! flood, measured right before (goal ≥ 90 %); what the server sent to
 //! spoofed sources per FIRST it accepted, in datagrams and bytes (goal ≤
@@ -40,6 +43,14 @@ pub struct Params {
     pub first_data: usize,
     /// Flood rates, FIRSTs per second; 0: as fast as one thread sends.
     pub rates: Vec<u64>,
+    /// The legitimate bulk's rates, Mbit/s (XTP's `--rate`); 0: as fast as
+    /// it can. Each flood rate runs with each.
+    #[serde(default = "unpaced")]
+    pub legit_mbit: Vec<u64>,
+}
+
+fn unpaced() -> Vec<u64> {
+    vec![0]
 }
 
 /// One run: the bulk without and with the flood.
@@ -47,6 +58,9 @@ pub struct Params {
 pub struct Row {
     /// The flood rate asked for (0: as fast as one thread sends).
     pub rate: u64,
+    /// The legitimate bulk's pace, Mbit/s (0: unpaced).
+    #[serde(default)]
+    pub legit_mbit: u64,
     /// Goodput of the bulk alone, Mbit/s.
     pub alone_mbit_per_s: f64,
     /// Goodput of the same bulk under the flood, Mbit/s.
@@ -97,12 +111,15 @@ impl Row {
     }
 }
 
-/// Runs `exe bulk --verify -t seconds` against `to`; (Mbit/s, verified).
-fn bulk(exe: &Path, to: SocketAddr, seconds: f64) -> Result<(f64, bool), String> {
-    let out = Command::new(exe)
-        .args(["bulk", "--to", &to.to_string(), "--verify", "-J", "-t", &seconds.to_string()])
-        .output()
-        .map_err(|e| format!("xpress bulk: {e}"))?;
+/// Runs `exe bulk --verify -t seconds` (paced at `mbit` if not 0)
+/// against `to`; (Mbit/s, verified).
+fn bulk(exe: &Path, to: SocketAddr, seconds: f64, mbit: u64) -> Result<(f64, bool), String> {
+    let mut cmd = Command::new(exe);
+    cmd.args(["bulk", "--to", &to.to_string(), "--verify", "-J", "-t", &seconds.to_string()]);
+    if mbit > 0 {
+        cmd.args(["--rate", &format!("{mbit}mbit")]);
+    }
+    let out = cmd.output().map_err(|e| format!("xpress bulk: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let v: Value = text.lines().rev().find_map(|l| serde_json::from_str(l).ok()).ok_or_else(|| {
         format!("xpress bulk printed no result: {}", String::from_utf8_lossy(&out.stderr).trim())
@@ -112,21 +129,21 @@ fn bulk(exe: &Path, to: SocketAddr, seconds: f64) -> Result<(f64, bool), String>
 }
 
 /// One flood run against a fresh `exe serve`.
-pub fn flood(exe: &Path, p: &Params, rate: u64, seed: u64) -> Result<Row, String> {
+pub fn flood(exe: &Path, p: &Params, (rate, legit_mbit): (u64, u64), seed: u64) -> Result<Row, String> {
     let mut spoofer = Spoofer::new(seed)?;
     let server = ServeProcess::start(exe, 0.25, p.seconds * 2.0 + p.after_s + 60.0)?;
     let addr = server.addr();
     let SocketAddr::V4(to) = addr else { return Err("the server is not on IPv4".into()) };
     std::thread::sleep(Duration::from_millis(300));
-    let mut row = Row { rate, rss_before_kb: server.rss_kb(), ..Row::default() };
-    let (alone, ok1) = bulk(exe, addr, p.seconds)?;
+    let mut row = Row { rate, legit_mbit, rss_before_kb: server.rss_kb(), ..Row::default() };
+    let (alone, ok1) = bulk(exe, addr, p.seconds, legit_mbit)?;
     row.alone_mbit_per_s = alone;
     let first = spoof::first_packet(addr, VERIFY_PORT, p.first_data);
     row.first_bytes = first.len() as u64;
     let e0 = server.engine().ok_or("no engine report")?;
     let limit = Duration::from_secs_f64(p.seconds);
     let (sent, flooded, peak) = std::thread::scope(|s| {
-        let b = s.spawn(|| bulk(exe, addr, p.seconds));
+        let b = s.spawn(|| bulk(exe, addr, p.seconds, legit_mbit));
         let sent = spoofer.flood(to, &first, p.firsts, rate, limit);
         let mut peak = server.rss_kb();
         while !b.is_finished() {
@@ -185,12 +202,20 @@ impl Experiment for Flood {
     const ID: &'static str = "FLOOD";
     const TITLE: &'static str = "Flood: spoofed FIRSTs while a legitimate transfer runs";
     type Params = Params;
-    type Point = u64;
+    /// (FIRSTs/s, legitimate Mbit/s).
+    type Point = (u64, u64);
     type Row = Row;
 
     fn defaults(quick: bool) -> Params {
         if quick {
-            Params { seconds: 2.0, firsts: 1_000_000, after_s: 2.0, first_data: 64, rates: vec![20_000, 0] }
+            Params {
+                seconds: 2.0,
+                firsts: 1_000_000,
+                after_s: 2.0,
+                first_data: 64,
+                rates: vec![20_000, 0],
+                legit_mbit: vec![0],
+            }
         } else {
             // After 65 s every half-open context has expired (60 s).
             Params {
@@ -198,7 +223,10 @@ impl Experiment for Flood {
                 firsts: 20_000_000,
                 after_s: 65.0,
                 first_data: 64,
-                rates: vec![5_000, 20_000, 50_000, 0],
+                rates: vec![20_000, 0],
+                // Unpaced (CPU-bound) and at 1 Gbit/s (a user's transfer
+                // that leaves the machine room): plans/flood.toml sweeps more.
+                legit_mbit: vec![0, 1000],
             }
         }
     }
@@ -214,20 +242,22 @@ impl Experiment for Flood {
     fn params(&self) -> &Params {
         &self.0
     }
-    fn steps(&self, env: &Env) -> Vec<Step<u64>> {
+    fn steps(&self, env: &Env) -> Vec<Step<(u64, u64)>> {
         if !env.root {
             return Vec::new();
         }
-        self.0
-            .rates
+        let p = &self.0;
+        p.legit_mbit
             .iter()
-            .map(|&r| Step {
+            .flat_map(|&m| p.rates.iter().map(move |&r| (r, m)))
+            .map(|(r, m)| Step {
                 label: format!(
-                    "bulk --verify {} s alone, then under spoofed FIRSTs at {}",
-                    self.0.seconds,
+                    "bulk --verify {} s{} alone, then under spoofed FIRSTs at {}",
+                    p.seconds,
+                    legit_text(m),
                     rate_text(r)
                 ),
-                point: r,
+                point: (r, m),
             })
             .collect()
     }
@@ -238,12 +268,12 @@ impl Experiment for Flood {
             vec!["FLOOD: skipped: spoofing source addresses needs a raw socket with IP_HDRINCL (root)".into()]
         }
     }
-    fn run(&mut self, &rate: &u64, env: &Env) -> Result<Vec<Row>, String> {
+    fn run(&mut self, &point: &(u64, u64), env: &Env) -> Result<Vec<Row>, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        Ok(vec![flood(&exe, &self.0, rate, env.seed)?])
+        Ok(vec![flood(&exe, &self.0, point, env.seed)?])
     }
     fn csv_key() -> &'static [&'static str] {
-        &["rate"]
+        &["legit_mbit", "rate"]
     }
     fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page) {
         let t: Vec<Vec<String>> = rows
@@ -251,6 +281,7 @@ impl Experiment for Flood {
             .map(|r| {
                 vec![
                     rate_text(r.rate),
+                    if r.legit_mbit == 0 { "unpaced".into() } else { format!("{} Mbit/s", r.legit_mbit) },
                     format!("{} ({:.0}/s, {} B each)", r.firsts_sent, r.firsts_per_s, r.first_bytes),
                     r.accepted.to_string(),
                     format!(
@@ -286,6 +317,7 @@ impl Experiment for Flood {
             ),
             &[
                 "flood asked",
+                "bulk paced at",
                 "spoofed FIRSTs sent",
                 "accepted by the server",
                 "bulk Mbit/s: alone → under flood (kept)",
@@ -302,7 +334,7 @@ impl Experiment for Flood {
         for r in rows {
             page.reading(&format!(
                 "At {}: goals: legitimate goodput ≥ 90 % of the run without the flood — {:.0} %, {}; sent to spoofed sources ≤ 3× the bytes received from them — {:.2}×, {} ({:.2} datagrams per FIRST accepted); nothing sent to them after the flood — {} datagrams, {}. Server memory {} kB before, {} kB at the peak (the half-open table is bounded: 16,384 contexts, 64 MiB), {} kB after. The flood and the bulk share this machine's two cores with the server, so part of any goodput lost is CPU taken by the flooding thread, not the protocol.",
-                rate_text(r.rate),
+                case(r),
                 r.kept() * 100.0,
                 if r.kept() >= 0.9 { "met" } else { "not met" },
                 r.amplification(),
@@ -317,7 +349,7 @@ impl Experiment for Flood {
             if let Some(e) = &r.flood_bulk_error {
                 page.reading(&format!(
                     "At {}: the legitimate bulk started during the flood gave no result ({e}): its FIRST and retries were lost with the flood's datagrams in the server's socket buffer before the engine saw them — below the protocol, where admission control cannot help.",
-                    rate_text(r.rate)
+                    case(r)
                 ));
             }
         }
@@ -327,7 +359,7 @@ impl Experiment for Flood {
             .map(|r| {
                 format!(
                     "FLOOD at {}: {} spoofed FIRSTs ({:.0}/s), {} accepted; bulk {:.0} → {:.0} Mbit/s ({:.0} % kept); to spoofed sources {:.2}× bytes, {} datagrams after; RSS {} / {} / {} kB",
-                    rate_text(r.rate),
+                    case(r),
                     r.firsts_sent,
                     r.firsts_per_s,
                     r.accepted,
@@ -344,8 +376,18 @@ impl Experiment for Flood {
             .collect()
     }
     fn headline(r: &Row) -> Option<(String, f64, &'static str)> {
-        Some((format!("goodput kept under flood at {}", rate_text(r.rate)), r.kept(), ""))
+        Some((format!("goodput kept under flood at {}", case(r)), r.kept(), ""))
     }
+}
+
+/// ` (bulk paced at M Mbit/s)` for a paced legitimate bulk.
+fn legit_text(m: u64) -> String {
+    if m == 0 { String::new() } else { format!(" (bulk paced at {m} Mbit/s)") }
+}
+
+/// A row's flood rate and the bulk's pace, for readings.
+fn case(r: &Row) -> String {
+    format!("{}{}", rate_text(r.rate), legit_text(r.legit_mbit))
 }
 
 fn rate_text(r: u64) -> String {

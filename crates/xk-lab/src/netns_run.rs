@@ -38,6 +38,11 @@ pub enum Sender {
         nocheck: bool,
         /// Rate limit, bytes/s (0: none).
         rate: u64,
+        /// Over IP protocol 36 instead of UDP, with the 1,448-byte segment
+        /// kernel TCP carries (timestamps on): the same header cost per
+        /// packet as TCP. Through `xpress netns` only; the relay carries UDP.
+        #[serde(default)]
+        raw: bool,
     },
     /// Kernel TCP through iperf3.
     Tcp {
@@ -69,6 +74,9 @@ pub struct Outcome {
     pub timeouts: Option<u64>,
     /// How the path was emulated: `netns` or `relay`.
     pub emulator: String,
+    /// What carried the data: `udp` or `ip36` (XTP), `tcp`.
+    #[serde(default)]
+    pub carrier: String,
     /// Whether the emulator judged its own timing good enough.
     pub valid: bool,
     /// Why not, if not.
@@ -93,6 +101,12 @@ pub fn kernel_has_cc(cc: &str) -> bool {
 pub fn have_iperf3() -> bool {
     Command::new("iperf3").arg("--version").output().is_ok()
 }
+
+/// The segment XTP carries over raw IP for a comparison with kernel TCP at
+/// equal header cost: TCP's MSS on a 1,500-byte MTU with timestamps
+/// (1,500 − 20 IP − 20 TCP − 12 options); XTP's header is 32 bytes, so
+/// both send 52 header bytes per 1,448 data bytes.
+pub const RAW_MSS: usize = 1448;
 
 fn xtp_args(cc: &str, window: Option<u64>, nocheck: bool, rate: u64) -> String {
     let mut s = format!(" --cc {cc}");
@@ -154,13 +168,20 @@ pub fn through_netns(link: &str, sender: &Sender, t: Timing, seed: u64) -> Resul
         Scratch(std::env::temp_dir().join(format!("xpress-netns-{}-{seed}.json", std::process::id())));
     let limit = (omit + seconds + 90.0).ceil();
     let (a, b) = match sender {
-        Sender::Xtp { cc, window, nocheck, rate } => (
-            format!("exec {exe} serve --listen 10.200.0.1:3636 --duration {limit} >/dev/null"),
-            format!(
-                "{exe} bulk --to 10.200.0.1:3636 -t {seconds} -O {omit} -J{}",
-                xtp_args(cc, *window, *nocheck, *rate)
-            ),
-        ),
+        Sender::Xtp { cc, window, nocheck, rate, raw } => {
+            let (serve_raw, bulk_raw) = if *raw {
+                (format!(" --raw --mss {RAW_MSS}"), format!(" --raw 10.200.0.2 --mss {RAW_MSS}"))
+            } else {
+                Default::default()
+            };
+            (
+                format!("exec {exe} serve --listen 10.200.0.1:3636{serve_raw} --duration {limit} >/dev/null"),
+                format!(
+                    "{exe} bulk --to 10.200.0.1:3636{bulk_raw} -t {seconds} -O {omit} -J{}",
+                    xtp_args(cc, *window, *nocheck, *rate)
+                ),
+            )
+        }
         Sender::Tcp { cc, window } => {
             let mut b = format!("iperf3 -c $XPRESS_PEER -t {seconds} -O {omit} -J");
             if let Some(cc) = cc {
@@ -222,6 +243,12 @@ pub fn through_netns(link: &str, sender: &Sender, t: Timing, seed: u64) -> Resul
     o.mbit_per_s = o.bytes as f64 * 8.0 / o.seconds.max(1e-9) / 1e6;
     o.omitted_seconds = omit;
     o.emulator = "netns".into();
+    o.carrier = match sender {
+        Sender::Xtp { raw: true, .. } => "ip36",
+        Sender::Xtp { .. } => "udp",
+        Sender::Tcp { .. } => "tcp",
+    }
+    .into();
     let rep: Value = std::fs::read_to_string(&report.0)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
@@ -295,6 +322,7 @@ pub fn through_relay(
         retransmits: ctx.map(|c| c.retransmitted),
         timeouts: ctx.map(|c| c.timeouts),
         emulator: "relay".into(),
+        carrier: "udp".into(),
         valid: report.valid,
         invalid_reasons: report.invalid_reasons.clone(),
         p99_error_us: [
@@ -309,7 +337,8 @@ pub fn through_relay(
 pub fn bulk(link: &str, sender: &Sender, t: Timing, seed: u64, root: bool) -> Result<Outcome, String> {
     match (sender, root) {
         (_, true) => through_netns(link, sender, t, seed),
-        (Sender::Xtp { cc, window, nocheck, rate }, false) => {
+        // The relay forwards UDP: raw IP is not possible there.
+        (Sender::Xtp { cc, window, nocheck, rate, .. }, false) => {
             through_relay(link, cc, *window, *nocheck, *rate, t, seed)
         }
         (Sender::Tcp { .. }, false) => {

@@ -79,6 +79,11 @@ pub(crate) struct BulkArgs {
     /// the congestion window decides how much is sent).
     #[arg(long, value_name = "BYTES", value_parser = args::size)]
     window: Option<usize>,
+    /// Most data bytes per XTP packet we send (default 1,400); the path
+    /// caps it: 1,440 over UDP, 1,448 over --raw (TCP's segment with
+    /// timestamps, for a comparison at equal header cost).
+    #[arg(long, value_name = "BYTES")]
+    mss: Option<usize>,
     /// Print the result as one line of JSON (intervals included).
     #[arg(short = 'J', long)]
     json: bool,
@@ -121,6 +126,7 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
         rate_bps: a.rate,
         cc: a.cc.unwrap_or_default(),
         window: a.window,
+        mss: a.mss,
         interval: a.interval.filter(|i| !i.is_zero()),
         omit: a.omit.unwrap_or_default(),
         path: a.path.config(false),

@@ -28,6 +28,10 @@ pub(crate) struct ServeArgs {
     /// XTP 4.0: flow and rate control only).
     #[arg(long, default_value_t = Congestion::Cubic, value_name = "NAME")]
     cc: Congestion,
+    /// Most data bytes per XTP packet the server sends (`bulk -R`; default
+    /// 1,400); the path caps it: 1,440 over UDP, 1,448 over --raw.
+    #[arg(long, value_name = "BYTES")]
+    mss: Option<usize>,
     /// Do not use UDP GSO/GRO.
     #[arg(long)]
     no_offload: bool,
@@ -81,11 +85,18 @@ fn print_engine(e: &xk_apps::EngineReport, json: bool) {
 }
 
 pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
+    if let Some(m) = a.mss
+        && !xk_apps::bulk::MSS_RANGE.contains(&m)
+    {
+        let r = xk_apps::bulk::MSS_RANGE;
+        return Err(format!("--mss {m}: {} to {} bytes", r.start(), r.end()));
+    }
     let stop = args::ctrl_c()?;
     let cfg = ServeConfig {
         listen: a.listen,
         busy_poll: a.busy_poll,
         cc: a.cc,
+        mss: a.mss,
         no_offload: a.no_offload,
         tcp_rcvbuf: a.tcp_rcvbuf,
         raw: a.raw,

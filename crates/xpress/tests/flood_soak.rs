@@ -19,8 +19,15 @@ fn spoofed_firsts_during_a_verified_bulk() {
         println!("skipped: {why}");
         return;
     }
-    let p = flood::Params { seconds: 2.0, firsts: 5_000, after_s: 2.0, first_data: 64, rates: vec![0] };
-    let r = flood::flood(exe(), &p, 0, 13).expect("the flood runs");
+    let p = flood::Params {
+        seconds: 2.0,
+        firsts: 5_000,
+        after_s: 2.0,
+        first_data: 64,
+        rates: vec![0],
+        legit_mbit: vec![0],
+    };
+    let r = flood::flood(exe(), &p, (0, 0), 13).expect("the flood runs");
     println!("{r:?}");
     assert!(r.verified, "both bulks verified");
     assert_eq!(r.firsts_sent, 5_000);

@@ -108,6 +108,10 @@ fn transfer_over_ip_protocol_36_decodes_in_tshark() {
             "-n",
             "5000000",
             "--verify",
+            // TCP's segment with timestamps: over raw IP (no UDP header)
+            // it fills a 1,500-byte packet exactly.
+            "--mss",
+            "1448",
             "-J",
             "--pcap",
         ])
@@ -179,6 +183,12 @@ fn transfer_over_ip_protocol_36_decodes_in_tshark() {
     let sent_data = count(&ours, "ip.src == 127.0.0.1 && xtp.cmd.ptype.pformat == 0");
     // 5 MB in packets of at most 1,500 bytes: at least 3,334.
     assert!(sent_data >= 3_334, "our own capture holds {sent_data} DATA packets of 5 MB (at least 3,334)");
+    let full = count(&ours, "ip.src == 127.0.0.1 && xtp.cmd.ptype.pformat == 0 && ip.len == 1500");
+    let over = count(&ours, "ip.len > 1500");
+    assert!(
+        full >= 3_000 && over == 0,
+        "--mss 1448 over raw IP: {full} DATA packets of 1,500 bytes, {over} larger"
+    );
     assert_eq!(count(&ours, "_ws.malformed || _ws.expert.severity >= error"), 0, "malformed in our capture");
     eprintln!("kernel capture: {total} IP-36 packets, all XTP, none malformed; ours: {sent_data} DATA sent");
     let _ = std::fs::remove_dir_all(&dir);

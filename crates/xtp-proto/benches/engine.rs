@@ -9,6 +9,10 @@
 //!   established, idle contexts on both endpoints.
 //! * `bulk/checksum|nocheck`: one context streaming 1 MiB per iteration in
 //!   1,400-byte packets, the receiver reading and reporting as it goes.
+//! * `spoofed-first/full`: what one spoofed FIRST costs a server whose
+//!   half-open table is already full (a flood in progress): demux miss,
+//!   admission (shedding the oldest half-open context), the new context and
+//!   its TCNTL answer — the per-datagram price of issue #13's FLOOD.
 //!
 //! Virtual time advances 1 µs per delivered datagram, and jumps to the next
 //! timer when both endpoints are quiet before the expected bytes arrived.
@@ -209,5 +213,52 @@ fn bulk(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pingpong, pingpong_among_many, bulk);
+/// A server under a spoofed-FIRST flood: each iteration hands it one more
+/// FIRST (a real one, made by a client endpoint) from a new address and
+/// takes its answer, with `max_half_open` contexts already held so every
+/// FIRST also sheds the oldest.
+fn spoofed_first(c: &mut Criterion) {
+    let mut group = c.benchmark_group("engine/spoofed-first");
+    let cfg = EndpointConfig { max_half_open: 16_384, ..EndpointConfig::default() };
+    let mut server = Endpoint::new(cfg.clone(), 2);
+    server.listen(7, ContextConfig::stream()).unwrap();
+    let server_addr: SocketAddr = "10.0.0.2:1".parse().unwrap();
+    let mut client = Endpoint::new(cfg, 1);
+    let ctx = client.connect(Instant::ZERO, server_addr, 7, ContextConfig::stream()).unwrap();
+    client.write(Instant::ZERO, ctx, Bytes::from(vec![0x5a; 64]), true, None).unwrap();
+    let mut buf = vec![0u8; 2048];
+    let t = client.poll_transmit(Instant::ZERO, &mut buf).expect("the client's FIRST");
+    let first = Bytes::copy_from_slice(&buf[..t.len]);
+    let mut n: u32 = 0;
+    let mut now = Instant::ZERO;
+    let flood = |server: &mut Endpoint, now: Instant, n: &mut u32, buf: &mut [u8]| {
+        *n = n.wrapping_add(1);
+        let from = SocketAddr::from((
+            [172, 16 + (*n >> 24) as u8 % 16, (*n >> 8) as u8, *n as u8],
+            1024 + (*n >> 16) as u16,
+        ));
+        server.handle_datagram(now, from, first.clone());
+        let mut sent = 0;
+        while server.poll_transmit(now, buf).is_some() {
+            sent += 1;
+        }
+        while server.poll_event().is_some() {}
+        sent
+    };
+    for _ in 0..20_000 {
+        now += Duration::from_micros(5);
+        flood(&mut server, now, &mut n, &mut buf);
+    }
+    assert_eq!(server.stats().half_open, 16_384, "the half-open table is full before timing");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("full", |b| {
+        b.iter(|| {
+            now += Duration::from_micros(5);
+            black_box(flood(&mut server, now, &mut n, &mut buf))
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, pingpong, pingpong_among_many, bulk, spoofed_first);
 criterion_main!(benches);

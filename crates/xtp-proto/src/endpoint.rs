@@ -491,6 +491,14 @@ impl<S: Subscriber> Endpoint<S> {
         self.contexts.get(ctx.0).map_or(0, |c| c.send.unacked())
     }
 
+    /// Bytes written and not yet sent once: what waits behind the windows.
+    /// Unlike [`Endpoint::unacked_bytes`] it does not grow while a loss
+    /// holds the cumulative acknowledgement back, so a writer that keeps it
+    /// small still keeps the sender supplied through a recovery.
+    pub fn unsent_bytes(&self, ctx: ContextId) -> u64 {
+        self.contexts.get(ctx.0).map_or(0, |c| c.send.end - c.send.nxt)
+    }
+
     /// Closes our writing side (graceful close, digest §5.7).
     pub fn close(&mut self, now: Instant, ctx: ContextId) {
         if let Some(c) = self.contexts.get_mut(ctx.0) {
