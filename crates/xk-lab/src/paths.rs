@@ -339,7 +339,7 @@ impl Experiment for Paths {
             });
         }
         page.note(&format!(
-            "Each run lasts 50 round trips, {} to {} s; goodput counts what the receiver got (TCP, iperf3) or acknowledged (XTP) within it, slow start included. Loss applies to each direction. Queue: 1,000 packets.",
+            "Each run counts 50 round trips, {} to {} s, after ten round trips (1 to 10 s) of slow start left out of the count (bulk -O, iperf3 -O); goodput counts what the receiver got (TCP, iperf3) or acknowledged (XTP) within it. Loss applies to each direction. Queue: 1,000 packets.",
             p.min_seconds, p.max_seconds
         ));
         page.reading(&reading(p, rows));
