@@ -38,6 +38,7 @@ pub const INITIAL_ALLOC: u64 = 64 * 1024;
 /// Spans reported in one ECNTL at most (fewer when the path's packets are
 /// smaller: an ECNTL must fit like any other packet).
 const MAX_SPANS: usize = 64;
+
 /// Bytes of an ECNTL before its spans: header, control segment, span count.
 const ECNTL_BASE: usize = 32 + 24;
 /// The smallest `max_packet` XTP can work with: an IPv6 FIRST with BTAG and
@@ -212,7 +213,11 @@ impl Context {
         let seg = cfg.mss.min(max_packet.saturating_sub(xtp_wire::HEADER_LEN)).max(1);
         let cc = Controller::new(cfg.congestion, seg);
         let rate = u64::from(cfg.out_rate);
-        let burst = u64::from(if cfg.out_burst == 0 { cfg.mss as u32 * 4 } else { cfg.out_burst });
+        let burst = if cfg.out_burst == 0 {
+            crate::rate::default_burst(rate, cfg.mss)
+        } else {
+            u64::from(cfg.out_burst)
+        };
         Context {
             id: ContextId(xk_core::ArenaId::from_parts(0, 0)),
             local_key: 0,
@@ -741,8 +746,12 @@ impl Context {
             };
             let burst =
                 if inburst == 0 { self.cfg.out_burst } else { inburst.min(self.cfg.out_burst.max(inburst)) };
-            let burst = if burst == 0 { self.cfg.mss as u32 * 4 } else { burst };
-            self.bucket.set(u64::from(rate), u64::from(burst), now);
+            let burst = if burst == 0 {
+                crate::rate::default_burst(u64::from(rate), self.cfg.mss)
+            } else {
+                u64::from(burst)
+            };
+            self.bucket.set(u64::from(rate), burst, now);
         }
     }
 
