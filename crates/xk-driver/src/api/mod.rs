@@ -93,9 +93,15 @@ impl Shared {
     /// one turn of the driver; engine thread: blocks on FN), then files
     /// every event by context.
     fn pump(&mut self, max_wait: Duration) -> io::Result<()> {
+        self.pump_for(max_wait, false)
+    }
+
+    /// As [`Shared::pump`]; `message_end`: the caller waits for the end of
+    /// a message, so the engine thread need not wake it for each chunk.
+    fn pump_for(&mut self, max_wait: Duration, message_end: bool) -> io::Result<()> {
         match &mut self.core {
             Core::Integrated(d) => d.turn(max_wait)?,
-            Core::Engine(e) => e.wait(max_wait)?,
+            Core::Engine(e) => e.wait_for(max_wait, message_end)?,
         }
         self.collect();
         Ok(())

@@ -40,6 +40,8 @@ pub struct XtpStream {
     closed_write: bool,
     /// `close` or `abort` ran: nothing left for `drop` to do.
     finished: bool,
+    /// Inside `recv_message`: only a message's end is worth waking for.
+    want_message_end: bool,
 }
 
 impl XtpStream {
@@ -92,6 +94,7 @@ impl XtpStream {
             timeout: Some(Duration::from_secs(300)),
             closed_write: false,
             finished: false,
+            want_message_end: false,
         }
     }
 
@@ -134,7 +137,7 @@ impl XtpStream {
             if deadline.is_some_and(|d| s.now() >= d) {
                 return Err(timed_out(what));
             }
-            s.pump(TURN)?;
+            s.pump_for(TURN, self.want_message_end)?;
         }
     }
 
@@ -178,6 +181,13 @@ impl XtpStream {
     /// Receives the next whole message (None at the end of the stream). A
     /// message interrupted by the end of the stream is returned as it is.
     pub fn recv_message(&mut self) -> io::Result<Option<Message>> {
+        self.want_message_end = true;
+        let r = self.recv_message_inner();
+        self.want_message_end = false;
+        r
+    }
+
+    fn recv_message_inner(&mut self) -> io::Result<Option<Message>> {
         let mut data = Vec::new();
         let mut btag = None;
         let mut first = true;

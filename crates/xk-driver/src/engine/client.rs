@@ -131,7 +131,7 @@ impl EngineClient {
             if self.cfg.busy_poll {
                 std::hint::spin_loop();
             } else {
-                self.link.park(false, true, None, Some(SPACE_WAIT))?;
+                self.link.park(false, false, true, None, Some(SPACE_WAIT))?;
             }
         }
     }
@@ -139,7 +139,7 @@ impl EngineClient {
     /// Posts a block if the TN ring has room; hands it back otherwise (the
     /// non-blocking form: the caller's `WouldBlock`).
     pub fn try_post(&mut self, block: ToEngine) -> Result<(), ToEngine> {
-        self.link.try_send(block)
+        self.link.try_send(block, true)
     }
 
     /// Whether the TN ring is full (a post would wait).
@@ -216,7 +216,8 @@ impl EngineClient {
             let bytes = std::mem::take(&mut m.consumed);
             // A full ring: keep the credit for the next read (no waiting
             // inside a read).
-            if let Err(ToEngine::Credit { bytes, .. }) = self.link.try_send(ToEngine::Credit { ctx, bytes })
+            if let Err(ToEngine::Credit { bytes, .. }) =
+                self.link.try_send(ToEngine::Credit { ctx, bytes }, true)
                 && let Some(m) = self.ctxs.get_mut(&ctx)
             {
                 m.consumed += bytes;
@@ -250,14 +251,24 @@ impl EngineClient {
     /// mode, sleeping on the doorbell otherwise), then takes them all.
     /// Fails if the engine has ended and left nothing to take.
     pub fn wait(&mut self, max: Duration) -> io::Result<()> {
+        self.wait_for(max, false)
+    }
+
+    /// As [`EngineClient::wait`]; with `message_end`, a sleeping caller is
+    /// woken only by the end of a message (or any other block but a
+    /// message's middle) — one wake-up per message, not per chunk.
+    pub fn wait_for(&mut self, max: Duration, message_end: bool) -> io::Result<()> {
         if !self.link.has_input() {
             if self.cfg.busy_poll {
                 let end = self.clock.now() + max;
                 while !self.link.has_input() && !self.link.peer_gone() && self.clock.now() < end {
-                    std::hint::spin_loop();
+                    // Yield, not a pure spin: the engine thread and the
+                    // peer may need this core (the engine is the side
+                    // that must not sleep; it polls the socket).
+                    std::thread::yield_now();
                 }
             } else {
-                self.link.park(true, false, None, Some(max))?;
+                self.link.park(true, message_end, false, None, Some(max))?;
             }
         }
         if !self.link.has_input() && self.link.peer_gone() {

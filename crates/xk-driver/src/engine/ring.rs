@@ -30,9 +30,12 @@ use nix::sys::time::TimeSpec;
 use rtrb::{Consumer, Producer, RingBuffer};
 use xk_time::Duration;
 
-/// What a parked side waits for (bits of [`Doorbell`]'s `parked`).
+/// What a parked side waits for (bits of [`Doorbell`]'s `parked`): any
+/// block, only an urgent block (the end of a message: the application in
+/// `recv_message` need not wake for each of its chunks), or room to send.
 const WANT_DATA: u8 = 1;
 const WANT_SPACE: u8 = 2;
+const WANT_URGENT: u8 = 4;
 
 /// One side's wake-up: an eventfd and what the side sleeps for.
 pub(crate) struct Doorbell {
@@ -112,11 +115,12 @@ pub(crate) fn pair<A, E>(slots: usize) -> io::Result<(Link<A, E>, Link<E, A>)> {
 }
 
 impl<O, I> Link<O, I> {
-    /// Posts a block; gives it back when the ring is full.
-    pub(crate) fn try_send(&mut self, block: O) -> Result<(), O> {
+    /// Posts a block; gives it back when the ring is full. A block that is
+    /// not `urgent` does not wake a side sleeping for urgent blocks only.
+    pub(crate) fn try_send(&mut self, block: O, urgent: bool) -> Result<(), O> {
         match self.tx.push(block) {
             Ok(()) => {
-                self.theirs.ring(WANT_DATA);
+                self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 Ok(())
             }
             Err(rtrb::PushError::Full(b)) => {
@@ -149,18 +153,30 @@ impl<O, I> Link<O, I> {
         self.theirs.gone.load(Ordering::SeqCst)
     }
 
-    /// Sleeps until a block arrives (`data`), the sending ring has room
-    /// (`space`), `extra` is readable, or `timeout` passes. Returns whether
-    /// `extra` is readable. Returns at once if a condition already holds or
-    /// the other side is gone.
+    /// Wakes the other side whatever it sleeps for (this side's sending
+    /// ring is full: the other side must drain it).
+    pub(crate) fn nudge(&self) {
+        self.theirs.ring(WANT_DATA | WANT_URGENT | WANT_SPACE);
+    }
+
+    /// Sleeps until a block arrives (`data`; with `urgent_only`, a block
+    /// sent as urgent — blocks already waiting end the sleep either way),
+    /// the sending ring has room (`space`), `extra` is readable, or
+    /// `timeout` passes. Returns whether `extra` is readable. Returns at
+    /// once if a condition already holds or the other side is gone.
     pub(crate) fn park(
         &mut self,
         data: bool,
+        urgent_only: bool,
         space: bool,
         extra: Option<BorrowedFd<'_>>,
         timeout: Option<Duration>,
     ) -> io::Result<bool> {
-        let want = if data { WANT_DATA } else { 0 } | if space { WANT_SPACE } else { 0 };
+        let want = match (data, urgent_only) {
+            (false, _) => 0,
+            (true, false) => WANT_DATA,
+            (true, true) => WANT_URGENT,
+        } | if space { WANT_SPACE } else { 0 };
         self.mine.parked.store(want, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         let ready = (data && !self.rx.is_empty()) || (space && !self.tx.is_full());

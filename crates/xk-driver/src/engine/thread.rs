@@ -76,7 +76,8 @@ pub(super) struct Engine<T: Transport> {
     handles: HashMap<CtxHandle, ContextId>,
     ctxs: HashMap<ContextId, Ctx>,
     next_accepted: u64,
-    backlog: VecDeque<FromEngine>,
+    /// FN blocks that did not fit, with their urgency.
+    backlog: VecDeque<(FromEngine, bool)>,
     /// Contexts that may have data to deliver.
     to_read: Vec<ContextId>,
     /// Contexts with writes queued or acknowledgements to report.
@@ -139,7 +140,7 @@ impl<T: Transport> Engine<T> {
             let fd = self.d.input_fd();
             // A zero wait still looks at the socket (without sleeping).
             if !sleep.is_zero() {
-                self.link.park(left_at.is_none(), space, Some(fd), Some(sleep))?;
+                self.link.park(left_at.is_none(), false, space, Some(fd), Some(sleep))?;
             }
             self.d.poll_input()?;
         }
@@ -360,17 +361,24 @@ impl<T: Transport> Engine<T> {
             }
             let handle = c.handle;
             let Some(chunk) = self.d.endpoint().read(now, id) else { return any };
+            let mut exhausted = false;
             if let Some(c) = self.ctxs.get_mut(&id) {
                 c.credit = c.credit.saturating_sub(chunk.data.len() as u64);
+                exhausted = c.credit == 0;
             }
             any = true;
-            self.emit(FromEngine::Data {
+            // Urgent (wakes an application waiting for a whole message):
+            // a message's end, or the last chunk the credit allows (the
+            // application must read to return credit).
+            let urgent = chunk.eom || exhausted;
+            let b = FromEngine::Data {
                 ctx: handle,
                 seq: chunk.seq,
                 data: chunk.data,
                 eom: chunk.eom,
                 btag: chunk.btag,
-            });
+            };
+            self.emit_as(b, urgent);
         }
     }
 
@@ -406,24 +414,32 @@ impl<T: Transport> Engine<T> {
         }
     }
 
-    /// Sends a block to the application, or queues it behind the backlog.
+    /// Sends a block to the application (urgent: it wakes the application
+    /// whatever it waits for), or queues it behind the backlog.
     fn emit(&mut self, b: FromEngine) {
+        self.emit_as(b, true);
+    }
+
+    fn emit_as(&mut self, b: FromEngine, urgent: bool) {
         if self.link.peer_gone() {
             return; // nobody reads any more
         }
         if !self.backlog.is_empty() {
-            self.backlog.push_back(b);
+            self.backlog.push_back((b, urgent));
             return;
         }
-        if let Err(b) = self.link.try_send(b) {
-            self.backlog.push_back(b);
+        if let Err(b) = self.link.try_send(b, urgent) {
+            self.backlog.push_back((b, urgent));
+            // FN is full: the application must drain it, whatever it waits for.
+            self.link.nudge();
         }
     }
 
     fn flush_backlog(&mut self) {
-        while let Some(b) = self.backlog.pop_front() {
-            if let Err(b) = self.link.try_send(b) {
-                self.backlog.push_front(b);
+        while let Some((b, urgent)) = self.backlog.pop_front() {
+            if let Err(b) = self.link.try_send(b, urgent) {
+                self.backlog.push_front((b, urgent));
+                self.link.nudge();
                 return;
             }
         }
