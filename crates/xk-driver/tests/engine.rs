@@ -162,3 +162,31 @@ fn one_wakeup_per_message_when_blocking() {
     // And it does sleep: a blocking loop that never slept would be spinning.
     assert!(app >= 0.5, "application woken only {app:.2} times per message: not blocking?");
 }
+
+/// Busy-poll: neither side ever sleeps, so no doorbell is rung, and the
+/// messages still arrive intact.
+#[test]
+fn busy_poll_rings_no_doorbell() {
+    const MESSAGES: u64 = 200;
+    let (addr, srv) = server(|mut s| {
+        let mut n = 0;
+        while let Some(m) = s.recv_message().unwrap() {
+            s.send_message(&m.data, m.btag).unwrap();
+            n += 1;
+        }
+        s.close().unwrap();
+        n
+    });
+    let mut s = Xtp::new(Mode::busy_engine_thread()).connect(addr, PORT).unwrap();
+    for i in 0..MESSAGES {
+        let msg = pattern(1 + (i as usize * 331) % 3000, i);
+        s.send_message(&msg, Some(i)).unwrap();
+        let m = s.recv_message().unwrap().expect("echo");
+        assert_eq!((m.data, m.btag), (msg, Some(i)), "message {i}");
+    }
+    let stats = s.ring_stats().unwrap();
+    s.close().unwrap();
+    assert_eq!(srv.join().unwrap(), MESSAGES);
+    assert_eq!((stats.app_wakeups, stats.engine_wakeups), (0, 0), "{stats:?}");
+    assert_eq!((stats.app_sleeps, stats.engine_sleeps), (0, 0), "{stats:?}");
+}
