@@ -449,6 +449,9 @@ impl Transport for BatchSocket {
     fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
         BatchSocket::wait(self, timeout)
     }
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
     fn local_addr(&self) -> io::Result<SocketAddr> {
         self.sock.local_addr()
     }

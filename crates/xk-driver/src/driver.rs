@@ -312,6 +312,31 @@ impl<T: Transport> Driver<T> {
         Ok(n)
     }
 
+    /// The socket's descriptor, for a loop that waits on it together with
+    /// other things (the engine thread waits on it and its doorbell).
+    pub fn input_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.fd()
+    }
+
+    /// Time left until the endpoint's next timer (None: no timer).
+    pub fn until_timeout(&mut self) -> Option<Duration> {
+        let now = self.clock.now();
+        self.ep.poll_timeout().map(|t| t.saturating_since(now))
+    }
+
+    /// For a loop that waits elsewhere ([`crate::engine`]): takes what is
+    /// waiting on the socket without blocking and runs the timers that are
+    /// due. Does not flush (see [`UdpDriver::turn`]). Returns the number of
+    /// datagrams received.
+    pub fn poll_input(&mut self) -> io::Result<usize> {
+        let n = self.receive(false)?;
+        let now = self.clock.now();
+        if n > 0 || self.ep.poll_timeout().is_some_and(|t| t <= now) {
+            self.ep.handle_timeout(now);
+        }
+        Ok(n)
+    }
+
     /// One turn of the loop: flush, wait up to `max_wait` (or the endpoint's
     /// next timeout) for input, process it and any due timers.
     ///

@@ -7,6 +7,9 @@
 //! * [`api`]: blocking `std::net`-style APIs — `XtpStream` (Read/Write and
 //!   messages), `XtpListener`, datagrams, transactions; `aio` (feature
 //!   `tokio`): `AsyncXtpStream` / `AsyncXtpListener` for tokio.
+//! * [`engine`]: the engine-thread deployment — the endpoint on its own
+//!   (pinnable) thread behind lock-free TN/FN rings of control blocks; the
+//!   blocking API runs on it when made with [`engine::Mode::EngineThread`].
 //! * [`netns`]: driver 3 of the link model — two network namespaces joined by
 //!   TUN devices through the model (root).
 //! * [`transport`]: what the driver needs from a socket; [`batch`] implements
@@ -27,6 +30,7 @@ pub mod api;
 pub mod batch;
 pub mod clock;
 pub mod driver;
+pub mod engine;
 pub mod netns;
 pub mod pacer;
 pub mod raw;

@@ -120,6 +120,9 @@ impl Transport for RawSocket {
         wait_readable(self.sock.as_fd(), timeout)
     }
 
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
     fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(SocketAddr::new(IpAddr::V4(self.local), 0))
     }

@@ -25,6 +25,9 @@ pub trait Transport {
     fn recv(&mut self, block: bool, f: &mut dyn FnMut(SocketAddr, Bytes)) -> io::Result<usize>;
     /// Waits until readable or `timeout` passes; true when readable.
     fn wait(&self, timeout: Option<Duration>) -> io::Result<bool>;
+    /// The descriptor that becomes readable when a datagram waits (for a
+    /// caller that waits on it together with others: the engine thread).
+    fn fd(&self) -> BorrowedFd<'_>;
     /// The local address.
     fn local_addr(&self) -> io::Result<SocketAddr>;
     /// What the socket did.

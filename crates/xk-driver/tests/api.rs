@@ -1,18 +1,54 @@
 //! The blocking APIs end to end between two real processes over UDP on
 //! loopback: stream (10 MB echoed and compared), messages (EOM boundaries and
 //! BTAGs), transaction, acknowledged and unacknowledged datagrams; and the
-//! faults: no listener, unreachable peer, peer killed mid-transfer.
+//! faults: no listener, unreachable peer, peer killed mid-transfer, peer
+//! aborting.
+//!
+//! The same suite runs once per deployment mode (`integrated::*`,
+//! `engine_thread::*`): client and server both make their objects through
+//! an `Xtp` of that mode, and nothing else differs.
 //!
 //! The server is this test binary run again as a child process with
-//! `XPRESS_API_ROLE=server` (the `server_role` test below does nothing
-//! otherwise); it prints its address, serves until told to stop or 60 s pass.
+//! `XPRESS_API_ROLE=server` and `XPRESS_API_MODE` (the `server_role` test
+//! below does nothing otherwise); it prints its address, serves until told
+//! to stop or 60 s pass.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use xk_driver::api::{XtpListener, XtpStream, send_datagram, transaction};
+use xk_driver::api::{Mode, Xtp};
 use xtp_proto::{ContextConfig, EndpointConfig, Service};
+
+/// The deployment modes the suite runs in, by name (the server child gets
+/// the name in its environment).
+fn mode(name: &str) -> Xtp {
+    Xtp::new(match name {
+        "integrated" => Mode::integrated(),
+        "engine_thread" => Mode::engine_thread(),
+        other => panic!("unknown mode {other}"),
+    })
+}
+
+/// Runs each listed test function once per mode, as `MODE::NAME`.
+macro_rules! in_every_mode {
+    ($($name:ident),* $(,)?) => {
+        mod integrated {
+            $(#[test] fn $name() { super::$name("integrated") })*
+        }
+        mod engine_thread {
+            $(#[test] fn $name() { super::$name("engine_thread") })*
+        }
+    };
+}
+
+in_every_mode!(
+    stream_messages_transaction_datagrams_between_processes,
+    no_listener_is_a_named_refusal,
+    unreachable_peer_times_out_saying_nothing_was_acknowledged,
+    peer_killed_mid_transfer_reports_what_was_acknowledged,
+    peer_abort_is_a_reset,
+);
 
 const PORT: u16 = 80;
 
@@ -24,10 +60,11 @@ struct Server {
 }
 
 impl Server {
-    fn start() -> Server {
+    fn start(mode: &str) -> Server {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "server_role", "--nocapture", "--test-threads", "1"])
             .env("XPRESS_API_ROLE", "server")
+            .env("XPRESS_API_MODE", mode)
             .stdout(Stdio::piped())
             .spawn()
             .expect("start the server process");
@@ -70,13 +107,15 @@ fn pattern(n: usize) -> Vec<u8> {
 }
 
 /// The server: streams echo everything (messages come back with their
-/// BTAG), transactions answer in upper case, datagrams are printed.
+/// BTAG) except a first message "abort", which aborts the stream;
+/// transactions answer in upper case, datagrams are printed.
 #[test]
 fn server_role() {
     if std::env::var("XPRESS_API_ROLE").as_deref() != Ok("server") {
         return;
     }
-    let mut l = XtpListener::bind("127.0.0.1:0", PORT).unwrap();
+    let xtp = mode(&std::env::var("XPRESS_API_MODE").unwrap_or_else(|_| "integrated".into()));
+    let mut l = xtp.bind("127.0.0.1:0", PORT).unwrap();
     println!("listening {}", l.local_addr().unwrap());
     let t0 = std::time::Instant::now();
     while t0.elapsed() < Duration::from_secs(60) {
@@ -97,23 +136,33 @@ fn server_role() {
         }
         // A stream: echo messages with their tags until the peer finishes.
         let mut n = 0;
+        let mut aborted = false;
         while let Some(m) = s.recv_message().unwrap() {
+            if n == 0 && m.data == b"abort" {
+                aborted = true;
+                break;
+            }
             n += m.data.len();
             s.send_message(&m.data, m.btag).unwrap();
+        }
+        if aborted {
+            s.abort();
+            println!("srv aborted");
+            continue;
         }
         s.close().unwrap();
         println!("srv stream {n} bytes");
     }
 }
 
-#[test]
-fn stream_messages_transaction_datagrams_between_processes() {
-    let mut srv = Server::start();
+fn stream_messages_transaction_datagrams_between_processes(mode_name: &str) {
+    let xtp = mode(mode_name);
+    let mut srv = Server::start(mode_name);
     let addr = srv.addr.clone();
 
     // Stream: 10 MB written as one unbroken stream, echoed back in pieces.
     let data = pattern(10_000_000);
-    let mut s = XtpStream::connect(&*addr, PORT).unwrap();
+    let mut s = xtp.connect(&*addr, PORT).unwrap();
     let mut back = Vec::with_capacity(data.len());
     for chunk in data.chunks(1 << 20) {
         s.write_all(chunk).unwrap();
@@ -125,7 +174,7 @@ fn stream_messages_transaction_datagrams_between_processes() {
     assert_eq!(srv.line(), "srv stream 10000000 bytes");
 
     // Messages: boundaries and tags survive.
-    let mut s = XtpStream::connect(&*addr, PORT).unwrap();
+    let mut s = xtp.connect(&*addr, PORT).unwrap();
     for i in 0..50u64 {
         let m = pattern(1 + (i as usize * 977) % 5000);
         s.send_message(&m, Some(1000 + i)).unwrap();
@@ -137,22 +186,21 @@ fn stream_messages_transaction_datagrams_between_processes() {
     srv.line();
 
     // Transaction.
-    let resp = transaction(&*addr, PORT, b"hello, xtp", Duration::from_secs(10)).unwrap();
+    let resp = xtp.transaction(&*addr, PORT, b"hello, xtp", Duration::from_secs(10)).unwrap();
     assert_eq!(resp, b"HELLO, XTP");
     assert_eq!(srv.line(), "srv transaction 10 bytes");
 
     // Datagrams, acknowledged and not.
-    send_datagram(&*addr, PORT, b"acked one", true, Duration::from_secs(10)).unwrap();
+    xtp.send_datagram(&*addr, PORT, b"acked one", true, Duration::from_secs(10)).unwrap();
     assert!(srv.line().ends_with(": acked one"));
-    send_datagram(&*addr, PORT, b"plain one", false, Duration::from_secs(10)).unwrap();
+    xtp.send_datagram(&*addr, PORT, b"plain one", false, Duration::from_secs(10)).unwrap();
     assert!(srv.line().ends_with(": plain one"));
-    send_datagram(&*addr, PORT, b"quit", true, Duration::from_secs(10)).unwrap();
+    xtp.send_datagram(&*addr, PORT, b"quit", true, Duration::from_secs(10)).unwrap();
 }
 
-#[test]
-fn no_listener_is_a_named_refusal() {
-    let srv = Server::start();
-    let mut s = XtpStream::connect(&*srv.addr, 99).unwrap();
+fn no_listener_is_a_named_refusal(mode_name: &str) {
+    let srv = Server::start(mode_name);
+    let mut s = mode(mode_name).connect(&*srv.addr, 99).unwrap();
     s.write_all(b"anyone?").unwrap();
     let mut buf = [0u8; 16];
     let err = s.read(&mut buf).unwrap_err();
@@ -165,11 +213,10 @@ fn impatient() -> EndpointConfig {
     EndpointConfig { max_retries: 3, ..EndpointConfig::default() }
 }
 
-#[test]
-fn unreachable_peer_times_out_saying_nothing_was_acknowledged() {
+fn unreachable_peer_times_out_saying_nothing_was_acknowledged(mode_name: &str) {
     // A UDP port with nothing behind it.
     let addr = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let mut s = XtpStream::connect_with(addr, PORT, impatient(), ContextConfig::stream()).unwrap();
+    let mut s = mode(mode_name).connect_with(addr, PORT, impatient(), ContextConfig::stream()).unwrap();
     s.write_all(b"hello?").unwrap();
     let mut buf = [0u8; 8];
     let err = s.read(&mut buf).unwrap_err();
@@ -177,10 +224,9 @@ fn unreachable_peer_times_out_saying_nothing_was_acknowledged() {
     assert!(err.to_string().contains("0 bytes acknowledged"), "{err}");
 }
 
-#[test]
-fn peer_killed_mid_transfer_reports_what_was_acknowledged() {
-    let mut srv = Server::start();
-    let mut s = XtpStream::connect_with(&*srv.addr, PORT, impatient(), ContextConfig::stream()).unwrap();
+fn peer_killed_mid_transfer_reports_what_was_acknowledged(mode_name: &str) {
+    let mut srv = Server::start(mode_name);
+    let mut s = mode(mode_name).connect_with(&*srv.addr, PORT, impatient(), ContextConfig::stream()).unwrap();
     let chunk = pattern(1 << 20);
     // Make sure the server is receiving, then kill it (our own child, by id).
     s.send_message(&chunk, None).unwrap();
@@ -204,4 +250,13 @@ fn peer_killed_mid_transfer_reports_what_was_acknowledged() {
         .unwrap_or_else(|| panic!("no byte count in: {text}"));
     assert!(acked >= 1, "{text}");
     eprintln!("after the kill: {text}");
+}
+
+fn peer_abort_is_a_reset(mode_name: &str) {
+    let mut srv = Server::start(mode_name);
+    let mut s = mode(mode_name).connect(&*srv.addr, PORT).unwrap();
+    s.send_message(b"abort", None).unwrap();
+    let err = s.recv_message().unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+    assert_eq!(srv.line(), "srv aborted");
 }

@@ -7,8 +7,7 @@ use bytes::Bytes;
 use xk_time::Duration;
 use xtp_proto::{ContextConfig, EndpointConfig, Service};
 
-use super::{Shared, TURN, XtpStream, close_error, time_seed, timed_out};
-use crate::driver::UdpDriver;
+use super::{Mode, Shared, TURN, XtpStream, any_local, close_error, timed_out};
 
 fn resolve(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
     addr.to_socket_addrs()?
@@ -27,22 +26,37 @@ pub fn send_datagram(
     acknowledged: bool,
     timeout: std::time::Duration,
 ) -> io::Result<()> {
+    send(Mode::integrated(), EndpointConfig::default(), addr, port, data, acknowledged, timeout)
+}
+
+/// [`send_datagram`] with the endpoint in `mode`.
+pub(super) fn send(
+    mode: Mode,
+    ep: EndpointConfig,
+    addr: impl ToSocketAddrs,
+    port: u16,
+    data: &[u8],
+    acknowledged: bool,
+    timeout: std::time::Duration,
+) -> io::Result<()> {
     let peer = resolve(addr)?;
-    let local = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-    let shared = Shared::new(UdpDriver::bind(local, EndpointConfig::default(), time_seed())?);
+    let shared = Shared::bind(any_local(peer), ep, mode)?;
     let mut s = shared.borrow_mut();
     let now = s.now();
-    let ctx = s
-        .driver
-        .endpoint()
-        .send_datagram(now, peer, port, Bytes::copy_from_slice(data), acknowledged)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}")))?;
-    s.driver.flush()?;
+    let ctx = s.core.send_datagram(peer, port, Bytes::copy_from_slice(data), acknowledged)?;
+    let ctx = s.opened(ctx);
+    s.core.flush()?;
+    // Service 1 is done once sent; on the engine thread, "sent" is when the
+    // engine has the block (it sends at once, and serves the context until
+    // it ends even after this object is gone).
     if !acknowledged {
         return Ok(());
     }
     let deadline = now + Duration::from_nanos(timeout.as_nanos() as u64);
     loop {
+        if let Some(e) = s.failure(ctx) {
+            return Err(e);
+        }
         if let (_, Some(reason)) = s.status(ctx) {
             return close_error(reason).map_or(Ok(()), Err);
         }
@@ -63,19 +77,26 @@ pub fn transaction(
     request: &[u8],
     timeout: std::time::Duration,
 ) -> io::Result<Vec<u8>> {
+    self::request(Mode::integrated(), EndpointConfig::default(), addr, port, request, timeout)
+}
+
+/// [`transaction`] with the endpoint in `mode`.
+pub(super) fn request(
+    mode: Mode,
+    ep: EndpointConfig,
+    addr: impl ToSocketAddrs,
+    port: u16,
+    request: &[u8],
+    timeout: std::time::Duration,
+) -> io::Result<Vec<u8>> {
     let peer = resolve(addr)?;
-    let local = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-    let shared = Shared::new(UdpDriver::bind(local, EndpointConfig::default(), time_seed())?);
+    let shared = Shared::bind(any_local(peer), ep, mode)?;
     let ctx = {
         let mut s = shared.borrow_mut();
-        let now = s.now();
-        let ep = s.driver.endpoint();
-        let ctx = ep
-            .connect(now, peer, port, ContextConfig::new(Service::Transaction))
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}")))?;
-        ep.write(now, ctx, Bytes::copy_from_slice(request), true, None)
-            .map_err(|e| io::Error::other(format!("{e:?}")))?;
-        ep.close(now, ctx);
+        let ctx = s.core.connect(peer, port, ContextConfig::new(Service::Transaction))?;
+        let ctx = s.opened(ctx);
+        s.write(ctx, Bytes::copy_from_slice(request), true, None)?;
+        s.core.close(ctx)?;
         ctx
     };
     let mut stream = XtpStream::from_parts(shared, ctx, peer);

@@ -6,36 +6,43 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use bytes::Bytes;
 use xk_time::{Duration, Instant};
-use xtp_proto::{ContextConfig, ContextId, EndpointConfig, Service};
+use xtp_proto::{ContextConfig, EndpointConfig, Service};
 
-use super::{Handle, Shared, TURN, XtpStream, time_seed, timed_out};
-use crate::driver::UdpDriver;
+use super::{Cid, Handle, Mode, Shared, TURN, XtpStream, timed_out};
 
 /// Listens on a UDP address for XTP contexts addressed to one XTP port.
 pub struct XtpListener {
     shared: Handle,
     /// Datagram contexts still delivering: `(ctx, peer, data so far)`.
-    partial: Vec<(ContextId, SocketAddr, Vec<u8>)>,
+    partial: Vec<(Cid, SocketAddr, Vec<u8>)>,
     datagrams: VecDeque<(SocketAddr, Bytes)>,
 }
 
 impl XtpListener {
     /// Binds `addr` (UDP) and listens on XTP `port`.
     pub fn bind(addr: impl ToSocketAddrs, port: u16) -> io::Result<XtpListener> {
-        let driver = UdpDriver::bind(addr, EndpointConfig::default(), time_seed())?;
-        let shared = Shared::new(driver);
-        shared
-            .borrow_mut()
-            .driver
-            .endpoint()
-            .listen(port, ContextConfig::stream())
-            .map_err(|e| io::Error::new(io::ErrorKind::AddrInUse, format!("XTP port {port}: {e:?}")))?;
+        XtpListener::open(Mode::integrated(), addr, port, EndpointConfig::default())
+    }
+
+    /// Binds with the endpoint in `mode` (see [`super::Xtp`]).
+    pub(super) fn open(
+        mode: Mode,
+        addr: impl ToSocketAddrs,
+        port: u16,
+        ep: EndpointConfig,
+    ) -> io::Result<XtpListener> {
+        let local = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to bind"))?;
+        let shared = Shared::bind(local, ep, mode)?;
+        shared.borrow_mut().core.listen(port, ContextConfig::stream())?;
         Ok(XtpListener { shared, partial: Vec::new(), datagrams: VecDeque::new() })
     }
 
     /// The UDP address the listener is bound to.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.shared.borrow().driver.local_addr()
+        self.shared.borrow().core.local_addr()
     }
 
     /// Waits for the next stream or transaction (datagrams are kept for
@@ -111,9 +118,9 @@ impl XtpListener {
                 if !data.is_empty() || eom {
                     self.datagrams.push_back((peer, Bytes::from(data)));
                 }
-                let now = s.now();
-                s.driver.endpoint().close(now, ctx);
-                s.status.remove(&ctx);
+                // Fails only if the engine thread ended; the next wait says so.
+                let _ = s.core.close(ctx);
+                s.forget(ctx);
             } else {
                 k += 1;
             }

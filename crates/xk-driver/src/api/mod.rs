@@ -10,15 +10,25 @@
 //! * [`send_datagram`] (services 1 and 2) and [`transaction`] (service 3):
 //!   one request, one response.
 //!
-//! Threading: there is no hidden I/O thread. Each object owns (or shares,
-//! for a listener and the streams it accepted) one [`UdpDriver`], and every
-//! blocking call turns that driver until it can complete — so the objects are
-//! `!Send` and live on one thread, like a single-threaded event loop. A
-//! program wanting parallelism runs one listener per thread (or uses several
-//! sockets). Errors are `io::Error`s whose text names what the protocol said:
+//! Threading: each object owns (or shares, for a listener and the streams
+//! it accepted) one endpoint on one UDP socket, and the objects are `!Send`
+//! and live on one thread, like a single-threaded event loop. Where the
+//! endpoint runs is the deployment [`Mode`], chosen when the object is made
+//! ([`Xtp`]) and invisible afterwards:
+//!
+//! * [`Mode::Integrated`] (the default): no hidden I/O thread; every
+//!   blocking call turns the socket's [`crate::driver::UdpDriver`] until it
+//!   can complete.
+//! * [`Mode::EngineThread`]: the driver runs on its own thread
+//!   ([`crate::engine`]); calls post control blocks to it and wait for its
+//!   completions, one wake-up per message.
+//!
+//! A program wanting parallelism runs one listener per thread (or uses
+//! several sockets). Errors are `io::Error`s whose text names what the protocol said:
 //! a refusal carries the peer's DIAG text, a timeout says how many bytes the
 //! peer acknowledged.
 
+mod core;
 mod datagram;
 mod listener;
 mod stream;
@@ -31,13 +41,16 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use xk_time::{Duration, Instant};
-use xtp_proto::{CloseReason, ContextId, Event, Service};
+use xtp_proto::{CloseReason, ContextConfig, EndpointConfig, Event, Service};
 
+pub(crate) use core::Cid;
+use core::Core;
 pub use datagram::{send_datagram, transaction};
 pub use listener::XtpListener;
 pub use stream::{Message, XtpStream};
 
-use crate::driver::UdpDriver;
+use crate::engine::Notice;
+pub use crate::engine::{EngineConfig, Mode, RingStats};
 
 /// How long one turn of the driver may wait before the caller's loop looks
 /// again (deadlines and timeouts are checked between turns).
@@ -48,109 +61,220 @@ const TURN: Duration = Duration::from_millis(50);
 struct Status {
     peer_finished: bool,
     closed: Option<CloseReason>,
+    /// The engine thread refused a block about this context.
+    failed: Option<String>,
 }
 
-/// The driver of a set of API objects. When the last object is gone and
-/// contexts remain (closed but lingering, so that a peer which missed our
-/// final acknowledgement still gets it), the driver moves to a background
-/// thread that keeps turning it until no context is left — what a kernel
-/// does for TCP's TIME_WAIT. Bounded by the longest linger (10 minutes).
-struct Linger(Option<UdpDriver>);
-
-impl std::ops::Deref for Linger {
-    type Target = UdpDriver;
-    fn deref(&self) -> &UdpDriver {
-        self.0.as_ref().expect("driver present until drop")
-    }
-}
-
-impl std::ops::DerefMut for Linger {
-    fn deref_mut(&mut self) -> &mut UdpDriver {
-        self.0.as_mut().expect("driver present until drop")
-    }
-}
-
-impl Drop for Linger {
-    fn drop(&mut self) {
-        let Some(mut d) = self.0.take() else { return };
-        if d.endpoint().context_count() == 0 {
-            return;
-        }
-        let _ = std::thread::Builder::new().name("xtp-linger".into()).spawn(move || {
-            let end = d.now() + Duration::from_secs(600);
-            while d.endpoint().context_count() > 0 && d.now() < end {
-                if d.turn(TURN).is_err() {
-                    return;
-                }
-                while d.endpoint().poll_event().is_some() {}
-            }
-        });
-    }
-}
-
-/// A driver and the events it produced, sorted by context.
+/// An endpoint (integrated or on its engine thread) and the events it
+/// produced, sorted by context.
 struct Shared {
-    driver: Linger,
-    status: HashMap<ContextId, Status>,
-    incoming: VecDeque<(ContextId, SocketAddr, Service)>,
+    core: Core,
+    status: HashMap<Cid, Status>,
+    incoming: VecDeque<(Cid, SocketAddr, Service)>,
 }
 
 type Handle = Rc<RefCell<Shared>>;
 
 impl Shared {
-    fn new(driver: UdpDriver) -> Handle {
-        Rc::new(RefCell::new(Shared {
-            driver: Linger(Some(driver)),
+    /// Binds `local` and starts its endpoint in `mode`.
+    fn bind(local: SocketAddr, ep: EndpointConfig, mode: Mode) -> io::Result<Handle> {
+        Ok(Rc::new(RefCell::new(Shared {
+            core: Core::bind(local, ep, mode)?,
             status: HashMap::new(),
             incoming: VecDeque::new(),
-        }))
+        })))
     }
 
     fn now(&self) -> Instant {
-        self.driver.now()
+        self.core.now()
     }
 
-    /// One turn of the driver, then every event filed by context.
+    /// Waits up to `max_wait` for the endpoint to make progress (integrated:
+    /// one turn of the driver; engine thread: blocks on FN), then files
+    /// every event by context.
     fn pump(&mut self, max_wait: Duration) -> io::Result<()> {
-        self.driver.turn(max_wait)?;
+        self.pump_for(max_wait, false)
+    }
+
+    /// As [`Shared::pump`]; `message_end`: the caller waits for the end of
+    /// a message, so the engine thread need not wake it for each chunk.
+    fn pump_for(&mut self, max_wait: Duration, message_end: bool) -> io::Result<()> {
+        match &mut self.core {
+            Core::Integrated(d) => d.turn(max_wait)?,
+            Core::Engine(e) => e.wait_for(max_wait, message_end)?,
+        }
         self.collect();
         Ok(())
     }
 
     fn collect(&mut self) {
-        while let Some(ev) = self.driver.endpoint().poll_event() {
-            match ev {
-                Event::Incoming { ctx, peer, service, .. } => {
-                    self.status.entry(ctx).or_default();
-                    self.incoming.push_back((ctx, peer, service));
+        match &mut self.core {
+            Core::Integrated(d) => {
+                while let Some(ev) = d.endpoint().poll_event() {
+                    match ev {
+                        Event::Incoming { ctx, peer, service, .. } => {
+                            self.status.entry(Cid::Local(ctx)).or_default();
+                            self.incoming.push_back((Cid::Local(ctx), peer, service));
+                        }
+                        Event::PeerFinished { ctx } => {
+                            self.status.entry(Cid::Local(ctx)).or_default().peer_finished = true
+                        }
+                        Event::Closed { ctx, reason } => {
+                            self.status.entry(Cid::Local(ctx)).or_default().closed = Some(reason)
+                        }
+                        Event::Readable { .. } | Event::Acked { .. } | Event::Gap { .. } => {}
+                    }
                 }
-                Event::PeerFinished { ctx } => self.status.entry(ctx).or_default().peer_finished = true,
-                Event::Closed { ctx, reason } => self.status.entry(ctx).or_default().closed = Some(reason),
-                Event::Readable { .. } | Event::Acked { .. } | Event::Gap { .. } => {}
+            }
+            Core::Engine(e) => {
+                e.collect();
+                while let Some(n) = e.next_notice() {
+                    match n {
+                        Notice::Incoming { ctx, peer, service } => {
+                            self.status.entry(Cid::Remote(ctx)).or_default();
+                            self.incoming.push_back((Cid::Remote(ctx), peer, service));
+                        }
+                        Notice::PeerFinished { ctx } => {
+                            self.status.entry(Cid::Remote(ctx)).or_default().peer_finished = true
+                        }
+                        Notice::Closed { ctx, reason } => {
+                            self.status.entry(Cid::Remote(ctx)).or_default().closed = Some(reason)
+                        }
+                        // Only for a context still in use and not over (a
+                        // close racing the engine's `Closed` is no error).
+                        Notice::Failed { ctx, error } => {
+                            if let Some(s) = self.status.get_mut(&Cid::Remote(ctx))
+                                && s.closed.is_none()
+                            {
+                                s.failed = Some(error.to_string());
+                            }
+                        }
+                    }
+                }
             }
         }
     }
 
-    fn status(&self, ctx: ContextId) -> (bool, Option<&CloseReason>) {
+    fn status(&self, ctx: Cid) -> (bool, Option<&CloseReason>) {
         self.status.get(&ctx).map_or((false, None), |s| (s.peer_finished, s.closed.as_ref()))
     }
 
-    /// Takes the next in-order chunk of `ctx`, if any.
-    fn read_chunk(&mut self, ctx: ContextId) -> Option<xtp_proto::Chunk> {
-        let now = self.now();
-        self.driver.endpoint().read(now, ctx)
+    /// Why the engine thread refused a block about `ctx`, if it did.
+    fn failure(&self, ctx: Cid) -> Option<io::Error> {
+        let s = self.status.get(&ctx)?.failed.as_ref()?;
+        Some(io::Error::new(io::ErrorKind::InvalidInput, format!("the XTP engine refused: {s}")))
     }
 
-    fn write(&mut self, ctx: ContextId, data: Bytes, eom: bool, btag: Option<u64>) -> io::Result<()> {
-        let now = self.now();
-        self.driver.endpoint().write(now, ctx, data, eom, btag).map_err(|e| match e {
-            // The caller waits for room (`XtpStream::wait_for_room`) and retries.
-            xtp_proto::WriteError::WouldBlock => io::Error::new(io::ErrorKind::WouldBlock, e.to_string()),
-            _ => io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                format!("cannot write: the context is closed ({e:?})"),
-            ),
-        })
+    /// Registers a context the application opened.
+    fn opened(&mut self, ctx: Cid) -> Cid {
+        self.status.entry(ctx).or_default();
+        ctx
+    }
+
+    /// The object of `ctx` is gone.
+    fn forget(&mut self, ctx: Cid) {
+        self.status.remove(&ctx);
+        self.core.forget(ctx);
+    }
+
+    /// Takes the next in-order chunk of `ctx`, if any.
+    fn read_chunk(&mut self, ctx: Cid) -> Option<xtp_proto::Chunk> {
+        self.core.read_chunk(ctx)
+    }
+
+    fn write(&mut self, ctx: Cid, data: Bytes, eom: bool, btag: Option<u64>) -> io::Result<()> {
+        self.core.write(ctx, data, eom, btag)
+    }
+
+    /// The wake-up counters of the engine thread's rings (None: integrated).
+    fn ring_stats(&self) -> Option<RingStats> {
+        match &self.core {
+            Core::Integrated(_) => None,
+            Core::Engine(e) => Some(e.stats()),
+        }
+    }
+}
+
+/// How API objects are made: the deployment [`Mode`] and the endpoint's
+/// settings. `Xtp::default()` is what `XtpStream::connect`,
+/// `XtpListener::bind`, [`send_datagram`] and [`transaction`] use
+/// (integrated); the rest of the application is the same in every mode.
+///
+/// ```no_run
+/// use std::io::Write;
+/// use xk_driver::api::{Mode, Xtp};
+/// let xtp = Xtp::new(Mode::engine_thread());
+/// let mut s = xtp.connect("127.0.0.1:3636", 7)?;
+/// s.write_all(b"hello")?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Xtp {
+    /// Where the endpoint runs.
+    pub mode: Mode,
+    /// Endpoint settings for clients (connect, datagrams, transactions);
+    /// None: [`client_config`].
+    pub client: Option<EndpointConfig>,
+    /// Endpoint settings for listeners; None: the engine's defaults.
+    pub server: Option<EndpointConfig>,
+}
+
+impl Xtp {
+    /// Objects made in `mode`, with the default settings.
+    pub fn new(mode: Mode) -> Xtp {
+        Xtp { mode, client: None, server: None }
+    }
+
+    fn client_endpoint(&self) -> EndpointConfig {
+        self.client.clone().unwrap_or_else(client_config)
+    }
+
+    fn server_endpoint(&self) -> EndpointConfig {
+        self.server.clone().unwrap_or_default()
+    }
+
+    /// As [`XtpStream::connect`].
+    pub fn connect(&self, addr: impl std::net::ToSocketAddrs, port: u16) -> io::Result<XtpStream> {
+        XtpStream::open(self.mode, addr, port, self.client_endpoint(), ContextConfig::stream())
+    }
+
+    /// As [`XtpStream::connect_with`] (`ep` replaces the client settings).
+    pub fn connect_with(
+        &self,
+        addr: impl std::net::ToSocketAddrs,
+        port: u16,
+        ep: EndpointConfig,
+        cfg: ContextConfig,
+    ) -> io::Result<XtpStream> {
+        XtpStream::open(self.mode, addr, port, ep, cfg)
+    }
+
+    /// As [`XtpListener::bind`].
+    pub fn bind(&self, addr: impl std::net::ToSocketAddrs, port: u16) -> io::Result<XtpListener> {
+        XtpListener::open(self.mode, addr, port, self.server_endpoint())
+    }
+
+    /// As [`send_datagram`].
+    pub fn send_datagram(
+        &self,
+        addr: impl std::net::ToSocketAddrs,
+        port: u16,
+        data: &[u8],
+        acknowledged: bool,
+        timeout: std::time::Duration,
+    ) -> io::Result<()> {
+        datagram::send(self.mode, self.client_endpoint(), addr, port, data, acknowledged, timeout)
+    }
+
+    /// As [`transaction`].
+    pub fn transaction(
+        &self,
+        addr: impl std::net::ToSocketAddrs,
+        port: u16,
+        request: &[u8],
+        timeout: std::time::Duration,
+    ) -> io::Result<Vec<u8>> {
+        datagram::request(self.mode, self.client_endpoint(), addr, port, request, timeout)
     }
 }
 
@@ -175,6 +299,15 @@ pub(crate) fn reason_error(reason: &CloseReason) -> io::Error {
 }
 
 pub(crate) use crate::clock::time_seed;
+
+/// The wildcard address of `peer`'s family, any port: where a client binds.
+fn any_local(peer: SocketAddr) -> SocketAddr {
+    if peer.is_ipv4() {
+        SocketAddr::from(([0, 0, 0, 0], 0))
+    } else {
+        SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
+    }
+}
 
 /// How long a client waits for any answer from the server before giving up
 /// (TCP fails at once with "connection refused"; XTP, having no handshake,

@@ -5,10 +5,9 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use bytes::Bytes;
 use xk_time::{Duration, Instant};
-use xtp_proto::{ContextConfig, ContextId, EndpointConfig};
+use xtp_proto::{ContextConfig, EndpointConfig};
 
-use super::{Handle, Shared, TURN, close_error, time_seed, timed_out};
-use crate::driver::UdpDriver;
+use super::{Cid, Handle, Mode, RingStats, Shared, TURN, close_error, timed_out};
 
 /// Bytes written but unacknowledged above which `write` waits: bounds the
 /// memory a fast writer can queue.
@@ -31,7 +30,7 @@ pub struct Message {
 /// stream's timeout, for the close to complete.
 pub struct XtpStream {
     shared: Handle,
-    ctx: ContextId,
+    ctx: Cid,
     peer: SocketAddr,
     /// Part of a chunk `read` has not returned yet.
     pending: Bytes,
@@ -41,6 +40,8 @@ pub struct XtpStream {
     closed_write: bool,
     /// `close` or `abort` ran: nothing left for `drop` to do.
     finished: bool,
+    /// Inside `recv_message`: only a message's end is worth waking for.
+    want_message_end: bool,
 }
 
 impl XtpStream {
@@ -59,24 +60,31 @@ impl XtpStream {
         ep: EndpointConfig,
         cfg: ContextConfig,
     ) -> io::Result<XtpStream> {
+        XtpStream::open(Mode::integrated(), addr, port, ep, cfg)
+    }
+
+    /// Opens a stream with its endpoint in `mode` (see [`super::Xtp`]).
+    pub(super) fn open(
+        mode: Mode,
+        addr: impl ToSocketAddrs,
+        port: u16,
+        ep: EndpointConfig,
+        cfg: ContextConfig,
+    ) -> io::Result<XtpStream> {
         let peer = addr
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to connect to"))?;
-        let local = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-        let driver = UdpDriver::bind(local, ep, time_seed())?;
-        let shared = Shared::new(driver);
+        let shared = Shared::bind(super::any_local(peer), ep, mode)?;
         let ctx = {
             let mut s = shared.borrow_mut();
-            let now = s.now();
-            s.driver.endpoint().connect(now, peer, port, cfg).map_err(|e| {
-                io::Error::new(io::ErrorKind::InvalidInput, format!("connect to {peer} port {port}: {e:?}"))
-            })?
+            let ctx = s.core.connect(peer, port, cfg)?;
+            s.opened(ctx)
         };
         Ok(XtpStream::from_parts(shared, ctx, peer))
     }
 
-    pub(super) fn from_parts(shared: Handle, ctx: ContextId, peer: SocketAddr) -> XtpStream {
+    pub(super) fn from_parts(shared: Handle, ctx: Cid, peer: SocketAddr) -> XtpStream {
         XtpStream {
             shared,
             ctx,
@@ -86,12 +94,18 @@ impl XtpStream {
             timeout: Some(Duration::from_secs(300)),
             closed_write: false,
             finished: false,
+            want_message_end: false,
         }
     }
 
     /// The peer's address.
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer
+    }
+
+    /// The engine thread's wake-up counters (None in the integrated mode).
+    pub fn ring_stats(&self) -> Option<RingStats> {
+        self.shared.borrow().ring_stats()
     }
 
     /// Longest a blocking call waits (None: forever). Default 300 s.
@@ -105,12 +119,15 @@ impl XtpStream {
 
     /// Turns the driver until `done` holds; errors when the context ended
     /// badly or the deadline passed.
-    fn drive(&mut self, what: &str, mut done: impl FnMut(&mut Shared, ContextId) -> bool) -> io::Result<()> {
+    fn drive(&mut self, what: &str, mut done: impl FnMut(&mut Shared, Cid) -> bool) -> io::Result<()> {
         let mut s = self.shared.borrow_mut();
         let deadline = self.deadline(s.now());
         loop {
             if done(&mut s, self.ctx) {
                 return Ok(());
+            }
+            if let Some(e) = s.failure(self.ctx) {
+                return Err(e);
             }
             if let (_, Some(reason)) = s.status(self.ctx) {
                 return Err(close_error(reason).unwrap_or_else(|| {
@@ -120,7 +137,7 @@ impl XtpStream {
             if deadline.is_some_and(|d| s.now() >= d) {
                 return Err(timed_out(what));
             }
-            s.pump(TURN)?;
+            s.pump_for(TURN, self.want_message_end)?;
         }
     }
 
@@ -158,12 +175,19 @@ impl XtpStream {
             }
             break;
         }
-        self.shared.borrow_mut().driver.flush()
+        self.shared.borrow_mut().core.flush()
     }
 
     /// Receives the next whole message (None at the end of the stream). A
     /// message interrupted by the end of the stream is returned as it is.
     pub fn recv_message(&mut self) -> io::Result<Option<Message>> {
+        self.want_message_end = true;
+        let r = self.recv_message_inner();
+        self.want_message_end = false;
+        r
+    }
+
+    fn recv_message_inner(&mut self) -> io::Result<Option<Message>> {
         let mut data = Vec::new();
         let mut btag = None;
         let mut first = true;
@@ -189,10 +213,7 @@ impl XtpStream {
         }
         // Our own bound, and the engine's (its send buffer; `write` would
         // refuse with WouldBlock beyond it): wait, pumping the driver.
-        self.drive("write", |s, ctx| {
-            let ep = s.driver.endpoint();
-            ep.unacked_bytes(ctx) < WRITE_BUFFER && ep.can_write(ctx)
-        })
+        self.drive("write", |s, ctx| s.core.has_room(ctx, WRITE_BUFFER))
     }
 
     /// Closes our sending side (the peer reads end-of-stream); reading goes on.
@@ -200,9 +221,8 @@ impl XtpStream {
         if !self.closed_write {
             self.closed_write = true;
             let mut s = self.shared.borrow_mut();
-            let now = s.now();
-            s.driver.endpoint().close(now, self.ctx);
-            s.driver.flush()?;
+            s.core.close(self.ctx)?;
+            s.core.flush()?;
         }
         Ok(())
     }
@@ -221,7 +241,7 @@ impl XtpStream {
             matches!(s.status(ctx).1, Some(xtp_proto::CloseReason::Graceful))
         });
         // The context is over either way; forget its status.
-        self.shared.borrow_mut().status.remove(&self.ctx);
+        self.shared.borrow_mut().forget(self.ctx);
         r
     }
 
@@ -229,10 +249,9 @@ impl XtpStream {
     pub fn abort(mut self) {
         self.finished = true;
         let mut s = self.shared.borrow_mut();
-        let now = s.now();
-        s.driver.endpoint().abort(now, self.ctx);
-        let _ = s.driver.flush();
-        s.status.remove(&self.ctx);
+        let _ = s.core.abort(self.ctx);
+        let _ = s.core.flush();
+        s.forget(self.ctx);
     }
 }
 
@@ -270,7 +289,7 @@ impl Write for XtpStream {
 
     /// Hands queued packets to the kernel (does not wait for acknowledgement).
     fn flush(&mut self) -> io::Result<()> {
-        self.shared.borrow_mut().driver.flush()
+        self.shared.borrow_mut().core.flush()
     }
 }
 
@@ -280,7 +299,7 @@ impl Drop for XtpStream {
         if !over {
             let _ = self.close_inner();
         } else {
-            self.shared.borrow_mut().status.remove(&self.ctx);
+            self.shared.borrow_mut().forget(self.ctx);
         }
     }
 }

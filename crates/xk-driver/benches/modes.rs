@@ -1,0 +1,148 @@
+//! Ping-pong round-trip time through the blocking API in each deployment
+//! mode, on loopback, as ratios measured in one run (issue #17's goal:
+//! the engine thread within 1.2× of integrated in busy-poll mode).
+//!
+//! `cargo bench -p xk-driver --bench modes` (options after `--`:
+//! `--rounds N`, `--count N`, `--pin APP,ENGINE` to pin the client thread
+//! and the engine thread).
+//!
+//! The server is an integrated listener on its own thread, sleeping
+//! between messages, the same for every row; only the client's mode
+//! changes. Rows are interleaved round by round (each round runs every
+//! mode and size once) so that load from elsewhere on the machine falls on
+//! all of them alike; a row's figure is the median over rounds of each
+//! round's median round trip.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use xk_driver::api::{EngineConfig, Mode, Xtp, XtpStream};
+
+const PORT: u16 = 7;
+const SIZES: [usize; 3] = [10, 1000, 10_000];
+
+struct Row {
+    name: &'static str,
+    mode: Mode,
+    /// Integrated row this one is compared with.
+    base: usize,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
+}
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+fn pin_self(cpu: usize) {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).expect("CPU in range");
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).expect("pin");
+}
+
+/// The echo server: serves streams one after the other, echoing messages.
+fn serve() -> SocketAddr {
+    let (tell, addr) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut l = Xtp::default().bind("127.0.0.1:0", PORT).expect("bind");
+        tell.send(l.local_addr().unwrap()).unwrap();
+        loop {
+            let Ok((mut s, _, _)) = l.accept_timeout(Some(Duration::from_secs(60))) else { return };
+            while let Ok(Some(m)) = s.recv_message() {
+                if s.send_message(&m.data, m.btag).is_err() {
+                    break;
+                }
+            }
+            let _ = s.close();
+        }
+    });
+    addr.recv().unwrap()
+}
+
+/// `count` round trips of `size` bytes (after a warm-up); the median in µs
+/// and the application's and engine's wake-ups per message.
+fn ping(s: &mut XtpStream, size: usize, count: usize) -> (f64, f64, f64) {
+    let msg = vec![0x5a; size];
+    for _ in 0..50 {
+        s.send_message(&msg, None).unwrap();
+        s.recv_message().unwrap().unwrap();
+    }
+    let before = s.ring_stats().unwrap_or_default();
+    let mut rtts = Vec::with_capacity(count);
+    for _ in 0..count {
+        let t = Instant::now();
+        s.send_message(&msg, None).unwrap();
+        let back = s.recv_message().unwrap().expect("echo");
+        rtts.push(t.elapsed().as_nanos() as f64 / 1000.0);
+        assert_eq!(back.data.len(), size);
+    }
+    let after = s.ring_stats().unwrap_or_default();
+    let per = |a: u64, b: u64| (a - b) as f64 / count as f64;
+    (
+        median(&mut rtts),
+        per(after.app_wakeups, before.app_wakeups),
+        per(after.engine_wakeups, before.engine_wakeups),
+    )
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` runs it once, short.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let rounds: usize = arg("--rounds").map_or(if quick { 1 } else { 7 }, |v| v.parse().expect("--rounds N"));
+    let count: usize =
+        arg("--count").map_or(if quick { 50 } else { 2000 }, |v| v.parse().expect("--count N"));
+    let pins: Option<(usize, usize)> = arg("--pin").map(|v| {
+        let (a, e) = v.split_once(',').expect("--pin APP,ENGINE");
+        (a.parse().expect("CPU"), e.parse().expect("CPU"))
+    });
+    if let Some((app, _)) = pins {
+        pin_self(app);
+    }
+    let engine = |busy_poll| {
+        Mode::EngineThread(EngineConfig { busy_poll, cpu: pins.map(|p| p.1), ..EngineConfig::default() })
+    };
+    let rows = [
+        Row { name: "integrated, blocking", mode: Mode::Integrated { busy_poll: false }, base: 0 },
+        Row { name: "engine thread, blocking", mode: engine(false), base: 0 },
+        Row { name: "integrated, busy-poll", mode: Mode::Integrated { busy_poll: true }, base: 2 },
+        Row { name: "engine thread, busy-poll", mode: engine(true), base: 2 },
+    ];
+    let addr = serve();
+    // [row][size] -> per-round medians, wake-ups
+    let mut rtt = vec![vec![Vec::new(); SIZES.len()]; rows.len()];
+    let mut wakes = vec![vec![(0.0, 0.0); SIZES.len()]; rows.len()];
+    for _ in 0..rounds {
+        for (r, row) in rows.iter().enumerate() {
+            let mut s = Xtp::new(row.mode).connect(addr, PORT).expect("connect");
+            for (k, &size) in SIZES.iter().enumerate() {
+                let (m, app, eng) = ping(&mut s, size, count);
+                rtt[r][k].push(m);
+                wakes[r][k] = (app, eng);
+            }
+            s.close().expect("close");
+        }
+    }
+    println!("ping-pong RTT on loopback, median of {rounds} round medians of {count} round trips (µs)");
+    println!(
+        "{:<26} {:>7} {:>10} {:>8} {:>12} {:>12}",
+        "client mode", "bytes", "RTT µs", "ratio", "app wake/msg", "eng wake/msg"
+    );
+    let med: Vec<Vec<f64>> = rtt.iter_mut().map(|r| r.iter_mut().map(|v| median(v)).collect()).collect();
+    for (r, row) in rows.iter().enumerate() {
+        for (k, &size) in SIZES.iter().enumerate() {
+            println!(
+                "{:<26} {:>7} {:>10.1} {:>8.3} {:>12.2} {:>12.2}",
+                row.name,
+                size,
+                med[r][k],
+                med[r][k] / med[row.base][k],
+                wakes[r][k].0,
+                wakes[r][k].1
+            );
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The application's side of the engine thread: posts blocks, takes
+//! completions, and keeps per context what the blocking API asks about —
+//! delivered chunks not yet read, bytes written and acknowledged — so that
+//! reads and the write bound need no trip to the engine.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use xk_time::{Duration, Instant};
+use xtp_proto::{Chunk, CloseReason, ContextConfig, Service};
+
+use super::EngineConfig;
+use super::block::{BlockError, CtxHandle, FromEngine, ToEngine};
+use super::ring::{Link, RingStats};
+use crate::clock::Clock;
+
+/// Longest single sleep while waiting for ring space (the engine's end is
+/// checked between sleeps).
+const SPACE_WAIT: Duration = Duration::from_millis(50);
+
+/// What the application learns from FN besides data and acknowledgements.
+#[derive(Debug)]
+pub enum Notice {
+    /// A listener accepted a context.
+    Incoming {
+        /// The context.
+        ctx: CtxHandle,
+        /// Who opened it.
+        peer: SocketAddr,
+        /// Its service.
+        service: Service,
+    },
+    /// The peer closed its writing side (all its data is delivered).
+    PeerFinished {
+        /// The context.
+        ctx: CtxHandle,
+    },
+    /// The context is over (all its data is delivered).
+    Closed {
+        /// The context.
+        ctx: CtxHandle,
+        /// Why.
+        reason: CloseReason,
+    },
+    /// The engine refused a block about `ctx`.
+    Failed {
+        /// The context.
+        ctx: CtxHandle,
+        /// Why.
+        error: BlockError,
+    },
+}
+
+/// Per context: what was delivered and not read, and the write accounting.
+#[derive(Default)]
+struct Mirror {
+    chunks: VecDeque<Chunk>,
+    /// Bytes posted in `Write` blocks.
+    posted: u64,
+    /// Bytes the engine reported acknowledged.
+    acked: u64,
+    /// Bytes read and not yet returned as credit.
+    consumed: u64,
+    /// `Closed` arrived: no credit to return any more.
+    ended: bool,
+}
+
+/// The application's end of an engine thread.
+pub struct EngineClient {
+    link: Link<ToEngine, FromEngine>,
+    clock: Clock,
+    local: SocketAddr,
+    cfg: EngineConfig,
+    next_handle: u64,
+    ctxs: HashMap<CtxHandle, Mirror>,
+    notices: VecDeque<Notice>,
+    listening: VecDeque<(u16, Result<(), String>)>,
+}
+
+impl EngineClient {
+    pub(super) fn new(link: Link<ToEngine, FromEngine>, local: SocketAddr, cfg: EngineConfig) -> Self {
+        EngineClient {
+            link,
+            clock: Clock::new(),
+            local,
+            cfg,
+            next_handle: 1,
+            ctxs: HashMap::new(),
+            notices: VecDeque::new(),
+            listening: VecDeque::new(),
+        }
+    }
+
+    /// The socket's address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Now, on this side's clock.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// The settings the engine runs with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// Wake-up counters of both sides.
+    pub fn stats(&self) -> RingStats {
+        self.link.stats()
+    }
+
+    fn engine_gone() -> io::Error {
+        io::Error::new(io::ErrorKind::BrokenPipe, "the XTP engine thread has ended (socket error)")
+    }
+
+    /// Posts a block, waiting while the TN ring is full (backpressure: the
+    /// block is never dropped). Fails only if the engine has ended.
+    pub fn post(&mut self, mut block: ToEngine) -> io::Result<()> {
+        loop {
+            match self.try_post(block) {
+                Ok(()) => return Ok(()),
+                Err(b) => block = b,
+            }
+            if self.link.peer_gone() {
+                return Err(Self::engine_gone());
+            }
+            if self.cfg.busy_poll {
+                std::hint::spin_loop();
+            } else {
+                self.link.park(false, false, true, None, Some(SPACE_WAIT))?;
+            }
+        }
+    }
+
+    /// Posts a block if the TN ring has room; hands it back otherwise (the
+    /// non-blocking form: the caller's `WouldBlock`).
+    pub fn try_post(&mut self, block: ToEngine) -> Result<(), ToEngine> {
+        self.link.try_send(block, true)
+    }
+
+    /// Whether the TN ring is full (a post would wait).
+    pub fn is_full(&self) -> bool {
+        self.link.is_full()
+    }
+
+    fn new_handle(&mut self) -> CtxHandle {
+        let h = CtxHandle(self.next_handle);
+        self.next_handle += 1;
+        h
+    }
+
+    /// Opens a context. Returns at once with its handle; a refusal arrives
+    /// as [`Notice::Failed`].
+    pub fn connect(&mut self, peer: SocketAddr, port: u16, cfg: ContextConfig) -> io::Result<CtxHandle> {
+        let ctx = self.new_handle();
+        self.ctxs.insert(ctx, Mirror::default());
+        self.post(ToEngine::Connect { ctx, peer, port, cfg })?;
+        Ok(ctx)
+    }
+
+    /// Sends one datagram (its context ends by itself).
+    pub fn send_datagram(
+        &mut self,
+        peer: SocketAddr,
+        port: u16,
+        data: Bytes,
+        acknowledged: bool,
+    ) -> io::Result<CtxHandle> {
+        let ctx = self.new_handle();
+        self.ctxs.insert(ctx, Mirror::default());
+        self.post(ToEngine::Datagram { ctx, peer, port, data, acknowledged })?;
+        Ok(ctx)
+    }
+
+    /// Listens on XTP `port`; waits for the engine's answer.
+    pub fn listen(&mut self, port: u16, cfg: ContextConfig) -> io::Result<()> {
+        self.post(ToEngine::Listen { port, cfg })?;
+        loop {
+            if let Some(i) = self.listening.iter().position(|(p, _)| *p == port) {
+                let (_, r) = self.listening.remove(i).expect("found");
+                return r.map_err(|e| io::Error::new(io::ErrorKind::AddrInUse, e));
+            }
+            self.wait(SPACE_WAIT)?;
+        }
+    }
+
+    /// Posts a write (no copy: `data` crosses the ring).
+    pub fn write(&mut self, ctx: CtxHandle, data: Bytes, eom: bool, btag: Option<u64>) -> io::Result<()> {
+        if let Some(m) = self.ctxs.get_mut(&ctx) {
+            m.posted += data.len() as u64;
+        }
+        self.post(ToEngine::Write { ctx, data, eom, btag })
+    }
+
+    /// Whether a write on `ctx` stays within the write bound.
+    pub fn has_room(&self, ctx: CtxHandle) -> bool {
+        self.ctxs.get(&ctx).is_some_and(|m| m.posted - m.acked.min(m.posted) < self.cfg.write_bound)
+    }
+
+    /// Bytes written on `ctx` and not yet reported acknowledged.
+    pub fn unacked_bytes(&self, ctx: CtxHandle) -> u64 {
+        self.ctxs.get(&ctx).map_or(0, |m| m.posted.saturating_sub(m.acked))
+    }
+
+    /// Takes the next delivered chunk of `ctx`, returning read credit to the
+    /// engine a quarter of the credit at a time.
+    pub fn read_chunk(&mut self, ctx: CtxHandle) -> Option<Chunk> {
+        let m = self.ctxs.get_mut(&ctx)?;
+        let c = m.chunks.pop_front()?;
+        m.consumed += c.data.len() as u64;
+        if !m.ended && m.consumed >= (self.cfg.read_credit / 4).max(1) {
+            let bytes = std::mem::take(&mut m.consumed);
+            // A full ring: keep the credit for the next read (no waiting
+            // inside a read).
+            if let Err(ToEngine::Credit { bytes, .. }) =
+                self.link.try_send(ToEngine::Credit { ctx, bytes }, true)
+                && let Some(m) = self.ctxs.get_mut(&ctx)
+            {
+                m.consumed += bytes;
+            }
+        }
+        Some(c)
+    }
+
+    /// Closes `ctx`'s writing side (behind the writes already posted).
+    pub fn close(&mut self, ctx: CtxHandle) -> io::Result<()> {
+        self.post(ToEngine::Close { ctx })
+    }
+
+    /// Aborts `ctx`.
+    pub fn abort(&mut self, ctx: CtxHandle) -> io::Result<()> {
+        self.post(ToEngine::Abort { ctx })
+    }
+
+    /// Forgets `ctx` (its object is gone; data still arriving is dropped).
+    pub fn forget(&mut self, ctx: CtxHandle) {
+        self.ctxs.remove(&ctx);
+    }
+
+    /// The next notice, if any (call [`EngineClient::collect`] or
+    /// [`EngineClient::wait`] first).
+    pub fn next_notice(&mut self) -> Option<Notice> {
+        self.notices.pop_front()
+    }
+
+    /// Waits up to `max` for blocks from the engine (spinning in busy-poll
+    /// mode, sleeping on the doorbell otherwise), then takes them all.
+    /// Fails if the engine has ended and left nothing to take.
+    pub fn wait(&mut self, max: Duration) -> io::Result<()> {
+        self.wait_for(max, false)
+    }
+
+    /// As [`EngineClient::wait`]; with `message_end`, a sleeping caller is
+    /// woken only by the end of a message (or any other block but a
+    /// message's middle) — one wake-up per message, not per chunk.
+    pub fn wait_for(&mut self, max: Duration, message_end: bool) -> io::Result<()> {
+        if !self.link.has_input() {
+            if self.cfg.busy_poll {
+                let end = self.clock.now() + max;
+                while !self.link.has_input() && !self.link.peer_gone() && self.clock.now() < end {
+                    // Yield, not a pure spin: the engine thread and the
+                    // peer may need this core (the engine is the side
+                    // that must not sleep; it polls the socket).
+                    std::thread::yield_now();
+                }
+            } else {
+                self.link.park(true, message_end, false, None, Some(max))?;
+            }
+        }
+        if !self.link.has_input() && self.link.peer_gone() {
+            return Err(Self::engine_gone());
+        }
+        self.collect();
+        Ok(())
+    }
+
+    /// Takes every block waiting in FN: data and acknowledgements go to
+    /// their contexts, the rest to the notices.
+    pub fn collect(&mut self) {
+        while let Some(b) = self.link.try_recv() {
+            match b {
+                FromEngine::Data { ctx, seq, data, eom, btag } => {
+                    if let Some(m) = self.ctxs.get_mut(&ctx) {
+                        m.chunks.push_back(Chunk { seq, data, eom, btag });
+                    }
+                }
+                FromEngine::Acked { ctx, bytes } => {
+                    if let Some(m) = self.ctxs.get_mut(&ctx) {
+                        m.acked = m.acked.max(bytes);
+                    }
+                }
+                FromEngine::Incoming { ctx, peer, service, .. } => {
+                    self.ctxs.insert(ctx, Mirror::default());
+                    self.notices.push_back(Notice::Incoming { ctx, peer, service });
+                }
+                FromEngine::PeerFinished { ctx } => self.notices.push_back(Notice::PeerFinished { ctx }),
+                FromEngine::Closed { ctx, reason } => {
+                    if let Some(m) = self.ctxs.get_mut(&ctx) {
+                        m.ended = true;
+                    }
+                    self.notices.push_back(Notice::Closed { ctx, reason });
+                }
+                FromEngine::Failed { ctx, error } => self.notices.push_back(Notice::Failed { ctx, error }),
+                FromEngine::Listening { port, result } => self.listening.push_back((port, result)),
+            }
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! A duplex pair of lock-free single-producer single-consumer rings (TN and
+//! FN) with wake-ups only when the other side sleeps.
+//!
+//! The rings are `rtrb`'s (bounded, wait-free push and pop, already used by
+//! `xk-loadgen`; its `unsafe` stays inside that crate). What this file adds
+//! is the sleeping protocol. Each side owns a [`Doorbell`]: an `eventfd`
+//! (so a side can wait on it together with a socket, and so could a process
+//! on the other side of a shared-memory segment) and a `parked` word saying
+//! what the sleeper waits for — data in its receiving ring, or space in its
+//! sending ring.
+//!
+//! The sleeper: stores `parked`, a full fence, checks its condition again,
+//! and only then sleeps. The waker: pushes (or pops), a full fence, and rings
+//! only if `parked` asks for what it just made available. One of the two
+//! always sees the other's store (the store-buffering litmus with
+//! sequentially consistent fences), so no wake-up is lost, and a side that
+//! is running — busy-polling, or merely not yet asleep — costs its peer no
+//! system call. A ping-pong therefore costs one wake-up per message each
+//! way, not one per packet (seed 004's one interrupt per message).
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence};
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, ppoll};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::time::TimeSpec;
+use rtrb::{Consumer, Producer, RingBuffer};
+use xk_time::Duration;
+
+/// What a parked side waits for (bits of [`Doorbell`]'s `parked`): any
+/// block, only an urgent block (the end of a message: the application in
+/// `recv_message` need not wake for each of its chunks), or room to send.
+const WANT_DATA: u8 = 1;
+const WANT_SPACE: u8 = 2;
+const WANT_URGENT: u8 = 4;
+
+/// One side's wake-up: an eventfd and what the side sleeps for.
+pub(crate) struct Doorbell {
+    fd: EventFd,
+    parked: AtomicU8,
+    /// Times the other side rang (each is one wake-up of this side).
+    rings: AtomicU64,
+    /// Times this side went to sleep.
+    sleeps: AtomicU64,
+    /// The owner dropped its side (set before its last ring).
+    gone: AtomicBool,
+    /// Times the owner found its sending ring full.
+    full: AtomicU64,
+}
+
+impl Doorbell {
+    fn new() -> io::Result<Doorbell> {
+        let fd =
+            EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC).map_err(io::Error::from)?;
+        Ok(Doorbell {
+            fd,
+            parked: AtomicU8::new(0),
+            rings: AtomicU64::new(0),
+            sleeps: AtomicU64::new(0),
+            gone: AtomicBool::new(false),
+            full: AtomicU64::new(0),
+        })
+    }
+
+    /// Wakes the owner if it sleeps waiting for `what`.
+    fn ring(&self, what: u8) {
+        fence(Ordering::SeqCst);
+        if self.parked.load(Ordering::Relaxed) & what != 0 && self.parked.swap(0, Ordering::SeqCst) != 0 {
+            self.rings.fetch_add(1, Ordering::Relaxed);
+            // Cannot fail short of the counter overflowing (2^64 - 2 rings).
+            let _ = self.fd.write(1);
+        }
+    }
+}
+
+/// Wake-up counters of a ring pair, as seen from one side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingStats {
+    /// Times the engine rang the application's doorbell.
+    pub app_wakeups: u64,
+    /// Times the application went to sleep waiting for the engine.
+    pub app_sleeps: u64,
+    /// Times the application rang the engine's doorbell.
+    pub engine_wakeups: u64,
+    /// Times the engine went to sleep (on its socket and doorbell).
+    pub engine_sleeps: u64,
+    /// Times a post found the TN ring full.
+    pub tn_full: u64,
+    /// Times the engine found the FN ring full.
+    pub fn_full: u64,
+}
+
+/// One side of the ring pair: sends `O`, receives `I`.
+pub(crate) struct Link<O, I> {
+    tx: Producer<O>,
+    rx: Consumer<I>,
+    mine: Arc<Doorbell>,
+    theirs: Arc<Doorbell>,
+    /// The application's side (for [`Link::stats`]).
+    app: bool,
+}
+
+/// Makes the two sides: (application, engine). `slots` per ring.
+pub(crate) fn pair<A, E>(slots: usize) -> io::Result<(Link<A, E>, Link<E, A>)> {
+    let (tn_tx, tn_rx) = RingBuffer::new(slots);
+    let (fn_tx, fn_rx) = RingBuffer::new(slots);
+    let app_bell = Arc::new(Doorbell::new()?);
+    let engine_bell = Arc::new(Doorbell::new()?);
+    let app = Link { tx: tn_tx, rx: fn_rx, mine: app_bell.clone(), theirs: engine_bell.clone(), app: true };
+    let engine = Link { tx: fn_tx, rx: tn_rx, mine: engine_bell, theirs: app_bell, app: false };
+    Ok((app, engine))
+}
+
+impl<O, I> Link<O, I> {
+    /// Posts a block; gives it back when the ring is full. A block that is
+    /// not `urgent` does not wake a side sleeping for urgent blocks only.
+    pub(crate) fn try_send(&mut self, block: O, urgent: bool) -> Result<(), O> {
+        match self.tx.push(block) {
+            Ok(()) => {
+                self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
+                Ok(())
+            }
+            Err(rtrb::PushError::Full(b)) => {
+                self.mine.full.fetch_add(1, Ordering::Relaxed);
+                Err(b)
+            }
+        }
+    }
+
+    /// Takes a block, if one is waiting.
+    pub(crate) fn try_recv(&mut self) -> Option<I> {
+        let b = self.rx.pop().ok()?;
+        // Only an atomic load unless the other side sleeps for space.
+        self.theirs.ring(WANT_SPACE);
+        Some(b)
+    }
+
+    /// Whether a block is waiting.
+    pub(crate) fn has_input(&self) -> bool {
+        !self.rx.is_empty()
+    }
+
+    /// Whether the sending ring is full.
+    pub(crate) fn is_full(&self) -> bool {
+        self.tx.is_full()
+    }
+
+    /// The other side has dropped its end (ended, or died).
+    pub(crate) fn peer_gone(&self) -> bool {
+        self.theirs.gone.load(Ordering::SeqCst)
+    }
+
+    /// Wakes the other side whatever it sleeps for (this side's sending
+    /// ring is full: the other side must drain it).
+    pub(crate) fn nudge(&self) {
+        self.theirs.ring(WANT_DATA | WANT_URGENT | WANT_SPACE);
+    }
+
+    /// Sleeps until a block arrives (`data`; with `urgent_only`, a block
+    /// sent as urgent — blocks already waiting end the sleep either way),
+    /// the sending ring has room (`space`), `extra` is readable, or
+    /// `timeout` passes. Returns whether `extra` is readable. Returns at
+    /// once if a condition already holds or the other side is gone.
+    pub(crate) fn park(
+        &mut self,
+        data: bool,
+        urgent_only: bool,
+        space: bool,
+        extra: Option<BorrowedFd<'_>>,
+        timeout: Option<Duration>,
+    ) -> io::Result<bool> {
+        let want = match (data, urgent_only) {
+            (false, _) => 0,
+            (true, false) => WANT_DATA,
+            (true, true) => WANT_URGENT,
+        } | if space { WANT_SPACE } else { 0 };
+        self.mine.parked.store(want, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let ready = (data && !self.rx.is_empty()) || (space && !self.tx.is_full());
+        // The application must not sleep on an engine that has ended; the
+        // engine, lingering after the application left, sleeps on its
+        // socket and timers as usual.
+        if ready || (self.app && self.peer_gone()) {
+            self.mine.parked.store(0, Ordering::SeqCst);
+            return Ok(false);
+        }
+        self.mine.sleeps.fetch_add(1, Ordering::Relaxed);
+        // ppoll: a nanosecond timeout (the engine's timers, pacing among
+        // them, need better than poll's milliseconds).
+        let ts =
+            timeout.map(|d| TimeSpec::from_duration(std::time::Duration::from_nanos(d.as_nanos() as u64)));
+        let result = match extra {
+            None => {
+                let mut fds = [PollFd::new(self.mine.fd.as_fd(), PollFlags::POLLIN)];
+                ppoll(&mut fds, ts, None).map(|_| false)
+            }
+            Some(fd) => {
+                let mut fds = [
+                    PollFd::new(self.mine.fd.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(fd, PollFlags::POLLIN),
+                ];
+                ppoll(&mut fds, ts, None).map(|_| fds[1].any().unwrap_or(false))
+            }
+        };
+        self.mine.parked.store(0, Ordering::SeqCst);
+        // Reset the eventfd (EAGAIN when nobody rang).
+        let _ = self.mine.fd.read();
+        match result {
+            Ok(extra_ready) => Ok(extra_ready),
+            Err(Errno::EINTR) => Ok(false),
+            Err(e) => Err(io::Error::from(e)),
+        }
+    }
+
+    /// The wake-up counters of both sides.
+    pub(crate) fn stats(&self) -> RingStats {
+        let (app, engine) = if self.app { (&self.mine, &self.theirs) } else { (&self.theirs, &self.mine) };
+        RingStats {
+            app_wakeups: app.rings.load(Ordering::Relaxed),
+            app_sleeps: app.sleeps.load(Ordering::Relaxed),
+            engine_wakeups: engine.rings.load(Ordering::Relaxed),
+            engine_sleeps: engine.sleeps.load(Ordering::Relaxed),
+            tn_full: app.full.load(Ordering::Relaxed),
+            fn_full: engine.full.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl<O, I> Drop for Link<O, I> {
+    /// Wakes the other side whatever it waits for: it finds this side gone.
+    fn drop(&mut self) {
+        self.mine.gone.store(true, Ordering::SeqCst);
+        self.theirs.ring(WANT_DATA | WANT_SPACE);
+    }
+}
