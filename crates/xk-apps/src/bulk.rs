@@ -486,9 +486,7 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
         if cfg.transport != Transport::Xtp {
             return Err(format!("--mss: XTP only; {} takes its segment from the path", cfg.transport.name()));
         }
-        if !MSS_RANGE.contains(&m) {
-            return Err(format!("--mss {m}: {} to {} bytes", MSS_RANGE.start(), MSS_RANGE.end()));
-        }
+        check_mss(m, cfg.path.raw.is_some(), cfg.to.is_ipv6())?;
         if cfg.direction == Direction::Receive {
             return Err("--mss sets what this side sends; with -R the server sends \
                         (start it with `xpress serve --mss`)"
@@ -501,10 +499,33 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
     cfg.path.check(cfg.to)
 }
 
-/// Segments `--mss` accepts: from tiny links (the 238-byte test link) to
-/// the largest a UDP datagram could carry; the path's packet size caps
-/// what is actually sent.
-pub const MSS_RANGE: std::ops::RangeInclusive<usize> = 16..=65_000;
+/// The smallest segment `--mss` accepts.
+pub const MIN_MSS: usize = 16;
+
+/// The most data one XTP packet carries at the engine's packet size (a
+/// 1,500-byte MTU): over UDP 1,440 bytes on IPv4 and 1,420 on IPv6, over
+/// raw IP 1,448 (no UDP header: kernel TCP's segment with timestamps).
+pub fn max_mss(raw: bool, ipv6: bool) -> usize {
+    let packet = xtp_proto::EndpointConfig::default().max_packet
+        + if raw { xk_driver::driver::UDP_HEADER } else { 0 }
+        - if ipv6 { 20 } else { 0 };
+    packet - xtp_wire::HEADER_LEN
+}
+
+/// Refuses a `--mss` the path cannot carry (it would be cut without a
+/// word) or too small to be useful, naming the limit.
+pub fn check_mss(mss: usize, raw: bool, ipv6: bool) -> Result<(), String> {
+    let max = max_mss(raw, ipv6);
+    if (MIN_MSS..=max).contains(&mss) {
+        return Ok(());
+    }
+    let path = match (raw, ipv6) {
+        (true, _) => "over raw IP".to_string(),
+        (false, true) => "over UDP on IPv6".to_string(),
+        (false, false) => format!("over UDP on IPv4; {} with --raw", max_mss(true, false)),
+    };
+    Err(format!("--mss {mss}: must be {MIN_MSS} to {max} bytes (the most data one packet carries {path})"))
+}
 
 const UDP_BULK_REFUSAL: &str =
     "--transport udp: bulk over raw UDP has no reliability to compare; use tcp or xtp";

@@ -116,7 +116,7 @@ impl Driver<BatchSocket> {
 }
 
 /// The UDP header's bytes, which XTP over raw IP does not spend.
-const UDP_HEADER: usize = 8;
+pub const UDP_HEADER: usize = 8;
 
 impl Driver<RawSocket> {
     /// Opens a raw IP protocol-36 socket on `local` (root only; the error

@@ -4,8 +4,8 @@
 //! against it — as fast as it can (CPU-bound on this 2-core machine, so it
 //! also measures the CPU the flooding thread and the kernel take) or paced
 //! at a user's rate (`--rate`: what the protocol keeps for a user whose
-//! transfer does not need the whole machine): the server's resident memory before, during (peak) and
-//! after; the bulk's goodput against a run of the same bulk without the
+//! transfer does not need the whole machine): the server's resident memory
+//! before, during (peak) and after; the bulk's goodput against a run of the same bulk without the
 //! flood, measured right before (goal ≥ 90 %); what the server sent to
 //! spoofed sources per FIRST it accepted, in datagrams and bytes (goal ≤
 //! the 3× amplification bound) and after the flood ended (goal 0) — from
@@ -233,6 +233,10 @@ impl Experiment for Flood {
     fn check(p: &Params) -> Result<(), String> {
         if !(0.5..=600.0).contains(&p.seconds) || !(0.0..=600.0).contains(&p.after_s) || p.first_data > 1000 {
             return Err("seconds 0.5 to 600, after_s 0 to 600, first_data at most 1000".into());
+        }
+        // XTP's rate field holds 2^32 - 1 bytes/s (34,359 Mbit/s).
+        if p.legit_mbit.is_empty() || p.legit_mbit.iter().any(|&m| m > 34_000) {
+            return Err("legit_mbit: at least one, each 0 (unpaced) to 34,000 Mbit/s".into());
         }
         Ok(())
     }

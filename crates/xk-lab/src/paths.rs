@@ -40,7 +40,9 @@ pub struct Params {
     /// kernel TCP's 1,448-byte segment, so both pay 52 header bytes per
     /// packet) or `udp` (8 bytes of UDP more, 1,400-byte segments: XTP's
     /// ceiling is then 0.993 of TCP's at zero loss). Without root XTP runs
-    /// over UDP through the relay whatever this says.
+    /// over UDP through the relay whatever this says. Results made before
+    /// this parameter existed ran over UDP.
+    #[serde(default = "over_udp")]
     pub xtp_over: String,
 }
 
@@ -76,6 +78,10 @@ pub struct Row {
     /// Goodput, the emulator's verdict.
     #[serde(flatten)]
     pub outcome: Outcome,
+}
+
+fn over_udp() -> String {
+    "udp".into()
 }
 
 /// PATHS.

@@ -29,7 +29,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = Congestion::Cubic, value_name = "NAME")]
     cc: Congestion,
     /// Most data bytes per XTP packet the server sends (`bulk -R`; default
-    /// 1,400); the path caps it: 1,440 over UDP, 1,448 over --raw.
+    /// 1,400), at most 1,440 over UDP on IPv4 (1,420 on IPv6) and 1,448
+    /// over --raw.
     #[arg(long, value_name = "BYTES")]
     mss: Option<usize>,
     /// Do not use UDP GSO/GRO.
@@ -85,11 +86,8 @@ fn print_engine(e: &xk_apps::EngineReport, json: bool) {
 }
 
 pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
-    if let Some(m) = a.mss
-        && !xk_apps::bulk::MSS_RANGE.contains(&m)
-    {
-        let r = xk_apps::bulk::MSS_RANGE;
-        return Err(format!("--mss {m}: {} to {} bytes", r.start(), r.end()));
+    if let Some(m) = a.mss {
+        xk_apps::bulk::check_mss(m, a.raw, a.listen.is_ipv6())?;
     }
     let stop = args::ctrl_c()?;
     let cfg = ServeConfig {

@@ -86,7 +86,8 @@ pub struct ContextConfig {
     pub send_buffer: usize,
     /// Our outgoing rate limit in bytes/s (0 = none) and burst.
     pub out_rate: u32,
-    /// Burst for `out_rate`, bytes.
+    /// Burst for `out_rate`, bytes; 0: four packets or 1 ms of the rate,
+    /// whichever is more (`rate::default_burst`).
     pub out_burst: u32,
     /// The rate we accept from the peer (`inrate` of our traffic segment).
     pub in_rate: u32,

@@ -276,6 +276,9 @@ pub struct Endpoint<S: Subscriber = NoTrace> {
     per_peer: DemuxMap<SocketAddr, usize>,
     listeners: DemuxMap<u16, ContextConfig>,
     timers: HeapQueue<ArenaId>,
+    /// Each context's entry in `timers` and its instant: at or before the
+    /// context's real next deadline (a deadline that moved later keeps the
+    /// earlier entry, see `refresh`).
     timer_of: Vec<Option<(TimerId, Instant)>>,
     ready: VecDeque<ArenaId>,
     in_ready: Vec<bool>,
@@ -540,7 +543,10 @@ impl<S: Subscriber> Endpoint<S> {
         self.events.pop_front()
     }
 
-    /// When to call `handle_timeout` next.
+    /// When to call `handle_timeout` next. It may be earlier than any
+    /// context's real deadline (a deadline that moved later is re-filed only
+    /// when its old instant comes); calling `handle_timeout` then does
+    /// nothing but file the real one.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
         self.timers.next_deadline()
     }

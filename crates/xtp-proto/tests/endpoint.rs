@@ -180,3 +180,38 @@ fn pacing_rate_reports_the_lower_of_rate_control_and_the_controller() {
     let p = ep.context_stats(c).unwrap().pacing_rate;
     assert!(p.is_some_and(|p| p <= 125_000), "{p:?}");
 }
+
+/// A context whose deadline moves later keeps its earlier timer entry
+/// (`poll_timeout` may be early; issue #13's idle-context cost): here the
+/// first write armed WTIMER at the initial 1 s, the acknowledgement left
+/// only the keep-alive probe due later, and the 1 s entry stayed. Calling
+/// `handle_timeout` at it sends nothing and files the real deadline, which
+/// then fires as it would have.
+#[test]
+fn a_deadline_that_moved_later_fires_early_harmlessly() {
+    let (aa, ba) = (addr("10.0.0.1:4000"), addr("10.0.0.2:3636"));
+    let client = Endpoint::new(EndpointConfig::default(), 1);
+    let mut server = Endpoint::new(EndpointConfig::default(), 2);
+    server.listen(7, ContextConfig::stream()).unwrap();
+    let mut w = Wire::new(client, aa, server, ba, Instant::ZERO);
+    let ctx = w.a.connect(w.now, ba, 7, ContextConfig::stream()).unwrap();
+    w.a.write(w.now, ctx, Bytes::from_static(b"x"), true, None).unwrap();
+    w.exchange();
+    while let Some(ev) = w.b.poll_event() {
+        if let xtp_proto::Event::Readable { ctx } = ev {
+            while w.b.read(w.now, ctx).is_some() {}
+        }
+    }
+    w.exchange();
+    assert_eq!(w.a.context_stats(ctx).unwrap().in_flight, 0, "everything acknowledged");
+    let early = w.a.poll_timeout().expect("a timer entry");
+    assert_eq!(early, Instant::from_secs(1), "the initial WTIMER's entry is kept");
+    w.now = early;
+    w.a.handle_timeout(w.now);
+    assert!(drain(&mut w.a, w.now).is_empty(), "an early wake-up sent something");
+    let real = w.a.poll_timeout().expect("the real deadline filed");
+    assert!(real >= Instant::from_secs(30), "the keep-alive at {real:?}");
+    w.now = real;
+    w.a.handle_timeout(w.now);
+    assert!(!drain(&mut w.a, w.now).is_empty(), "the keep-alive probe at its real deadline");
+}

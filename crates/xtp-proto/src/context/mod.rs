@@ -213,11 +213,8 @@ impl Context {
         let seg = cfg.mss.min(max_packet.saturating_sub(xtp_wire::HEADER_LEN)).max(1);
         let cc = Controller::new(cfg.congestion, seg);
         let rate = u64::from(cfg.out_rate);
-        let burst = if cfg.out_burst == 0 {
-            crate::rate::default_burst(rate, cfg.mss)
-        } else {
-            u64::from(cfg.out_burst)
-        };
+        let burst =
+            if cfg.out_burst == 0 { crate::rate::default_burst(rate, seg) } else { u64::from(cfg.out_burst) };
         Context {
             id: ContextId(xk_core::ArenaId::from_parts(0, 0)),
             local_key: 0,
@@ -744,10 +741,15 @@ impl Context {
                 (0, r) | (r, 0) => r,
                 (a, b) => a.min(b),
             };
-            let burst =
-                if inburst == 0 { self.cfg.out_burst } else { inburst.min(self.cfg.out_burst.max(inburst)) };
+            // The peer's INBURST caps ours when both are set (the old
+            // expression, inburst.min(out_burst.max(inburst)), was always
+            // inburst: our own BURST never applied).
+            let burst = match (inburst, self.cfg.out_burst) {
+                (0, o) | (o, 0) => o,
+                (i, o) => i.min(o),
+            };
             let burst = if burst == 0 {
-                crate::rate::default_burst(u64::from(rate), self.cfg.mss)
+                crate::rate::default_burst(u64::from(rate), self.seg)
             } else {
                 u64::from(burst)
             };
