@@ -22,8 +22,8 @@ use tokio::io::{
 };
 use tokio::sync::watch;
 
-use crate::net::{Conn, Listener, Net, connect_data};
-use crate::proto::{self, Entry, MAX_LINE, parse_command, reply};
+use crate::net::{COPY_BUF, Conn, Listener, Net, connect_data};
+use crate::proto::{self, Entry, Facts, MAX_LINE, parse_command, reply};
 use crate::vpath;
 
 /// What a server serves and its limits.
@@ -168,6 +168,7 @@ struct Session {
     binary: bool,
     rest: u64,
     rnfr: Option<PathBuf>,
+    facts: Facts,
     passive: Option<Listener>,
     active: Option<SocketAddr>,
 }
@@ -196,6 +197,7 @@ impl Session {
             binary: false,
             rest: 0,
             rnfr: None,
+            facts: Facts::ALL,
             passive: None,
             active: None,
         }
@@ -307,11 +309,18 @@ impl Session {
             "SYST" => ok(215, "UNIX Type: L8"),
             "FEAT" => ok(
                 211,
-                "Features:\nEPSV\nEPRT\nMDTM\nMLST type*;size*;modify*;perm*;\nPASV\nREST STREAM\nSIZE\nUTF8\nEnd",
+                format!(
+                    "Features:\nEPSV\nEPRT\nMDTM\n{}\nPASV\nREST STREAM\nSIZE\nUTF8\nEnd",
+                    self.facts.feat()
+                ),
             ),
             "OPTS" => {
+                let (opt, rest) = arg.split_once(' ').unwrap_or((arg, ""));
                 if arg.eq_ignore_ascii_case("UTF8 ON") {
                     ok(200, "UTF8 is always on")
+                } else if opt.eq_ignore_ascii_case("MLST") {
+                    self.facts = Facts::parse(rest);
+                    ok(200, format!("MLST OPTS {}", self.facts.chosen()))
                 } else {
                     ok(501, format!("option {arg:?} not supported"))
                 }
@@ -473,7 +482,9 @@ impl Session {
                 let binary = self.binary;
                 self.transfer(w, &v, |mut data| async move {
                     if binary {
-                        tokio::io::copy(&mut f, &mut data).await.map(|_| ())
+                        tokio::io::copy_buf(&mut BufReader::with_capacity(COPY_BUF, f), &mut data)
+                            .await
+                            .map(|_| ())
                     } else {
                         to_ascii(&mut f, &mut data).await
                     }
@@ -509,7 +520,9 @@ impl Session {
                 let binary = self.binary;
                 self.transfer(w, &v, |mut data| async move {
                     if binary {
-                        tokio::io::copy(&mut data, &mut f).await.map(|_| ())
+                        tokio::io::copy_buf(&mut BufReader::with_capacity(COPY_BUF, data), &mut f)
+                            .await
+                            .map(|_| ())
                     } else {
                         from_ascii(&mut data, &mut f).await
                     }?;
@@ -518,9 +531,7 @@ impl Session {
                 .await
             }
             "LIST" | "NLST" | "MLSD" => {
-                // Clients send options such as `-la`: not a path.
-                let target = if arg.starts_with('-') { "" } else { arg };
-                let (v, p) = path!(target);
+                let (v, p) = path!(proto::list_target(arg));
                 let mut entries = Vec::new();
                 match tokio::fs::metadata(&p).await {
                     Ok(m) if m.is_dir() => {
@@ -542,7 +553,7 @@ impl Session {
                     .map(|e| match verb {
                         "LIST" => e.list_line(),
                         "NLST" => format!("{}\r\n", e.name),
-                        _ => e.mlsd_line(),
+                        _ => e.mlsd_line(self.facts),
                     })
                     .collect();
                 self.transfer(w, &v, |mut data| async move {
@@ -554,7 +565,7 @@ impl Session {
                 let (v, p) = path!(arg);
                 match tokio::fs::metadata(&p).await {
                     Ok(m) => {
-                        let line = Entry::of(v.clone(), &m).mlsd_line();
+                        let line = Entry::of(v.clone(), &m).mlsd_line(self.facts);
                         ok(250, format!("Listing {v}\n{}\nEnd", line.trim_end()))
                     }
                     Err(_) => ok(550, format!("{v}: no such file")),
