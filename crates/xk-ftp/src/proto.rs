@@ -16,6 +16,32 @@ pub struct Command {
     pub arg: String,
 }
 
+/// Removes Telnet commands from a control line in place (RFC 959: the
+/// control connection speaks Telnet). Clients put IAC IP and IAC DM (Synch)
+/// before ABOR; IAC WILL/WONT/DO/DONT take an option byte; IAC IAC is a
+/// data byte 255.
+pub fn strip_telnet(line: &mut Vec<u8>) {
+    const IAC: u8 = 255;
+    let mut out = Vec::with_capacity(line.len());
+    let mut i = 0;
+    while i < line.len() {
+        match (line[i], line.get(i + 1)) {
+            (IAC, Some(&IAC)) => {
+                out.push(IAC);
+                i += 2;
+            }
+            (IAC, Some(251..=254)) => i += 3,
+            (IAC, Some(_)) => i += 2,
+            (IAC, None) => i += 1,
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    *line = out;
+}
+
 /// Parses one command line (without CRLF). None for an empty line.
 pub fn parse_command(line: &str) -> Option<Command> {
     let line = line.trim_end_matches(['\r', '\n']);
@@ -269,6 +295,12 @@ mod tests {
         );
         assert_eq!(parse_command("NOOP"), Some(Command { verb: "NOOP".into(), arg: String::new() }));
         assert_eq!(parse_command("  \r\n"), None);
+        let mut abor = b"\xff\xf4\xff\xf2ABOR\r\n".to_vec();
+        strip_telnet(&mut abor);
+        assert_eq!(abor, b"ABOR\r\n");
+        let mut odd = b"\xff\xfb\x01A\xff\xffB\xff".to_vec();
+        strip_telnet(&mut odd);
+        assert_eq!(odd, b"A\xffB");
         assert_eq!(reply(200, "ok"), "200 ok\r\n");
         // A CR from a client's path cannot end a reply line early.
         assert_eq!(reply(257, "\"/a\rb\" created"), "257 \"/a\r\0b\" created\r\n");

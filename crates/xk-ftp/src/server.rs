@@ -234,6 +234,7 @@ impl Session {
                 (&mut r).take(1 << 20).read_until(b'\n', &mut rest).await?;
                 continue;
             }
+            proto::strip_telnet(&mut buf);
             let Ok(line) = std::str::from_utf8(&buf) else {
                 w.write_all(reply(501, "command is not UTF-8").as_bytes()).await?;
                 continue;

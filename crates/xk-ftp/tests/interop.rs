@@ -243,6 +243,7 @@ fn ftplib_against_our_server() {
     assert!(out.contains(&format!("resumed get {want}\n")), "REST + RETR: {out}");
     assert_eq!(sha_file(&sc.root.join("appe")), want, "APPE after an interrupted STOR");
     assert_eq!(sha_file(&sc.root.join("rest")), want, "REST + STOR after an interrupted STOR");
+    assert!(out.contains("abort 226\nnoop 200\n"), "ABOR with urgent data: {out}");
 }
 
 /// The ftplib side of `ftplib_against_our_server`: argv host, port, the
@@ -311,6 +312,12 @@ with open(f"{local}/src{big}", "rb") as src:
     k = f.size("rest")
     src.seek(k)
     f.storbinary("STOR rest", src, blocksize=1 << 16, rest=k)
+# ABOR as ftplib sends it: one send() with MSG_OOB, so its last byte (the
+# LF) is TCP urgent data, which a server reading without SO_OOBINLINE
+# never sees. With no transfer running the answer is 225 or 226.
+f.sock.settimeout(10)
+print("abort", f.abort()[:3])
+print("noop", f.voidcmd("NOOP")[:3])
 f.quit()
 "#;
 
