@@ -243,7 +243,8 @@ fn ftplib_against_our_server() {
     assert!(out.contains(&format!("resumed get {want}\n")), "REST + RETR: {out}");
     assert_eq!(sha_file(&sc.root.join("appe")), want, "APPE after an interrupted STOR");
     assert_eq!(sha_file(&sc.root.join("rest")), want, "REST + STOR after an interrupted STOR");
-    assert!(out.contains("abort 226\nnoop 200\n"), "ABOR with urgent data: {out}");
+    assert!(out.contains("abort 225\nnoop 200\n"), "ABOR with urgent data: {out}");
+    assert!(out.contains("abort mid 426 226\nnoop 200\n"), "ABOR during RETR: {out}");
 }
 
 /// The ftplib side of `ftplib_against_our_server`: argv host, port, the
@@ -314,9 +315,16 @@ with open(f"{local}/src{big}", "rb") as src:
     f.storbinary("STOR rest", src, blocksize=1 << 16, rest=k)
 # ABOR as ftplib sends it: one send() with MSG_OOB, so its last byte (the
 # LF) is TCP urgent data, which a server reading without SO_OOBINLINE
-# never sees. With no transfer running the answer is 225 or 226.
+# never sees. With no transfer running the answer is 225 (as vsftpd's).
 f.sock.settimeout(10)
 print("abort", f.abort()[:3])
+print("noop", f.voidcmd("NOOP")[:3])
+# ABOR during a transfer: 426 for the RETR, then 226 for ABOR (RFC 959
+# 4.1.3; ftplib's abort() reads the first).
+conn = f.transfercmd(f"RETR py{big}")
+conn.recv(1 << 16)
+print("abort mid", f.abort()[:3], f.getresp()[:3])
+conn.close()
 print("noop", f.voidcmd("NOOP")[:3])
 f.quit()
 "#;
