@@ -237,6 +237,9 @@ fn ftplib_against_our_server() {
                 ('py1000000', 'file', '1000000'), ('py100000000', 'file', '100000000')]\n";
     assert!(out.contains(mlsd), "{out}");
     assert!(out.contains("dir 4\n"), "{out}");
+    // storlines sends every line with CR LF (the last one too).
+    assert_eq!(std::fs::read(sc.root.join("text")).unwrap(), b"one\ntwo\n\nfour\n", "STOR in TYPE A");
+    assert!(out.contains("lines ['one', 'two', '', 'four']\n"), "RETR in TYPE A: {out}");
     assert_eq!(std::fs::read(sc.root.join("renamed")).unwrap(), b"old", "RNFR/RNTO");
     assert!(!sc.root.join("old").exists() && !sc.root.join("gone").exists(), "RNFR/RNTO, DELE");
     let want = sc.sum(BIG);
@@ -269,6 +272,12 @@ print("mlsd", sorted((name, facts["type"], facts["size"]) for name, facts in f.m
 lines = []
 f.dir(lines.append)
 print("dir", len(lines))
+# TYPE A: lines out with CR LF, stored with the local LF.
+f.storlines("STOR text", io.BytesIO(b"one\ntwo\r\n\nfour"))
+lines = []
+f.retrlines("RETR text", lines.append)
+print("lines", lines)
+f.voidcmd("TYPE I")
 for name in ["old", "gone"]:
     f.storbinary(f"STOR {name}", io.BytesIO(name.encode()))
 f.rename("old", "renamed")
