@@ -8,7 +8,7 @@ use tokio::io::{
     AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadHalf, WriteHalf,
 };
 
-use crate::net::{Conn, Net, Stream, connect_control, connect_data};
+use crate::net::{COPY_BUF, Conn, Net, Stream, connect_control, connect_data};
 use crate::proto::{self, MAX_LINE};
 
 /// A reply: code and text (lines joined with newlines).
@@ -49,7 +49,7 @@ impl Client {
 
     /// Reads one reply (multi-line replies whole).
     pub async fn reply(&mut self) -> io::Result<Reply> {
-        let mut text = Vec::new();
+        let mut parser = proto::ReplyParser::default();
         let mut line = String::new();
         loop {
             line.clear();
@@ -60,22 +60,10 @@ impl Client {
                     "the server closed the control connection",
                 ));
             }
-            let l = line.trim_end_matches(['\r', '\n']);
-            let code = l.get(..3).and_then(|c| c.parse::<u16>().ok());
-            let sep = l.as_bytes().get(3).copied();
-            match (code, sep) {
-                (Some(c), Some(b' ')) | (Some(c), None) if text.is_empty() || c >= 100 => {
-                    text.push(l.get(4..).unwrap_or("").to_string());
-                    return Ok(Reply { code: c, text: text.join("\n") });
-                }
-                (Some(_), Some(b'-')) => text.push(l[4..].to_string()),
-                _ if !text.is_empty() => text.push(l.trim_start().to_string()),
-                _ => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("not an FTP reply: {l:?}"),
-                    ));
-                }
+            match parser.feed(&line) {
+                Ok(Some((code, text))) => return Ok(Reply { code, text }),
+                Ok(None) => {}
+                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
             }
         }
     }
@@ -150,7 +138,10 @@ impl Client {
         if offset > 0 {
             self.expect(&format!("REST {offset}"), |c| c == 350).await?;
         }
-        self.transfer(&format!("RETR {path}"), async |mut d| tokio::io::copy(&mut d, dst).await).await
+        self.transfer(&format!("RETR {path}"), async |d| {
+            tokio::io::copy_buf(&mut BufReader::with_capacity(COPY_BUF, d), dst).await
+        })
+        .await
     }
 
     /// Stores `src` as `path` (`append`: APPE); returns the bytes sent.
@@ -162,7 +153,7 @@ impl Client {
     ) -> io::Result<u64> {
         let verb = if append { "APPE" } else { "STOR" };
         self.transfer(&format!("{verb} {path}"), async |mut d| {
-            let n = tokio::io::copy(src, &mut d).await?;
+            let n = tokio::io::copy_buf(&mut BufReader::with_capacity(COPY_BUF, src), &mut d).await?;
             d.shutdown().await?;
             Ok(n)
         })

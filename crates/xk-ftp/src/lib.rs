@@ -14,6 +14,11 @@
 //!   back to PASV), RETR with REST, STOR, APPE, LIST/NLST/MLSD, SIZE, MKD,
 //!   RMD, DELE, RNFR/RNTO.
 //!
+//! Interoperability is tested against real software (`tests/interop.rs`):
+//! curl, lftp and Python's ftplib against our server; vsftpd and pyftpdlib
+//! against our client. ABOR is read during a transfer and as TCP urgent
+//! data (as ftplib sends it).
+//!
 //! Concurrency: tokio tasks, because the XTP side is the async API
 //! (`xk_driver::aio`), whose streams can be spread over tasks — the blocking
 //! XTP API keeps every stream of a listener on one thread.

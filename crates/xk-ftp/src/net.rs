@@ -5,7 +5,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use std::io::Read;
+use std::task::{Context, Poll, ready};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use xk_driver::aio::{AsyncXtpListener, AsyncXtpStream};
 
@@ -13,6 +16,11 @@ use xk_driver::aio::{AsyncXtpListener, AsyncXtpStream};
 pub const XTP_CONTROL_PORT: u16 = 21;
 /// XTP port of data connections (ftp-data).
 pub const XTP_DATA_PORT: u16 = 20;
+
+/// The buffer of a data transfer. `tokio::io::copy`'s 8 KiB means one
+/// blocking-pool round trip per 8 KiB of a file (tokio's files run their
+/// reads and writes there): 12,800 for 100 MB.
+pub const COPY_BUF: usize = 256 * 1024;
 
 /// Which transport carries FTP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +53,8 @@ pub type Conn = (Pin<Box<dyn Stream>>, SocketAddr);
 pub enum Listener {
     /// TCP.
     Tcp(TcpListener),
+    /// TCP control connections (urgent data read inline: [`UrgentInline`]).
+    TcpControl(TcpListener),
     /// XTP (its UDP address; streams on one XTP port).
     Xtp(AsyncXtpListener),
 }
@@ -53,7 +63,7 @@ impl Listener {
     /// Binds the control listener at `addr`.
     pub async fn control(net: Net, addr: SocketAddr) -> io::Result<Listener> {
         match net {
-            Net::Tcp => Ok(Listener::Tcp(TcpListener::bind(addr).await?)),
+            Net::Tcp => Ok(Listener::TcpControl(TcpListener::bind(addr).await?)),
             Net::Xtp => Ok(Listener::Xtp(AsyncXtpListener::bind(addr, XTP_CONTROL_PORT).await?)),
         }
     }
@@ -70,7 +80,7 @@ impl Listener {
     /// The local address (for XTP: the UDP address).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         match self {
-            Listener::Tcp(l) => l.local_addr(),
+            Listener::Tcp(l) | Listener::TcpControl(l) => l.local_addr(),
             Listener::Xtp(l) => Ok(l.local_addr()),
         }
     }
@@ -82,6 +92,12 @@ impl Listener {
                 let (s, peer) = l.accept().await?;
                 s.set_nodelay(true)?;
                 Ok((Box::pin(s), peer))
+            }
+            Listener::TcpControl(l) => {
+                let (s, peer) = l.accept().await?;
+                s.set_nodelay(true)?;
+                socket2::SockRef::from(&s).set_out_of_band_inline(true)?;
+                Ok((Box::pin(UrgentInline(s)), peer))
             }
             Listener::Xtp(l) => {
                 let (s, peer) = l.accept().await?;
@@ -109,5 +125,48 @@ async fn connect(net: Net, addr: SocketAddr, xtp_port: u16) -> io::Result<Conn> 
             Ok((Box::pin(s), addr))
         }
         Net::Xtp => Ok((Box::pin(AsyncXtpStream::connect(addr, xtp_port).await?), addr)),
+    }
+}
+
+/// An accepted TCP connection that reads urgent data inline.
+///
+/// Clients send ABOR (and Telnet's Synch) as TCP urgent data (RFC 959
+/// §4.1.3; Python's ftplib sends the whole `ABOR\r\n` with MSG_OOB, which
+/// makes its LF the urgent byte). Without SO_OOBINLINE that byte is never
+/// read and the line never ends. With it, Linux still stops each read at
+/// the urgent mark, and tokio takes that short read for a drained socket
+/// and waits for a readiness edge that never comes (the byte arrived with
+/// the rest): so after a short read one more non-blocking read is tried
+/// here, past the mark.
+struct UrgentInline(TcpStream);
+
+impl AsyncRead for UrgentInline {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut self.0).poll_read(cx, buf))?;
+        if buf.filled().len() > before && buf.remaining() > 0 {
+            let sock = socket2::SockRef::from(&self.0);
+            // The socket is non-blocking: nothing more is WouldBlock.
+            if let Ok(n) = (&*sock).read(buf.initialize_unfilled()) {
+                buf.advance(n);
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for UrgentInline {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, b: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, b)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
     }
 }

@@ -22,8 +22,8 @@ use tokio::io::{
 };
 use tokio::sync::watch;
 
-use crate::net::{Conn, Listener, Net, connect_data};
-use crate::proto::{self, Entry, MAX_LINE, parse_command, reply};
+use crate::net::{COPY_BUF, Conn, Listener, Net, connect_data};
+use crate::proto::{self, Entry, Facts, MAX_LINE, parse_command, reply};
 use crate::vpath;
 
 /// What a server serves and its limits.
@@ -168,6 +168,9 @@ struct Session {
     binary: bool,
     rest: u64,
     rnfr: Option<PathBuf>,
+    facts: Facts,
+    /// The control line being read (kept when a transfer ends mid-line).
+    line: Vec<u8>,
     passive: Option<Listener>,
     active: Option<SocketAddr>,
 }
@@ -196,6 +199,8 @@ impl Session {
             binary: false,
             rest: 0,
             rnfr: None,
+            facts: Facts::ALL,
+            line: Vec::new(),
             passive: None,
             active: None,
         }
@@ -207,37 +212,42 @@ impl Session {
         w: &mut W,
     ) -> io::Result<()> {
         w.write_all(reply(220, "xpress FTP server ready").as_bytes()).await?;
-        let mut buf = Vec::with_capacity(256);
         loop {
-            buf.clear();
-            let mut limited = (&mut r).take(MAX_LINE as u64 + 1);
-            let read = limited.read_until(b'\n', &mut buf);
-            let n = match tokio::time::timeout(self.cfg.idle, read).await {
-                Err(_) => {
-                    w.write_all(
-                        reply(421, &format!("idle for {} s: closing", self.cfg.idle.as_secs())).as_bytes(),
-                    )
-                    .await?;
+            // A line may have come in during a transfer (`self.line`).
+            if !self.line.ends_with(b"\n") {
+                let mut limited = (&mut r).take(MAX_LINE as u64 + 1);
+                let read = limited.read_until(b'\n', &mut self.line);
+                let n = match tokio::time::timeout(self.cfg.idle, read).await {
+                    Err(_) => {
+                        w.write_all(
+                            reply(421, &format!("idle for {} s: closing", self.cfg.idle.as_secs()))
+                                .as_bytes(),
+                        )
+                        .await?;
+                        return Ok(());
+                    }
+                    Ok(r) => r?,
+                };
+                if n == 0 {
                     return Ok(());
                 }
-                Ok(r) => r?,
-            };
-            if n == 0 {
-                return Ok(());
             }
-            if n > MAX_LINE {
+            let mut buf = std::mem::take(&mut self.line);
+            if buf.len() > MAX_LINE {
                 w.write_all(reply(500, &format!("line longer than {MAX_LINE} bytes")).as_bytes()).await?;
                 // Skip the rest of the overlong line.
-                let mut rest = Vec::new();
-                (&mut r).take(1 << 20).read_until(b'\n', &mut rest).await?;
+                if !buf.ends_with(b"\n") {
+                    (&mut r).take(1 << 20).read_until(b'\n', &mut Vec::new()).await?;
+                }
                 continue;
             }
+            proto::strip_telnet(&mut buf);
             let Ok(line) = std::str::from_utf8(&buf) else {
                 w.write_all(reply(501, "command is not UTF-8").as_bytes()).await?;
                 continue;
             };
             let Some(cmd) = parse_command(line) else { continue };
-            let next = match self.handle(&cmd.verb, &cmd.arg, w).await {
+            let next = match self.handle(&cmd.verb, &cmd.arg, &mut r, w).await {
                 Ok(n) => n,
                 Err(e) => Next::Reply(451, format!("local error: {e}")),
             };
@@ -258,7 +268,13 @@ impl Session {
         Ok((v, p))
     }
 
-    async fn handle<W: AsyncWrite + Unpin>(&mut self, verb: &str, arg: &str, w: &mut W) -> io::Result<Next> {
+    async fn handle<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+        &mut self,
+        verb: &str,
+        arg: &str,
+        r: &mut BufReader<R>,
+        w: &mut W,
+    ) -> io::Result<Next> {
         // Before login only these.
         if !self.logged_in
             && !matches!(verb, "USER" | "PASS" | "QUIT" | "FEAT" | "SYST" | "HELP" | "NOOP" | "OPTS" | "AUTH")
@@ -307,11 +323,18 @@ impl Session {
             "SYST" => ok(215, "UNIX Type: L8"),
             "FEAT" => ok(
                 211,
-                "Features:\nEPSV\nEPRT\nMDTM\nMLST type*;size*;modify*;perm*;\nPASV\nREST STREAM\nSIZE\nUTF8\nEnd",
+                format!(
+                    "Features:\nEPSV\nEPRT\nMDTM\n{}\nPASV\nREST STREAM\nSIZE\nUTF8\nEnd",
+                    self.facts.feat()
+                ),
             ),
             "OPTS" => {
+                let (opt, rest) = arg.split_once(' ').unwrap_or((arg, ""));
                 if arg.eq_ignore_ascii_case("UTF8 ON") {
                     ok(200, "UTF8 is always on")
+                } else if opt.eq_ignore_ascii_case("MLST") {
+                    self.facts = Facts::parse(rest);
+                    ok(200, format!("MLST OPTS {}", self.facts.chosen()))
                 } else {
                     ok(501, format!("option {arg:?} not supported"))
                 }
@@ -471,9 +494,11 @@ impl Session {
                     f.seek(io::SeekFrom::Start(rest)).await?;
                 }
                 let binary = self.binary;
-                self.transfer(w, &v, |mut data| async move {
+                self.transfer(r, w, &v, |mut data| async move {
                     if binary {
-                        tokio::io::copy(&mut f, &mut data).await.map(|_| ())
+                        tokio::io::copy_buf(&mut BufReader::with_capacity(COPY_BUF, f), &mut data)
+                            .await
+                            .map(|_| ())
                     } else {
                         to_ascii(&mut f, &mut data).await
                     }
@@ -507,9 +532,11 @@ impl Session {
                     f.seek(io::SeekFrom::Start(rest)).await?;
                 }
                 let binary = self.binary;
-                self.transfer(w, &v, |mut data| async move {
+                self.transfer(r, w, &v, |mut data| async move {
                     if binary {
-                        tokio::io::copy(&mut data, &mut f).await.map(|_| ())
+                        tokio::io::copy_buf(&mut BufReader::with_capacity(COPY_BUF, data), &mut f)
+                            .await
+                            .map(|_| ())
                     } else {
                         from_ascii(&mut data, &mut f).await
                     }?;
@@ -518,9 +545,7 @@ impl Session {
                 .await
             }
             "LIST" | "NLST" | "MLSD" => {
-                // Clients send options such as `-la`: not a path.
-                let target = if arg.starts_with('-') { "" } else { arg };
-                let (v, p) = path!(target);
+                let (v, p) = path!(proto::list_target(arg));
                 let mut entries = Vec::new();
                 match tokio::fs::metadata(&p).await {
                     Ok(m) if m.is_dir() => {
@@ -542,10 +567,10 @@ impl Session {
                     .map(|e| match verb {
                         "LIST" => e.list_line(),
                         "NLST" => format!("{}\r\n", e.name),
-                        _ => e.mlsd_line(),
+                        _ => e.mlsd_line(self.facts),
                     })
                     .collect();
-                self.transfer(w, &v, |mut data| async move {
+                self.transfer(r, w, &v, |mut data| async move {
                     data.write_all(text.as_bytes()).await.and(data.shutdown().await)
                 })
                 .await
@@ -554,22 +579,32 @@ impl Session {
                 let (v, p) = path!(arg);
                 match tokio::fs::metadata(&p).await {
                     Ok(m) => {
-                        let line = Entry::of(v.clone(), &m).mlsd_line();
+                        let line = Entry::of(v.clone(), &m).mlsd_line(self.facts);
                         ok(250, format!("Listing {v}\n{}\nEnd", line.trim_end()))
                     }
                     Err(_) => ok(550, format!("{v}: no such file")),
                 }
             }
-            "ABOR" => ok(226, "no transfer to abort"),
+            "ABOR" => ok(225, "no transfer to abort"),
             _ => ok(502, format!("{verb}: not implemented")),
         }
     }
 
     /// Opens the data connection (passive: accepted only from the client's
     /// own address; active: connected to the address PORT/EPRT gave), says
-    /// 150, runs `body` on it, and replies 226 or 426.
-    async fn transfer<W, F, Fut>(&mut self, w: &mut W, what: &str, body: F) -> io::Result<Next>
+    /// 150, runs `body` on it, and replies 226 or 426. Meanwhile it reads
+    /// the control connection: ABOR ends the transfer (426 for it, then 226
+    /// for ABOR, RFC 959 §4.1.3); any other command waits in `self.line`
+    /// until the transfer is over.
+    async fn transfer<R, W, F, Fut>(
+        &mut self,
+        r: &mut BufReader<R>,
+        w: &mut W,
+        what: &str,
+        body: F,
+    ) -> io::Result<Next>
     where
+        R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
         F: FnOnce(std::pin::Pin<Box<dyn crate::net::Stream>>) -> Fut,
         Fut: std::future::Future<Output = io::Result<()>>,
@@ -596,7 +631,37 @@ impl Session {
         } else {
             return ok(425, "use PASV, EPSV, PORT or EPRT first");
         };
-        match body(conn.0).await {
+        let mut body = std::pin::pin!(body(conn.0));
+        let mut control_open = true;
+        let done = loop {
+            // read_until is cancel-safe: a part-read line stays in
+            // `self.line` when the transfer ends first.
+            let reading = control_open && !self.line.ends_with(b"\n") && self.line.len() <= MAX_LINE;
+            let mut limited = (&mut *r).take(MAX_LINE as u64 + 1);
+            tokio::select! {
+                done = &mut body => break done,
+                got = limited.read_until(b'\n', &mut self.line), if reading => {
+                    match got {
+                        Ok(n) if n > 0 => {}
+                        // The client hung up or the line failed: finish the
+                        // transfer; the session loop sees the end next.
+                        _ => control_open = false,
+                    }
+                    if self.line.ends_with(b"\n") {
+                        let mut l = self.line.clone();
+                        proto::strip_telnet(&mut l);
+                        let cmd = std::str::from_utf8(&l).ok().and_then(parse_command);
+                        if cmd.is_some_and(|c| c.verb == "ABOR") {
+                            // Dropping `body` closes the data connection.
+                            self.line.clear();
+                            w.write_all(reply(426, &format!("{what}: transfer aborted by ABOR")).as_bytes()).await?;
+                            return ok(226, "ABOR: data connection closed");
+                        }
+                    }
+                }
+            }
+        };
+        match done {
             Ok(()) => ok(226, "transfer complete"),
             Err(e) => ok(426, format!("transfer aborted: {e}")),
         }
