@@ -486,12 +486,12 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
         if cfg.transport != Transport::Xtp {
             return Err(format!("--mss: XTP only; {} takes its segment from the path", cfg.transport.name()));
         }
-        check_mss(m, cfg.path.raw.is_some(), cfg.to.is_ipv6())?;
         if cfg.direction == Direction::Receive {
             return Err("--mss sets what this side sends; with -R the server sends \
                         (start it with `xpress serve --mss`)"
                 .into());
         }
+        check_mss(m, cfg.path.raw.is_some(), cfg.to.is_ipv6())?;
     }
     if cfg.transport == Transport::Udp {
         return Err(UDP_BULK_REFUSAL.into());
