@@ -163,39 +163,17 @@ impl Server {
                 vec![Service { name: "xtp", addr: SocketAddr::new(ip.into(), 0), what: XTP_WHAT_RAW }];
             return Ok(Server { driver: AnyDriver::Raw(d), services, cfg: cfg.clone(), done });
         }
-        let mut d = UdpDriver::bind_with(cfg.listen, EndpointConfig::default(), time_seed(), dc)
-            .map_err(|e| bind_error("--listen", "XTP (UDP)", cfg.listen, &e))?;
+        let (mut d, tcp, udp) = bind_ports(cfg, dc)?;
         if let Some(p) = &cfg.pcap {
             crate::capture::install(&mut d, p, None)?;
         }
         let local = d.local_addr().map_err(|e| e.to_string())?;
-        let mut services = vec![Service { name: "xtp", addr: local, what: XTP_WHAT }];
-        let tcp = TcpListener::bind(local).map_err(|e| bind_error("--listen", "TCP", local, &e))?;
-        if let Some(b) = cfg.tcp_rcvbuf {
-            // Accepted connections inherit the listener's buffer size.
-            nix::sys::socket::setsockopt(&tcp, nix::sys::socket::sockopt::RcvBuf, &b)
-                .map_err(|e| format!("--tcp-rcvbuf {b}: {e}"))?;
-        }
-        services.push(Service {
-            name: "tcp",
-            addr: local,
-            what: "kernel TCP: first byte e echoes, d discards",
-        });
-        let echo_port = match cfg.udp_echo_port {
-            Some(p) => p,
-            None => crate::floors::default_udp_echo_port(local.port()).ok_or_else(|| {
-                format!("--listen {local}: the UDP echo goes on the next port up, and {} has none; give --udp-echo-port", local.port())
-            })?,
-        };
-        let echo_addr = SocketAddr::new(local.ip(), echo_port);
-        let udp = UdpSocket::bind(echo_addr)
-            .map_err(|e| bind_error("--udp-echo-port", "UDP echo", echo_addr, &e))?;
         let echo_addr = udp.local_addr().map_err(|e| e.to_string())?;
-        services.push(Service {
-            name: "udp-echo",
-            addr: echo_addr,
-            what: "raw UDP echo (ping --transport udp)",
-        });
+        let mut services = vec![
+            Service { name: "xtp", addr: local, what: XTP_WHAT },
+            Service { name: "tcp", addr: local, what: "kernel TCP: first byte e echoes, d discards" },
+            Service { name: "udp-echo", addr: echo_addr, what: "raw UDP echo (ping --transport udp)" },
+        ];
         if let Some(cert) = &cfg.quic_cert {
             let q =
                 crate::quic::spawn_server(SocketAddr::new(local.ip(), cfg.quic_port), cert, done.clone())?;
@@ -257,6 +235,50 @@ impl Drop for Server {
 
 const XTP_WHAT: &str = "XTP over UDP: echo on XTP port 7, discard 9, verify 10, source 19";
 const XTP_WHAT_RAW: &str = "XTP over IP protocol 36: echo on XTP port 7, discard 9, verify 10, source 19";
+
+/// Binds the XTP (UDP) socket, the TCP floor on the same port and the UDP
+/// echo (next port up unless given). With `--listen` port 0 the kernel
+/// picks the UDP port, and the same number may already be taken for TCP
+/// or the next one for the echo (by any program's ephemeral port: a CI
+/// run hit it): then the three are tried again on a fresh port, up to 32
+/// times, before the error is reported.
+fn bind_ports(
+    cfg: &ServeConfig,
+    dc: xk_driver::driver::DriverConfig,
+) -> Result<(UdpDriver, TcpListener, UdpSocket), String> {
+    let retry = |e: &std::io::Error, attempt: u32| {
+        cfg.listen.port() == 0 && e.kind() == std::io::ErrorKind::AddrInUse && attempt < 32
+    };
+    let mut attempt = 0;
+    loop {
+        let d = UdpDriver::bind_with(cfg.listen, EndpointConfig::default(), time_seed(), dc)
+            .map_err(|e| bind_error("--listen", "XTP (UDP)", cfg.listen, &e))?;
+        let local = d.local_addr().map_err(|e| e.to_string())?;
+        attempt += 1;
+        let tcp = match TcpListener::bind(local) {
+            Ok(t) => t,
+            Err(e) if retry(&e, attempt) => continue,
+            Err(e) => return Err(bind_error("--listen", "TCP", local, &e)),
+        };
+        if let Some(b) = cfg.tcp_rcvbuf {
+            // Accepted connections inherit the listener's buffer size.
+            nix::sys::socket::setsockopt(&tcp, nix::sys::socket::sockopt::RcvBuf, &b)
+                .map_err(|e| format!("--tcp-rcvbuf {b}: {e}"))?;
+        }
+        let echo_port = match cfg.udp_echo_port {
+            Some(p) => p,
+            None => crate::floors::default_udp_echo_port(local.port()).ok_or_else(|| {
+                format!("--listen {local}: the UDP echo goes on the next port up, and {} has none; give --udp-echo-port", local.port())
+            })?,
+        };
+        let echo_addr = SocketAddr::new(local.ip(), echo_port);
+        match UdpSocket::bind(echo_addr) {
+            Ok(udp) => return Ok((d, tcp, udp)),
+            Err(e) if cfg.udp_echo_port.is_none() && retry(&e, attempt) => continue,
+            Err(e) => return Err(bind_error("--udp-echo-port", "UDP echo", echo_addr, &e)),
+        }
+    }
+}
 
 /// A bind failure in words, with the likely cause where it is a common one.
 fn bind_error(flag: &str, what: &str, addr: SocketAddr, e: &std::io::Error) -> String {

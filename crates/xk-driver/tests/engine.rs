@@ -35,6 +35,18 @@ fn server<R: Send + 'static>(
     (addr.recv().unwrap(), t)
 }
 
+/// The server side of the message loops: echoes each message with its
+/// BTAG until the client closes; returns how many it echoed.
+fn echo_messages(mut s: XtpStream) -> u64 {
+    let mut n = 0;
+    while let Some(m) = s.recv_message().unwrap() {
+        s.send_message(&m.data, m.btag).unwrap();
+        n += 1;
+    }
+    s.close().unwrap();
+    n
+}
+
 /// Rings of two blocks, 4 KiB of read credit and a 64 KiB write bound: a
 /// 4 MB write must wait on the ring many times, and every byte must arrive
 /// once, in order. Then the other way: the server sends 4 MB to a client
@@ -123,15 +135,7 @@ fn voluntary_switches() -> i64 {
 #[test]
 fn one_wakeup_per_message_when_blocking() {
     const MESSAGES: u64 = 300;
-    let (addr, srv) = server(|mut s| {
-        let mut n = 0;
-        while let Some(m) = s.recv_message().unwrap() {
-            s.send_message(&m.data, m.btag).unwrap();
-            n += 1;
-        }
-        s.close().unwrap();
-        n
-    });
+    let (addr, srv) = server(echo_messages);
     let mut s = Xtp::new(Mode::engine_thread()).connect(addr, PORT).unwrap();
     let msg = pattern(1000, 3);
     // Warm up (context setup, first round trips), then count.
@@ -168,15 +172,7 @@ fn one_wakeup_per_message_when_blocking() {
 #[test]
 fn busy_poll_rings_no_doorbell() {
     const MESSAGES: u64 = 200;
-    let (addr, srv) = server(|mut s| {
-        let mut n = 0;
-        while let Some(m) = s.recv_message().unwrap() {
-            s.send_message(&m.data, m.btag).unwrap();
-            n += 1;
-        }
-        s.close().unwrap();
-        n
-    });
+    let (addr, srv) = server(echo_messages);
     let mut s = Xtp::new(Mode::busy_engine_thread()).connect(addr, PORT).unwrap();
     for i in 0..MESSAGES {
         let msg = pattern(1 + (i as usize * 331) % 3000, i);
