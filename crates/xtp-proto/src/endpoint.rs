@@ -499,7 +499,7 @@ impl<S: Subscriber> Endpoint<S> {
     /// holds the cumulative acknowledgement back, so a writer that keeps it
     /// small still keeps the sender supplied through a recovery.
     pub fn unsent_bytes(&self, ctx: ContextId) -> u64 {
-        self.contexts.get(ctx.0).map_or(0, |c| c.send.end - c.send.nxt)
+        self.contexts.get(ctx.0).map_or(0, |c| c.send.unsent())
     }
 
     /// Closes our writing side (graceful close, digest §5.7).

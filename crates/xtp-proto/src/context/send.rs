@@ -119,6 +119,11 @@ impl SendBuf {
         self.end - self.una
     }
 
+    /// Bytes written and never sent.
+    pub(crate) fn unsent(&self) -> u64 {
+        self.end - self.nxt
+    }
+
     /// Bytes sent, not acknowledged, not known held and not known lost.
     pub(crate) fn in_flight(&self) -> u64 {
         (self.nxt - self.una).saturating_sub(self.sacked.covered() + self.retx.covered())
