@@ -476,6 +476,18 @@ impl<S: Subscriber> Endpoint<S> {
         })
     }
 
+    /// Whether a writer that keeps at most `unsent_bound` bytes waiting
+    /// behind the windows may write now: the context takes writes
+    /// ([`Endpoint::can_write`]) and fewer than `unsent_bound` bytes are
+    /// still unsent. The bound is on *unsent* bytes, not unacknowledged
+    /// ones: while a loss holds the cumulative acknowledgement back for a
+    /// round trip, unacknowledged bytes stand still at the window, and a
+    /// writer bounded on them stops feeding a sender that has room (the
+    /// feeder bug of issue #12). Memory stays bounded by `can_write`.
+    pub fn writable(&self, ctx: ContextId, unsent_bound: u64) -> bool {
+        self.can_write(ctx) && self.unsent_bytes(ctx) < unsent_bound
+    }
+
     /// Takes the next chunk of in-order data.
     pub fn read(&mut self, now: Instant, ctx: ContextId) -> Option<Chunk> {
         let c = self.contexts.get_mut(ctx.0)?;

@@ -215,3 +215,26 @@ fn a_deadline_that_moved_later_fires_early_harmlessly() {
     w.a.handle_timeout(w.now);
     assert!(!drain(&mut w.a, w.now).is_empty(), "the keep-alive probe at its real deadline");
 }
+
+/// A writer's bound counts bytes still waiting to be sent, not bytes in
+/// flight: during a recovery the cumulative acknowledgement stands still for
+/// a round trip and a bound on unacknowledged bytes stops the writer while
+/// the sender has room (issue #12's feeder bug; `XtpStream` and
+/// `AsyncXtpStream` wait on `writable`).
+#[test]
+fn a_writers_bound_counts_unsent_bytes_not_bytes_in_flight() {
+    let mut ep = Endpoint::new(EndpointConfig::default(), 3);
+    let now = Instant::ZERO;
+    let c = ep.connect(now, addr("10.0.0.2:1"), 7, ContextConfig::stream()).unwrap();
+    ep.write(now, c, Bytes::from(vec![7u8; 64 << 10]), false, None).unwrap();
+    // The silent peer never acknowledges: what left is in flight.
+    assert!(!drain(&mut ep, now).is_empty());
+    let (unacked, unsent) = (ep.unacked_bytes(c), ep.unsent_bytes(c));
+    assert_eq!(unacked, 64 << 10);
+    assert!(unacked - unsent >= 4 << 10, "the initial window left: {unacked} unacked, {unsent} unsent");
+    assert!(ep.can_write(c));
+    // A bound above what waits admits a write although more than it is
+    // unacknowledged; a bound at what waits does not.
+    assert!(ep.writable(c, unsent + 1) && unacked > unsent + 1);
+    assert!(!ep.writable(c, unsent));
+}
