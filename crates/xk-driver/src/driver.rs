@@ -20,10 +20,11 @@ use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 
 use bytes::Bytes;
 use xk_time::{Duration, Instant};
-use xtp_proto::{Endpoint, EndpointConfig};
+use xtp_proto::{Endpoint, EndpointConfig, PeerChange};
 
 use crate::batch::{BatchSocket, IoCounters, Outgoing, TICK};
 use crate::clock::Clock;
+use crate::lanes::{LaneCounters, Lanes};
 use crate::raw::RawSocket;
 use crate::transport::Transport;
 
@@ -53,11 +54,15 @@ pub struct DriverConfig {
     pub wait: WaitMode,
     /// Use UDP GSO/GRO when the kernel has them.
     pub offload: bool,
+    /// Most validated peers given a UDP socket of their own, out of a
+    /// flood's way ([`crate::lanes`]); 0: none, every peer shares the
+    /// bound socket. Over UDP only; servers want it, clients need not.
+    pub peer_lanes: usize,
 }
 
 impl Default for DriverConfig {
     fn default() -> Self {
-        DriverConfig { wait: WaitMode::Blocking, offload: true }
+        DriverConfig { wait: WaitMode::Blocking, offload: true, peer_lanes: 0 }
     }
 }
 
@@ -76,6 +81,8 @@ pub struct Driver<T: Transport> {
     pub buffers: (usize, usize),
     /// Sees every packet sent and received (see [`Driver::set_tap`]).
     tap: Option<Box<Tap>>,
+    /// Validated peers' own sockets (`DriverConfig::peer_lanes`).
+    lanes: Option<Lanes<T>>,
 }
 
 /// Which way a tapped packet went.
@@ -110,9 +117,34 @@ impl Driver<BatchSocket> {
         seed: u64,
         driver: DriverConfig,
     ) -> io::Result<Self> {
-        let sock = BatchSocket::new(UdpSocket::bind(addr)?, driver.offload)?;
-        Ok(Driver::on(sock, cfg, seed, driver))
+        let sock = if driver.peer_lanes > 0 {
+            bind_first(addr, crate::batch::bind_shared)?
+        } else {
+            UdpSocket::bind(addr)?
+        };
+        let mut d = Driver::on(BatchSocket::new(sock, driver.offload)?, cfg, seed, driver);
+        if driver.peer_lanes > 0 {
+            d.lanes = Some(Lanes::new(driver.peer_lanes, &d.sock)?);
+            d.ep.watch_peers(true);
+        }
+        Ok(d)
     }
+}
+
+/// Binds the first of `addr`'s addresses that `bind` accepts (as
+/// `UdpSocket::bind` tries them), or returns the last error.
+fn bind_first(
+    addr: impl ToSocketAddrs,
+    bind: impl Fn(SocketAddr) -> io::Result<UdpSocket>,
+) -> io::Result<UdpSocket> {
+    let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to bind");
+    for a in addr.to_socket_addrs()? {
+        match bind(a) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// The UDP header's bytes, which XTP over raw IP does not spend.
@@ -153,6 +185,32 @@ impl<T: Transport> Driver<T> {
             spare: vec![0u8; TX_BATCH * max_packet],
             buffers,
             tap: None,
+            lanes: None,
+        }
+    }
+
+    /// What the peer lanes did (all zero without `DriverConfig::peer_lanes`).
+    pub fn lane_counters(&self) -> LaneCounters {
+        self.lanes.as_ref().map(Lanes::counters).unwrap_or_default()
+    }
+
+    /// Opens and closes lanes as the endpoint validates peers and frees
+    /// their last contexts.
+    fn sync_lanes(&mut self) {
+        let Some(lanes) = self.lanes.as_mut() else { return };
+        while let Some(change) = self.ep.poll_peer_change() {
+            match change {
+                PeerChange::Validated(peer) => lanes.open(&self.sock, peer),
+                PeerChange::Gone(peer) => lanes.close(peer),
+            }
+        }
+    }
+
+    /// Waits until input is readable on any socket or `timeout` passes.
+    fn wait_input(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        match &self.lanes {
+            Some(l) => crate::transport::wait_readable(l.fd(), timeout),
+            None => self.sock.wait(timeout),
         }
     }
 
@@ -295,6 +353,26 @@ impl<T: Transport> Driver<T> {
             }
             ep.handle_datagram(now, from, data)
         };
+        if let Some(lanes) = self.lanes.as_mut() {
+            // Validated peers first, all they hold (bounded), then one batch
+            // of the shared socket: under a flood it is always full, and
+            // draining it would put the lanes behind it again.
+            // As below: drain a lane only under bulk load, where the next
+            // call will likely find more; a lone datagram ends its turn.
+            let mut n = 0;
+            for lane in lanes.socks_mut() {
+                for _ in 0..crate::batch::BATCH {
+                    stamp.set(None);
+                    let k = lane.recv(false, &mut feed)?;
+                    n += k;
+                    if k <= 2 {
+                        break;
+                    }
+                }
+            }
+            stamp.set(None);
+            return Ok(n + self.sock.recv(false, &mut feed)?);
+        }
         let n = self.sock.recv(block, &mut feed)?;
         // Under bulk load (a GRO train of several datagrams) take what else is
         // queued before sending: the drain saves turns. In request/response
@@ -312,10 +390,15 @@ impl<T: Transport> Driver<T> {
         Ok(n)
     }
 
-    /// The socket's descriptor, for a loop that waits on it together with
-    /// other things (the engine thread waits on it and its doorbell).
+    /// The descriptor that becomes readable when input waits, for a loop
+    /// that waits on it together with other things (the engine thread waits
+    /// on it and its doorbell): the socket's, or with peer lanes the epoll
+    /// set's of all of them.
     pub fn input_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.sock.fd()
+        match &self.lanes {
+            Some(l) => l.fd(),
+            None => self.sock.fd(),
+        }
     }
 
     /// Time left until the endpoint's next timer (None: no timer).
@@ -334,6 +417,7 @@ impl<T: Transport> Driver<T> {
         if n > 0 || self.ep.poll_timeout().is_some_and(|t| t <= now) {
             self.ep.handle_timeout(now);
         }
+        self.sync_lanes();
         Ok(n)
     }
 
@@ -362,14 +446,15 @@ impl<T: Transport> Driver<T> {
                 let wait = deadline.saturating_since(now);
                 if wait.is_zero() {
                     self.receive(false)?;
-                } else if wait >= TICK + Duration::from_millis(5) {
+                } else if wait >= TICK + Duration::from_millis(5) && self.lanes.is_none() {
                     self.receive(true)?;
-                } else if self.sock.wait(Some(wait))? {
+                } else if self.wait_input(Some(wait))? {
                     self.receive(false)?;
                 }
             }
         }
         self.ep.handle_timeout(self.clock.now());
+        self.sync_lanes();
         Ok(())
     }
 }

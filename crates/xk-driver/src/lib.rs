@@ -31,6 +31,7 @@ pub mod batch;
 pub mod clock;
 pub mod driver;
 pub mod engine;
+pub mod lanes;
 pub mod netns;
 pub mod pacer;
 pub mod raw;

@@ -17,6 +17,7 @@ use crate::admission::RecentKeys;
 use crate::config::{ContextConfig, EndpointConfig};
 use crate::context::{Chunk, Context, Sink, State};
 use crate::events::{DropReason, Event, NoTrace, Subscriber, Trace};
+use crate::peers::{PeerChange, PeerWatch};
 use crate::rate::TokenBucket;
 
 /// Names a context of an endpoint. Stale once the context is freed.
@@ -291,6 +292,7 @@ pub struct Endpoint<S: Subscriber = NoTrace> {
     /// Half-open responder contexts in admission order (entries of
     /// contexts since validated or freed are skipped when met).
     half_open: VecDeque<ArenaId>,
+    peers: PeerWatch,
     subscriber: S,
     stats: EndpointStats,
 }
@@ -332,6 +334,9 @@ impl<S: Subscriber> Endpoint<S> {
             refusal_bucket,
             recent,
             half_open: VecDeque::new(),
+            // Derived, not drawn: another draw would change every key the
+            // generator gives after it, and with them seeded runs' traces.
+            peers: PeerWatch::new(h2.rotate_left(17) ^ 0x7065_6572),
             subscriber,
             stats: EndpointStats::default(),
         }
@@ -488,6 +493,18 @@ impl<S: Subscriber> Endpoint<S> {
         self.can_write(ctx) && self.unsent_bytes(ctx) < unsent_bound
     }
 
+    /// Reports validated peers from now on ([`Endpoint::poll_peer_change`]),
+    /// or stops (forgetting what was reported). For a driver that gives a
+    /// validated peer a socket of its own, out of a flood's way.
+    pub fn watch_peers(&mut self, on: bool) {
+        self.peers.set(on);
+    }
+
+    /// The next change in the set of validated peers, while watching.
+    pub fn poll_peer_change(&mut self) -> Option<PeerChange> {
+        self.peers.poll()
+    }
+
     /// Takes the next chunk of in-order data.
     pub fn read(&mut self, now: Instant, ctx: ContextId) -> Option<Chunk> {
         let c = self.contexts.get_mut(ctx.0)?;
@@ -631,6 +648,7 @@ impl<S: Subscriber> Endpoint<S> {
             if let Some(n) = self.per_peer.get(&c.peer).copied() {
                 if n <= 1 {
                     self.per_peer.erase(&c.peer);
+                    self.peers.gone(c.peer);
                 } else {
                     self.per_peer.install(c.peer, n - 1);
                 }
@@ -778,6 +796,7 @@ impl<S: Subscriber> Endpoint<S> {
                 if c.validated() {
                     c.half_open = false;
                     self.stats.half_open -= 1;
+                    self.peers.validated(c.peer);
                 } else {
                     self.stats.half_open_bytes += half_open_cost(c);
                 }

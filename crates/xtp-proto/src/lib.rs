@@ -26,6 +26,7 @@ mod context;
 mod endpoint;
 mod events;
 pub mod fuzzing;
+mod peers;
 mod ranges;
 pub mod rate;
 pub mod rtt;
@@ -36,5 +37,6 @@ pub use endpoint::{
     ConnectError, ContextId, ContextStats, Endpoint, EndpointStats, ListenError, Transmit, WriteError,
 };
 pub use events::{CloseReason, DropReason, Event, NoTrace, Recorder, Subscriber, TimerKind, Trace};
+pub use peers::PeerChange;
 pub use ranges::RangeSet;
 pub use xtp_wire::Service;

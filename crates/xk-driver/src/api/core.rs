@@ -83,8 +83,12 @@ impl Core {
             Mode::EngineThread(cfg) => cfg.busy_poll,
         };
         let wait = if busy { WaitMode::BusyPoll } else { WaitMode::Blocking };
-        let driver =
-            UdpDriver::bind_with(local, ep, super::time_seed(), DriverConfig { wait, offload: true })?;
+        let driver = UdpDriver::bind_with(
+            local,
+            ep,
+            super::time_seed(),
+            DriverConfig { wait, offload: true, ..DriverConfig::default() },
+        )?;
         Ok(match mode {
             Mode::Integrated { .. } => Core::Integrated(Linger(Some(driver))),
             Mode::EngineThread(cfg) => Core::Engine(crate::engine::spawn(driver, cfg)?),
