@@ -25,12 +25,8 @@ pub struct Mechanism {
     pub copies: Option<f64>,
 }
 
-fn median(v: Vec<f64>) -> f64 {
-    crate::stats::median(v)
-}
-
 fn time(reps: usize, ops: usize, mut f: impl FnMut()) -> f64 {
-    median(
+    crate::stats::median(
         (0..reps)
             .map(|_| {
                 let t = WallInstant::now();
@@ -38,8 +34,7 @@ fn time(reps: usize, ops: usize, mut f: impl FnMut()) -> f64 {
                     f();
                 }
                 t.elapsed().as_nanos() as f64 / ops as f64
-            })
-            .collect(),
+            }),
     )
 }
 
