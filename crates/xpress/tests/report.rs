@@ -149,6 +149,15 @@ fn quick_report_has_every_experiment_and_renders() {
     };
     assert_eq!(copies("(Rope)"), 0.0);
     assert_eq!(copies("(Contig)"), 1.0);
+    // The real path: 3 sizes × 2 forms, each byte copied at least into the
+    // packet and through the kernel both ways (the exact count per stage is
+    // xk-lab's copies test).
+    let path: Vec<_> = e9.iter().filter(|r| r["path"].is_object()).collect();
+    assert_eq!(path.len(), 6, "E9 real-path rows: {path:?}");
+    for r in &path {
+        assert!(r["path"]["per_byte"].as_f64().unwrap() >= 3.0, "{r}");
+        assert_eq!(r["copies"], r["path"]["per_byte"], "{r}");
+    }
     // E7: the floor, P_max of every adapter on one and two threads, the
     // precision rows (never early: every miss is counted from t_i on), and
     // XTP datagrams at fixed rates.
