@@ -15,7 +15,7 @@ use xk_msg::{Contig, Msg, Rope, copy_stats, reset_copy_stats};
 use xk_time::{DeltaList, HeapQueue, Instant, TimerQueue, TimingWheel};
 use xtp_proto::{ContextConfig, Endpoint, EndpointConfig};
 
-use crate::copies::{Form, Path};
+use crate::copies::{Exchange, Form, Path};
 
 /// One mechanism: name, parameter, ns per operation, and (if counted) payload
 /// copies per operation.
@@ -155,26 +155,25 @@ pub(crate) fn run(reps: usize, scale: usize) -> Vec<Mechanism> {
     out
 }
 
-/// The real path's rows for `size`: both message forms, `messages` each.
+/// The real path's rows for `size`: one way and echoed, both message
+/// forms, `messages` each.
 pub(crate) fn path_rows(size: usize, messages: u32) -> Result<Vec<Mechanism>, String> {
-    [Form::Contiguous, Form::Rope]
-        .into_iter()
-        .map(|form| {
-            let (counts, ns) = crate::copies::count(size, form, messages)?;
-            let path = counts.path(size, form, messages);
-            Ok(Mechanism {
-                name: format!("{PATH_NAME} ({})", form.name()),
+    let mut out = Vec::new();
+    for exchange in [Exchange::OneWay, Exchange::Echo] {
+        for form in [Form::Contiguous, Form::Rope] {
+            let (counts, ns) = crate::copies::count(size, form, exchange, messages)?;
+            let path = counts.path(size, form, exchange, messages);
+            out.push(Mechanism {
+                name: format!("message over XTP/UDP loopback, {} ({})", exchange.name(), form.name()),
                 param: format!("{size} B"),
                 ns,
                 copies: Some(path.per_byte),
                 path: Some(path),
-            })
-        })
-        .collect()
+            });
+        }
+    }
+    Ok(out)
 }
-
-/// The real path rows' name (the form follows in brackets).
-const PATH_NAME: &str = "message over XTP/UDP loopback, one way";
 
 /// E9's parameters.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -268,6 +267,7 @@ impl crate::experiment::Experiment for E9 {
                 let f = |v: f64| format!("{v:.2}");
                 vec![
                     p.size.to_string(),
+                    crate::svg::esc(&p.exchange),
                     crate::svg::esc(&p.form),
                     format!("{:.0}", p.packets_per_message),
                     f(p.join),
@@ -285,9 +285,10 @@ impl crate::experiment::Experiment for E9 {
             .collect();
         if !path.is_empty() {
             page.table(
-                "Measured here: payload copies on the real path, user write → user read over XTP/UDP on loopback (copies per payload byte at each stage; user write → send buffer and packet → receive buffer → user read copy nothing: the endpoint takes and hands out `Bytes`)",
+                "Measured here: payload copies on the real path, user write → user read over XTP/UDP on loopback (copies per payload byte at each stage, both ends counted; an echoed message crosses twice, so its counts cover the round trip; user write → send buffer and packet → receive buffer → user read copy nothing: the endpoint takes and hands out `Bytes`)",
                 &[
                     "bytes",
+                    "exchange",
                     "form",
                     "DATA packets per message",
                     "pieces joined into a packet",
@@ -335,8 +336,8 @@ impl crate::experiment::Experiment for E9 {
         out.push("E9 payload copies on the real path (per byte, end to end; seed 000: SandiaXTP 4, Estelle 7 each way):".into());
         for p in rows.iter().filter_map(|m| m.path.as_ref()) {
             out.push(format!(
-                "  {:>6} B {:<10}: {:.2} per byte, {:.1} copy operations per message, {:.2} per packet",
-                p.size, p.form, p.per_byte, p.ops_per_message, p.ops_per_packet
+                "  {:>6} B {:<18} {:<10}: {:.2} per byte, {:.1} copy operations per message, {:.2} per packet",
+                p.size, p.exchange, p.form, p.per_byte, p.ops_per_message, p.ops_per_packet
             ));
         }
         out
@@ -368,30 +369,34 @@ fn stages(p: &Path) -> String {
 /// graph's. Every number comes from the rows (checked by a test).
 pub(crate) fn reading(rows: &[Mechanism]) -> String {
     let paths: Vec<&Path> = rows.iter().filter_map(|m| m.path.as_ref()).collect();
-    let mut text = String::new();
-    if !paths.is_empty() {
+    // Per form: the count at each size, and where the largest size's are.
+    let per_form = |exchange: &str| {
         let mut forms = Vec::new();
         for form in ["contiguous", "rope"] {
-            let mine: Vec<&&Path> = paths.iter().filter(|p| p.form == form).collect();
-            if mine.is_empty() {
-                continue;
-            }
+            let mine: Vec<&&Path> = paths.iter().filter(|p| p.exchange == exchange && p.form == form).collect();
+            let Some(big) = mine.iter().max_by_key(|p| p.size) else { continue };
             let counts: Vec<String> =
                 mine.iter().map(|p| format!("{:.2} at {} bytes", p.per_byte, p.size)).collect();
-            let mut s = format!("{form}: {}", counts.join(", "));
-            if let Some(big) = mine.iter().max_by_key(|p| p.size) {
-                s += &format!(" (at {} bytes: {})", big.size, stages(big));
-            }
-            forms.push(s);
+            forms.push(format!("{form}: {} (at {} bytes: {})", counts.join(", "), big.size, stages(big)));
         }
+        forms.join("; ")
+    };
+    let mut text = String::new();
+    let one_way = per_form(Exchange::OneWay.name());
+    if !one_way.is_empty() {
         text += &format!(
-            "On the real path (user write to user read over XTP/UDP on loopback, the kernel's copy in and copy out included) a payload byte is copied, end to end — {}. Seed 000: SandiaXTP {SANDIA_END_TO_END} times end to end, the Estelle implementations {ESTELLE_EACH_WAY} times each way ({} end to end). ",
-            forms.join("; "),
+            "On the real path (user write to user read over XTP/UDP on loopback, the kernel's copy in and copy out included) a payload byte is copied, one way — {one_way}. Seed 000: SandiaXTP {SANDIA_END_TO_END} times end to end, the Estelle implementations {ESTELLE_EACH_WAY} times each way ({} end to end). ",
             2 * ESTELLE_EACH_WAY
         );
-        if paths.iter().any(|p| p.retransmitted > 0) {
-            text += "Some counts include retransmitted data (see the rows). ";
-        }
+    }
+    let echo = per_form(Exchange::Echo.name());
+    if !echo.is_empty() {
+        text += &format!(
+            "In E1's ping-pong (the message echoed back), per round trip — {echo}: the reply leaves in one batch with the status report it owes, and the driver copies the batch again to put the longer DATA first. "
+        );
+    }
+    if paths.iter().any(|p| p.retransmitted > 0) {
+        text += "Some counts include retransmitted data (see the rows). ";
     }
     let toy = |form: &str| {
         rows.iter()
@@ -411,16 +416,17 @@ pub(crate) fn reading(rows: &[Mechanism]) -> String {
 mod tests {
     use super::*;
 
-    fn path(size: usize, form: &str, per: [f64; 6]) -> Mechanism {
+    fn path(size: usize, exchange: Exchange, form: &str, per: [f64; 6]) -> Mechanism {
         let [join, into_packet, relaid, to_kernel, from_kernel, read_join] = per;
         Mechanism {
-            name: format!("{PATH_NAME} ({form})"),
+            name: format!("message, {} ({form})", exchange.name()),
             param: format!("{size} B"),
             ns: 1000.0,
             copies: Some(per.iter().sum()),
             path: Some(Path {
                 size,
                 form: form.into(),
+                exchange: exchange.name().into(),
                 messages: 5,
                 packets_per_message: 1.0,
                 join,
@@ -449,15 +455,17 @@ mod tests {
         let rows = [
             toy("round trip through 2 × 2 layers (Rope)", 0.0),
             toy("round trip through 2 × 2 layers (Contig)", 1.0),
-            path(10, "contiguous", [0.0, 1.0, 0.0, 1.0, 1.0, 0.0]),
-            path(10_000, "contiguous", [0.0, 1.0, 0.0, 1.0, 1.0, 1.0]),
-            path(10_000, "rope", [0.28, 1.0, 0.0, 1.0, 1.0, 0.0]),
+            path(10, Exchange::OneWay, "contiguous", [0.0, 1.0, 0.0, 1.0, 1.0, 0.0]),
+            path(10_000, Exchange::OneWay, "contiguous", [0.0, 1.0, 0.0, 1.0, 1.0, 1.0]),
+            path(10_000, Exchange::OneWay, "rope", [0.28, 1.0, 0.0, 1.0, 1.0, 0.0]),
+            path(1000, Exchange::Echo, "contiguous", [0.0, 2.0, 1.0, 2.0, 2.0, 0.0]),
         ];
         let text = reading(&rows);
         for quoted in [
             "contiguous: 3.00 at 10 bytes, 4.00 at 10000 bytes (at 10000 bytes: into the packet 1.00, into the kernel 1.00, out of the kernel 1.00, reader joins chunks 1.00)",
             "rope: 3.28 at 10000 bytes (at 10000 bytes: pieces joined into a packet 0.28, into the packet 1.00, into the kernel 1.00, out of the kernel 1.00)",
             "SandiaXTP 4 times end to end, the Estelle implementations 7 times each way (14 end to end)",
+            "per round trip — contiguous: 7.00 at 1000 bytes (at 1000 bytes: into the packet 2.00, driver re-layout 1.00, into the kernel 2.00, out of the kernel 2.00)",
             "rope form is copied at most 0.00 times",
             "contiguous form at most 1.00 times",
         ] {
