@@ -228,8 +228,11 @@ impl Ends {
                 }
             }
             while self.client.endpoint().poll_event().is_some() {}
-            let (d, ctx) =
-                if at_server { (&mut self.server, self.server_ctx) } else { (&mut self.client, Some(self.ctx)) };
+            let (d, ctx) = if at_server {
+                (&mut self.server, self.server_ctx)
+            } else {
+                (&mut self.client, Some(self.ctx))
+            };
             let now = d.now();
             if let Some(ctx) = ctx {
                 while let Some(c) = d.endpoint().read(now, ctx) {
@@ -375,84 +378,78 @@ impl Counts {
 mod tests {
     use super::*;
 
-    /// The copy count of the real path, stage by stage, for every size and
-    /// form. A copy added or removed anywhere on the path changes a number
-    /// here: update the expectation (and docs/PERF.md's E9 table) with it.
-    ///
-    /// Per message (copy operations, payload bytes) at: join, into packet,
-    /// re-layout, to kernel, from kernel, reader's join.
+    const N: u32 = 5;
+
+    /// Per message, one way: size, form, DATA packets, then (copy
+    /// operations, payload bytes) at each stage — pieces joined, into the
+    /// packet, re-layout, into the kernel, out of the kernel, reader's join.
+    type Expect = (usize, Form, u64, [(u64, u64); 6]);
+    const ONE_WAY: [Expect; 6] = [
+        (10, Form::Contiguous, 1, [(0, 0), (1, 10), (0, 0), (1, 10), (1, 10), (0, 0)]),
+        (10, Form::Rope, 1, [(1, 10), (1, 10), (0, 0), (1, 10), (1, 10), (0, 0)]),
+        (1000, Form::Contiguous, 1, [(0, 0), (1, 1000), (0, 0), (1, 1000), (1, 1000), (0, 0)]),
+        (1000, Form::Rope, 1, [(1, 1000), (1, 1000), (0, 0), (1, 1000), (1, 1000), (0, 0)]),
+        (10_000, Form::Contiguous, 8, [(0, 0), (8, 10_000), (0, 0), (8, 10_000), (8, 10_000), (1, 10_000)]),
+        (10_000, Form::Rope, 8, [(2, 2_800), (8, 10_000), (0, 0), (8, 10_000), (8, 10_000), (0, 0)]),
+    ];
+
+    /// Runs one point and checks what holds for every exchange: no
+    /// retransmission, every message copied alike, and the engine's count
+    /// equal to both drivers' (payload emitted = handed to the kernel =
+    /// taken from it). Returns the counts, the stages per message with the
+    /// re-layout zeroed, and the re-layout.
+    fn measure(size: usize, form: Form, exchange: Exchange) -> (Counts, Vec<(u64, u64)>, CopyCount) {
+        let n = u64::from(N);
+        let (c, _) = count(size, form, exchange, N).unwrap();
+        let what = format!("{size} B {form:?} {exchange:?}: {c:?}");
+        assert_eq!(c.retransmitted, 0, "a retransmission would add copies: {what}");
+        let mut stages = c.stages();
+        let relaid = std::mem::take(&mut stages[2]);
+        assert!(stages.iter().all(|s| s.ops % n == 0 && s.bytes % n == 0), "every message alike: {what}");
+        let both = |a: CopyCount, b: CopyCount| (a.ops + b.ops, a.bytes + b.bytes);
+        let emitted = (c.into_packet.ops, c.into_packet.bytes);
+        assert_eq!(emitted, both(c.client.to_kernel, c.server.to_kernel), "{what}");
+        assert_eq!(emitted, both(c.client.from_kernel, c.server.from_kernel), "{what}");
+        (c, stages.iter().map(|s| (s.ops / n, s.bytes / n)).collect(), relaid)
+    }
+
+    /// The copy count of the one-way path, stage by stage, for every size
+    /// and form, exactly. A copy added or removed anywhere on the path
+    /// changes a number here: update `ONE_WAY` (and docs/PERF.md's E9
+    /// table) with it.
     #[test]
     fn every_copy_on_the_real_path_is_counted_and_expected() {
-        const N: u32 = 5;
-        // size, form, packets per message, then per stage (ops, bytes) per message.
-        type Expect = (usize, Form, u64, [(u64, u64); 6]);
-        let expected: [Expect; 6] = [
-            (10, Form::Contiguous, 1, [(0, 0), (1, 10), (0, 0), (1, 10), (1, 10), (0, 0)]),
-            (10, Form::Rope, 1, [(1, 10), (1, 10), (0, 0), (1, 10), (1, 10), (0, 0)]),
-            (1000, Form::Contiguous, 1, [(0, 0), (1, 1000), (0, 0), (1, 1000), (1, 1000), (0, 0)]),
-            (1000, Form::Rope, 1, [(1, 1000), (1, 1000), (0, 0), (1, 1000), (1, 1000), (0, 0)]),
-            (10_000, Form::Contiguous, 8, [(0, 0), (8, 10_000), (0, 0), (8, 10_000), (8, 10_000), (1, 10_000)]),
-            (10_000, Form::Rope, 8, [(2, 2_800), (8, 10_000), (0, 0), (8, 10_000), (8, 10_000), (0, 0)]),
-        ];
-        for (size, form, packets, stages) in expected {
-            let (c, _) = count(size, form, Exchange::OneWay, N).unwrap();
-            assert_eq!(c.retransmitted, 0, "{size} B {form:?}: a retransmission would add copies");
-            let got: Vec<(u64, u64)> =
-                c.stages().iter().map(|s| (s.ops / u64::from(N), s.bytes / u64::from(N))).collect();
-            assert!(
-                c.stages().iter().all(|s| s.ops % u64::from(N) == 0 && s.bytes % u64::from(N) == 0),
-                "{size} B {form:?}: every message copied alike: {c:?}"
-            );
-            assert_eq!(got, stages, "{size} B {form:?}: {c:?}");
+        for (size, form, packets, expect) in ONE_WAY {
+            let (c, got, relaid) = measure(size, form, Exchange::OneWay);
+            // One way, the sender's batches hold its DATA alone.
+            assert_eq!(relaid, CopyCount::default(), "{size} B {form:?}: {c:?}");
+            assert_eq!(got, expect, "{size} B {form:?}: {c:?}");
             assert_eq!(c.into_packet.ops, packets * u64::from(N), "{size} B {form:?}");
-            // Two independent counters agree: what the engine emitted is what
-            // the driver handed the kernel and the other driver took out.
-            assert_eq!(c.into_packet, c.client.to_kernel, "{size} B {form:?}");
-            assert_eq!(c.into_packet, c.server.from_kernel, "{size} B {form:?}");
         }
     }
 
-    /// The ping-pong: both ways, each stage exactly as one way twice —
-    /// except the driver's re-layout. The reply leaves with the status
-    /// report the server owes for the request when both are in one batch,
-    /// and the driver copies a batch whose control packet precedes a longer
-    /// DATA packet; whether they share a batch depends on timing (a report
-    /// already sent alone does not), so that stage is bounded, not exact:
-    /// at most every reply packet, never for 10 B (its DATA packet is
-    /// shorter than the report).
+    /// The ping-pong: the packet and kernel stages exactly twice the one-way
+    /// count (the echo writes back the chunks it read: no join on the
+    /// server; only the client joins chunks to read) — except the driver's
+    /// re-layout. The reply leaves with the status report the server owes
+    /// for the request when both are in one batch, and the driver copies a
+    /// batch whose control packet precedes a longer DATA packet; whether
+    /// they share a batch depends on timing (a report already sent alone
+    /// does not), so that stage is bounded: at most every reply packet, on
+    /// the server only, never for 10 B (its DATA packet is the shorter).
     #[test]
     fn an_echo_counts_both_ways_and_bounds_the_re_layout() {
-        const N: u32 = 5;
-        type Expect = (usize, Form, u64, [(u64, u64); 6]);
-        let expected: [Expect; 6] = [
-            (10, Form::Contiguous, 1, [(0, 0), (2, 20), (0, 0), (2, 20), (2, 20), (0, 0)]),
-            (10, Form::Rope, 1, [(1, 10), (2, 20), (0, 0), (2, 20), (2, 20), (0, 0)]),
-            (1000, Form::Contiguous, 1, [(0, 0), (2, 2000), (0, 0), (2, 2000), (2, 2000), (0, 0)]),
-            (1000, Form::Rope, 1, [(1, 1000), (2, 2000), (0, 0), (2, 2000), (2, 2000), (0, 0)]),
-            (10_000, Form::Contiguous, 8, [(0, 0), (16, 20_000), (0, 0), (16, 20_000), (16, 20_000), (1, 10_000)]),
-            (10_000, Form::Rope, 8, [(2, 2_800), (16, 20_000), (0, 0), (16, 20_000), (16, 20_000), (0, 0)]),
-        ];
         let n = u64::from(N);
-        for (size, form, packets, stages) in expected {
-            let (c, _) = count(size, form, Exchange::Echo, N).unwrap();
-            assert_eq!(c.retransmitted, 0, "{size} B {form:?}: a retransmission would add copies");
-            let mut got = c.stages();
-            let relaid = std::mem::take(&mut got[2]);
-            assert!(
-                got.iter().all(|s| s.ops % n == 0 && s.bytes % n == 0),
-                "{size} B {form:?}: every message copied alike: {c:?}"
-            );
-            let got: Vec<(u64, u64)> = got.iter().map(|s| (s.ops / n, s.bytes / n)).collect();
-            assert_eq!(got, stages, "{size} B {form:?}: {c:?}");
+        for (size, form, packets, one) in ONE_WAY {
+            let twice = |(ops, bytes): (u64, u64)| (2 * ops, 2 * bytes);
+            let expect = [one[0], twice(one[1]), (0, 0), twice(one[3]), twice(one[4]), one[5]];
+            let (c, got, relaid) = measure(size, form, Exchange::Echo);
+            assert_eq!(got, expect, "{size} B {form:?}: {c:?}");
             assert!(relaid.ops <= packets * n && relaid.bytes <= size as u64 * n, "{size} B {form:?}: {c:?}");
             if size == 10 {
                 assert_eq!(relaid, CopyCount::default(), "{size} B {form:?}: {c:?}");
             }
             assert_eq!(c.client.relaid, CopyCount::default(), "the client's batches carry data alone: {c:?}");
-            let both = |a: CopyCount, b: CopyCount| (a.ops + b.ops, a.bytes + b.bytes);
-            let emitted = (c.into_packet.ops, c.into_packet.bytes);
-            assert_eq!(emitted, both(c.client.to_kernel, c.server.to_kernel), "{size} B {form:?}");
-            assert_eq!(emitted, both(c.client.from_kernel, c.server.from_kernel), "{size} B {form:?}");
         }
     }
 

@@ -44,16 +44,13 @@ const SANDIA_END_TO_END: u32 = 4;
 const ESTELLE_EACH_WAY: u32 = 7;
 
 fn time(reps: usize, ops: usize, mut f: impl FnMut()) -> f64 {
-    crate::stats::median(
-        (0..reps)
-            .map(|_| {
-                let t = WallInstant::now();
-                for _ in 0..ops {
-                    f();
-                }
-                t.elapsed().as_nanos() as f64 / ops as f64
-            }),
-    )
+    crate::stats::median((0..reps).map(|_| {
+        let t = WallInstant::now();
+        for _ in 0..ops {
+            f();
+        }
+        t.elapsed().as_nanos() as f64 / ops as f64
+    }))
 }
 
 /// A message pushed down App → Mux → LoopLink on one graph, carried to a
@@ -150,7 +147,13 @@ pub(crate) fn run(reps: usize, scale: usize) -> Vec<Mechanism> {
         ("timer cancel + schedule, timing wheel", rearm::<TimingWheel<u32>>(reps, ops)),
         ("timer cancel + schedule, delta list", rearm::<DeltaList<u32>>(reps, ops / 100)),
     ] {
-        out.push(Mechanism { name: name.into(), param: "1,000 pending".into(), ns, copies: None, path: None });
+        out.push(Mechanism {
+            name: name.into(),
+            param: "1,000 pending".into(),
+            ns,
+            copies: None,
+            path: None,
+        });
     }
     out
 }
@@ -212,7 +215,8 @@ impl crate::experiment::Experiment for E9 {
         if p.reps == 0 || !(1..=1000).contains(&p.scale) {
             return Err("reps at least 1, scale 1 to 1,000".into());
         }
-        if p.path_sizes.iter().any(|&s| s == 0 || s > 1_000_000) || !(1..=100_000).contains(&p.path_messages) {
+        if p.path_sizes.iter().any(|&s| s == 0 || s > 1_000_000) || !(1..=100_000).contains(&p.path_messages)
+        {
             return Err("path_sizes: 1 to 1,000,000 bytes each; path_messages: 1 to 100,000".into());
         }
         Ok(())
@@ -233,7 +237,11 @@ impl crate::experiment::Experiment for E9 {
         }
         steps
     }
-    fn run(&mut self, point: &Option<usize>, _env: &crate::experiment::Env) -> Result<Vec<Mechanism>, String> {
+    fn run(
+        &mut self,
+        point: &Option<usize>,
+        _env: &crate::experiment::Env,
+    ) -> Result<Vec<Mechanism>, String> {
         match *point {
             None => Ok(run(self.0.reps, self.0.scale)),
             Some(size) => path_rows(size, self.0.path_messages),
@@ -373,7 +381,8 @@ pub(crate) fn reading(rows: &[Mechanism]) -> String {
     let per_form = |exchange: &str| {
         let mut forms = Vec::new();
         for form in ["contiguous", "rope"] {
-            let mine: Vec<&&Path> = paths.iter().filter(|p| p.exchange == exchange && p.form == form).collect();
+            let mine: Vec<&&Path> =
+                paths.iter().filter(|p| p.exchange == exchange && p.form == form).collect();
             let Some(big) = mine.iter().max_by_key(|p| p.size) else { continue };
             let counts: Vec<String> =
                 mine.iter().map(|p| format!("{:.2} at {} bytes", p.per_byte, p.size)).collect();

@@ -85,9 +85,18 @@ mod tests {
     #[test]
     fn the_three_definitions_on_hand_computed_cases() {
         let four = [1.0, 2.0, 3.0, 4.0];
-        assert_eq!((quantile(&four, 0.5), nearest_rank(&four, 0.5), closest(&four, 0.5)), (2.5, Some(2.0), Some(3.0)));
-        assert_eq!((quantile(&four, 0.0), nearest_rank(&four, 0.0), closest(&four, 0.0)), (1.0, Some(1.0), Some(1.0)));
-        assert_eq!((quantile(&four, 1.0), nearest_rank(&four, 1.0), closest(&four, 1.0)), (4.0, Some(4.0), Some(4.0)));
+        assert_eq!(
+            (quantile(&four, 0.5), nearest_rank(&four, 0.5), closest(&four, 0.5)),
+            (2.5, Some(2.0), Some(3.0))
+        );
+        assert_eq!(
+            (quantile(&four, 0.0), nearest_rank(&four, 0.0), closest(&four, 0.0)),
+            (1.0, Some(1.0), Some(1.0))
+        );
+        assert_eq!(
+            (quantile(&four, 1.0), nearest_rank(&four, 1.0), closest(&four, 1.0)),
+            (4.0, Some(4.0), Some(4.0))
+        );
         let hundred: Vec<u64> = (1..=100).collect();
         assert_eq!((nearest_rank(&hundred, 0.9), nearest_rank(&hundred, 0.99)), (Some(90), Some(99)));
         assert_eq!(closest(&hundred, 0.99), Some(99));

@@ -80,7 +80,6 @@ impl Requests {
             self.inbox.entry(ctx).or_insert((u64::MAX, Vec::new())).1.extend_from_slice(&c.data);
         }
     }
-
 }
 
 impl App for Requests {
@@ -135,7 +134,8 @@ fn run(n: u64, seed: u64, limit: usize) -> u64 {
     // 1 Gbit/s, 5 ms each way, 1 % loss both ways, a queue deep enough that
     // the opening burst of n FIRSTs is not tail-dropped wholesale.
     let l = link("delay 5ms rate 1gbit loss 1% limit 100000");
-    let Pair { mut sim, client: c, server: s, client_addr, server_addr } = pair(seed, client, server, l.clone(), l);
+    let Pair { mut sim, client: c, server: s, client_addr, server_addr } =
+        pair(seed, client, server, l.clone(), l);
     sim.node_mut(s).peer = client_addr;
     sim.node_mut(c).peer = server_addr;
     for n in [s, c] {

@@ -67,53 +67,24 @@ impl Wire {
         }
     }
 
-    fn datagram(rx: &mut BytesMut, delivery: Delivery, d: &[u8]) -> Bytes {
-        match delivery {
-            Delivery::Copy => Bytes::copy_from_slice(d),
-            Delivery::Arena => {
-                if rx.capacity() < d.len() {
-                    *rx = BytesMut::with_capacity(64 * 1024);
-                }
-                rx.extend_from_slice(d);
-                rx.split().freeze()
-            }
-        }
-    }
-
     /// Delivers everything `a` has queued to `b`; returns how many packets.
     pub fn from_a(&mut self) -> usize {
-        let mut n = 0;
-        while let Some(t) = self.a.poll_transmit(self.now, &mut self.buf) {
-            n += 1;
-            self.now += self.step;
-            let d = Self::datagram(&mut self.rx, self.delivery, &self.buf[..t.len]);
-            if t.dst == self.ba {
-                self.b.handle_datagram(self.now, self.aa, d);
-            } else {
-                self.stray += 1;
-            }
-        }
-        n
+        let Wire { a, aa, b, ba, .. } = self;
+        let mut sent = Link { now: &mut self.now, step: self.step, rx: &mut self.rx, buf: &mut self.buf };
+        let n = sent.deliver(a, *aa, b, *ba, self.delivery, None);
+        self.stray += n.1;
+        n.0
     }
 
-    /// Delivers everything `b` has queued to `a` (logging it); returns how
-    /// many packets.
+    /// Delivers everything `b` has queued to `a` (logging it when `log`);
+    /// returns how many packets.
     pub fn from_b(&mut self) -> usize {
-        let mut n = 0;
-        while let Some(t) = self.b.poll_transmit(self.now, &mut self.buf) {
-            n += 1;
-            self.now += self.step;
-            let d = Self::datagram(&mut self.rx, self.delivery, &self.buf[..t.len]);
-            if t.dst == self.aa {
-                if self.log {
-                    self.b_to_a.push(d.clone());
-                }
-                self.a.handle_datagram(self.now, self.ba, d);
-            } else {
-                self.stray += 1;
-            }
-        }
-        n
+        let Wire { a, aa, b, ba, .. } = self;
+        let log = if self.log { Some(&mut self.b_to_a) } else { None };
+        let mut sent = Link { now: &mut self.now, step: self.step, rx: &mut self.rx, buf: &mut self.buf };
+        let n = sent.deliver(b, *ba, a, *aa, self.delivery, log);
+        self.stray += n.1;
+        n.0
     }
 
     /// Moves packets both ways until both are quiet at `now` (bounded: two
@@ -152,6 +123,57 @@ impl Wire {
                 self.now = end;
                 return;
             }
+        }
+    }
+}
+
+/// The wire's state one delivery needs: the clock, the step, the buffers.
+struct Link<'w> {
+    now: &'w mut Instant,
+    step: Duration,
+    rx: &'w mut BytesMut,
+    buf: &'w mut Vec<u8>,
+}
+
+impl Link<'_> {
+    /// Moves everything `from` (at `fa`) has queued to `to` (at `ta`),
+    /// logging it into `log`; returns (packets, packets addressed elsewhere).
+    fn deliver(
+        &mut self,
+        from: &mut Endpoint,
+        fa: SocketAddr,
+        to: &mut Endpoint,
+        ta: SocketAddr,
+        delivery: Delivery,
+        mut log: Option<&mut Vec<Bytes>>,
+    ) -> (usize, u64) {
+        let (mut n, mut stray) = (0, 0);
+        while let Some(t) = from.poll_transmit(*self.now, self.buf) {
+            n += 1;
+            *self.now += self.step;
+            let d = datagram(self.rx, delivery, &self.buf[..t.len]);
+            if t.dst == ta {
+                if let Some(log) = log.as_mut() {
+                    log.push(d.clone());
+                }
+                to.handle_datagram(*self.now, fa, d);
+            } else {
+                stray += 1;
+            }
+        }
+        (n, stray)
+    }
+}
+
+fn datagram(rx: &mut BytesMut, delivery: Delivery, d: &[u8]) -> Bytes {
+    match delivery {
+        Delivery::Copy => Bytes::copy_from_slice(d),
+        Delivery::Arena => {
+            if rx.capacity() < d.len() {
+                *rx = BytesMut::with_capacity(64 * 1024);
+            }
+            rx.extend_from_slice(d);
+            rx.split().freeze()
         }
     }
 }

@@ -9,9 +9,9 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use xk_netemu::LinkParams;
 use xk_sim::{NodeId, Sim};
-use xtp_testkit::App;
 use xk_time::Instant;
 use xtp_proto::{Chunk, CloseReason, ContextConfig, ContextId, Endpoint, EndpointConfig, Event, Service};
+use xtp_testkit::App;
 use xtp_wire::{Body, Options, PacketRepr};
 
 /// What the application on a host does.
