@@ -336,6 +336,10 @@ mod tests {
             ]
         );
         assert_eq!(&segs[1].data[..], b"o wo");
+        // Only the packet that runs on into the next write was copied
+        // together (E9 counts it); the others are slices of one write.
+        let joined: Vec<bool> = segs.iter().map(|s| s.joined).collect();
+        assert_eq!(joined, vec![false, true, false, false]);
     }
 
     /// A stream written in small pieces leaves in full packets (the writes
