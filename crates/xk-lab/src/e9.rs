@@ -187,9 +187,21 @@ pub struct Params {
     /// Operations per repetition, in units of the quick plan's counts.
     pub scale: usize,
     /// Message sizes whose copies are counted on the real path (bytes).
+    /// (Defaults keep results written before these existed readable by
+    /// `--replot` and `--compare`.)
+    #[serde(default = "path_sizes")]
     pub path_sizes: Vec<usize>,
-    /// Messages counted per size and form on the real path.
+    /// Messages counted per size, exchange and form on the real path.
+    #[serde(default = "path_messages")]
     pub path_messages: u32,
+}
+
+fn path_sizes() -> Vec<usize> {
+    vec![10, 1000, 10_000]
+}
+
+fn path_messages() -> u32 {
+    20
 }
 
 /// E9 (seed 000 §4.2): mechanism benchmark.
@@ -204,11 +216,10 @@ impl crate::experiment::Experiment for E9 {
     type Row = Mechanism;
 
     fn defaults(quick: bool) -> Params {
-        let path_sizes = vec![10, 1000, 10_000];
         if quick {
-            Params { reps: 3, scale: 1, path_sizes, path_messages: 20 }
+            Params { reps: 3, scale: 1, path_sizes: path_sizes(), path_messages: path_messages() }
         } else {
-            Params { reps: 5, scale: 10, path_sizes, path_messages: 200 }
+            Params { reps: 5, scale: 10, path_sizes: path_sizes(), path_messages: 200 }
         }
     }
     fn check(p: &Params) -> Result<(), String> {
@@ -450,6 +461,16 @@ mod tests {
                 retransmitted: 0,
             }),
         }
+    }
+
+    #[test]
+    fn results_from_before_the_path_count_still_read() {
+        let p: Params = serde_json::from_value(serde_json::json!({"reps": 3, "scale": 1})).unwrap();
+        assert_eq!((p.path_sizes, p.path_messages), (vec![10, 1000, 10_000], 20));
+        let m: Mechanism =
+            serde_json::from_value(serde_json::json!({"name": "x", "param": "y", "ns": 1.0, "copies": null}))
+                .unwrap();
+        assert!(m.path.is_none());
     }
 
     #[test]
