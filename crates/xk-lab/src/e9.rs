@@ -204,12 +204,12 @@ fn path_messages() -> u32 {
     20
 }
 
-/// E9 (seed 000 §4.2): mechanism benchmark.
+/// E9 (seed 000 §3, §4.2): mechanism benchmark and payload copies on the real path.
 pub struct E9(Params);
 
 impl crate::experiment::Experiment for E9 {
     const ID: &'static str = "E9";
-    const TITLE: &'static str = "Mechanism benchmark (seed 000 §4.2)";
+    const TITLE: &'static str = "Mechanism benchmark and payload copies on the real path (seed 000 §3, §4.2)";
     type Params = Params;
     /// None: the mechanisms; a size: the real path's copies at that size.
     type Point = Option<usize>;
