@@ -28,9 +28,8 @@ struct Row {
     base: usize,
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
+fn median(v: &[f64]) -> f64 {
+    xk_stats::median(v.iter().copied())
 }
 
 fn arg(name: &str) -> Option<String> {
@@ -83,7 +82,7 @@ fn ping(s: &mut XtpStream, size: usize, count: usize) -> (f64, f64, f64) {
     let after = s.ring_stats().unwrap_or_default();
     let per = |a: u64, b: u64| (a - b) as f64 / count as f64;
     (
-        median(&mut rtts),
+        median(&rtts),
         per(after.app_wakeups, before.app_wakeups),
         per(after.engine_wakeups, before.engine_wakeups),
     )
@@ -131,7 +130,7 @@ fn main() {
         "{:<26} {:>7} {:>10} {:>8} {:>12} {:>12}",
         "client mode", "bytes", "RTT µs", "ratio", "app wake/msg", "eng wake/msg"
     );
-    let med: Vec<Vec<f64>> = rtt.iter_mut().map(|r| r.iter_mut().map(|v| median(v)).collect()).collect();
+    let med: Vec<Vec<f64>> = rtt.iter().map(|r| r.iter().map(|v| median(v)).collect()).collect();
     for (r, row) in rows.iter().enumerate() {
         for (k, &size) in SIZES.iter().enumerate() {
             println!(

@@ -20,7 +20,7 @@ use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 
 use bytes::Bytes;
 use xk_time::{Duration, Instant};
-use xtp_proto::{Endpoint, EndpointConfig, PeerChange};
+use xtp_proto::{CopyCount, Endpoint, EndpointConfig, PeerChange};
 
 use crate::batch::{BatchSocket, IoCounters, Outgoing, TICK};
 use crate::clock::Clock;
@@ -83,6 +83,44 @@ pub struct Driver<T: Transport> {
     tap: Option<Box<Tap>>,
     /// Validated peers' own sockets (`DriverConfig::peer_lanes`).
     lanes: Option<Lanes<T>>,
+    /// Payload copies on this side of the socket (see [`PathCopies`]).
+    copies: PathCopies,
+}
+
+/// The payload copies the driver makes or hands the kernel, counted in the
+/// user data of DATA and FIRST packets (the engine counts its own in
+/// [`xtp_proto::ContextStats`]). Together they are E9's end-to-end count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathCopies {
+    /// Packets copied again to put a batch's DATA before its control
+    /// packets (`data_first`: a status reply and a longer DATA packet in one
+    /// batch, as in a ping-pong's reply).
+    pub relaid: CopyCount,
+    /// Handed to the kernel by `sendmsg`/`sendmmsg`: the kernel copies each
+    /// byte once into its socket buffer (with GSO too: one copy per train).
+    pub to_kernel: CopyCount,
+    /// Taken from the kernel by `recvmsg`: copied once out of its socket
+    /// buffer into the driver's receive buffer, which the endpoint then
+    /// keeps slices of (no further copy to the receive buffer or the reader).
+    pub from_kernel: CopyCount,
+}
+
+/// User bytes a DATA or FIRST packet carries (its data after the BTAG,
+/// if any); None for any other packet. DATA is read from its header alone;
+/// a FIRST (one per context) is parsed for the segments before its data.
+fn data_bytes(packet: &[u8]) -> Option<usize> {
+    let p = xtp_wire::Packet::new_checked(packet).ok()?;
+    match p.ptype_code() {
+        0 => {
+            let tag = if p.options().contains(xtp_wire::Options::BTAG) { 8 } else { 0 };
+            Some((p.dlen() as usize).saturating_sub(tag))
+        }
+        2 => match xtp_wire::PacketRepr::parse(packet).ok()?.body {
+            xtp_wire::Body::First { data, .. } => Some(data.len()),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Which way a tapped packet went.
@@ -185,6 +223,7 @@ impl<T: Transport> Driver<T> {
             spare: vec![0u8; TX_BATCH * max_packet],
             buffers,
             tap: None,
+            copies: PathCopies::default(),
             lanes: None,
         }
     }
@@ -265,6 +304,11 @@ impl<T: Transport> Driver<T> {
         self.sock.offload()
     }
 
+    /// The payload copies counted so far on this side of the socket.
+    pub fn copies(&self) -> PathCopies {
+        self.copies
+    }
+
     /// Sends everything the endpoint has queued, in batches.
     pub fn flush(&mut self) -> io::Result<()> {
         loop {
@@ -288,7 +332,15 @@ impl<T: Transport> Driver<T> {
                     tap(TapDir::Sent, now, o.dst, &self.arena[o.start..o.start + o.len]);
                 }
             }
-            self.sock.send(&self.arena, &self.out)?;
+            let sent = self.sock.send(&self.arena, &self.out)?;
+            // Datagrams the kernel refused are not returned; which ones is
+            // not known, so a short count credits the first `sent` (on
+            // loopback every send is taken).
+            for o in &self.out[..sent.min(self.out.len())] {
+                if let Some(n) = data_bytes(&self.arena[o.start..o.start + o.len]) {
+                    self.copies.to_kernel.add(n);
+                }
+            }
             if self.out.len() < TX_BATCH {
                 return Ok(());
             }
@@ -325,7 +377,11 @@ impl<T: Transport> Driver<T> {
         order.extend(self.out.iter().filter(|o| !is_data(&self.arena, o)).copied());
         let mut used = 0;
         for o in &mut order {
-            self.spare[used..used + o.len].copy_from_slice(&self.arena[o.start..o.start + o.len]);
+            let packet = &self.arena[o.start..o.start + o.len];
+            if let Some(n) = data_bytes(packet) {
+                self.copies.relaid.add(n);
+            }
+            self.spare[used..used + o.len].copy_from_slice(packet);
             o.start = used;
             used += o.len;
         }
@@ -344,21 +400,25 @@ impl<T: Transport> Driver<T> {
         let ep = &mut self.ep;
         let clock = &self.clock;
         let tap = &mut self.tap;
+        let copies = &mut self.copies;
         let stamp = std::cell::Cell::new(None);
         let mut feed = |from: SocketAddr, data: Bytes| {
             let now = stamp.get().unwrap_or_else(|| clock.now());
             stamp.set(Some(now));
+            if let Some(n) = data_bytes(&data) {
+                copies.from_kernel.add(n);
+            }
             if let Some(tap) = tap.as_mut() {
                 tap(TapDir::Received, now, from, &data);
             }
             ep.handle_datagram(now, from, data)
         };
         if let Some(lanes) = self.lanes.as_mut() {
-            // Validated peers first, all they hold (bounded), then one batch
-            // of the shared socket: under a flood it is always full, and
-            // draining it would put the lanes behind it again.
-            // As below: drain a lane only under bulk load, where the next
-            // call will likely find more; a lone datagram ends its turn.
+            // Validated peers first, then one batch of the shared socket:
+            // under a flood it is always full, and draining it would put the
+            // lanes behind it again. A lane is drained (bounded) only under
+            // bulk load, as the shared socket is below; a lone datagram ends
+            // its turn.
             let mut n = 0;
             for lane in lanes.socks_mut() {
                 for _ in 0..crate::batch::BATCH {

@@ -21,6 +21,7 @@
 //! partial.
 
 pub mod churn;
+pub mod copies;
 pub mod e1;
 pub mod e2;
 pub mod e3;

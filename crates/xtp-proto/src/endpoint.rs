@@ -39,6 +39,30 @@ pub struct Transmit {
     pub len: usize,
 }
 
+/// Payload copies made at one place: how many copy operations and how many
+/// payload bytes they moved. Counted where the copy is made, so a copy
+/// added or removed there shows here (E9 counts the whole path from these).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopyCount {
+    /// Copy operations (one per packet, or per joined message).
+    pub ops: u64,
+    /// Payload bytes copied.
+    pub bytes: u64,
+}
+
+impl CopyCount {
+    /// Counts one copy of `bytes` payload bytes.
+    pub fn add(&mut self, bytes: usize) {
+        self.ops += 1;
+        self.bytes += bytes as u64;
+    }
+
+    /// What was counted since `earlier` (a snapshot of the same counter).
+    pub fn since(self, earlier: CopyCount) -> CopyCount {
+        CopyCount { ops: self.ops - earlier.ops, bytes: self.bytes - earlier.bytes }
+    }
+}
+
 /// Counters of one context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ContextStats {
@@ -50,6 +74,13 @@ pub struct ContextStats {
     pub bytes_acked: u64,
     /// User bytes received (duplicates included).
     pub bytes_received: u64,
+    /// Payload copied while cutting a packet's data out of the send buffer:
+    /// written pieces (`write` calls) joined into one packet. Data that lies
+    /// in one written piece goes out as a slice of it, uncopied.
+    pub copied_joining: CopyCount,
+    /// Payload copied into the caller's packet buffer by `poll_transmit`
+    /// (one copy per data packet; the one copy the engine makes on send).
+    pub copied_into_packets: CopyCount,
     /// Packets sent.
     pub packets_sent: u64,
     /// WTIMER expiries.

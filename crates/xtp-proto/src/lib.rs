@@ -34,7 +34,8 @@ pub mod rtt;
 pub use config::{Congestion, ContextConfig, EndpointConfig};
 pub use context::{Chunk, INITIAL_ALLOC, Input, State};
 pub use endpoint::{
-    ConnectError, ContextId, ContextStats, Endpoint, EndpointStats, ListenError, Transmit, WriteError,
+    ConnectError, ContextId, ContextStats, CopyCount, Endpoint, EndpointStats, ListenError, Transmit,
+    WriteError,
 };
 pub use events::{CloseReason, DropReason, Event, NoTrace, Recorder, Subscriber, TimerKind, Trace};
 pub use peers::PeerChange;
