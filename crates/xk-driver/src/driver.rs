@@ -240,7 +240,7 @@ impl<T: Transport> Driver<T> {
         while let Some(change) = self.ep.poll_peer_change() {
             match change {
                 PeerChange::Validated(peer) => lanes.open(&self.sock, peer),
-                PeerChange::Gone(peer) => lanes.close(peer),
+                PeerChange::Gone(peer) => lanes.close(&self.sock, peer),
             }
         }
     }
@@ -420,7 +420,7 @@ impl<T: Transport> Driver<T> {
             // bulk load, as the shared socket is below; a lone datagram ends
             // its turn.
             let mut n = 0;
-            for lane in lanes.socks_mut() {
+            let shared_ready = lanes.read_ready(|lane| {
                 for _ in 0..crate::batch::BATCH {
                     stamp.set(None);
                     let k = lane.recv(false, &mut feed)?;
@@ -429,9 +429,13 @@ impl<T: Transport> Driver<T> {
                         break;
                     }
                 }
+                Ok(())
+            })?;
+            if shared_ready {
+                stamp.set(None);
+                n += self.sock.recv(false, &mut feed)?;
             }
-            stamp.set(None);
-            return Ok(n + self.sock.recv(false, &mut feed)?);
+            return Ok(n);
         }
         let n = self.sock.recv(block, &mut feed)?;
         // Under bulk load (a GRO train of several datagrams) take what else is

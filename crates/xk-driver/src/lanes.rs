@@ -17,8 +17,9 @@
 //! socket. A lane opens when the endpoint has validated the peer (it
 //! answered a packet only a receiver of ours could answer,
 //! [`xtp_proto::PeerChange`]) — a spoofer off the path never gets one — and
-//! closes when the peer's last context is freed. The driver reads every
-//! lane before one batch of the shared socket. All descriptors sit in one
+//! closes when the peer's last context is freed (and goes to a peer that
+//! was refused one at the limit). The driver reads the lanes with input,
+//! as the epoll set reports them, before one batch of the shared socket. All descriptors sit in one
 //! epoll set, whose descriptor is readable when any of them is: a loop that
 //! waits on one descriptor ([`crate::driver::Driver::input_fd`]) still
 //! waits on all.
@@ -26,11 +27,12 @@
 //! Sending needs no lane: the shared socket's datagrams carry the same
 //! source address and port.
 
+use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 
-use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 
 use crate::transport::Transport;
 
@@ -53,16 +55,34 @@ pub struct LaneCounters {
 pub(crate) struct Lanes<T> {
     max: usize,
     epoll: Epoll,
-    socks: Vec<(SocketAddr, T)>,
+    /// Open lanes: peer, epoll token (never 0: the shared socket's), socket.
+    socks: Vec<(SocketAddr, u64, T)>,
+    next_token: u64,
+    /// Validated peers refused at the limit, oldest first: the next lane
+    /// that closes goes to them (at most `max` remembered).
+    waiting: VecDeque<SocketAddr>,
+    /// `epoll_wait`'s output, kept between calls.
+    events: Vec<EpollEvent>,
     counters: LaneCounters,
 }
+
+/// The shared socket's epoll token.
+const SHARED: u64 = 0;
 
 impl<T: Transport> Lanes<T> {
     /// Up to `max` lanes beside `shared`, which joins the epoll set.
     pub(crate) fn new(max: usize, shared: &T) -> io::Result<Self> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
-        epoll.add(shared.fd(), EpollEvent::new(EpollFlags::EPOLLIN, 0)).map_err(io::Error::from)?;
-        Ok(Lanes { max, epoll, socks: Vec::new(), counters: LaneCounters::default() })
+        epoll.add(shared.fd(), EpollEvent::new(EpollFlags::EPOLLIN, SHARED)).map_err(io::Error::from)?;
+        Ok(Lanes {
+            max,
+            epoll,
+            socks: Vec::new(),
+            next_token: SHARED + 1,
+            waiting: VecDeque::new(),
+            events: vec![EpollEvent::empty(); max + 1],
+            counters: LaneCounters::default(),
+        })
     }
 
     /// The epoll set's descriptor: readable when any socket is.
@@ -70,41 +90,69 @@ impl<T: Transport> Lanes<T> {
         self.epoll.0.as_fd()
     }
 
-    /// Opens a lane to `peer` from `shared` (a no-op if one is open).
+    /// Opens a lane to `peer` from `shared` (a no-op if one is open); at
+    /// the limit the peer waits for a lane to close.
     pub(crate) fn open(&mut self, shared: &T, peer: SocketAddr) {
-        if self.socks.iter().any(|(p, _)| *p == peer) {
+        if self.socks.iter().any(|(p, _, _)| *p == peer) {
             return;
         }
         if self.socks.len() >= self.max {
             self.counters.at_limit += 1;
+            if self.waiting.len() >= self.max {
+                self.waiting.pop_front();
+            }
+            self.waiting.push_back(peer);
             return;
         }
+        let token = self.next_token;
         let lane = shared.open_lane(peer).and_then(|s| {
-            self.epoll.add(s.fd(), EpollEvent::new(EpollFlags::EPOLLIN, 0)).map_err(io::Error::from)?;
+            self.epoll.add(s.fd(), EpollEvent::new(EpollFlags::EPOLLIN, token)).map_err(io::Error::from)?;
             Ok(s)
         });
         match lane {
             Ok(s) => {
-                self.socks.push((peer, s));
+                self.next_token += 1;
+                self.socks.push((peer, token, s));
                 self.counters.opened += 1;
             }
             Err(_) => self.counters.failed += 1,
         }
     }
 
-    /// Closes the lane to `peer`, if open. Datagrams still queued in it are
-    /// lost: the peer's contexts are all gone, and a new one's FIRST is
-    /// retransmitted to the shared socket.
-    pub(crate) fn close(&mut self, peer: SocketAddr) {
-        if let Some(i) = self.socks.iter().position(|(p, _)| *p == peer) {
-            let (_, s) = self.socks.swap_remove(i);
+    /// Closes the lane to `peer`, if open, and gives it to the peer that
+    /// has waited longest. Datagrams still queued in it are lost: the
+    /// peer's contexts are all gone, and a new one's FIRST is retransmitted
+    /// to the shared socket.
+    pub(crate) fn close(&mut self, shared: &T, peer: SocketAddr) {
+        self.waiting.retain(|p| *p != peer);
+        if let Some(i) = self.socks.iter().position(|(p, _, _)| *p == peer) {
+            let (_, _, s) = self.socks.swap_remove(i);
             let _ = self.epoll.delete(s.fd());
+            if let Some(next) = self.waiting.pop_front() {
+                self.open(shared, next);
+            }
         }
     }
 
-    /// The lanes' sockets, to read.
-    pub(crate) fn socks_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        self.socks.iter_mut().map(|(_, s)| s)
+    /// Calls `read` with each lane that has input (asking the epoll set,
+    /// not every socket: idle lanes cost nothing); returns whether the
+    /// shared socket has input too.
+    pub(crate) fn read_ready(&mut self, mut read: impl FnMut(&mut T) -> io::Result<()>) -> io::Result<bool> {
+        let n = match self.epoll.wait(&mut self.events, EpollTimeout::ZERO) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        let mut shared = false;
+        for e in &self.events[..n] {
+            let token = e.data();
+            if token == SHARED {
+                shared = true;
+            } else if let Some((_, _, s)) = self.socks.iter_mut().find(|(_, t, _)| *t == token) {
+                read(s)?;
+            }
+        }
+        Ok(shared)
     }
 
     pub(crate) fn counters(&self) -> LaneCounters {

@@ -1,7 +1,8 @@
 //! Peer lanes over real UDP sockets on loopback: a validated client's
 //! datagrams reach the server on a socket of their own, out of the way of
 //! junk flooding the shared socket; the lane closes with the client's last
-//! context; a second server cannot bind the port the lanes share.
+//! context and goes to a client refused one at the limit; a second server
+//! cannot bind the port the lanes share.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,8 +16,8 @@ use xtp_proto::{ContextConfig, EndpointConfig, Event};
 
 /// Serves port 9 (discard) with lanes until `stop` is set and every context
 /// is freed (at most 30 s); returns the driver.
-fn server(stop: Arc<AtomicBool>) -> (SocketAddr, std::thread::JoinHandle<UdpDriver>) {
-    let cfg = DriverConfig { peer_lanes: 4, ..DriverConfig::default() };
+fn server(stop: Arc<AtomicBool>, peer_lanes: usize) -> (SocketAddr, std::thread::JoinHandle<UdpDriver>) {
+    let cfg = DriverConfig { peer_lanes, ..DriverConfig::default() };
     let mut d = UdpDriver::bind_with("127.0.0.1:0", EndpointConfig::default(), 1, cfg).unwrap();
     d.endpoint().listen(9, ContextConfig::stream()).unwrap();
     let addr = d.local_addr().unwrap();
@@ -45,7 +46,7 @@ fn server(stop: Arc<AtomicBool>) -> (SocketAddr, std::thread::JoinHandle<UdpDriv
 #[test]
 fn a_validated_client_gets_a_lane_out_of_a_floods_way() {
     let stop = Arc::new(AtomicBool::new(false));
-    let (addr, h) = server(stop.clone());
+    let (addr, h) = server(stop.clone(), 4);
     // Junk at the shared socket the whole time (bounded: 3 s or 2 M sends).
     let junk_stop = Arc::new(AtomicBool::new(false));
     let js = junk_stop.clone();
@@ -129,4 +130,40 @@ fn a_second_server_cannot_take_a_port_shared_with_lanes() {
         let e = UdpDriver::bind_with(addr, EndpointConfig::default(), 1, cfg).err().expect("refused");
         assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "peer_lanes {peer_lanes}: {e}");
     }
+}
+
+#[test]
+fn a_client_refused_a_lane_at_the_limit_gets_the_next_one() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (addr, h) = server(stop.clone(), 1);
+    let mut clients: Vec<UdpDriver> =
+        (0..2).map(|i| UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 10 + i).unwrap()).collect();
+    // A, then B a moment later: each sends 256 KB and closes.
+    let mut ctxs = Vec::new();
+    for c in clients.iter_mut() {
+        let now = c.now();
+        let ep = c.endpoint();
+        let ctx = ep.connect(now, addr, 9, ContextConfig::stream()).unwrap();
+        ep.write(now, ctx, Bytes::from(vec![3u8; 256 << 10]), false, None).unwrap();
+        ep.close(now, ctx);
+        ctxs.push(ctx);
+        for _ in 0..20 {
+            c.turn(Duration::from_millis(5)).unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    // Both keep answering until the server has freed both contexts (A's
+    // first, after its linger, while B's still lingers).
+    let end = StdInstant::now() + StdDuration::from_secs(20);
+    while !h.is_finished() && StdInstant::now() < end {
+        for c in clients.iter_mut() {
+            c.turn(Duration::from_millis(2)).unwrap();
+        }
+    }
+    let d = h.join().unwrap();
+    let l = d.lane_counters();
+    println!("{l:?}");
+    assert_eq!(l.at_limit, 1, "B was refused a lane while A had the only one");
+    assert_eq!(l.opened, 2, "B got the lane when A's context was freed");
+    assert_eq!(l.open, 0);
 }
