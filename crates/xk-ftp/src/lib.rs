@@ -34,4 +34,5 @@ pub mod client;
 pub mod net;
 pub mod proto;
 pub mod server;
+pub mod tls;
 pub mod vpath;
