@@ -24,7 +24,7 @@ use tokio::sync::watch;
 
 use crate::net::{COPY_BUF, Conn, Listener, Net, connect_data};
 use crate::proto::{self, Entry, Facts, MAX_LINE, parse_command, reply};
-use crate::tls::ServerTls;
+use crate::tls::{Channel, ServerTls};
 use crate::vpath;
 
 /// What a server serves and its limits.
@@ -153,7 +153,7 @@ impl Server {
                     // they had come encrypted (the STARTTLS injection of
                     // CVE-2011-0411).
                     let plain = r.into_inner().unsplit(w);
-                    match tls.as_ref().map(|t| t.accept(plain, false)) {
+                    match tls.as_ref().map(|t| t.accept(plain, Channel::Control)) {
                         Some(handshake) => match handshake.await {
                             Ok(secured) => stream = secured,
                             Err(_) => break,
@@ -611,7 +611,7 @@ impl Session {
                     f.seek(io::SeekFrom::Start(rest)).await?;
                 }
                 let binary = self.binary;
-                self.transfer(r, w, &v, |mut data| async move {
+                self.transfer(r, w, &v, Channel::Download, |mut data| async move {
                     if binary {
                         tokio::io::copy_buf(&mut BufReader::with_capacity(COPY_BUF, f), &mut data)
                             .await
@@ -649,7 +649,7 @@ impl Session {
                     f.seek(io::SeekFrom::Start(rest)).await?;
                 }
                 let binary = self.binary;
-                self.transfer(r, w, &v, |mut data| async move {
+                self.transfer(r, w, &v, Channel::Upload, |mut data| async move {
                     if binary {
                         tokio::io::copy_buf(&mut BufReader::with_capacity(COPY_BUF, data), &mut f)
                             .await
@@ -687,7 +687,7 @@ impl Session {
                         _ => e.mlsd_line(self.facts),
                     })
                     .collect();
-                self.transfer(r, w, &v, |mut data| async move {
+                self.transfer(r, w, &v, Channel::Download, |mut data| async move {
                     data.write_all(text.as_bytes()).await.and(data.shutdown().await)
                 })
                 .await
@@ -718,6 +718,7 @@ impl Session {
         r: &mut BufReader<R>,
         w: &mut W,
         what: &str,
+        channel: Channel,
         body: F,
     ) -> io::Result<Next>
     where
@@ -756,7 +757,7 @@ impl Session {
         // PROT P: the server is the TLS server of the data connection too
         // (RFC 4217 §7), after the 150 as vsftpd does it.
         let data = match (&self.cfg.tls, self.protect_data) {
-            (Some(tls), true) => match tls.accept(conn.0, true).await {
+            (Some(tls), true) => match tls.accept(conn.0, channel).await {
                 Ok(d) => d,
                 Err(e) => return ok(522, format!("data connection: TLS failed: {e}")),
             },

@@ -39,10 +39,22 @@ fn tls_err(what: &str, e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {e}"))
 }
 
+/// Which connection a server-side handshake is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channel {
+    /// The control connection (after AUTH TLS).
+    Control = 0,
+    /// A data connection the server writes (RETR, LIST, NLST, MLSD).
+    Download = 1,
+    /// A data connection the server reads (STOR, APPE, STOU).
+    Upload = 2,
+}
+
 /// The server's side: its certificate and what it demands of clients.
 #[derive(Clone)]
 pub struct ServerTls {
-    acceptor: TlsAcceptor,
+    /// Control connections, downloads, uploads (see [`Channel`]).
+    acceptors: [TlsAcceptor; 3],
     /// Refuse USER and PASS (530) and unprotected data (PROT C: 534; a
     /// transfer without PROT P: 522) until the control connection is TLS
     /// (vsftpd's `force_local_logins_ssl` and `force_local_data_ssl`).
@@ -87,25 +99,48 @@ impl ServerTls {
     }
 
     fn new(chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>) -> io::Result<ServerTls> {
-        let cfg = ServerConfig::builder_with_provider(provider())
+        let mut cfg = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| tls_err("TLS versions", e))?
             .with_no_client_auth()
             .with_single_cert(chain, key)
             .map_err(|e| tls_err("certificate and key", e))?;
-        // rustls' defaults keep a session cache (256 entries) and send TLS
-        // 1.3 tickets backed by it: what data connections resume.
-        Ok(ServerTls { acceptor: TlsAcceptor::from(Arc::new(cfg)), required: false, require_reuse: true })
+        // Stateless tickets (sealed with a key of this process, rotated
+        // every 6 h): a client may resume one ticket on many data
+        // connections. The default stateful TLS 1.3 tickets are single-use,
+        // and lftp (GnuTLS) resumes the control connection's session on
+        // every data connection: its second listing was refused.
+        cfg.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| tls_err("TLS tickets", e))?;
+        // One configuration per channel, sharing the ticket key and the
+        // session cache, differing in the TLS 1.3 tickets sent: rustls'
+        // client spends one per resumption, so the control connection
+        // gives 8 (its cache's limit), a download or listing 2 more, and
+        // an upload none. The client of an upload never reads its data
+        // connection: tickets left unread there make its close a TCP
+        // reset, which destroyed the tail of lftp's uploads in our receive
+        // queue ("Connection reset by peer" before the last read).
+        let with_tickets = |n| {
+            let mut c = cfg.clone();
+            c.send_tls13_tickets = n;
+            TlsAcceptor::from(Arc::new(c))
+        };
+        Ok(ServerTls {
+            acceptors: [with_tickets(8), with_tickets(2), with_tickets(0)],
+            required: false,
+            require_reuse: true,
+        })
     }
 
-    /// The server's handshake on an accepted stream (control after AUTH
-    /// TLS, or a data connection). `data`: check [`Self::require_reuse`].
+    /// The server's handshake on an accepted stream: the control
+    /// connection after AUTH TLS, or a data connection (which must resume
+    /// the session if [`Self::require_reuse`]).
     pub async fn accept(
         &self,
         s: std::pin::Pin<Box<dyn Stream>>,
-        data: bool,
+        channel: Channel,
     ) -> io::Result<std::pin::Pin<Box<dyn Stream>>> {
-        let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(s))
+        let data = channel != Channel::Control;
+        let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptors[channel as usize].accept(s))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
         if data && self.require_reuse && tls.get_ref().1.handshake_kind() != Some(HandshakeKind::Resumed) {

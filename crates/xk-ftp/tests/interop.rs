@@ -168,6 +168,80 @@ fn curl_against_our_server() {
     assert_eq!(sha_file(&sc.root.join("resumed")), sc.sum(BIG), "curl -C - -T");
 }
 
+/// curl with explicit FTPS (`--ssl-reqd`: AUTH TLS, PBSZ 0, PROT P; `-k`
+/// for the self-signed certificate) against our server with TLS required:
+/// every size both ways byte-exact over TLS data connections that resume
+/// the control session, a listing, and curl without TLS refused (530).
+#[test]
+fn curl_ftps_against_our_server() {
+    if !have("curl", &["--version"]) {
+        return;
+    }
+    let sc = Scratch::new("curl-tls");
+    let ours = Ours::start_tls(&sc.root);
+    let url = format!("ftp://alice:secret@{}", ours.addr);
+    let curl = |what: &str, args: &[&str]| {
+        run_ok(
+            &format!("curl {what}"),
+            Command::new("curl").args(["-sS", "--ssl-reqd", "-k", "--max-time", "100"]).args(args),
+            LIMIT,
+        )
+    };
+    for n in SIZES {
+        let (src, back) = (sc.src(n), sc.local.join(format!("back{n}")));
+        curl("FTPS upload", &["-T", s(&src), &format!("{url}/up{n}")]);
+        assert_eq!(sha_file(&sc.root.join(format!("up{n}"))), sc.sum(n), "curl FTPS upload of {n} B");
+        curl("FTPS download", &["--disable-epsv", "-o", s(&back), &format!("{url}/up{n}")]);
+        assert_eq!(sha_file(&back), sc.sum(n), "curl FTPS download of {n} B");
+    }
+    let mut names: Vec<String> =
+        curl("FTPS NLST", &["-l", &format!("{url}/")]).lines().map(String::from).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["up0", "up1", "up1000000", "up100000000"]);
+    let (o, _) = run_for(Command::new("curl").args(["-sS", "--max-time", "20", &format!("{url}/")]), LIMIT);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("530"), "clear-text login not refused: {err}");
+}
+
+/// lftp with explicit FTPS forced for control and data, certificate not
+/// verified (self-signed): every size both ways byte-exact, its parsed
+/// listings (each a TLS data connection resuming the control session),
+/// rename and delete.
+#[test]
+fn lftp_ftps_against_our_server() {
+    if !have("lftp", &["--version"]) {
+        return;
+    }
+    let sc = Scratch::new("lftp-tls");
+    let ours = Ours::start_tls(&sc.root);
+    let lftp = |what: &str, script: &str| {
+        let script = format!(
+            "set cmd:fail-exit yes; set net:max-retries 1; set net:timeout 20; \
+             set net:reconnect-interval-base 1; set xfer:clobber yes; \
+             set ssl:verify-certificate no; set ftp:ssl-force true; set ftp:ssl-protect-data true; \
+             set ftp:ssl-protect-list true; open -u alice,secret -p {} {}; {script}",
+            ours.addr.port(),
+            ours.addr.ip()
+        );
+        run_ok(&format!("lftp {what}"), Command::new("lftp").args(["--norc", "-c", &script]), LIMIT)
+    };
+    for n in SIZES {
+        let (src, back) = (sc.src(n), sc.local.join(format!("back{n}")));
+        lftp("FTPS put", &format!("put {} -o up{n}", s(&src)));
+        assert_eq!(sha_file(&sc.root.join(format!("up{n}"))), sc.sum(n), "lftp FTPS put of {n} B");
+        lftp("FTPS get", &format!("get up{n} -o {}", s(&back)));
+        assert_eq!(sha_file(&back), sc.sum(n), "lftp FTPS get of {n} B");
+    }
+    for mlsd in ["no", "yes"] {
+        let out = lftp("FTPS cls", &format!("set ftp:use-mlsd {mlsd}; cls -1 --size --block-size=1; cls -1"));
+        for n in SIZES {
+            assert!(out.contains(&format!("{n} up{n}")), "lftp FTPS cls (use-mlsd {mlsd}): {out}");
+        }
+    }
+    lftp("FTPS mv/rm", "mv up1 renamed; rm up0");
+    assert!(sc.root.join("renamed").exists() && !sc.root.join("up0").exists());
+}
+
 /// lftp: upload over EPSV and download over PASV for every size, its own
 /// parsed listings (`cls`, MLSD), rename and delete, `get -c` after a
 /// partial local file (REST) and `put -c` after a partial remote one (SIZE,
@@ -359,6 +433,8 @@ f.quit()
 /// the directory clients may write (as the client names it and on disk).
 struct Peer {
     addr: SocketAddr,
+    /// FTPS: AUTH TLS before login, certificate not verified.
+    tls: bool,
     user: &'static str,
     password: &'static str,
     dir: &'static str,
@@ -400,8 +476,10 @@ fn greets(addr: SocketAddr, who: &str, child: &mut Reaped) -> bool {
 /// vsftpd on a loopback port with a generated configuration: anonymous
 /// login, writes allowed in `pub/` (vsftpd refuses a chroot root the
 /// anonymous user can write to, so the root is root's and `pub/` is open),
-/// no seccomp sandbox and no namespaces (they fail in containers).
-fn vsftpd(sc: &Scratch) -> Option<Peer> {
+/// no seccomp sandbox and no namespaces (they fail in containers). With
+/// `tls`: FTPS forced for login and data with a generated self-signed
+/// certificate, and `require_ssl_reuse` (vsftpd's default) spelled out.
+fn vsftpd(sc: &Scratch, tls: bool) -> Option<Peer> {
     let program =
         ["/usr/sbin/vsftpd", "vsftpd"].into_iter().find(|p| Path::new(p).exists()).unwrap_or("vsftpd");
     if !have(program, &["-v"]) {
@@ -419,6 +497,20 @@ fn vsftpd(sc: &Scratch) -> Option<Peer> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&disk, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let tls_conf = if tls {
+        let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+        let (cert, key) = (sc.base.join("vsftpd-cert.pem"), sc.base.join("vsftpd-key.pem"));
+        std::fs::write(&cert, ck.cert.pem()).unwrap();
+        std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+        format!(
+            "ssl_enable=YES\nallow_anon_ssl=YES\nforce_anon_logins_ssl=YES\nforce_anon_data_ssl=YES\n\
+             require_ssl_reuse=YES\nssl_ciphers=HIGH\nrsa_cert_file={}\nrsa_private_key_file={}\n",
+            cert.display(),
+            key.display()
+        )
+    } else {
+        String::new()
+    };
     for _try in 0..5 {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let conf = sc.base.join("vsftpd.conf");
@@ -430,7 +522,7 @@ fn vsftpd(sc: &Scratch) -> Option<Peer> {
                  write_enable=YES\nanon_upload_enable=YES\nanon_mkdir_write_enable=YES\n\
                  anon_other_write_enable=YES\nanon_world_readable_only=NO\nanon_umask=022\n\
                  seccomp_sandbox=NO\nisolate=NO\nisolate_network=NO\nsecure_chroot_dir={}\n\
-                 xferlog_enable=NO\nconnect_from_port_20=NO\npasv_enable=YES\n",
+                 xferlog_enable=NO\nconnect_from_port_20=NO\npasv_enable=YES\n{tls_conf}",
                 root.display(),
                 empty.display()
             ),
@@ -449,6 +541,7 @@ fn vsftpd(sc: &Scratch) -> Option<Peer> {
         if greets(addr, "vsFTPd", &mut child) {
             return Some(Peer {
                 addr,
+                tls,
                 user: "anonymous",
                 password: "xpress@",
                 dir: "/pub",
@@ -496,7 +589,7 @@ fn pyftpdlib(sc: &Scratch) -> Option<Peer> {
         }
     });
     let addr = rx.recv_timeout(Duration::from_secs(20)).expect("pyftpdlib's start line").parse().unwrap();
-    Some(Peer { addr, user: "bob", password: "pw", dir: "/", disk, _proc: child })
+    Some(Peer { addr, tls: false, user: "bob", password: "pw", dir: "/", disk, _proc: child })
 }
 
 /// Our client against `peer`: STOR and RETR for every size, byte-exact,
@@ -504,6 +597,10 @@ fn pyftpdlib(sc: &Scratch) -> Option<Peer> {
 /// (REST), an upload resumed by APPE, rename and delete.
 async fn our_client_against(peer: &Peer, sc: &Scratch) {
     let mut c = Client::connect(Net::Tcp, peer.addr).await.unwrap();
+    if peer.tls {
+        let tls = xk_ftp::tls::ClientTls::new(None, true).unwrap();
+        c.auth_tls(&tls, xk_ftp::tls::server_name(&peer.addr.ip().to_string()).unwrap()).await.unwrap();
+    }
     c.login(peer.user, peer.password).await.unwrap();
     let at = |name: &str| format!("{}/{name}", peer.dir.trim_end_matches('/'));
     for n in SIZES {
@@ -556,7 +653,17 @@ async fn our_client_against(peer: &Peer, sc: &Scratch) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_client_against_vsftpd() {
     let sc = Scratch::new("vsftpd");
-    let Some(peer) = vsftpd(&sc) else { return };
+    let Some(peer) = vsftpd(&sc, false) else { return };
+    our_client_against(&peer, &sc).await;
+}
+
+/// Our client with FTPS against vsftpd with `ssl_enable`, TLS forced for
+/// login and data and `require_ssl_reuse`: every data connection must
+/// resume the control connection's session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_ftps_client_against_vsftpd() {
+    let sc = Scratch::new("vsftpd-tls");
+    let Some(peer) = vsftpd(&sc, true) else { return };
     our_client_against(&peer, &sc).await;
 }
 
