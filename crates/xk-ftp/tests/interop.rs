@@ -1,5 +1,8 @@
 //! The interop matrix: our server (kernel TCP, loopback) against curl,
-//! lftp and Python's ftplib; our client against vsftpd and pyftpdlib. Each
+//! lftp and Python's ftplib; our client against vsftpd and pyftpdlib. With
+//! explicit FTPS (RFC 4217): curl and lftp against our server with TLS
+//! required, our client against vsftpd (`ssl_enable`, `require_ssl_reuse`)
+//! and pyftpdlib's TLS_FTPHandler (pyOpenSSL). Each
 //! pairing moves files of 0 B, 1 B, 1 MB and 100 MB both ways byte-exact
 //! (SHA-256), lists, renames and deletes, and resumes an interrupted
 //! transfer (REST for downloads, APPE or REST+STOR for uploads).
@@ -592,6 +595,68 @@ fn pyftpdlib(sc: &Scratch) -> Option<Peer> {
     Some(Peer { addr, tls: false, user: "bob", password: "pw", dir: "/", disk, _proc: child })
 }
 
+/// pyftpdlib's TLS_FTPHandler (needs pyOpenSSL) with TLS required for
+/// login and data and a generated self-signed certificate, on a port the
+/// kernel picks (printed by the script).
+fn pyftpdlib_tls(sc: &Scratch) -> Option<Peer> {
+    let probe =
+        Command::new("python3").args(["-c", "import pyftpdlib, OpenSSL"]).stderr(Stdio::null()).status();
+    if !probe.is_ok_and(|s| s.success()) {
+        assert!(
+            std::env::var_os("XPRESS_REQUIRE_FTP_INTEROP").is_none(),
+            "XPRESS_REQUIRE_FTP_INTEROP is set but pyftpdlib or pyOpenSSL is missing"
+        );
+        eprintln!("SKIPPED: pyftpdlib with pyOpenSSL is not installed");
+        return None;
+    }
+    let disk = sc.root.join("pyftpdlib-tls");
+    std::fs::create_dir_all(&disk).unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let (cert, key) = (sc.base.join("py-cert.pem"), sc.base.join("py-key.pem"));
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+    let mut child = Reaped(
+        Command::new("python3")
+            .args(["-c", PYFTPDLIB_TLS])
+            .args([&disk, &cert, &key])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let out = BufReader::new(child.0.stdout.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            if let Some(p) = line.strip_prefix("port ") {
+                let _ = tx.send(p.trim().to_string());
+            }
+        }
+    });
+    let port: u16 = rx.recv_timeout(Duration::from_secs(20)).expect("pyftpdlib's port").parse().unwrap();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    Some(Peer { addr, tls: true, user: "bob", password: "pw", dir: "/", disk, _proc: child })
+}
+
+/// The server side of `pyftpdlib_tls`: argv directory, certificate, key.
+const PYFTPDLIB_TLS: &str = r#"
+import sys
+from pyftpdlib.authorizers import DummyAuthorizer
+from pyftpdlib.handlers import TLS_FTPHandler
+from pyftpdlib.servers import FTPServer
+d, cert, key = sys.argv[1:4]
+a = DummyAuthorizer()
+a.add_user("bob", "pw", d, perm="elradfmwMT")
+h = TLS_FTPHandler
+h.certfile, h.keyfile, h.authorizer = cert, key, a
+h.tls_control_required = True
+h.tls_data_required = True
+s = FTPServer(("127.0.0.1", 0), h)
+print("port", s.address[1], flush=True)
+s.serve_forever()
+"#;
+
 /// Our client against `peer`: STOR and RETR for every size, byte-exact,
 /// SIZE, LIST and NLST, a download resumed after a partial local file
 /// (REST), an upload resumed by APPE, rename and delete.
@@ -671,5 +736,14 @@ async fn our_ftps_client_against_vsftpd() {
 async fn our_client_against_pyftpdlib() {
     let sc = Scratch::new("pyftpdlib");
     let Some(peer) = pyftpdlib(&sc) else { return };
+    our_client_against(&peer, &sc).await;
+}
+
+/// Our client with FTPS against pyftpdlib's TLS_FTPHandler, TLS required
+/// for login and data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_ftps_client_against_pyftpdlib() {
+    let sc = Scratch::new("pyftpdlib-tls");
+    let Some(peer) = pyftpdlib_tls(&sc) else { return };
     our_client_against(&peer, &sc).await;
 }
