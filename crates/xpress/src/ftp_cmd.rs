@@ -12,9 +12,9 @@ use xk_ftp::tls::{ClientTls, ServerTls, server_name};
 
 #[derive(Subcommand)]
 pub(crate) enum FtpCommand {
-    /// Serve a directory over FTP until Ctrl-C.
+    /// Serve a directory over FTP (FTPS with --tls-*) until Ctrl-C.
     Serve(ServeArgs),
-    /// Download: `xpress ftp get ftp://USER:PASS@HOST:PORT/PATH [FILE]`.
+    /// Download: `xpress ftp get ftp://USER:PASS@HOST:PORT/PATH [FILE]` (ftps://: explicit FTPS, AUTH TLS).
     Get(GetArgs),
     /// Upload: `xpress ftp put FILE ftp://USER:PASS@HOST:PORT/PATH`.
     Put(PutArgs),
@@ -96,7 +96,7 @@ pub(crate) struct GetArgs {
 pub(crate) struct PutArgs {
     /// The local file.
     file: PathBuf,
-    /// ftp://[USER[:PASS]@]HOST[:PORT]/PATH
+    /// ftp://[USER[:PASS]@]HOST[:PORT]/PATH, or ftps://
     url: String,
     /// Append to the remote file (APPE) instead of replacing it.
     #[arg(long)]
@@ -110,7 +110,7 @@ pub(crate) struct PutArgs {
 
 #[derive(Args)]
 pub(crate) struct LsArgs {
-    /// ftp://[USER[:PASS]@]HOST[:PORT]/DIR
+    /// ftp://[USER[:PASS]@]HOST[:PORT]/DIR, or ftps://
     url: String,
     /// tcp or xtp.
     #[arg(long, default_value = "tcp")]
