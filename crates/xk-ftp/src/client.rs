@@ -3,13 +3,25 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::time::Duration;
 
 use tokio::io::{
     AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadHalf, WriteHalf,
 };
 
+use rustls::pki_types::ServerName;
+
 use crate::net::{COPY_BUF, Conn, Net, Stream, connect_control, connect_data};
 use crate::proto::{self, MAX_LINE};
+use crate::tls::ClientTls;
+
+type Halves = (BufReader<ReadHalf<Pin<Box<dyn Stream>>>>, WriteHalf<Pin<Box<dyn Stream>>>);
+
+fn halves(s: Pin<Box<dyn Stream>>) -> Halves {
+    let (r, w) = tokio::io::split(s);
+    (BufReader::new(r), w)
+}
 
 /// A reply: code and text (lines joined with newlines).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,16 +42,19 @@ impl Reply {
 pub struct Client {
     net: Net,
     peer: SocketAddr,
-    r: BufReader<ReadHalf<std::pin::Pin<Box<dyn Stream>>>>,
-    w: WriteHalf<std::pin::Pin<Box<dyn Stream>>>,
+    r: BufReader<ReadHalf<Pin<Box<dyn Stream>>>>,
+    w: WriteHalf<Pin<Box<dyn Stream>>>,
+    /// After [`Client::auth_tls`]: data connections are TLS too, with
+    /// this configuration and name (so they resume the control session).
+    tls: Option<(ClientTls, ServerName<'static>)>,
 }
 
 impl Client {
     /// Connects to a server and reads its greeting.
     pub async fn connect(net: Net, addr: SocketAddr) -> io::Result<Client> {
         let (s, peer): Conn = connect_control(net, addr).await?;
-        let (r, w) = tokio::io::split(s);
-        let mut c = Client { net, peer, r: BufReader::new(r), w };
+        let (r, w) = halves(s);
+        let mut c = Client { net, peer, r, w, tls: None };
         let hello = c.reply().await?;
         if hello.code != 220 {
             return Err(hello.error(&format!("greeting from {addr}")));
@@ -83,6 +98,31 @@ impl Client {
         if ok(r.code) { Ok(r) } else { Err(r.error(line.split(' ').next().unwrap_or(line))) }
     }
 
+    /// Explicit FTPS (RFC 4217): AUTH TLS (234), the handshake with `name`
+    /// on the control connection, then PBSZ 0 and PROT P, so every data
+    /// connection is TLS too. Call it before [`Client::login`], so the
+    /// password goes encrypted.
+    pub async fn auth_tls(&mut self, tls: &ClientTls, name: ServerName<'static>) -> io::Result<()> {
+        self.expect("AUTH TLS", |c| c == 234).await?;
+        // A server that sent more after 234 is not speaking RFC 4217 (and
+        // lines read before the handshake must not count as protected).
+        if !self.r.buffer().is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the server sent more after 234 in clear text",
+            ));
+        }
+        let (nr, nw) = halves(Box::pin(tokio::io::empty()));
+        let r = std::mem::replace(&mut self.r, nr);
+        let w = std::mem::replace(&mut self.w, nw);
+        let plain = r.into_inner().unsplit(w);
+        (self.r, self.w) = halves(tls.connect(&name, plain).await?);
+        self.expect("PBSZ 0", |c| c == 200).await?;
+        self.expect("PROT P", |c| c == 200).await?;
+        self.tls = Some((tls.clone(), name));
+        Ok(())
+    }
+
     /// USER and PASS (and TYPE I: every transfer is binary).
     pub async fn login(&mut self, user: &str, password: &str) -> io::Result<()> {
         let r = self.expect(&format!("USER {user}"), |c| c == 230 || c == 331).await?;
@@ -115,10 +155,26 @@ impl Client {
     async fn transfer<T>(
         &mut self,
         line: &str,
-        body: impl AsyncFnOnce(std::pin::Pin<Box<dyn Stream>>) -> io::Result<T>,
+        body: impl AsyncFnOnce(Pin<Box<dyn Stream>>) -> io::Result<T>,
     ) -> io::Result<T> {
         let (data, _) = self.data().await?;
         self.expect(line, |c| c == 150 || c == 125).await?;
+        // The handshake after 150: servers start TLS on the data
+        // connection when the command has come (vsftpd, ours).
+        let data = match &self.tls {
+            None => data,
+            Some((tls, name)) => match tls.connect(name, data).await {
+                Ok(d) => d,
+                Err(e) => {
+                    let said = tokio::time::timeout(Duration::from_secs(5), self.reply()).await;
+                    let said = match said {
+                        Ok(Ok(r)) => format!(": the server said {} {}", r.code, r.text),
+                        _ => String::new(),
+                    };
+                    return Err(io::Error::new(e.kind(), format!("{line}: data connection TLS: {e}{said}")));
+                }
+            },
+        };
         let out = body(data).await;
         let done = self.reply().await?;
         let out = out?;
@@ -155,6 +211,12 @@ impl Client {
         self.transfer(&format!("{verb} {path}"), async |mut d| {
             let n = tokio::io::copy_buf(&mut BufReader::with_capacity(COPY_BUF, src), &mut d).await?;
             d.shutdown().await?;
+            // Read what the server sent (TLS 1.3 session tickets) until it
+            // closes: a socket closed with unread bytes sends a reset,
+            // which can destroy the tail of the upload in the server's
+            // receive queue. The server closes right after its last read.
+            let mut sink = [0u8; 4096];
+            while matches!(d.read(&mut sink).await, Ok(n) if n > 0) {}
             Ok(n)
         })
         .await

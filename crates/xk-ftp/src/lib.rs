@@ -19,6 +19,14 @@
 //! against our client. ABOR is read during a transfer and as TCP urgent
 //! data (as ftplib sends it).
 //!
+//! Explicit FTPS (RFC 4217, [`tls`]) is an option of both sides: AUTH TLS
+//! (234), PBSZ 0, PROT P or C, CCC refused (533). Data connections under
+//! PROT P are TLS with the server as TLS server, and must resume the
+//! control connection's TLS session (as vsftpd's `require_ssl_reuse`); a
+//! server with `required` refuses USER/PASS (530), PROT C (534) and clear
+//! data connections (522) before AUTH TLS. TLS runs over either transport
+//! (over XTP it wraps the XTP stream).
+//!
 //! Concurrency: tokio tasks, because the XTP side is the async API
 //! (`xk_driver::aio`), whose streams can be spread over tasks — the blocking
 //! XTP API keeps every stream of a listener on one thread.
@@ -31,7 +39,9 @@
 //! form. Active mode (PORT/EPRT) is TCP only.
 
 pub mod client;
+pub mod fuzzing;
 pub mod net;
 pub mod proto;
 pub mod server;
+pub mod tls;
 pub mod vpath;

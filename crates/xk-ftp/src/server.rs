@@ -24,6 +24,7 @@ use tokio::sync::watch;
 
 use crate::net::{COPY_BUF, Conn, Listener, Net, connect_data};
 use crate::proto::{self, Entry, Facts, MAX_LINE, parse_command, reply};
+use crate::tls::{Channel, ServerTls};
 use crate::vpath;
 
 /// What a server serves and its limits.
@@ -49,6 +50,8 @@ pub struct Config {
     pub login_delay: Duration,
     /// Failed logins before the session is closed.
     pub max_login_failures: u32,
+    /// Explicit FTPS (RFC 4217): AUTH TLS, PBSZ, PROT offered when set.
+    pub tls: Option<ServerTls>,
 }
 
 impl Config {
@@ -67,6 +70,7 @@ impl Config {
             idle: Duration::from_secs(300),
             login_delay: Duration::from_secs(1),
             max_login_failures: 3,
+            tls: None,
         }
     }
 }
@@ -127,15 +131,36 @@ impl Server {
             };
             let (cfg, root, sessions) = (self.cfg.clone(), self.root.clone(), self.sessions.clone());
             tokio::spawn(async move {
-                let (r, mut w) = tokio::io::split(stream);
+                let mut stream = stream;
                 if let Err(why) = admitted {
-                    let _ = w.write_all(reply(421, &why).as_bytes()).await;
-                    let _ = w.shutdown().await;
+                    let _ = stream.write_all(reply(421, &why).as_bytes()).await;
+                    let _ = stream.shutdown().await;
                     return;
                 }
+                let tls = cfg.tls.clone();
                 let mut s = Session::new(cfg, root, peer);
-                let _ = s.run(BufReader::new(r), &mut w).await;
-                let _ = w.shutdown().await;
+                loop {
+                    let (r, mut w) = tokio::io::split(stream);
+                    let mut r = BufReader::new(r);
+                    let end = s.run(&mut r, &mut w).await;
+                    let Ok(End::StartTls) = end else {
+                        let _ = w.shutdown().await;
+                        break;
+                    };
+                    // Whatever the client sent after AUTH TLS in plain text
+                    // (in `r`'s buffer) is dropped with it: commands
+                    // injected before the handshake must not run as if
+                    // they had come encrypted (the STARTTLS injection of
+                    // CVE-2011-0411).
+                    let plain = r.into_inner().unsplit(w);
+                    match tls.as_ref().map(|t| t.accept(plain, Channel::Control)) {
+                        Some(handshake) => match handshake.await {
+                            Ok(secured) => stream = secured,
+                            Err(_) => break,
+                        },
+                        None => break,
+                    }
+                }
                 let mut t = sessions.lock().expect("session table");
                 if let Some(n) = t.get_mut(&peer.ip()) {
                     *n -= 1;
@@ -173,12 +198,30 @@ struct Session {
     line: Vec<u8>,
     passive: Option<Listener>,
     active: Option<SocketAddr>,
+    /// The 220 greeting was sent (once; not again after AUTH TLS).
+    greeted: bool,
+    /// The control connection is TLS (after AUTH TLS).
+    secure: bool,
+    /// PBSZ was given (RFC 4217 §8: before PROT).
+    pbsz: bool,
+    /// PROT P: data connections are TLS.
+    protect_data: bool,
+}
+
+/// How a session's command loop ended.
+enum End {
+    /// The client left, or the session was closed.
+    Closed,
+    /// AUTH TLS was accepted (234 sent): the TLS handshake comes next.
+    StartTls,
 }
 
 /// What a command handler asks the session loop to do.
 enum Next {
     Reply(u16, String),
     Quit(u16, String),
+    /// Reply (234), then the TLS handshake on the control connection.
+    StartTls(u16, String),
 }
 
 fn ok(code: u16, text: impl Into<String>) -> io::Result<Next> {
@@ -203,61 +246,113 @@ impl Session {
             line: Vec::new(),
             passive: None,
             active: None,
+            greeted: false,
+            secure: false,
+            pbsz: false,
+            protect_data: false,
         }
     }
 
     async fn run<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         &mut self,
-        mut r: BufReader<R>,
+        r: &mut BufReader<R>,
         w: &mut W,
-    ) -> io::Result<()> {
-        w.write_all(reply(220, "xpress FTP server ready").as_bytes()).await?;
+    ) -> io::Result<End> {
+        if !self.greeted {
+            self.greeted = true;
+            send(w, reply(220, "xpress FTP server ready")).await?;
+        }
         loop {
             // A line may have come in during a transfer (`self.line`).
             if !self.line.ends_with(b"\n") {
-                let mut limited = (&mut r).take(MAX_LINE as u64 + 1);
+                let mut limited = (&mut *r).take(MAX_LINE as u64 + 1);
                 let read = limited.read_until(b'\n', &mut self.line);
                 let n = match tokio::time::timeout(self.cfg.idle, read).await {
                     Err(_) => {
-                        w.write_all(
-                            reply(421, &format!("idle for {} s: closing", self.cfg.idle.as_secs()))
-                                .as_bytes(),
-                        )
-                        .await?;
-                        return Ok(());
+                        send(w, reply(421, &format!("idle for {} s: closing", self.cfg.idle.as_secs())))
+                            .await?;
+                        return Ok(End::Closed);
                     }
                     Ok(r) => r?,
                 };
                 if n == 0 {
-                    return Ok(());
+                    return Ok(End::Closed);
                 }
             }
             let mut buf = std::mem::take(&mut self.line);
             if buf.len() > MAX_LINE {
-                w.write_all(reply(500, &format!("line longer than {MAX_LINE} bytes")).as_bytes()).await?;
+                send(w, reply(500, &format!("line longer than {MAX_LINE} bytes"))).await?;
                 // Skip the rest of the overlong line.
                 if !buf.ends_with(b"\n") {
-                    (&mut r).take(1 << 20).read_until(b'\n', &mut Vec::new()).await?;
+                    (&mut *r).take(1 << 20).read_until(b'\n', &mut Vec::new()).await?;
                 }
                 continue;
             }
             proto::strip_telnet(&mut buf);
             let Ok(line) = std::str::from_utf8(&buf) else {
-                w.write_all(reply(501, "command is not UTF-8").as_bytes()).await?;
+                send(w, reply(501, "command is not UTF-8")).await?;
                 continue;
             };
             let Some(cmd) = parse_command(line) else { continue };
-            let next = match self.handle(&cmd.verb, &cmd.arg, &mut r, w).await {
+            let next = match self.handle(&cmd.verb, &cmd.arg, r, w).await {
                 Ok(n) => n,
                 Err(e) => Next::Reply(451, format!("local error: {e}")),
             };
             match next {
-                Next::Reply(code, text) => w.write_all(reply(code, &text).as_bytes()).await?,
+                Next::Reply(code, text) => send(w, reply(code, &text)).await?,
                 Next::Quit(code, text) => {
-                    w.write_all(reply(code, &text).as_bytes()).await?;
-                    return Ok(());
+                    send(w, reply(code, &text)).await?;
+                    return Ok(End::Closed);
+                }
+                Next::StartTls(code, text) => {
+                    send(w, reply(code, &text)).await?;
+                    self.line.clear();
+                    self.secure = true;
+                    return Ok(End::StartTls);
                 }
             }
+        }
+    }
+
+    /// AUTH, PBSZ, PROT and CCC (RFC 4217).
+    fn security(&mut self, verb: &str, arg: &str) -> Next {
+        let reply = |code, text: &str| Next::Reply(code, text.to_string());
+        let Some(tls) = &self.cfg.tls else {
+            return reply(if verb == "AUTH" { 504 } else { 502 }, "TLS is not offered");
+        };
+        let arg = arg.trim().to_ascii_uppercase();
+        match verb {
+            "AUTH" if self.secure => reply(503, "already using TLS"),
+            // TLS-C and SSL are older names of the same (RFC 4217 §6).
+            "AUTH" if matches!(arg.as_str(), "TLS" | "TLS-C" | "SSL") => {
+                Next::StartTls(234, format!("AUTH {arg} ok: start the TLS handshake"))
+            }
+            "AUTH" => reply(504, &format!("AUTH {arg}: only TLS")),
+            _ if !self.secure => {
+                reply(503, &format!("{verb} needs a TLS control connection: AUTH TLS first"))
+            }
+            // TLS needs no protection buffer: always 0 (§8).
+            "PBSZ" => {
+                self.pbsz = true;
+                reply(200, "PBSZ=0")
+            }
+            "PROT" if !self.pbsz => reply(503, "PBSZ first"),
+            "PROT" => match arg.as_str() {
+                "P" => {
+                    self.protect_data = true;
+                    reply(200, "PROT P: data connections are TLS")
+                }
+                "C" if tls.required => reply(534, "PROT C refused: this server requires protected data"),
+                "C" => {
+                    self.protect_data = false;
+                    reply(200, "PROT C: data connections are clear")
+                }
+                "S" | "E" => reply(536, &format!("PROT {arg}: not supported with TLS")),
+                _ => reply(504, &format!("PROT {arg}: not a protection level")),
+            },
+            // Dropping back to a clear control connection would expose the
+            // session to injection again (as vsftpd, refused).
+            _ => reply(533, "CCC refused: the control connection stays encrypted"),
         }
     }
 
@@ -277,9 +372,30 @@ impl Session {
     ) -> io::Result<Next> {
         // Before login only these.
         if !self.logged_in
-            && !matches!(verb, "USER" | "PASS" | "QUIT" | "FEAT" | "SYST" | "HELP" | "NOOP" | "OPTS" | "AUTH")
+            && !matches!(
+                verb,
+                "USER"
+                    | "PASS"
+                    | "QUIT"
+                    | "FEAT"
+                    | "SYST"
+                    | "HELP"
+                    | "NOOP"
+                    | "OPTS"
+                    | "AUTH"
+                    | "PBSZ"
+                    | "PROT"
+                    | "CCC"
+            )
         {
             return ok(530, "log in first (USER and PASS)");
+        }
+        // As vsftpd's force_local_logins_ssl: no password in clear text.
+        if matches!(verb, "USER" | "PASS")
+            && !self.secure
+            && self.cfg.tls.as_ref().is_some_and(|t| t.required)
+        {
+            return ok(530, "this server requires TLS: AUTH TLS first, then USER and PASS");
         }
         let writes = matches!(
             verb,
@@ -317,14 +433,15 @@ impl Session {
                 }
                 ok(530, "login incorrect")
             }
-            "AUTH" => ok(504, "TLS is not offered"),
+            "AUTH" | "PBSZ" | "PROT" | "CCC" => Ok(self.security(verb, arg)),
             "QUIT" => Ok(Next::Quit(221, "goodbye".into())),
             "NOOP" => ok(200, "ok"),
             "SYST" => ok(215, "UNIX Type: L8"),
             "FEAT" => ok(
                 211,
                 format!(
-                    "Features:\nEPSV\nEPRT\nMDTM\n{}\nPASV\nREST STREAM\nSIZE\nUTF8\nEnd",
+                    "Features:\n{}EPSV\nEPRT\nMDTM\n{}\nPASV\nREST STREAM\nSIZE\nUTF8\nEnd",
+                    if self.cfg.tls.is_some() { "AUTH TLS\nPBSZ\nPROT\n" } else { "" },
                     self.facts.feat()
                 ),
             ),
@@ -341,7 +458,7 @@ impl Session {
             }
             "HELP" => ok(
                 214,
-                "Commands:\nUSER PASS QUIT NOOP SYST FEAT OPTS HELP STAT TYPE MODE STRU PWD CWD CDUP\nMKD RMD DELE RNFR RNTO SIZE MDTM REST PASV EPSV PORT EPRT RETR STOR APPE\nSTOU LIST NLST MLSD MLST ABOR ALLO\nEnd",
+                "Commands:\nUSER PASS QUIT NOOP SYST FEAT OPTS HELP STAT TYPE MODE STRU PWD CWD CDUP\nMKD RMD DELE RNFR RNTO SIZE MDTM REST PASV EPSV PORT EPRT RETR STOR APPE\nSTOU LIST NLST MLSD MLST ABOR ALLO AUTH PBSZ PROT CCC\nEnd",
             ),
             "STAT" if arg.is_empty() => {
                 ok(211, format!("xpress FTP server\nconnected from {}\nEnd of status", self.peer))
@@ -494,7 +611,7 @@ impl Session {
                     f.seek(io::SeekFrom::Start(rest)).await?;
                 }
                 let binary = self.binary;
-                self.transfer(r, w, &v, |mut data| async move {
+                self.transfer(r, w, &v, Channel::Download, |mut data| async move {
                     if binary {
                         tokio::io::copy_buf(&mut BufReader::with_capacity(COPY_BUF, f), &mut data)
                             .await
@@ -532,7 +649,7 @@ impl Session {
                     f.seek(io::SeekFrom::Start(rest)).await?;
                 }
                 let binary = self.binary;
-                self.transfer(r, w, &v, |mut data| async move {
+                self.transfer(r, w, &v, Channel::Upload, |mut data| async move {
                     if binary {
                         tokio::io::copy_buf(&mut BufReader::with_capacity(COPY_BUF, data), &mut f)
                             .await
@@ -570,7 +687,7 @@ impl Session {
                         _ => e.mlsd_line(self.facts),
                     })
                     .collect();
-                self.transfer(r, w, &v, |mut data| async move {
+                self.transfer(r, w, &v, Channel::Download, |mut data| async move {
                     data.write_all(text.as_bytes()).await.and(data.shutdown().await)
                 })
                 .await
@@ -601,6 +718,7 @@ impl Session {
         r: &mut BufReader<R>,
         w: &mut W,
         what: &str,
+        channel: Channel,
         body: F,
     ) -> io::Result<Next>
     where
@@ -609,8 +727,13 @@ impl Session {
         F: FnOnce(std::pin::Pin<Box<dyn crate::net::Stream>>) -> Fut,
         Fut: std::future::Future<Output = io::Result<()>>,
     {
+        if !self.protect_data && self.cfg.tls.as_ref().is_some_and(|t| t.required) {
+            self.passive = None;
+            self.active = None;
+            return ok(522, "data connections must be protected: PBSZ 0 and PROT P first");
+        }
         let conn: Conn = if let Some(l) = self.passive.take() {
-            w.write_all(reply(150, &format!("opening data connection for {what}")).as_bytes()).await?;
+            send(w, reply(150, &format!("opening data connection for {what}"))).await?;
             let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
             loop {
                 match tokio::time::timeout_at(deadline, l.accept()).await {
@@ -623,7 +746,7 @@ impl Session {
                 }
             }
         } else if let Some(addr) = self.active.take() {
-            w.write_all(reply(150, &format!("connecting to {addr} for {what}")).as_bytes()).await?;
+            send(w, reply(150, &format!("connecting to {addr} for {what}"))).await?;
             match connect_data(self.cfg.net, addr).await {
                 Ok(c) => c,
                 Err(e) => return ok(425, format!("cannot connect to {addr}: {e}")),
@@ -631,7 +754,16 @@ impl Session {
         } else {
             return ok(425, "use PASV, EPSV, PORT or EPRT first");
         };
-        let mut body = std::pin::pin!(body(conn.0));
+        // PROT P: the server is the TLS server of the data connection too
+        // (RFC 4217 §7), after the 150 as vsftpd does it.
+        let data = match (&self.cfg.tls, self.protect_data) {
+            (Some(tls), true) => match tls.accept(conn.0, channel).await {
+                Ok(d) => d,
+                Err(e) => return ok(522, format!("data connection: TLS failed: {e}")),
+            },
+            _ => conn.0,
+        };
+        let mut body = std::pin::pin!(body(data));
         let mut control_open = true;
         let done = loop {
             // read_until is cancel-safe: a part-read line stays in
@@ -654,7 +786,7 @@ impl Session {
                         if cmd.is_some_and(|c| c.verb == "ABOR") {
                             // Dropping `body` closes the data connection.
                             self.line.clear();
-                            w.write_all(reply(426, &format!("{what}: transfer aborted by ABOR")).as_bytes()).await?;
+                            send(w, reply(426, &format!("{what}: transfer aborted by ABOR"))).await?;
                             return ok(226, "ABOR: data connection closed");
                         }
                     }
@@ -666,6 +798,13 @@ impl Session {
             Err(e) => ok(426, format!("transfer aborted: {e}")),
         }
     }
+}
+
+/// Writes a reply and flushes it: a TLS writer may otherwise hold the
+/// last record until the next write.
+async fn send<W: AsyncWrite + Unpin>(w: &mut W, line: String) -> io::Result<()> {
+    w.write_all(line.as_bytes()).await?;
+    w.flush().await
 }
 
 /// A few bits that differ between STOU names in one process.

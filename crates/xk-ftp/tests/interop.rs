@@ -1,5 +1,8 @@
 //! The interop matrix: our server (kernel TCP, loopback) against curl,
-//! lftp and Python's ftplib; our client against vsftpd and pyftpdlib. Each
+//! lftp and Python's ftplib; our client against vsftpd and pyftpdlib. With
+//! explicit FTPS (RFC 4217): curl and lftp against our server with TLS
+//! required, our client against vsftpd (`ssl_enable`, `require_ssl_reuse`)
+//! and pyftpdlib's TLS_FTPHandler (pyOpenSSL). Each
 //! pairing moves files of 0 B, 1 B, 1 MB and 100 MB both ways byte-exact
 //! (SHA-256), lists, renames and deletes, and resumes an interrupted
 //! transfer (REST for downloads, APPE or REST+STOR for uploads).
@@ -166,6 +169,80 @@ fn curl_against_our_server() {
     curl("partial upload", &["-T", s(&first), &format!("{url}/resumed")]);
     curl("resumed upload", &["-C", "-", "-T", s(&sc.src(BIG)), &format!("{url}/resumed")]);
     assert_eq!(sha_file(&sc.root.join("resumed")), sc.sum(BIG), "curl -C - -T");
+}
+
+/// curl with explicit FTPS (`--ssl-reqd`: AUTH TLS, PBSZ 0, PROT P; `-k`
+/// for the self-signed certificate) against our server with TLS required:
+/// every size both ways byte-exact over TLS data connections that resume
+/// the control session, a listing, and curl without TLS refused (530).
+#[test]
+fn curl_ftps_against_our_server() {
+    if !have("curl", &["--version"]) {
+        return;
+    }
+    let sc = Scratch::new("curl-tls");
+    let ours = Ours::start_tls(&sc.root);
+    let url = format!("ftp://alice:secret@{}", ours.addr);
+    let curl = |what: &str, args: &[&str]| {
+        run_ok(
+            &format!("curl {what}"),
+            Command::new("curl").args(["-sS", "--ssl-reqd", "-k", "--max-time", "100"]).args(args),
+            LIMIT,
+        )
+    };
+    for n in SIZES {
+        let (src, back) = (sc.src(n), sc.local.join(format!("back{n}")));
+        curl("FTPS upload", &["-T", s(&src), &format!("{url}/up{n}")]);
+        assert_eq!(sha_file(&sc.root.join(format!("up{n}"))), sc.sum(n), "curl FTPS upload of {n} B");
+        curl("FTPS download", &["--disable-epsv", "-o", s(&back), &format!("{url}/up{n}")]);
+        assert_eq!(sha_file(&back), sc.sum(n), "curl FTPS download of {n} B");
+    }
+    let mut names: Vec<String> =
+        curl("FTPS NLST", &["-l", &format!("{url}/")]).lines().map(String::from).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["up0", "up1", "up1000000", "up100000000"]);
+    let (o, _) = run_for(Command::new("curl").args(["-sS", "--max-time", "20", &format!("{url}/")]), LIMIT);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("530"), "clear-text login not refused: {err}");
+}
+
+/// lftp with explicit FTPS forced for control and data, certificate not
+/// verified (self-signed): every size both ways byte-exact, its parsed
+/// listings (each a TLS data connection resuming the control session),
+/// rename and delete.
+#[test]
+fn lftp_ftps_against_our_server() {
+    if !have("lftp", &["--version"]) {
+        return;
+    }
+    let sc = Scratch::new("lftp-tls");
+    let ours = Ours::start_tls(&sc.root);
+    let lftp = |what: &str, script: &str| {
+        let script = format!(
+            "set cmd:fail-exit yes; set net:max-retries 1; set net:timeout 20; \
+             set net:reconnect-interval-base 1; set xfer:clobber yes; \
+             set ssl:verify-certificate no; set ftp:ssl-force true; set ftp:ssl-protect-data true; \
+             set ftp:ssl-protect-list true; open -u alice,secret -p {} {}; {script}",
+            ours.addr.port(),
+            ours.addr.ip()
+        );
+        run_ok(&format!("lftp {what}"), Command::new("lftp").args(["--norc", "-c", &script]), LIMIT)
+    };
+    for n in SIZES {
+        let (src, back) = (sc.src(n), sc.local.join(format!("back{n}")));
+        lftp("FTPS put", &format!("put {} -o up{n}", s(&src)));
+        assert_eq!(sha_file(&sc.root.join(format!("up{n}"))), sc.sum(n), "lftp FTPS put of {n} B");
+        lftp("FTPS get", &format!("get up{n} -o {}", s(&back)));
+        assert_eq!(sha_file(&back), sc.sum(n), "lftp FTPS get of {n} B");
+    }
+    for mlsd in ["no", "yes"] {
+        let out = lftp("FTPS cls", &format!("set ftp:use-mlsd {mlsd}; cls -1 --size --block-size=1; cls -1"));
+        for n in SIZES {
+            assert!(out.contains(&format!("{n} up{n}")), "lftp FTPS cls (use-mlsd {mlsd}): {out}");
+        }
+    }
+    lftp("FTPS mv/rm", "mv up1 renamed; rm up0");
+    assert!(sc.root.join("renamed").exists() && !sc.root.join("up0").exists());
 }
 
 /// lftp: upload over EPSV and download over PASV for every size, its own
@@ -359,6 +436,8 @@ f.quit()
 /// the directory clients may write (as the client names it and on disk).
 struct Peer {
     addr: SocketAddr,
+    /// FTPS: AUTH TLS before login, certificate not verified.
+    tls: bool,
     user: &'static str,
     password: &'static str,
     dir: &'static str,
@@ -400,8 +479,10 @@ fn greets(addr: SocketAddr, who: &str, child: &mut Reaped) -> bool {
 /// vsftpd on a loopback port with a generated configuration: anonymous
 /// login, writes allowed in `pub/` (vsftpd refuses a chroot root the
 /// anonymous user can write to, so the root is root's and `pub/` is open),
-/// no seccomp sandbox and no namespaces (they fail in containers).
-fn vsftpd(sc: &Scratch) -> Option<Peer> {
+/// no seccomp sandbox and no namespaces (they fail in containers). With
+/// `tls`: FTPS forced for login and data with a generated self-signed
+/// certificate, and `require_ssl_reuse` (vsftpd's default) spelled out.
+fn vsftpd(sc: &Scratch, tls: bool) -> Option<Peer> {
     let program =
         ["/usr/sbin/vsftpd", "vsftpd"].into_iter().find(|p| Path::new(p).exists()).unwrap_or("vsftpd");
     if !have(program, &["-v"]) {
@@ -419,6 +500,20 @@ fn vsftpd(sc: &Scratch) -> Option<Peer> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&disk, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let tls_conf = if tls {
+        let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+        let (cert, key) = (sc.base.join("vsftpd-cert.pem"), sc.base.join("vsftpd-key.pem"));
+        std::fs::write(&cert, ck.cert.pem()).unwrap();
+        std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+        format!(
+            "ssl_enable=YES\nallow_anon_ssl=YES\nforce_anon_logins_ssl=YES\nforce_anon_data_ssl=YES\n\
+             require_ssl_reuse=YES\nssl_ciphers=HIGH\nrsa_cert_file={}\nrsa_private_key_file={}\n",
+            cert.display(),
+            key.display()
+        )
+    } else {
+        String::new()
+    };
     for _try in 0..5 {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let conf = sc.base.join("vsftpd.conf");
@@ -430,7 +525,7 @@ fn vsftpd(sc: &Scratch) -> Option<Peer> {
                  write_enable=YES\nanon_upload_enable=YES\nanon_mkdir_write_enable=YES\n\
                  anon_other_write_enable=YES\nanon_world_readable_only=NO\nanon_umask=022\n\
                  seccomp_sandbox=NO\nisolate=NO\nisolate_network=NO\nsecure_chroot_dir={}\n\
-                 xferlog_enable=NO\nconnect_from_port_20=NO\npasv_enable=YES\n",
+                 xferlog_enable=NO\nconnect_from_port_20=NO\npasv_enable=YES\n{tls_conf}",
                 root.display(),
                 empty.display()
             ),
@@ -449,6 +544,7 @@ fn vsftpd(sc: &Scratch) -> Option<Peer> {
         if greets(addr, "vsFTPd", &mut child) {
             return Some(Peer {
                 addr,
+                tls,
                 user: "anonymous",
                 password: "xpress@",
                 dir: "/pub",
@@ -496,14 +592,80 @@ fn pyftpdlib(sc: &Scratch) -> Option<Peer> {
         }
     });
     let addr = rx.recv_timeout(Duration::from_secs(20)).expect("pyftpdlib's start line").parse().unwrap();
-    Some(Peer { addr, user: "bob", password: "pw", dir: "/", disk, _proc: child })
+    Some(Peer { addr, tls: false, user: "bob", password: "pw", dir: "/", disk, _proc: child })
 }
+
+/// pyftpdlib's TLS_FTPHandler (needs pyOpenSSL) with TLS required for
+/// login and data and a generated self-signed certificate, on a port the
+/// kernel picks (printed by the script).
+fn pyftpdlib_tls(sc: &Scratch) -> Option<Peer> {
+    let probe =
+        Command::new("python3").args(["-c", "import pyftpdlib, OpenSSL"]).stderr(Stdio::null()).status();
+    if !probe.is_ok_and(|s| s.success()) {
+        assert!(
+            std::env::var_os("XPRESS_REQUIRE_FTP_INTEROP").is_none(),
+            "XPRESS_REQUIRE_FTP_INTEROP is set but pyftpdlib or pyOpenSSL is missing"
+        );
+        eprintln!("SKIPPED: pyftpdlib with pyOpenSSL is not installed");
+        return None;
+    }
+    let disk = sc.root.join("pyftpdlib-tls");
+    std::fs::create_dir_all(&disk).unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let (cert, key) = (sc.base.join("py-cert.pem"), sc.base.join("py-key.pem"));
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+    let mut child = Reaped(
+        Command::new("python3")
+            .args(["-c", PYFTPDLIB_TLS])
+            .args([&disk, &cert, &key])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let out = BufReader::new(child.0.stdout.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            if let Some(p) = line.strip_prefix("port ") {
+                let _ = tx.send(p.trim().to_string());
+            }
+        }
+    });
+    let port: u16 = rx.recv_timeout(Duration::from_secs(20)).expect("pyftpdlib's port").parse().unwrap();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    Some(Peer { addr, tls: true, user: "bob", password: "pw", dir: "/", disk, _proc: child })
+}
+
+/// The server side of `pyftpdlib_tls`: argv directory, certificate, key.
+const PYFTPDLIB_TLS: &str = r#"
+import sys
+from pyftpdlib.authorizers import DummyAuthorizer
+from pyftpdlib.handlers import TLS_FTPHandler
+from pyftpdlib.servers import FTPServer
+d, cert, key = sys.argv[1:4]
+a = DummyAuthorizer()
+a.add_user("bob", "pw", d, perm="elradfmwMT")
+h = TLS_FTPHandler
+h.certfile, h.keyfile, h.authorizer = cert, key, a
+h.tls_control_required = True
+h.tls_data_required = True
+s = FTPServer(("127.0.0.1", 0), h)
+print("port", s.address[1], flush=True)
+s.serve_forever()
+"#;
 
 /// Our client against `peer`: STOR and RETR for every size, byte-exact,
 /// SIZE, LIST and NLST, a download resumed after a partial local file
 /// (REST), an upload resumed by APPE, rename and delete.
 async fn our_client_against(peer: &Peer, sc: &Scratch) {
     let mut c = Client::connect(Net::Tcp, peer.addr).await.unwrap();
+    if peer.tls {
+        let tls = xk_ftp::tls::ClientTls::new(None, true).unwrap();
+        c.auth_tls(&tls, xk_ftp::tls::server_name(&peer.addr.ip().to_string()).unwrap()).await.unwrap();
+    }
     c.login(peer.user, peer.password).await.unwrap();
     let at = |name: &str| format!("{}/{name}", peer.dir.trim_end_matches('/'));
     for n in SIZES {
@@ -556,7 +718,17 @@ async fn our_client_against(peer: &Peer, sc: &Scratch) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_client_against_vsftpd() {
     let sc = Scratch::new("vsftpd");
-    let Some(peer) = vsftpd(&sc) else { return };
+    let Some(peer) = vsftpd(&sc, false) else { return };
+    our_client_against(&peer, &sc).await;
+}
+
+/// Our client with FTPS against vsftpd with `ssl_enable`, TLS forced for
+/// login and data and `require_ssl_reuse`: every data connection must
+/// resume the control connection's session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_ftps_client_against_vsftpd() {
+    let sc = Scratch::new("vsftpd-tls");
+    let Some(peer) = vsftpd(&sc, true) else { return };
     our_client_against(&peer, &sc).await;
 }
 
@@ -564,5 +736,14 @@ async fn our_client_against_vsftpd() {
 async fn our_client_against_pyftpdlib() {
     let sc = Scratch::new("pyftpdlib");
     let Some(peer) = pyftpdlib(&sc) else { return };
+    our_client_against(&peer, &sc).await;
+}
+
+/// Our client with FTPS against pyftpdlib's TLS_FTPHandler, TLS required
+/// for login and data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_ftps_client_against_pyftpdlib() {
+    let sc = Scratch::new("pyftpdlib-tls");
+    let Some(peer) = pyftpdlib_tls(&sc) else { return };
     our_client_against(&peer, &sc).await;
 }

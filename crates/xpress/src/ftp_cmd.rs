@@ -8,12 +8,13 @@ use clap::{Args, Subcommand};
 use xk_ftp::client::Client;
 use xk_ftp::net::Net;
 use xk_ftp::server::{self, Config};
+use xk_ftp::tls::{ClientTls, ServerTls, server_name};
 
 #[derive(Subcommand)]
 pub(crate) enum FtpCommand {
-    /// Serve a directory over FTP until Ctrl-C.
+    /// Serve a directory over FTP (FTPS with --tls-*) until Ctrl-C.
     Serve(ServeArgs),
-    /// Download: `xpress ftp get ftp://USER:PASS@HOST:PORT/PATH [FILE]`.
+    /// Download: `xpress ftp get ftp://USER:PASS@HOST:PORT/PATH [FILE]` (ftps://: explicit FTPS, AUTH TLS).
     Get(GetArgs),
     /// Upload: `xpress ftp put FILE ftp://USER:PASS@HOST:PORT/PATH`.
     Put(PutArgs),
@@ -50,11 +51,34 @@ pub(crate) struct ServeArgs {
     /// Seconds a session may stay idle.
     #[arg(long, default_value_t = 300)]
     idle: u64,
+    /// Offer explicit FTPS (AUTH TLS) with this PEM certificate chain (with --tls-key).
+    #[arg(long, requires = "tls_key", conflicts_with = "tls_self_signed")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Offer explicit FTPS with a fresh self-signed certificate (clients must not verify it).
+    #[arg(long)]
+    tls_self_signed: bool,
+    /// Refuse USER/PASS (530) and clear data connections (522, PROT C: 534) before AUTH TLS.
+    #[arg(long)]
+    tls_required: bool,
+}
+
+/// How a client trusts an ftps:// server.
+#[derive(Args)]
+pub(crate) struct TlsArgs {
+    /// ftps://: accept any server certificate (self-signed); the link is encrypted, the server not authenticated.
+    #[arg(long)]
+    tls_insecure: bool,
+    /// ftps://: trust the certificates in this PEM file.
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
 }
 
 #[derive(Args)]
 pub(crate) struct GetArgs {
-    /// ftp://[USER[:PASS]@]HOST[:PORT]/PATH
+    /// ftp://[USER[:PASS]@]HOST[:PORT]/PATH, or ftps:// (explicit: AUTH TLS on the same port)
     url: String,
     /// Where to write (default: the file's name, `-` for standard output).
     file: Option<PathBuf>,
@@ -64,13 +88,15 @@ pub(crate) struct GetArgs {
     /// tcp or xtp.
     #[arg(long, default_value = "tcp")]
     transport: Net,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Args)]
 pub(crate) struct PutArgs {
     /// The local file.
     file: PathBuf,
-    /// ftp://[USER[:PASS]@]HOST[:PORT]/PATH
+    /// ftp://[USER[:PASS]@]HOST[:PORT]/PATH, or ftps://
     url: String,
     /// Append to the remote file (APPE) instead of replacing it.
     #[arg(long)]
@@ -78,19 +104,26 @@ pub(crate) struct PutArgs {
     /// tcp or xtp.
     #[arg(long, default_value = "tcp")]
     transport: Net,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Args)]
 pub(crate) struct LsArgs {
-    /// ftp://[USER[:PASS]@]HOST[:PORT]/DIR
+    /// ftp://[USER[:PASS]@]HOST[:PORT]/DIR, or ftps://
     url: String,
     /// tcp or xtp.
     #[arg(long, default_value = "tcp")]
     transport: Net,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 /// The parts of an ftp:// URL.
 struct Url {
+    /// ftps:// (explicit FTPS).
+    tls: bool,
+    host: String,
     user: String,
     password: String,
     addr: SocketAddr,
@@ -98,12 +131,21 @@ struct Url {
 }
 
 fn parse_url(url: &str) -> Result<Url, String> {
-    let rest = url.strip_prefix("ftp://").ok_or_else(|| format!("{url:?}: must start with ftp://"))?;
+    let (tls, rest) = match (url.strip_prefix("ftp://"), url.strip_prefix("ftps://")) {
+        (Some(r), _) => (false, r),
+        (_, Some(r)) => (true, r),
+        _ => return Err(format!("{url:?}: must start with ftp:// or ftps://")),
+    };
     let (auth, rest) = match rest.rsplit_once('@') {
         Some((a, r)) => (Some(a), r),
         None => (None, rest),
     };
     let (host, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
+    let name = match host.rsplit_once(':') {
+        Some((h, _)) if !host.ends_with(']') => h,
+        _ => host,
+    }
+    .to_string();
     let host =
         if host.contains(':') && !host.ends_with(']') { host.to_string() } else { format!("{host}:21") };
     let addr = host
@@ -117,7 +159,7 @@ fn parse_url(url: &str) -> Result<Url, String> {
         }
         None => ("anonymous".to_string(), "xpress@".to_string()),
     };
-    Ok(Url { user, password, addr, path: format!("/{path}") })
+    Ok(Url { tls, host: name, user, password, addr, path: format!("/{path}") })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -128,8 +170,16 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| e.to_string())
 }
 
-async fn session(net: Net, u: &Url) -> Result<Client, String> {
+async fn session(net: Net, u: &Url, tls: &TlsArgs) -> Result<Client, String> {
+    if !u.tls && (tls.tls_insecure || tls.tls_ca.is_some()) {
+        return Err("--tls-insecure and --tls-ca are for ftps:// URLs".into());
+    }
     let mut c = Client::connect(net, u.addr).await.map_err(|e| format!("connect to {}: {e}", u.addr))?;
+    if u.tls {
+        let cfg = ClientTls::new(tls.tls_ca.as_deref(), tls.tls_insecure).map_err(|e| e.to_string())?;
+        let name = server_name(&u.host).map_err(|e| e.to_string())?;
+        c.auth_tls(&cfg, name).await.map_err(|e| format!("FTPS with {}: {e}", u.host))?;
+    }
     c.login(&u.user, &u.password).await.map_err(|e| format!("login as {}: {e}", u.user))?;
     Ok(c)
 }
@@ -154,14 +204,38 @@ pub(crate) fn run(cmd: FtpCommand) -> Result<(), String> {
             if let (Some(u), Some(p)) = (a.user, a.password) {
                 cfg.users.push((u, p));
             }
+            let tls = match (&a.tls_cert, &a.tls_key, a.tls_self_signed) {
+                (Some(c), Some(k), _) => Some(ServerTls::from_pem_files(c, k).map_err(|e| e.to_string())?),
+                (_, _, true) => {
+                    let mut names = vec!["localhost".to_string()];
+                    if !listen.ip().is_unspecified() {
+                        names.push(listen.ip().to_string());
+                    }
+                    Some(ServerTls::self_signed(&names).map_err(|e| e.to_string())?.0)
+                }
+                _ if a.tls_required => {
+                    return Err("--tls-required needs --tls-cert and --tls-key, or --tls-self-signed".into());
+                }
+                _ => None,
+            };
+            cfg.tls = tls.map(|mut t| {
+                t.required = a.tls_required;
+                t
+            });
             if cfg.users.is_empty() && !cfg.anonymous {
                 return Err("no way to log in: give --user and --password, or --anonymous".into());
             }
             let (tx, rx) = tokio::sync::watch::channel(false);
+            let cfg_tls = cfg.tls.clone();
             let server = server::bind(cfg).await.map_err(|e| e.to_string())?;
             let addr = server.local_addr().map_err(|e| e.to_string())?;
             let how = if a.transport == Net::Xtp { " (XTP port 21 at this UDP address)" } else { "" };
-            println!("ftp on {addr}{how}, root {}", a.root.display());
+            let tls = match &cfg_tls {
+                Some(t) if t.required => ", FTPS required",
+                Some(_) => ", FTPS offered",
+                None => "",
+            };
+            println!("ftp on {addr}{how}, root {}{tls}", a.root.display());
             ctrlc::set_handler(move || {
                 let _ = tx.send(true);
             })
@@ -172,7 +246,7 @@ pub(crate) fn run(cmd: FtpCommand) -> Result<(), String> {
         }),
         FtpCommand::Get(a) => rt.block_on(async {
             let u = parse_url(&a.url)?;
-            let mut c = session(a.transport, &u).await?;
+            let mut c = session(a.transport, &u, &a.tls).await?;
             let name = u.path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("download").to_string();
             let t0 = std::time::Instant::now();
             let n = if a.file.as_deref() == Some(std::path::Path::new("-")) {
@@ -203,7 +277,7 @@ pub(crate) fn run(cmd: FtpCommand) -> Result<(), String> {
             let u = parse_url(&a.url)?;
             let mut f =
                 tokio::fs::File::open(&a.file).await.map_err(|e| format!("{}: {e}", a.file.display()))?;
-            let mut c = session(a.transport, &u).await?;
+            let mut c = session(a.transport, &u, &a.tls).await?;
             let t0 = std::time::Instant::now();
             let n = c.stor(&u.path, a.append, &mut f).await.map_err(|e| e.to_string())?;
             let secs = t0.elapsed().as_secs_f64();
@@ -212,7 +286,7 @@ pub(crate) fn run(cmd: FtpCommand) -> Result<(), String> {
         }),
         FtpCommand::Ls(a) => rt.block_on(async {
             let u = parse_url(&a.url)?;
-            let mut c = session(a.transport, &u).await?;
+            let mut c = session(a.transport, &u, &a.tls).await?;
             let text = c.listing("LIST", &u.path).await.map_err(|e| e.to_string())?;
             print!("{}", text.replace("\r\n", "\n"));
             c.quit().await.map_err(|e| e.to_string())

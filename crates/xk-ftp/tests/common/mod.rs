@@ -94,8 +94,20 @@ pub struct Ours {
 impl Ours {
     /// Serves `root` as `alice`/`secret`.
     pub fn start(root: &Path) -> Ours {
+        Ours::start_with(root, |_| {})
+    }
+
+    /// Serves `root` as `alice`/`secret`, FTPS required, with a
+    /// self-signed certificate for 127.0.0.1.
+    pub fn start_tls(root: &Path) -> Ours {
+        let (mut tls, _) = xk_ftp::tls::ServerTls::self_signed(&["127.0.0.1".into()]).unwrap();
+        tls.required = true;
+        Ours::start_with(root, |c| c.tls = Some(tls))
+    }
+
+    fn start_with(root: &Path, tweak: impl FnOnce(&mut Config)) -> Ours {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let (addr, stop) = rt.block_on(start(Net::Tcp, root, |_| {}));
+        let (addr, stop) = rt.block_on(start(Net::Tcp, root, tweak));
         Ours { addr, _stop: stop, _rt: rt }
     }
 }
