@@ -24,6 +24,7 @@
 pub mod block;
 mod client;
 mod ring;
+pub(crate) mod serve;
 mod thread;
 
 use std::io;
@@ -131,7 +132,7 @@ pub fn spawn<T: Transport + Send + 'static>(
         if ok {
             // A socket error ends the thread; the application's side then
             // finds the engine gone.
-            let _ = thread::Engine::new(driver, engine, cfg).run();
+            let _ = thread::run(driver, engine, cfg);
         }
     })?;
     ready_rx.recv().map_err(|_| io::Error::other("the engine thread ended before it started"))??;
