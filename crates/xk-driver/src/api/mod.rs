@@ -235,7 +235,7 @@ impl Xtp {
 
     /// As [`XtpStream::connect`].
     pub fn connect(&self, addr: impl std::net::ToSocketAddrs, port: u16) -> io::Result<XtpStream> {
-        XtpStream::open(self.mode, addr, port, self.client_endpoint(), ContextConfig::stream())
+        XtpStream::open(self.mode.clone(), addr, port, self.client_endpoint(), ContextConfig::stream())
     }
 
     /// As [`XtpStream::connect_with`] (`ep` replaces the client settings).
@@ -246,12 +246,12 @@ impl Xtp {
         ep: EndpointConfig,
         cfg: ContextConfig,
     ) -> io::Result<XtpStream> {
-        XtpStream::open(self.mode, addr, port, ep, cfg)
+        XtpStream::open(self.mode.clone(), addr, port, ep, cfg)
     }
 
     /// As [`XtpListener::bind`].
     pub fn bind(&self, addr: impl std::net::ToSocketAddrs, port: u16) -> io::Result<XtpListener> {
-        XtpListener::open(self.mode, addr, port, self.server_endpoint())
+        XtpListener::open(self.mode.clone(), addr, port, self.server_endpoint())
     }
 
     /// As [`send_datagram`].
@@ -263,7 +263,7 @@ impl Xtp {
         acknowledged: bool,
         timeout: std::time::Duration,
     ) -> io::Result<()> {
-        datagram::send(self.mode, self.client_endpoint(), addr, port, data, acknowledged, timeout)
+        datagram::send(self.mode.clone(), self.client_endpoint(), addr, port, data, acknowledged, timeout)
     }
 
     /// As [`transaction`].
@@ -274,7 +274,7 @@ impl Xtp {
         request: &[u8],
         timeout: std::time::Duration,
     ) -> io::Result<Vec<u8>> {
-        datagram::request(self.mode, self.client_endpoint(), addr, port, request, timeout)
+        datagram::request(self.mode.clone(), self.client_endpoint(), addr, port, request, timeout)
     }
 }
 

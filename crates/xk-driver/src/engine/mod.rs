@@ -32,6 +32,7 @@ use std::io;
 use xk_time::Duration;
 
 pub use block::{BlockError, CtxHandle, FromEngine, ToEngine};
+pub(crate) use client::AppLink;
 pub use client::{EngineClient, Notice};
 pub use ring::RingStats;
 
@@ -40,7 +41,7 @@ use crate::transport::Transport;
 
 /// Where the endpoint runs; chosen when an API object is made, invisible
 /// afterwards.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// In the application's thread: each blocking call turns the driver
     /// (sleeping in the kernel, or with `busy_poll` spinning on the socket).
@@ -50,6 +51,14 @@ pub enum Mode {
     },
     /// On a dedicated thread, through the TN and FN rings.
     EngineThread(EngineConfig),
+    /// In an `xpress daemon` process, through TN and FN rings in memory
+    /// shared with it ([`crate::daemon`]).
+    Daemon {
+        /// The daemon's Unix socket.
+        socket: std::path::PathBuf,
+        /// Spin on the FN ring instead of sleeping.
+        busy_poll: bool,
+    },
 }
 
 impl Default for Mode {
@@ -67,6 +76,11 @@ impl Mode {
     /// The engine thread, sleeping when idle, not pinned.
     pub fn engine_thread() -> Mode {
         Mode::EngineThread(EngineConfig::default())
+    }
+
+    /// The daemon at `socket`, sleeping when idle.
+    pub fn daemon(socket: impl Into<std::path::PathBuf>) -> Mode {
+        Mode::Daemon { socket: socket.into(), busy_poll: false }
     }
 
     /// The engine thread spinning on its socket and ring, and the
@@ -136,7 +150,7 @@ pub fn spawn<T: Transport + Send + 'static>(
         }
     })?;
     ready_rx.recv().map_err(|_| io::Error::other("the engine thread ended before it started"))??;
-    Ok(EngineClient::new(app, local, cfg))
+    Ok(EngineClient::new(Box::new(app), local, cfg))
 }
 
 /// Pins the calling thread to `cpu`.

@@ -108,11 +108,11 @@ struct Session<P> {
 
 /// Per-session counts, for the daemon's status.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SessionCounts {
+pub(crate) struct SessionCounts {
     /// Contexts the session holds (open, closing, or lingering).
-    pub contexts: usize,
+    pub(crate) contexts: usize,
     /// XTP ports it listens on.
-    pub listening: usize,
+    pub(crate) listening: usize,
 }
 
 pub(crate) struct Engine<T: Transport, P: Port> {
@@ -148,8 +148,8 @@ impl<T: Transport, P: Port> Engine<T, P> {
         &mut self.d
     }
 
-    pub(crate) fn config(&self) -> &EngineConfig {
-        &self.cfg
+    pub(crate) fn driver_ref(&self) -> &Driver<T> {
+        &self.d
     }
 
     /// Serves a new session under `id`.
@@ -169,8 +169,13 @@ impl<T: Transport, P: Port> Engine<T, P> {
         self.sessions.iter().map(|(id, s)| (*id, &s.port))
     }
 
-    pub(crate) fn port_mut(&mut self, id: SessionId) -> Option<&mut P> {
-        self.sessions.get_mut(&id).map(|s| &mut s.port)
+    pub(crate) fn ports_mut(&mut self) -> impl Iterator<Item = (SessionId, &mut P)> {
+        self.sessions.iter_mut().map(|(id, s)| (*id, &mut s.port))
+    }
+
+    /// The socket to wait on, beside every session's port.
+    pub(crate) fn split_all(&mut self) -> (BorrowedFd<'_>, impl Iterator<Item = (SessionId, &P)>) {
+        (self.d.input_fd(), self.sessions.iter().map(|(id, s)| (*id, &s.port)))
     }
 
     /// The socket to wait on, beside a session's port.
