@@ -138,8 +138,12 @@ pub fn connect(socket: &Path, busy_poll: bool) -> io::Result<EngineClient> {
     Ok(EngineClient::new(Box::new(link), w.local, cfg))
 }
 
-/// What the daemon at `socket` serves: its UDP address, clients,
-/// contexts, per client (pid, contexts, listening ports) — as JSON.
+/// What the daemon at `socket` serves, as JSON: `udp` (its address),
+/// `clients` (sessions now), `served` (since the start), `contexts` (not
+/// over, clients' and departed clients' still closing),
+/// `endpoint_contexts` (the endpoint's, lingering ones included) and
+/// `sessions` (per client: `session`, `pid`, `uid`, `contexts`,
+/// `listening`).
 pub fn status(socket: &Path) -> io::Result<serde_json::Value> {
     let mut sock = UnixStream::connect(socket).map_err(|e| no_daemon(socket, &e))?;
     sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;

@@ -297,7 +297,8 @@ impl<T: Transport> Daemon<T> {
             "udp": self.local_addr().map(|a| a.to_string()).unwrap_or_default(),
             "clients": sessions.len(),
             "served": self.served,
-            "contexts": self.engine.context_count(),
+            "contexts": self.engine.live_contexts(),
+            "endpoint_contexts": self.engine.context_count(),
             "sessions": sessions,
         });
         format!("{v}\n")

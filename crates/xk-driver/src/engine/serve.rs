@@ -201,8 +201,14 @@ impl<T: Transport, P: Port> Engine<T, P> {
         }
     }
 
-    /// Contexts the endpoint holds in all (those of ended sessions too,
-    /// while they close).
+    /// Contexts the sessions opened or accepted and that are not over yet
+    /// (those of an ended session too, while they close).
+    pub(crate) fn live_contexts(&self) -> usize {
+        self.ctxs.len()
+    }
+
+    /// Contexts the endpoint holds in all, lingering ones included (a
+    /// closed context stays a while to absorb late packets).
     pub(crate) fn context_count(&mut self) -> usize {
         self.d.endpoint().context_count()
     }
