@@ -392,6 +392,9 @@ fn payload(rec: Record, at: usize, view: bool) -> R<Bytes> {
 /// handle could be read.
 pub(crate) fn decode_to_engine(rec: Record, view: bool) -> Result<ToEngine, (CtxHandle, BlockError)> {
     let kind = rec.kind;
+    if !(CONNECT..=ABORT).contains(&kind) {
+        return Err((CtxHandle(0), corrupt(&format!("unknown block kind {kind}"))));
+    }
     let with_payload = matches!(kind, DATAGRAM | WRITE);
     let f = fields(&rec, with_payload).map_err(|e| (CtxHandle(0), e))?;
     let mut r = Reader::new(&f);

@@ -63,7 +63,7 @@ pub(crate) fn segment_len(cap: usize) -> usize {
 }
 
 /// The TN and FN rings of a segment of capacity `cap`.
-fn layouts(cap: usize) -> (RingLayout, RingLayout) {
+pub(super) fn layouts(cap: usize) -> (RingLayout, RingLayout) {
     (
         RingLayout { head: 64, tail: 128, data: DATA, cap },
         RingLayout { head: 192, tail: 256, data: DATA + cap, cap },

@@ -154,3 +154,6 @@ pub fn status(socket: &Path) -> io::Result<serde_json::Value> {
         io::Error::new(io::ErrorKind::InvalidData, format!("xpress daemon at {}: bad status {text:?}: {e}", socket.display()))
     })
 }
+
+#[cfg(test)]
+mod tests;
