@@ -6,6 +6,11 @@
 //! `--rounds N`, `--count N`, `--pin APP,ENGINE` to pin the client thread
 //! and the engine thread).
 //!
+//! The daemon rows run the daemon as a separate process (this bench
+//! binary again, with `--daemon-role SOCKET`), started for its row's turn
+//! and killed after it (a busy-polling daemon would otherwise spin through
+//! the other rows); the client is this process.
+//!
 //! The server is an integrated listener on its own thread, sleeping
 //! between messages, the same for every row; only the client's mode
 //! changes. Rows are interleaved round by round (each round runs every
@@ -13,10 +18,14 @@
 //! all of them alike; a row's figure is the median over rounds of each
 //! round's median round trip.
 
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use xk_driver::api::{EngineConfig, Mode, Xtp, XtpStream};
+use xk_driver::daemon::{self, DaemonConfig};
 
 const PORT: u16 = 7;
 const SIZES: [usize; 3] = [10, 1000, 10_000];
@@ -26,6 +35,54 @@ struct Row {
     mode: Mode,
     /// Integrated row this one is compared with.
     base: usize,
+    /// A daemon process to start for the row: busy-polling or not.
+    daemon: Option<bool>,
+}
+
+/// A daemon child process, killed (by its id) when dropped.
+struct DaemonChild(Child, PathBuf);
+
+impl DaemonChild {
+    fn start(socket: &PathBuf, busy: bool, pin: Option<usize>) -> DaemonChild {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.arg("--daemon-role").arg(socket).stdout(Stdio::piped());
+        if busy {
+            cmd.arg("--busy");
+        }
+        if let Some(cpu) = pin {
+            cmd.arg("--daemon-cpu").arg(cpu.to_string());
+        }
+        let mut child = cmd.spawn().expect("start the daemon");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        let d = DaemonChild(child, socket.clone());
+        out.read_line(&mut line).expect("daemon ready");
+        assert!(line.starts_with("ready"), "daemon said {line:?}");
+        d
+    }
+}
+
+impl Drop for DaemonChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_file(&self.1);
+    }
+}
+
+/// The daemon role: serves SOCKET until killed (or 10 minutes).
+fn daemon_role(socket: &str) {
+    if let Some(cpu) = arg("--daemon-cpu") {
+        pin_self(cpu.parse().expect("CPU"));
+    }
+    let mut cfg = DaemonConfig::new(socket);
+    cfg.engine.busy_poll = std::env::args().any(|a| a == "--busy");
+    static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_secs(600));
+        STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    daemon::serve(cfg, &STOP, |_| println!("ready")).expect("daemon");
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -90,6 +147,9 @@ fn ping(s: &mut XtpStream, size: usize, count: usize) -> (f64, f64, f64) {
 }
 
 fn main() {
+    if let Some(socket) = arg("--daemon-role") {
+        return daemon_role(&socket);
+    }
     // `cargo bench` passes `--bench`; `cargo test --benches` runs it once, short.
     let quick = !std::env::args().any(|a| a == "--bench");
     let rounds: usize = arg("--rounds").map_or(if quick { 1 } else { 7 }, |v| v.parse().expect("--rounds N"));
@@ -105,11 +165,25 @@ fn main() {
     let engine = |busy_poll| {
         Mode::EngineThread(EngineConfig { busy_poll, cpu: pins.map(|p| p.1), ..EngineConfig::default() })
     };
+    let socket = std::env::temp_dir().join(format!("xpress-bench-{}.sock", std::process::id()));
+    let in_daemon = |busy_poll| Mode::Daemon { socket: socket.clone(), busy_poll };
     let rows = [
-        Row { name: "integrated, blocking", mode: Mode::Integrated { busy_poll: false }, base: 0 },
-        Row { name: "engine thread, blocking", mode: engine(false), base: 0 },
-        Row { name: "integrated, busy-poll", mode: Mode::Integrated { busy_poll: true }, base: 2 },
-        Row { name: "engine thread, busy-poll", mode: engine(true), base: 2 },
+        Row {
+            name: "integrated, blocking",
+            mode: Mode::Integrated { busy_poll: false },
+            base: 0,
+            daemon: None,
+        },
+        Row { name: "engine thread, blocking", mode: engine(false), base: 0, daemon: None },
+        Row { name: "daemon, blocking", mode: in_daemon(false), base: 0, daemon: Some(false) },
+        Row {
+            name: "integrated, busy-poll",
+            mode: Mode::Integrated { busy_poll: true },
+            base: 3,
+            daemon: None,
+        },
+        Row { name: "engine thread, busy-poll", mode: engine(true), base: 3, daemon: None },
+        Row { name: "daemon, busy-poll", mode: in_daemon(true), base: 3, daemon: Some(true) },
     ];
     let addr = serve();
     // [row][size] -> per-round medians, wake-ups
@@ -117,7 +191,8 @@ fn main() {
     let mut wakes = vec![vec![(0.0, 0.0); SIZES.len()]; rows.len()];
     for _ in 0..rounds {
         for (r, row) in rows.iter().enumerate() {
-            let mut s = Xtp::new(row.mode).connect(addr, PORT).expect("connect");
+            let _daemon = row.daemon.map(|busy| DaemonChild::start(&socket, busy, pins.map(|p| p.1)));
+            let mut s = Xtp::new(row.mode.clone()).connect(addr, PORT).expect("connect");
             for (k, &size) in SIZES.iter().enumerate() {
                 let (m, app, eng) = ping(&mut s, size, count);
                 rtt[r][k].push(m);

@@ -136,13 +136,18 @@ fn a_killed_client_has_its_contexts_closed_and_its_session_freed() {
     // client's process, a context each.
     let before = wait_status(&d, "three contexts", |v| v["clients"] == 3 && v["contexts"] == 3);
     for s in before["sessions"].as_array().unwrap() {
-        assert_eq!((&s["pid"], &s["contexts"]), (&serde_json::json!(child.id()), &serde_json::json!(1)), "{before}");
+        assert_eq!(
+            (&s["pid"], &s["contexts"]),
+            (&serde_json::json!(child.id()), &serde_json::json!(1)),
+            "{before}"
+        );
     }
     assert_eq!(segments_mapped(&d), 3, "the daemon maps one segment per session");
     // SIGKILL: no goodbye, no close; only the socket closing tells.
     child.kill().unwrap();
     child.wait().unwrap();
-    let after = wait_status(&d, "the killed client's contexts gone", |v| v["clients"] == 0 && v["contexts"] == 0);
+    let after =
+        wait_status(&d, "the killed client's contexts gone", |v| v["clients"] == 0 && v["contexts"] == 0);
     eprintln!("before: {before}\nafter: {after}");
     // And its memory: the segments are unmapped once nothing refers to them.
     let end = Instant::now() + Duration::from_secs(10);
@@ -235,7 +240,8 @@ fn client_b_cannot_use_client_a_handle() {
     let h = a.connect(addr, PORT, ContextConfig::stream()).unwrap();
     a.write(h, Bytes::from_static(b"from A"), true, Some(1)).unwrap();
     // B, with A's handle: a write (data into A's stream?), a credit, an abort.
-    b.post(ToEngine::Write { ctx: h, data: Bytes::from_static(b"from B"), eom: true, btag: Some(2) }).unwrap();
+    b.post(ToEngine::Write { ctx: h, data: Bytes::from_static(b"from B"), eom: true, btag: Some(2) })
+        .unwrap();
     b.post(ToEngine::Credit { ctx: h, bytes: 1 << 30 }).unwrap();
     b.post(ToEngine::Abort { ctx: h }).unwrap();
     let mut refused = Vec::new();
@@ -261,7 +267,8 @@ fn client_b_cannot_use_client_a_handle() {
                 assert_eq!(echoed, b"from A");
                 assert_eq!(c.btag, Some(1));
                 let v = d.status();
-                let contexts: Vec<_> = v["sessions"].as_array().unwrap().iter().map(|s| s["contexts"].clone()).collect();
+                let contexts: Vec<_> =
+                    v["sessions"].as_array().unwrap().iter().map(|s| s["contexts"].clone()).collect();
                 assert_eq!(contexts, vec![serde_json::json!(1), serde_json::json!(0)], "{v}");
                 return;
             }

@@ -58,7 +58,10 @@ impl Segment {
     pub fn open(fd: OwnedFd) -> io::Result<Segment> {
         let seals = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_GET_SEALS)?;
         if seals & nix::fcntl::SealFlag::F_SEAL_SHRINK.bits() == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "shared segment not sealed against shrinking"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "shared segment not sealed against shrinking",
+            ));
         }
         let st = nix::sys::stat::fstat(&fd)?;
         Segment::map(fd, st.st_size as usize)
@@ -92,7 +95,10 @@ impl Segment {
     }
 
     fn check(&self, off: usize, n: usize, align: usize) {
-        assert!(off % align == 0 && off.checked_add(n).is_some_and(|e| e <= self.len), "segment offset {off}+{n}");
+        assert!(
+            off % align == 0 && off.checked_add(n).is_some_and(|e| e <= self.len),
+            "segment offset {off}+{n}"
+        );
     }
 
     /// The 64-bit atomic word at `off` (8-aligned, inside the segment).

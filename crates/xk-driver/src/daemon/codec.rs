@@ -112,7 +112,9 @@ impl Writer {
         match r {
             CloseReason::Graceful => self.u8(0),
             CloseReason::LocalAbort => self.u8(1),
-            CloseReason::PeerAbort { code, value, text } => self.u8(2).opt_u32(*code).opt_u32(*value).text(text),
+            CloseReason::PeerAbort { code, value, text } => {
+                self.u8(2).opt_u32(*code).opt_u32(*value).text(text)
+            }
             CloseReason::Timeout { acked } => self.u8(3).u64(*acked),
             CloseReason::NoAnswer { peer, after } => self.u8(4).addr(*peer).u64(after.as_nanos() as u64),
             CloseReason::Unconfirmed { peer, after } => self.u8(5).addr(*peer).u64(after.as_nanos() as u64),
@@ -290,7 +292,10 @@ impl<'a> Reader<'a> {
 
 /// `CloseReason::Unvalidated` names its limit with a `&'static str`.
 fn static_limit(s: &str) -> &'static str {
-    ["half_open_timeout", "max_half_open", "half_open_memory"].into_iter().find(|l| *l == s).unwrap_or("a limit")
+    ["half_open_timeout", "max_half_open", "half_open_memory"]
+        .into_iter()
+        .find(|l| *l == s)
+        .unwrap_or("a limit")
 }
 
 /// A block as a record: its kind, its fields, its payload.
@@ -398,7 +403,11 @@ pub(crate) fn decode_to_engine(rec: Record, view: bool) -> Result<ToEngine, (Ctx
     let with_payload = matches!(kind, DATAGRAM | WRITE);
     let f = fields(&rec, with_payload).map_err(|e| (CtxHandle(0), e))?;
     let mut r = Reader::new(&f);
-    let ctx = if kind == LISTEN { CtxHandle(0) } else { CtxHandle(r.u64("handle").map_err(|e| (CtxHandle(0), e))?) };
+    let ctx = if kind == LISTEN {
+        CtxHandle(0)
+    } else {
+        CtxHandle(r.u64("handle").map_err(|e| (CtxHandle(0), e))?)
+    };
     let fail = |e| (ctx, e);
     Ok(match kind {
         CONNECT => ToEngine::Connect {

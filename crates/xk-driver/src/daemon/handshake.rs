@@ -17,7 +17,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
 use rustix::net::{
-    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage,
+    SendFlags,
 };
 
 use super::codec::{Reader, Writer};
@@ -55,7 +56,9 @@ pub(crate) fn parse_hello(b: &[u8; 16]) -> Result<Ask, String> {
         return Err("not an xpress client (bad hello)".into());
     }
     if version != VERSION {
-        return Err(format!("client speaks version {version}, this daemon {VERSION}: use the same xpress build"));
+        return Err(format!(
+            "client speaks version {version}, this daemon {VERSION}: use the same xpress build"
+        ));
     }
     match what {
         1 => Ok(Ask::Register),
@@ -112,7 +115,12 @@ pub(crate) fn recv_welcome(sock: &UnixStream) -> io::Result<(Welcome, [OwnedFd; 
     let mut buf = [0u8; 2048];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
     let mut cmsg = RecvAncillaryBuffer::new(&mut space);
-    let got = rustix::net::recvmsg(sock.as_fd(), &mut [IoSliceMut::new(&mut buf)], &mut cmsg, RecvFlags::CMSG_CLOEXEC)?;
+    let got = rustix::net::recvmsg(
+        sock.as_fd(),
+        &mut [IoSliceMut::new(&mut buf)],
+        &mut cmsg,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
     let mut fds: Vec<OwnedFd> = Vec::new();
     for msg in cmsg.drain() {
         if let RecvAncillaryMessage::ScmRights(it) = msg {
@@ -122,7 +130,10 @@ pub(crate) fn recv_welcome(sock: &UnixStream) -> io::Result<(Welcome, [OwnedFd; 
     let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("daemon's answer: {what}"));
     let mut r = Reader::new(&buf[..got.bytes]);
     if got.bytes == 0 {
-        return Err(io::Error::new(io::ErrorKind::ConnectionReset, "the daemon closed the connection without answering"));
+        return Err(io::Error::new(
+            io::ErrorKind::ConnectionReset,
+            "the daemon closed the connection without answering",
+        ));
     }
     if r.u64("magic").ok() != Some(ACK) {
         return Err(bad("not an xpress daemon"));
@@ -131,7 +142,10 @@ pub(crate) fn recv_welcome(sock: &UnixStream) -> io::Result<(Welcome, [OwnedFd; 
         0 => {}
         _ => {
             let text = r.text("refusal").unwrap_or_else(|_| "refused".into());
-            return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("the daemon refused: {text}")));
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("the daemon refused: {text}"),
+            ));
         }
     }
     let e = |x: crate::engine::BlockError| bad(&x.to_string());
@@ -141,6 +155,7 @@ pub(crate) fn recv_welcome(sock: &UnixStream) -> io::Result<(Welcome, [OwnedFd; 
         read_credit: r.u64("read credit").map_err(e)?,
         write_bound: r.u64("write bound").map_err(e)?,
     };
-    let fds: [OwnedFd; 3] = fds.try_into().map_err(|v: Vec<OwnedFd>| bad(&format!("{} descriptors, not 3", v.len())))?;
+    let fds: [OwnedFd; 3] =
+        fds.try_into().map_err(|v: Vec<OwnedFd>| bad(&format!("{} descriptors, not 3", v.len())))?;
     Ok((w, fds))
 }

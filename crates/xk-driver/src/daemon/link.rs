@@ -78,7 +78,8 @@ pub(crate) fn init_segment(seg: &Segment, cap: usize) {
 
 /// Checks a received segment's header and returns its ring capacity.
 pub(crate) fn check_segment(seg: &Segment) -> io::Result<usize> {
-    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("daemon's shared segment: {what}"));
+    let bad =
+        |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("daemon's shared segment: {what}"));
     if seg.len() < DATA || seg.u64_at(OFF_MAGIC).load(Ordering::SeqCst) != MAGIC {
         return Err(bad("wrong magic (another program, or another version of xpress?)"));
     }
@@ -148,7 +149,12 @@ fn stats(client: &Bell, daemon: &Bell) -> RingStats {
 }
 
 /// Pushes an encoded block: its fields then its payload.
-fn push(tx: &mut Producer, kind: u32, w: &codec::Writer, payload: Option<&bytes::Bytes>) -> Result<bool, Corrupt> {
+fn push(
+    tx: &mut Producer,
+    kind: u32,
+    w: &codec::Writer,
+    payload: Option<&bytes::Bytes>,
+) -> Result<bool, Corrupt> {
     match payload {
         Some(p) => tx.push(kind, &[&w.0, p]),
         None => tx.push(kind, &[&w.0]),
@@ -314,7 +320,10 @@ impl AppLink for ShmLink {
         let why = self.gone.take();
         self.gone.set(why.clone());
         let why = why.filter(|w| !w.is_empty()).map(|w| format!(": {w}")).unwrap_or_default();
-        io::Error::new(io::ErrorKind::BrokenPipe, format!("xpress daemon at {} went away{why}", self.path.display()))
+        io::Error::new(
+            io::ErrorKind::BrokenPipe,
+            format!("xpress daemon at {} went away{why}", self.path.display()),
+        )
     }
 
     fn max_payload(&self) -> usize {

@@ -98,7 +98,10 @@ pub fn serve(cfg: DaemonConfig, stop: &AtomicBool, ready: impl FnOnce(SocketAddr
         ));
     }
     if cfg.engine.read_credit == 0 || cfg.engine.write_bound == 0 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "read credit and write bound must be at least 1"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "read credit and write bound must be at least 1",
+        ));
     }
     let d = server::Daemon::bind(cfg)?;
     ready(d.local_addr()?);
@@ -151,7 +154,10 @@ pub fn status(socket: &Path) -> io::Result<serde_json::Value> {
     let mut text = String::new();
     sock.read_to_string(&mut text)?;
     serde_json::from_str(text.trim()).map_err(|e| {
-        io::Error::new(io::ErrorKind::InvalidData, format!("xpress daemon at {}: bad status {text:?}: {e}", socket.display()))
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("xpress daemon at {}: bad status {text:?}: {e}", socket.display()),
+        )
     })
 }
 

@@ -65,7 +65,9 @@ impl Daemon<crate::batch::BatchSocket> {
             crate::clock::time_seed(),
             DriverConfig { wait, offload: true },
         )
-        .map_err(|e| io::Error::new(e.kind(), format!("xpress daemon: cannot bind UDP {}: {e}", cfg.listen)))?;
+        .map_err(|e| {
+            io::Error::new(e.kind(), format!("xpress daemon: cannot bind UDP {}: {e}", cfg.listen))
+        })?;
         if UnixStream::connect(&cfg.socket).is_ok() {
             return Err(io::Error::new(
                 io::ErrorKind::AddrInUse,
@@ -176,7 +178,10 @@ impl<T: Transport> Daemon<T> {
                 Ok(0) => {
                     self.pending.swap_remove(k);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock && now.saturating_since(p.since) < HELLO_WAIT => {
+                Err(e)
+                    if e.kind() == io::ErrorKind::WouldBlock
+                        && now.saturating_since(p.since) < HELLO_WAIT =>
+                {
                     k += 1
                 }
                 Ok(_) if now.saturating_since(p.since) < HELLO_WAIT => k += 1,
@@ -193,7 +198,8 @@ impl<T: Transport> Daemon<T> {
             let mut b = [0u8; 64];
             match (&p.sock).read(&mut b) {
                 Ok(0) => p.hung_up = true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+                }
                 // The client sends nothing after its hello: anything else
                 // is as good as a goodbye.
                 _ => p.hung_up = true,
@@ -206,7 +212,9 @@ impl<T: Transport> Daemon<T> {
     fn admit(&mut self, sock: UnixStream) {
         let cred = match rustix::net::sockopt::socket_peercred(&sock) {
             Ok(c) => c,
-            Err(e) => return handshake::send_refusal(&sock, &format!("cannot read the peer's credentials: {e}")),
+            Err(e) => {
+                return handshake::send_refusal(&sock, &format!("cannot read the peer's credentials: {e}"));
+            }
         };
         let uid = cred.uid.as_raw();
         if uid != self.euid && uid != 0 {
@@ -251,7 +259,8 @@ impl<T: Transport> Daemon<T> {
             }
         };
         link::init_segment(&seg, cap);
-        let client_bell: OwnedFd = EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?.into();
+        let client_bell: OwnedFd =
+            EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?.into();
         let daemon_bell = self.bell.as_fd().try_clone_to_owned()?;
         let session = self.next_session;
         let welcome = Welcome {

@@ -72,7 +72,13 @@ fn every_block_crosses_the_shared_rings_intact() {
     let blocks = vec![
         ToEngine::Connect { ctx: CtxHandle(1), peer, port: 7, cfg: cfg.clone() },
         ToEngine::Listen { port: 8, cfg },
-        ToEngine::Datagram { ctx: CtxHandle(2), peer, port: 9, data: Bytes::from_static(b"dgram"), acknowledged: true },
+        ToEngine::Datagram {
+            ctx: CtxHandle(2),
+            peer,
+            port: 9,
+            data: Bytes::from_static(b"dgram"),
+            acknowledged: true,
+        },
         ToEngine::Write { ctx: CtxHandle(1), data: Bytes::from(vec![7u8; 5000]), eom: true, btag: Some(99) },
         ToEngine::Credit { ctx: CtxHandle(1), bytes: 4096 },
         ToEngine::Close { ctx: CtxHandle(1) },
@@ -99,7 +105,13 @@ fn every_block_crosses_the_shared_rings_intact() {
     }
     let back = vec![
         FromEngine::Incoming { ctx: CtxHandle(1 << 63), peer, service: xtp_proto::Service::Stream, port: 7 },
-        FromEngine::Data { ctx: CtxHandle(1), seq: 10, data: Bytes::from_static(b"data"), eom: true, btag: Some(3) },
+        FromEngine::Data {
+            ctx: CtxHandle(1),
+            seq: 10,
+            data: Bytes::from_static(b"data"),
+            eom: true,
+            btag: Some(3),
+        },
         FromEngine::Acked { ctx: CtxHandle(1), bytes: 77 },
         FromEngine::PeerFinished { ctx: CtxHandle(1) },
         FromEngine::Closed {
@@ -149,7 +161,9 @@ fn corrupt_blocks_are_refused_and_the_ring_goes_on() {
         got.push(b);
     }
     assert_eq!(got.len(), 4, "{got:?}");
-    assert!(matches!(&got[0], Err((CtxHandle(0), BlockError::Corrupt(e))) if e.contains("unknown block kind 99")));
+    assert!(
+        matches!(&got[0], Err((CtxHandle(0), BlockError::Corrupt(e))) if e.contains("unknown block kind 99"))
+    );
     assert!(matches!(&got[1], Err((CtxHandle(5), BlockError::Corrupt(e))) if e.contains("eom")), "{got:?}");
     assert!(matches!(&got[2], Err((CtxHandle(3), BlockError::Corrupt(e))) if e.contains("mss")), "{got:?}");
     assert!(matches!(&got[3], Ok(ToEngine::Close { ctx: CtxHandle(4) })));

@@ -215,7 +215,11 @@ impl<T: Transport, P: Port> Engine<T, P> {
 
     /// Sessions whose application has gone and whose blocks are all applied.
     pub(crate) fn gone_sessions(&self) -> Vec<SessionId> {
-        self.sessions.iter().filter(|(_, s)| s.port.peer_gone() && !s.port.has_input()).map(|(id, _)| *id).collect()
+        self.sessions
+            .iter()
+            .filter(|(_, s)| s.port.peer_gone() && !s.port.has_input())
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Ends a session: its listeners stop, its contexts are closed
@@ -364,8 +368,9 @@ impl<T: Transport, P: Port> Engine<T, P> {
 
     /// Refuses a `Connect`/`Datagram` handle in the engine's range or in use.
     fn bad_new_handle(&mut self, sid: SessionId, ctx: CtxHandle) -> bool {
-        let bad =
-            ctx.is_accepted() || ctx.0 == 0 || self.sessions.get(&sid).is_none_or(|s| s.handles.contains_key(&ctx));
+        let bad = ctx.is_accepted()
+            || ctx.0 == 0
+            || self.sessions.get(&sid).is_none_or(|s| s.handles.contains_key(&ctx));
         if bad {
             self.emit(sid, FromEngine::Failed { ctx, error: BlockError::BadHandle });
         }
