@@ -45,18 +45,19 @@ fn mode_at(name: &str, socket: Option<PathBuf>) -> Xtp {
 struct Env {
     mode: &'static str,
     xtp: Xtp,
-    client_daemon: Option<DaemonChild>,
+    /// Kept alive for the test (killed when dropped).
+    _client_daemon: Option<DaemonChild>,
     server_daemon: Option<DaemonChild>,
 }
 
 fn env(mode: &'static str) -> Env {
     if mode != "daemon" {
-        return Env { mode, xtp: mode_at(mode, None), client_daemon: None, server_daemon: None };
+        return Env { mode, xtp: mode_at(mode, None), _client_daemon: None, server_daemon: None };
     }
     let impatient = Settings { max_retries: Some(3), no_connect_timeout: true, ..Settings::default() };
     let c = DaemonChild::start(&impatient);
     let s = DaemonChild::start(&impatient);
-    Env { mode, xtp: mode_at(mode, Some(c.socket.clone())), client_daemon: Some(c), server_daemon: Some(s) }
+    Env { mode, xtp: mode_at(mode, Some(c.socket.clone())), _client_daemon: Some(c), server_daemon: Some(s) }
 }
 
 impl Env {

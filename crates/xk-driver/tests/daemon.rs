@@ -273,7 +273,7 @@ fn client_b_cannot_use_client_a_handle() {
                 return;
             }
         }
-        while let Some(n) = a.next_notice() {
+        if let Some(n) = a.next_notice() {
             panic!("A's context disturbed: {n:?}");
         }
     }

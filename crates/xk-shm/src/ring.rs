@@ -50,9 +50,9 @@ impl RingLayout {
     pub fn check(&self, len: usize) -> Result<(), Corrupt> {
         let ok = self.cap.is_power_of_two()
             && (64..=1 << 30).contains(&self.cap)
-            && self.head % 8 == 0
-            && self.tail % 8 == 0
-            && self.data % 8 == 0
+            && self.head.is_multiple_of(8)
+            && self.tail.is_multiple_of(8)
+            && self.data.is_multiple_of(8)
             && self.head + 8 <= len
             && self.tail + 8 <= len
             && self.data.checked_add(self.cap).is_some_and(|e| e <= len);
@@ -297,7 +297,7 @@ impl Consumer {
     }
 
     /// The next record, if one is waiting (pads are skipped).
-    pub fn next(&mut self) -> Result<Option<Record>, Corrupt> {
+    pub fn take(&mut self) -> Result<Option<Record>, Corrupt> {
         loop {
             let head = self.seg.u64_at(self.lay.head).load(Ordering::Acquire);
             if head == self.pos {
@@ -370,7 +370,7 @@ mod tests {
                 }
                 sent += 1;
             }
-            while let Some(r) = c.next().unwrap() {
+            while let Some(r) = c.take().unwrap() {
                 let mut n = [0u8; 4];
                 r.read(0, &mut n).unwrap();
                 assert_eq!(u32::from_le_bytes(n), got);
@@ -388,8 +388,8 @@ mod tests {
         let (mut p, mut c, advances) = pair();
         assert!(p.push(1, &[&[1u8; 56]]).unwrap());
         assert!(p.push(1, &[&[2u8; 56]]).unwrap());
-        let a = c.next().unwrap().unwrap().view(0, 56).unwrap();
-        let b = c.next().unwrap().unwrap().view(0, 56).unwrap();
+        let a = c.take().unwrap().unwrap().view(0, 56).unwrap();
+        let b = c.take().unwrap().unwrap().view(0, 56).unwrap();
         assert_eq!(c.held(), 128);
         // The second released first: the tail cannot move yet.
         drop(b);
@@ -410,7 +410,7 @@ mod tests {
         }
         assert_eq!(n, 256 / 32);
         assert!(p.push(3, &[&[0u8; 57]]).is_err());
-        let r = c.next().unwrap().unwrap();
+        let r = c.take().unwrap().unwrap();
         drop(r);
         assert!(p.push(3, &[&[9u8; 24]]).unwrap());
     }
@@ -422,10 +422,10 @@ mod tests {
         let seg = p.seg.clone();
         // A length running past the written part.
         seg.write(LAY.data, &200u32.to_le_bytes());
-        assert!(c.next().is_err());
+        assert!(c.take().is_err());
         // A head beyond the ring.
         seg.u64_at(LAY.head).store(1 << 40, Ordering::SeqCst);
-        assert!(c.next().is_err());
+        assert!(c.take().is_err());
         // A tail ahead of the head, seen by the producer.
         seg.u64_at(LAY.tail).store(1 << 40, Ordering::SeqCst);
         assert!(p.push(1, &[b"x"]).is_err());

@@ -96,7 +96,7 @@ impl Segment {
 
     fn check(&self, off: usize, n: usize, align: usize) {
         assert!(
-            off % align == 0 && off.checked_add(n).is_some_and(|e| e <= self.len),
+            off.is_multiple_of(align) && off.checked_add(n).is_some_and(|e| e <= self.len),
             "segment offset {off}+{n}"
         );
     }

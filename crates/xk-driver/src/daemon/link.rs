@@ -240,7 +240,7 @@ impl AppLink for ShmLink {
     }
 
     fn try_recv(&mut self) -> Option<FromEngine> {
-        let rec = match self.rx.next() {
+        let rec = match self.rx.take() {
             Ok(r) => r?,
             Err(e) => {
                 self.set_gone(e.to_string());
@@ -411,7 +411,7 @@ impl Port for ShmPort {
         if self.broken.is_some() {
             return None;
         }
-        let rec = match self.rx.next() {
+        let rec = match self.rx.take() {
             Ok(r) => r?,
             Err(e) => {
                 self.break_with(e.to_string());
