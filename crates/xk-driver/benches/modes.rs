@@ -120,9 +120,10 @@ fn serve() -> SocketAddr {
     addr.recv().unwrap()
 }
 
-/// `count` round trips of `size` bytes (after a warm-up); the median in µs
-/// and the application's and engine's wake-ups per message.
-fn ping(s: &mut XtpStream, size: usize, count: usize) -> (f64, f64, f64) {
+/// `count` round trips of `size` bytes (after a warm-up); the median in µs,
+/// the application's and engine's wake-ups per message and the payload
+/// copies made to cross the rings per message.
+fn ping(s: &mut XtpStream, size: usize, count: usize) -> (f64, f64, f64, f64) {
     let msg = vec![0x5a; size];
     for _ in 0..50 {
         s.send_message(&msg, None).unwrap();
@@ -143,6 +144,12 @@ fn ping(s: &mut XtpStream, size: usize, count: usize) -> (f64, f64, f64) {
         median(&mut rtts),
         per(after.app_wakeups, before.app_wakeups),
         per(after.engine_wakeups, before.engine_wakeups),
+        // Payload copies to cross between application and engine, per
+        // message (bytes copied both ways over the bytes of the request and
+        // the answer; 0 for integrated and the engine thread, whose rings
+        // move references).
+        per(after.app_copied + after.engine_copied, before.app_copied + before.engine_copied)
+            / (2 * size) as f64,
     )
 }
 
@@ -188,35 +195,36 @@ fn main() {
     let addr = serve();
     // [row][size] -> per-round medians, wake-ups
     let mut rtt = vec![vec![Vec::new(); SIZES.len()]; rows.len()];
-    let mut wakes = vec![vec![(0.0, 0.0); SIZES.len()]; rows.len()];
+    let mut wakes = vec![vec![(0.0, 0.0, 0.0); SIZES.len()]; rows.len()];
     for _ in 0..rounds {
         for (r, row) in rows.iter().enumerate() {
             let _daemon = row.daemon.map(|busy| DaemonChild::start(&socket, busy, pins.map(|p| p.1)));
             let mut s = Xtp::new(row.mode.clone()).connect(addr, PORT).expect("connect");
             for (k, &size) in SIZES.iter().enumerate() {
-                let (m, app, eng) = ping(&mut s, size, count);
+                let (m, app, eng, copies) = ping(&mut s, size, count);
                 rtt[r][k].push(m);
-                wakes[r][k] = (app, eng);
+                wakes[r][k] = (app, eng, copies);
             }
             s.close().expect("close");
         }
     }
     println!("ping-pong RTT on loopback, median of {rounds} round medians of {count} round trips (µs)");
     println!(
-        "{:<26} {:>7} {:>10} {:>8} {:>12} {:>12}",
-        "client mode", "bytes", "RTT µs", "ratio", "app wake/msg", "eng wake/msg"
+        "{:<26} {:>7} {:>10} {:>8} {:>12} {:>12} {:>12}",
+        "client mode", "bytes", "RTT µs", "ratio", "app wake/msg", "eng wake/msg", "copies/msg"
     );
     let med: Vec<Vec<f64>> = rtt.iter_mut().map(|r| r.iter_mut().map(|v| median(v)).collect()).collect();
     for (r, row) in rows.iter().enumerate() {
         for (k, &size) in SIZES.iter().enumerate() {
             println!(
-                "{:<26} {:>7} {:>10.1} {:>8.3} {:>12.2} {:>12.2}",
+                "{:<26} {:>7} {:>10.1} {:>8.3} {:>12.2} {:>12.2} {:>12.2}",
                 row.name,
                 size,
                 med[r][k],
                 med[r][k] / med[row.base][k],
                 wakes[r][k].0,
-                wakes[r][k].1
+                wakes[r][k].1,
+                wakes[r][k].2
             );
         }
     }

@@ -29,12 +29,17 @@ const CLOSE: u32 = 6;
 const ABORT: u32 = 7;
 // FN kinds.
 const INCOMING: u32 = 16;
-const DATA: u32 = 17;
+pub(crate) const DATA: u32 = 17;
 const ACKED: u32 = 18;
 const PEER_FINISHED: u32 = 19;
 const CLOSED: u32 = 20;
 const LISTENING: u32 = 21;
 const FAILED: u32 = 22;
+
+/// Whether a TN record of `kind` carries payload.
+pub(crate) fn has_payload(kind: u32) -> bool {
+    matches!(kind, DATAGRAM | WRITE)
+}
 
 /// Most bytes of fields a block has before its payload (the longest is a
 /// `Connect`: handle, address, port, configuration).

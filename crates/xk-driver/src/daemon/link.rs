@@ -9,8 +9,8 @@
 //!    0  magic "XPRSHM01"     8  ring capacity C (bytes, power of two)
 //!   64  TN head  (client)  128  TN tail  (daemon)
 //!  192  FN head  (daemon)  256  FN tail  (client)
-//!  320  client bell: parked u32, gone u32, rung u64, sleeps u64, full u64
-//!  384  daemon bell: parked u32, gone u32, rung u64, sleeps u64, full u64
+//!  320  client bell: parked u32, gone u32, rung u64, sleeps u64, full u64, copied u64
+//!  384  daemon bell: parked u32, gone u32, rung u64, sleeps u64, full u64, copied u64
 //! 4096  TN data [C]       4096+C  FN data [C]
 //! ```
 //!
@@ -111,7 +111,10 @@ impl Bell {
         self.seg.u64_at(self.off + 8 + 8 * k)
     }
     fn count(&self, k: usize) {
-        self.counter(k).fetch_add(1, Ordering::Relaxed);
+        self.add(k, 1);
+    }
+    fn add(&self, k: usize, n: u64) {
+        self.counter(k).fetch_add(n, Ordering::Relaxed);
     }
     fn read(&self, k: usize) -> u64 {
         self.counter(k).load(Ordering::Relaxed)
@@ -145,18 +148,28 @@ fn stats(client: &Bell, daemon: &Bell) -> RingStats {
         engine_sleeps: daemon.read(1),
         tn_full: client.read(2),
         fn_full: daemon.read(2),
+        app_copied: client.read(3),
+        engine_copied: daemon.read(3),
     }
 }
 
-/// Pushes an encoded block: its fields then its payload.
+/// Pushes an encoded block: its fields then its payload (a copy, whose
+/// bytes are counted on `bell`).
 fn push(
     tx: &mut Producer,
     kind: u32,
     w: &codec::Writer,
     payload: Option<&bytes::Bytes>,
+    bell: &Bell,
 ) -> Result<bool, Corrupt> {
     match payload {
-        Some(p) => tx.push(kind, &[&w.0, p]),
+        Some(p) => {
+            let pushed = tx.push(kind, &[&w.0, p]);
+            if pushed == Ok(true) {
+                bell.add(3, p.len() as u64);
+            }
+            pushed
+        }
         None => tx.push(kind, &[&w.0]),
     }
 }
@@ -223,7 +236,7 @@ impl ShmLink {
 impl AppLink for ShmLink {
     fn try_send(&mut self, b: ToEngine, urgent: bool) -> Result<(), ToEngine> {
         let (kind, w, payload) = codec::encode_to_engine(&b);
-        match push(&mut self.tx, kind, &w, payload) {
+        match push(&mut self.tx, kind, &w, payload, &self.mine) {
             Ok(true) => {
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 Ok(())
@@ -249,6 +262,9 @@ impl AppLink for ShmLink {
         };
         // Zero copy unless views already hold half the ring.
         let view = self.rx.held() <= self.cap / 2;
+        if !view && rec.kind == codec::DATA {
+            self.mine.add(3, rec.len as u64);
+        }
         match codec::decode_from_engine(rec, view) {
             Ok(b) => Some(b),
             Err(e) => {
@@ -419,6 +435,9 @@ impl Port for ShmPort {
             }
         };
         let view = self.rx.held() <= self.cap / 2;
+        if !view && codec::has_payload(rec.kind) {
+            self.mine.add(3, rec.len as u64);
+        }
         Some(codec::decode_to_engine(rec, view))
     }
 
@@ -427,7 +446,7 @@ impl Port for ShmPort {
             return Ok(()); // the session is being ended
         }
         let (kind, w, payload) = codec::encode_from_engine(&b);
-        match push(&mut self.tx, kind, &w, payload) {
+        match push(&mut self.tx, kind, &w, payload, &self.mine) {
             Ok(true) => {
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 Ok(())
