@@ -189,6 +189,9 @@ pub(crate) struct ShmLink {
     gone: Cell<Option<String>>,
     /// Calls to `peer_gone` since the socket was last looked at.
     looks: Cell<u32>,
+    /// Room the last refused block needed (what "full" means while
+    /// waiting for space: a large write needs more than a small block).
+    need: usize,
 }
 
 impl ShmLink {
@@ -207,7 +210,18 @@ impl ShmLink {
         let bad = |e: Corrupt| io::Error::new(io::ErrorKind::InvalidData, e.to_string());
         let rx = Consumer::new(seg.clone(), fnr, Box::new(move || wake.ring(WANT_SPACE))).map_err(bad)?;
         let tx = Producer::new(seg, tn).map_err(bad)?;
-        Ok(ShmLink { tx, rx, mine, theirs, sock, path, cap, gone: Cell::new(None), looks: Cell::new(0) })
+        Ok(ShmLink {
+            tx,
+            rx,
+            mine,
+            theirs,
+            sock,
+            path,
+            cap,
+            gone: Cell::new(None),
+            looks: Cell::new(0),
+            need: codec::META_MAX + 64,
+        })
     }
 
     fn set_gone(&self, why: String) {
@@ -238,10 +252,13 @@ impl AppLink for ShmLink {
         let (kind, w, payload) = codec::encode_to_engine(&b);
         match push(&mut self.tx, kind, &w, payload, &self.mine) {
             Ok(true) => {
+                self.need = codec::META_MAX + 64;
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 Ok(())
             }
             Ok(false) => {
+                // Twice the record: room for it even behind a pad.
+                self.need = 2 * (16 + w.0.len() + payload.map_or(0, |p| p.len()));
                 self.mine.count(2);
                 Err(b)
             }
@@ -279,7 +296,7 @@ impl AppLink for ShmLink {
     }
 
     fn is_full(&self) -> bool {
-        self.tx.free().map_or(true, |f| f < codec::META_MAX + 64)
+        self.tx.free().map_or(true, |f| f < self.need)
     }
 
     fn peer_gone(&self) -> bool {
