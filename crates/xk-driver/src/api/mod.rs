@@ -22,6 +22,10 @@
 //! * [`Mode::EngineThread`]: the driver runs on its own thread
 //!   ([`crate::engine`]); calls post control blocks to it and wait for its
 //!   completions, one wake-up per message.
+//! * [`Mode::Daemon`]: the driver runs in an `xpress daemon` process
+//!   ([`crate::daemon`]) shared with other client processes; each object
+//!   registers with it and posts the same blocks through rings in shared
+//!   memory. The endpoint settings are the daemon's.
 //!
 //! A program wanting parallelism runs one listener per thread (or uses
 //! several sockets). Errors are `io::Error`s whose text names what the protocol said:

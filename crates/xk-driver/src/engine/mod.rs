@@ -5,11 +5,15 @@
 //! processor interface, Aeron's media driver in one process).
 //!
 //! * [`block`]: the blocks (plain data, payload by handle);
-//! * `ring`: the rings and their wake-up protocol (an eventfd per side, rung
-//!   only when that side sleeps);
-//! * `thread`: the engine's loop;
-//! * [`EngineClient`]: the application's side, which the blocking API
-//!   ([`crate::api`]) uses when constructed with [`Mode::EngineThread`].
+//! * `serve`: the engine itself — a driver serving sessions, each a pair
+//!   of rings behind a `Port` with its own handles (one session here; one
+//!   per client process in the daemon, [`crate::daemon`]);
+//! * `ring`: the in-process rings and their wake-up protocol (an eventfd
+//!   per side, rung only when that side sleeps);
+//! * `thread`: the engine thread's loop;
+//! * [`EngineClient`]: the application's side, over the in-process rings or
+//!   a daemon's shared-memory rings, which the blocking API ([`crate::api`])
+//!   uses when constructed with [`Mode::EngineThread`] or [`Mode::Daemon`].
 //!
 //! Contract: nothing is dropped between application and engine — a full TN
 //! ring blocks the poster ([`EngineClient::post`]) or hands the block back
