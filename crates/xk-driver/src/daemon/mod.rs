@@ -4,7 +4,7 @@
 //! media driver). The blocking API runs on it when made with
 //! [`crate::engine::Mode::Daemon`]; the application is otherwise the same.
 //!
-//! * registration ([`handshake`](self)): a client connects to the daemon's
+//! * registration (`handshake.rs`): a client connects to the daemon's
 //!   Unix socket; the daemon checks its credentials (`SO_PEERCRED`: the
 //!   daemon's own user, or root — anyone else is refused with a message),
 //!   creates a sealed `memfd` segment holding the client's TN and FN rings,
