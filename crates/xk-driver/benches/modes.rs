@@ -120,16 +120,35 @@ fn serve() -> SocketAddr {
     addr.recv().unwrap()
 }
 
+/// CPU time (user + system) of this whole process — client, engine
+/// thread, server thread — and of the daemon process `daemon`, in ns.
+fn host_cpu_ns(daemon: Option<u32>) -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let me = getrusage(UsageWho::RUSAGE_SELF).map_or(0.0, |u| {
+        let t = |v: nix::sys::time::TimeVal| v.tv_sec() as f64 * 1e9 + v.tv_usec() as f64 * 1e3;
+        t(u.user_time()) + t(u.system_time())
+    });
+    // /proc/PID/schedstat: the daemon's (main thread's) time on a CPU, ns.
+    let theirs = daemon
+        .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok())
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()))
+        .unwrap_or(0.0);
+    me + theirs
+}
+
 /// `count` round trips of `size` bytes (after a warm-up); the median in µs,
-/// the application's and engine's wake-ups per message and the payload
-/// copies made to cross the rings per message.
-fn ping(s: &mut XtpStream, size: usize, count: usize) -> (f64, f64, f64, f64) {
+/// the application's and engine's wake-ups per message, the payload
+/// copies made to cross the rings per message, and the host's CPU time per
+/// round trip in µs (this process and the daemon: client, engine and
+/// server alike).
+fn ping(s: &mut XtpStream, size: usize, count: usize, daemon: Option<u32>) -> (f64, f64, f64, f64, f64) {
     let msg = vec![0x5a; size];
     for _ in 0..50 {
         s.send_message(&msg, None).unwrap();
         s.recv_message().unwrap().unwrap();
     }
     let before = s.ring_stats().unwrap_or_default();
+    let cpu = host_cpu_ns(daemon);
     let mut rtts = Vec::with_capacity(count);
     for _ in 0..count {
         let t = Instant::now();
@@ -138,6 +157,7 @@ fn ping(s: &mut XtpStream, size: usize, count: usize) -> (f64, f64, f64, f64) {
         rtts.push(t.elapsed().as_nanos() as f64 / 1000.0);
         assert_eq!(back.data.len(), size);
     }
+    let cpu = (host_cpu_ns(daemon) - cpu) / count as f64 / 1000.0;
     let after = s.ring_stats().unwrap_or_default();
     let per = |a: u64, b: u64| (a - b) as f64 / count as f64;
     (
@@ -150,6 +170,7 @@ fn ping(s: &mut XtpStream, size: usize, count: usize) -> (f64, f64, f64, f64) {
         // move references).
         per(after.app_copied + after.engine_copied, before.app_copied + before.engine_copied)
             / (2 * size) as f64,
+        cpu,
     )
 }
 
@@ -195,36 +216,38 @@ fn main() {
     let addr = serve();
     // [row][size] -> per-round medians, wake-ups
     let mut rtt = vec![vec![Vec::new(); SIZES.len()]; rows.len()];
-    let mut wakes = vec![vec![(0.0, 0.0, 0.0); SIZES.len()]; rows.len()];
+    let mut wakes = vec![vec![(0.0, 0.0, 0.0, 0.0); SIZES.len()]; rows.len()];
     for _ in 0..rounds {
         for (r, row) in rows.iter().enumerate() {
-            let _daemon = row.daemon.map(|busy| DaemonChild::start(&socket, busy, pins.map(|p| p.1)));
+            let daemon = row.daemon.map(|busy| DaemonChild::start(&socket, busy, pins.map(|p| p.1)));
+            let daemon_pid = daemon.as_ref().map(|d| d.0.id());
             let mut s = Xtp::new(row.mode.clone()).connect(addr, PORT).expect("connect");
             for (k, &size) in SIZES.iter().enumerate() {
-                let (m, app, eng, copies) = ping(&mut s, size, count);
+                let (m, app, eng, copies, cpu) = ping(&mut s, size, count, daemon_pid);
                 rtt[r][k].push(m);
-                wakes[r][k] = (app, eng, copies);
+                wakes[r][k] = (app, eng, copies, cpu);
             }
             s.close().expect("close");
         }
     }
     println!("ping-pong RTT on loopback, median of {rounds} round medians of {count} round trips (µs)");
     println!(
-        "{:<26} {:>7} {:>10} {:>8} {:>12} {:>12} {:>12}",
-        "client mode", "bytes", "RTT µs", "ratio", "app wake/msg", "eng wake/msg", "copies/msg"
+        "{:<26} {:>7} {:>10} {:>8} {:>12} {:>12} {:>12} {:>12}",
+        "client mode", "bytes", "RTT µs", "ratio", "app wake/msg", "eng wake/msg", "copies/msg", "CPU µs/RTT"
     );
     let med: Vec<Vec<f64>> = rtt.iter_mut().map(|r| r.iter_mut().map(|v| median(v)).collect()).collect();
     for (r, row) in rows.iter().enumerate() {
         for (k, &size) in SIZES.iter().enumerate() {
             println!(
-                "{:<26} {:>7} {:>10.1} {:>8.3} {:>12.2} {:>12.2} {:>12.2}",
+                "{:<26} {:>7} {:>10.1} {:>8.3} {:>12.2} {:>12.2} {:>12.2} {:>12.1}",
                 row.name,
                 size,
                 med[r][k],
                 med[r][k] / med[row.base][k],
                 wakes[r][k].0,
                 wakes[r][k].1,
-                wakes[r][k].2
+                wakes[r][k].2,
+                wakes[r][k].3
             );
         }
     }
