@@ -39,8 +39,9 @@ fn pattern(n: usize, salt: u64) -> Vec<u8> {
 
 /// An integrated listener on its own thread serving `streams` streams
 /// with `serve`, one after the other (the streams share the listener's
-/// thread), then holding them for 20 s; returns its address.
-fn server(streams: usize, serve: fn(&mut XtpStream)) -> SocketAddr {
+/// thread); a stream for which `serve` returns true is held open for 20 s,
+/// the others are closed. Returns its address.
+fn server(streams: usize, serve: fn(&mut XtpStream) -> bool) -> SocketAddr {
     let (tell, addr) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut l = Xtp::default().bind("127.0.0.1:0", PORT).unwrap();
@@ -49,19 +50,25 @@ fn server(streams: usize, serve: fn(&mut XtpStream)) -> SocketAddr {
         for _ in 0..streams {
             let Ok((mut s, _, _)) = l.accept_timeout(Some(Duration::from_secs(30))) else { return };
             s.set_timeout(Some(Duration::from_secs(60)));
-            serve(&mut s);
-            held.push(s);
+            if serve(&mut s) {
+                held.push(s);
+            } else {
+                let _ = s.close();
+            }
         }
-        std::thread::sleep(Duration::from_secs(20));
+        if !held.is_empty() {
+            std::thread::sleep(Duration::from_secs(20));
+        }
     });
     addr.recv().unwrap()
 }
 
-/// Echoes one message.
-fn echo_one(s: &mut XtpStream) {
+/// Echoes one message, and holds the stream open.
+fn echo_one(s: &mut XtpStream) -> bool {
     if let Ok(Some(m)) = s.recv_message() {
         let _ = s.send_message(&m.data, m.btag);
     }
+    true
 }
 
 /// Waits (bounded) until the daemon's status satisfies `ok`.
@@ -161,7 +168,7 @@ fn a_killed_client_has_its_contexts_closed_and_its_session_freed() {
 fn a_killed_daemon_fails_the_waiting_call_with_a_clear_error() {
     let mut d = DaemonChild::start(&Settings::default());
     // A server that accepts and then says nothing: the client's read waits.
-    let addr = server(1, |_| {});
+    let addr = server(1, |_| true);
     let mut s = Xtp::new(Mode::daemon(&d.socket)).connect(addr, PORT).unwrap();
     s.send_message(b"anyone?", None).unwrap();
     let pid = nix::unistd::Pid::from_raw(d.child.id() as i32);
@@ -209,7 +216,7 @@ fn tiny_rings_block_instead_of_losing() {
         }
         assert!(got == pattern(N, 1), "the server's bytes differ from what was written");
         s.write_all(&pattern(N, 2)).unwrap();
-        s.shutdown_write().unwrap();
+        false
     });
     let mut s = Xtp::new(Mode::daemon(&d.socket)).connect(addr, PORT).unwrap();
     s.set_timeout(Some(Duration::from_secs(60)));
@@ -278,4 +285,126 @@ fn client_b_cannot_use_client_a_handle() {
         }
     }
     panic!("A's echo never came back (got {echoed:?})");
+}
+
+/// A hand-made client, speaking the registration and ring protocol
+/// byte by byte (as documented in docs/ARCHITECTURE.md), so that it can
+/// post what the real client never would.
+struct RawClient {
+    _sock: std::os::unix::net::UnixStream,
+    seg: std::sync::Arc<xk_shm::Segment>,
+    tn: xk_shm::Producer,
+    fnr: xk_shm::Consumer,
+    daemon_bell: std::os::fd::OwnedFd,
+}
+
+const CAP_OFF: usize = 8;
+
+impl RawClient {
+    fn register(socket: &std::path::Path) -> RawClient {
+        use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+        use std::io::IoSliceMut;
+        use std::mem::MaybeUninit;
+        let mut sock = std::os::unix::net::UnixStream::connect(socket).unwrap();
+        let mut hello = Vec::new();
+        hello.extend_from_slice(b"XPRHELO1");
+        hello.extend_from_slice(&1u32.to_le_bytes());
+        hello.extend_from_slice(&1u32.to_le_bytes());
+        sock.write_all(&hello).unwrap();
+        let mut buf = [0u8; 512];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+        let mut cmsg = RecvAncillaryBuffer::new(&mut space);
+        rustix::net::recvmsg(&sock, &mut [IoSliceMut::new(&mut buf)], &mut cmsg, RecvFlags::CMSG_CLOEXEC)
+            .unwrap();
+        let mut fds = Vec::new();
+        for m in cmsg.drain() {
+            if let RecvAncillaryMessage::ScmRights(it) = m {
+                fds.extend(it);
+            }
+        }
+        assert_eq!(&buf[..8], b"XPRACK01");
+        let daemon_bell = fds.pop().unwrap();
+        let _client_bell = fds.pop().unwrap();
+        let seg = std::sync::Arc::new(xk_shm::Segment::open(fds.pop().unwrap()).unwrap());
+        let cap = seg.u64_at(CAP_OFF).load(std::sync::atomic::Ordering::SeqCst) as usize;
+        let tn = xk_shm::RingLayout { head: 64, tail: 128, data: 4096, cap };
+        let fnr = xk_shm::RingLayout { head: 192, tail: 256, data: 4096 + cap, cap };
+        RawClient {
+            _sock: sock,
+            tn: xk_shm::Producer::new(seg.clone(), tn).unwrap(),
+            fnr: xk_shm::Consumer::new(seg.clone(), fnr, Box::new(|| {})).unwrap(),
+            seg,
+            daemon_bell,
+        }
+    }
+
+    /// Posts a raw record and rings the daemon (whether it sleeps or not).
+    fn post(&mut self, kind: u32, body: &[u8]) {
+        assert!(self.tn.push(kind, &[body]).unwrap());
+        rustix::io::write(&self.daemon_bell, &1u64.to_ne_bytes()).unwrap();
+    }
+
+    /// The next FN record's kind and body, waiting up to 5 s.
+    fn next(&mut self) -> (u32, Vec<u8>) {
+        let end = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(r) = self.fnr.take().unwrap() {
+                let mut body = vec![0u8; r.len];
+                r.read(0, &mut body).unwrap();
+                return (r.kind, body);
+            }
+            assert!(Instant::now() < end, "no answer from the daemon");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Through a real daemon: a client posting a block of an unknown kind and
+/// a write naming no context gets a refusal for each; then it scribbles
+/// its TN head and its session is ended with the reason on its socket.
+/// Another client, using the API, carries on throughout, and the daemon
+/// keeps serving new clients.
+#[test]
+fn corrupt_blocks_and_rings_hurt_only_their_sender() {
+    let d = DaemonChild::start(&Settings::default());
+    let addr = server(1, |s| {
+        while let Ok(Some(m)) = s.recv_message() {
+            if s.send_message(&m.data, m.btag).is_err() {
+                break;
+            }
+        }
+        false
+    });
+    let xtp = Xtp::new(Mode::daemon(&d.socket));
+    let mut good = xtp.connect(addr, PORT).unwrap();
+    let mut echo = |good: &mut XtpStream, i: u64| {
+        good.send_message(b"still here", Some(i)).unwrap();
+        let m = good.recv_message().unwrap().unwrap();
+        assert_eq!((m.data.as_slice(), m.btag), (&b"still here"[..], Some(i)));
+    };
+    echo(&mut good, 1);
+    let mut bad = RawClient::register(&d.socket);
+    // An unknown kind: refused (FAILED = 22, handle 0, error Corrupt = 4).
+    bad.post(99, b"garbage!");
+    let (kind, body) = bad.next();
+    assert_eq!((kind, &body[..8], body[8]), (22, &0u64.to_le_bytes()[..], 4), "{body:?}");
+    assert!(String::from_utf8_lossy(&body).contains("unknown block kind 99"));
+    // A close naming a context it does not have: UnknownContext (0).
+    bad.post(6, &77u64.to_le_bytes());
+    let (kind, body) = bad.next();
+    assert_eq!((kind, &body[..8], body[8]), (22, &77u64.to_le_bytes()[..], 0), "{body:?}");
+    echo(&mut good, 2);
+    // Scribble the TN head far past the ring: the daemon ends this session.
+    bad.seg.u64_at(64).store(u64::MAX / 4, std::sync::atomic::Ordering::SeqCst);
+    rustix::io::write(&bad.daemon_bell, &1u64.to_ne_bytes()).unwrap();
+    wait_status(&d, "the scribbler's session ended", |v| v["clients"] == 1);
+    let mut why = String::new();
+    bad._sock.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let _ = bad._sock.read_to_string(&mut why);
+    assert!(why.contains("corrupt shared ring"), "{why:?}");
+    echo(&mut good, 3);
+    // And the daemon still registers newcomers.
+    let v = xk_driver::daemon::status(&d.socket).unwrap();
+    assert_eq!(v["clients"], 1, "{v}");
+    let _again = xk_driver::daemon::connect(&d.socket, false).unwrap();
 }
