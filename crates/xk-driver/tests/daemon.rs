@@ -377,7 +377,7 @@ fn corrupt_blocks_and_rings_hurt_only_their_sender() {
     });
     let xtp = Xtp::new(Mode::daemon(&d.socket));
     let mut good = xtp.connect(addr, PORT).unwrap();
-    let mut echo = |good: &mut XtpStream, i: u64| {
+    let echo = |good: &mut XtpStream, i: u64| {
         good.send_message(b"still here", Some(i)).unwrap();
         let m = good.recv_message().unwrap().unwrap();
         assert_eq!((m.data.as_slice(), m.btag), (&b"still here"[..], Some(i)));
