@@ -408,3 +408,71 @@ fn corrupt_blocks_and_rings_hurt_only_their_sender() {
     assert_eq!(v["clients"], 1, "{v}");
     let _again = xk_driver::daemon::connect(&d.socket, false).unwrap();
 }
+
+/// A connection that sends half a hello and stops is refused after the
+/// 2-second hello deadline, and meanwhile the daemon serves others.
+#[test]
+fn a_partial_hello_is_dropped_after_its_deadline() {
+    let d = DaemonChild::start(&Settings::default());
+    let mut lazy = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    lazy.write_all(b"XPRHE").unwrap();
+    let t = Instant::now();
+    let _other = xk_driver::daemon::connect(&d.socket, false).expect("served meanwhile");
+    lazy.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let mut answer = Vec::new();
+    let _ = lazy.read_to_end(&mut answer);
+    assert!(String::from_utf8_lossy(&answer).contains("no hello within 2 s"), "{answer:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+/// The credential check (SO_PEERCRED): a client of another user is
+/// refused with a message saying why. Needs root (to run the client as
+/// `nobody`); skipped otherwise.
+#[test]
+fn another_user_is_refused() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to run a client as another user");
+        return;
+    }
+    let d = DaemonChild::start(&Settings::default());
+    // Let anyone reach the socket file, so that the daemon's own check is
+    // what refuses.
+    std::fs::set_permissions(&d.socket, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    use std::os::unix::process::CommandExt;
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "stranger_role", "--nocapture", "--test-threads", "1"])
+        .env("XPRESS_TEST_ROLE", "stranger")
+        .env("XPRESS_DAEMON_SOCKET", &d.socket)
+        .uid(65534)
+        .gid(65534)
+        .output();
+    // `nobody` may not be able to reach this test binary (a checkout under
+    // a private directory): then there is nothing to test here.
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        other => {
+            eprintln!("skipped: cannot run the client as nobody: {other:?}");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("stranger refused: ") && text.contains("uid 65534 may not use this daemon"),
+        "{text}"
+    );
+}
+
+/// The stranger role: tries to register, prints what it was told.
+#[test]
+fn stranger_role() {
+    if std::env::var("XPRESS_TEST_ROLE").as_deref() != Ok("stranger") {
+        return;
+    }
+    match xk_driver::daemon::connect(
+        std::path::Path::new(&std::env::var("XPRESS_DAEMON_SOCKET").unwrap()),
+        false,
+    ) {
+        Ok(_) => println!("stranger admitted"),
+        Err(e) => println!("stranger refused: {e}"),
+    }
+}

@@ -125,9 +125,16 @@ pub fn connect(socket: &Path, busy_poll: bool) -> io::Result<EngineClient> {
     let mut sock = UnixStream::connect(socket).map_err(|e| no_daemon(socket, &e))?;
     // A daemon that accepts and never answers must not hang us.
     sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
-    sock.write_all(&handshake::hello(handshake::Ask::Register))?;
-    let (w, [seg, client_bell, daemon_bell]) = handshake::recv_welcome(&sock)
-        .map_err(|e| io::Error::new(e.kind(), format!("xpress daemon at {}: {e}", socket.display())))?;
+    // A daemon that refuses us (credentials) answers and closes at once,
+    // so the hello may fail to go: its answer says why.
+    let sent = sock.write_all(&handshake::hello(handshake::Ask::Register));
+    let (w, [seg, client_bell, daemon_bell]) = handshake::recv_welcome(&sock).map_err(|e| {
+        let e = match sent {
+            Err(s) if e.kind() != io::ErrorKind::PermissionDenied => s,
+            _ => e,
+        };
+        io::Error::new(e.kind(), format!("xpress daemon at {}: {e}", socket.display()))
+    })?;
     sock.set_read_timeout(None)?;
     let seg = Arc::new(Segment::open(seg)?);
     let link = link::ShmLink::new(seg, client_bell, daemon_bell, sock, socket.to_path_buf())?;

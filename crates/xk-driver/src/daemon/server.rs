@@ -35,6 +35,9 @@ struct Pending {
     pid: i32,
     uid: u32,
     since: Instant,
+    /// Part of the hello has come: the socket stays readable, so it is
+    /// looked at every [`LOOK_EVERY`] instead of waking every sleep.
+    partial: bool,
 }
 
 /// How long a connection may take to say hello.
@@ -136,18 +139,19 @@ impl<T: Transport> Daemon<T> {
             ready |= p.park(space);
         }
         let mut r = Ok(vec![]);
+        let partial = self.pending.iter().any(|p| p.partial);
         if !ready {
             let (udp, ports) = self.engine.split_all();
             let mut fds: Vec<BorrowedFd<'_>> = vec![self.bell.as_fd(), udp, self.listener.as_fd()];
-            fds.extend(self.pending.iter().map(|p| p.sock.as_fd()));
+            fds.extend(self.pending.iter().filter(|p| !p.partial).map(|p| p.sock.as_fd()));
             fds.extend(ports.map(|(_, p)| p.sock.as_fd()));
-            r = wait_readable(&fds, sleep);
+            r = wait_readable(&fds, if partial { sleep.min(LOOK_EVERY) } else { sleep });
         }
         for (_, p) in self.engine.ports() {
             p.unpark();
         }
         let _ = self.bell.read();
-        Ok(r?.iter().skip(2).any(|&b| b))
+        Ok(partial || r?.iter().skip(2).any(|&b| b))
     }
 
     /// Accepts new connections, reads hellos, notices closed sockets.
@@ -184,7 +188,10 @@ impl<T: Transport> Daemon<T> {
                 {
                     k += 1
                 }
-                Ok(_) if now.saturating_since(p.since) < HELLO_WAIT => k += 1,
+                Ok(_) if now.saturating_since(p.since) < HELLO_WAIT => {
+                    p.partial = true;
+                    k += 1
+                }
                 _ => {
                     let p = self.pending.swap_remove(k);
                     handshake::send_refusal(&p.sock, "no hello within 2 s");
@@ -227,7 +234,7 @@ impl<T: Transport> Daemon<T> {
             return;
         }
         let since = self.engine.driver().now();
-        self.pending.push(Pending { sock, pid: cred.pid.as_raw_nonzero().get(), uid, since });
+        self.pending.push(Pending { sock, pid: cred.pid.as_raw_nonzero().get(), uid, since, partial: false });
     }
 
     fn hello(&mut self, p: Pending, b: &[u8; 16]) {
