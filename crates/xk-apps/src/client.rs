@@ -27,6 +27,7 @@ pub fn driver_config(busy_poll: bool, no_offload: bool) -> DriverConfig {
     DriverConfig {
         wait: if busy_poll { WaitMode::BusyPoll } else { WaitMode::Blocking },
         offload: !no_offload,
+        ..DriverConfig::default()
     }
 }
 

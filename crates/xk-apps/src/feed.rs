@@ -200,58 +200,33 @@ mod tests {
     /// and the bottleneck idled (99.0 % over these 8 s; 99.99 % now).
     #[test]
     fn a_timed_feeder_keeps_the_sender_supplied_through_a_recovery() {
-        use std::net::SocketAddr;
         use xk_netemu::LinkParams;
-        use xk_sim::{Node, Sim};
         use xk_time::Duration;
         use xtp_proto::{ContextConfig, EndpointConfig, Event};
+        use xtp_testkit::{App, Host, Pair};
 
+        /// The sender's feeder and the receiver's count, on the test kit's host.
         struct Side {
-            ep: Endpoint,
             feeder: Option<(Feeder, ContextId)>,
             delivered: u64,
-            buf: Vec<u8>,
         }
-        impl Side {
-            fn app(&mut self, now: Instant) {
+        impl App for Side {
+            fn poll(&mut self, ep: &mut Endpoint, now: Instant) {
                 if let Some((f, ctx)) = &mut self.feeder {
-                    f.feed(&mut self.ep, now, *ctx).unwrap();
+                    f.feed(ep, now, *ctx).unwrap();
                 }
-                while let Some(ev) = self.ep.poll_event() {
+                while let Some(ev) = ep.poll_event() {
                     if let Event::Readable { ctx } = ev {
-                        while let Some(c) = self.ep.read(now, ctx) {
+                        while let Some(c) = ep.read(now, ctx) {
                             self.delivered += c.data.len() as u64;
                         }
                     }
                 }
             }
         }
-        impl Node for Side {
-            fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Vec<u8>) {
-                self.ep.handle_datagram(now, from, Bytes::from(data));
-                self.app(now);
-            }
-            fn handle_timeout(&mut self, now: Instant) {
-                self.ep.handle_timeout(now);
-                self.app(now);
-            }
-            fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
-                let t = self.ep.poll_transmit(now, &mut self.buf)?;
-                Some((t.dst, self.buf[..t.len].to_vec()))
-            }
-            fn poll_timeout(&mut self) -> Option<Instant> {
-                self.ep.poll_timeout()
-            }
-        }
-        let side = |seed| Side {
-            ep: Endpoint::new(EndpointConfig::default(), seed),
-            feeder: None,
-            delivered: 0,
-            buf: vec![0; 2048],
+        let side = |seed| {
+            Host::new(Endpoint::new(EndpointConfig::default(), seed), Side { feeder: None, delivered: 0 })
         };
-        let mut sim = Sim::new(41);
-        let (rx, raddr) = sim.add_node(side(1));
-        let (tx, _) = sim.add_node(side(2));
         let rate_bps = 45_000_000;
         let fwd = LinkParams {
             delay: Duration::from_millis(25),
@@ -260,11 +235,12 @@ mod tests {
             ..LinkParams::default()
         };
         let back = LinkParams { delay: Duration::from_millis(25), rate_bps, ..LinkParams::default() };
-        sim.connect(tx, rx, fwd, back).unwrap();
+        let Pair { mut sim, client: tx, server: rx, server_addr: raddr, .. } =
+            xtp_testkit::pair(41, side(2), side(1), fwd, back);
         sim.node_mut(rx).ep.listen(7, ContextConfig::stream()).unwrap();
         let ctx = sim.node_mut(tx).ep.connect(Instant::ZERO, raddr, 7, ContextConfig::stream()).unwrap();
         sim.node_mut(tx).feeder = Some((Feeder::new(u64::MAX, true, None, false), ctx));
-        sim.node_mut(tx).app(Instant::ZERO);
+        sim.node_mut(tx).with(|side, ep| side.poll(ep, Instant::ZERO));
         // Counted from 2 s (after slow start) to 10 s: the first overflow
         // comes at about 4 s, the second at about 9 s.
         sim.run_until(Instant::from_secs(2), u64::MAX, |_| false).unwrap();

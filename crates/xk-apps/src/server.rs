@@ -44,6 +44,11 @@ pub const VERIFY_PORT: u16 = 10;
 /// XTP port of the source service (chargen's number): it sends (`bulk -R`).
 pub const SOURCE_PORT: u16 = 19;
 
+/// Clients that get a socket of their own by default (`--peer-lanes`): a
+/// descriptor and up to a socket buffer each, for the clients a flood must
+/// not crowd out; the rest share the bound socket.
+pub const DEFAULT_PEER_LANES: usize = 64;
+
 /// What to serve, where.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
@@ -58,6 +63,10 @@ pub struct ServeConfig {
     pub mss: Option<usize>,
     /// Do not use UDP GSO/GRO.
     pub no_offload: bool,
+    /// Most validated clients given a UDP socket of their own, out of a
+    /// spoofed flood's way (`DriverConfig::peer_lanes`; 0: none). Not over
+    /// `--raw`.
+    pub peer_lanes: usize,
     /// SO_RCVBUF of the TCP floor's connections.
     pub tcp_rcvbuf: Option<usize>,
     /// XTP over IP protocol 36 instead of UDP (root; no floors then).
@@ -85,6 +94,7 @@ impl ServeConfig {
             cc: Congestion::Cubic,
             mss: None,
             no_offload: false,
+            peer_lanes: DEFAULT_PEER_LANES,
             tcp_rcvbuf: None,
             raw: false,
             udp_echo_port: None,
@@ -145,7 +155,7 @@ impl Server {
     /// Binds every service of `cfg` (the XTP socket first, then TCP on the
     /// same port number, the UDP echo, QUIC), or says which one failed.
     pub fn bind(cfg: &ServeConfig) -> Result<Server, String> {
-        let dc = driver_config(cfg.busy_poll, cfg.no_offload);
+        let mut dc = driver_config(cfg.busy_poll, cfg.no_offload);
         let done = Arc::new(AtomicBool::new(false));
         if cfg.raw {
             let std::net::IpAddr::V4(ip) = cfg.listen.ip() else {
@@ -154,6 +164,7 @@ impl Server {
             if cfg.quic_cert.is_some() || cfg.udp_echo_port.is_some() {
                 return Err("--raw serves XTP only: leave out --quic-cert and --udp-echo-port".into());
             }
+            // Raw IP sockets cannot be steered by peer: no lanes.
             let mut d = Driver::bind_raw(ip, EndpointConfig::default(), time_seed(), dc)
                 .map_err(|e| format!("raw IP 36 on {ip}: {e}"))?;
             if let Some(p) = &cfg.pcap {
@@ -163,6 +174,7 @@ impl Server {
                 vec![Service { name: "xtp", addr: SocketAddr::new(ip.into(), 0), what: XTP_WHAT_RAW }];
             return Ok(Server { driver: AnyDriver::Raw(d), services, cfg: cfg.clone(), done });
         }
+        dc.peer_lanes = cfg.peer_lanes;
         let (mut d, tcp, udp) = bind_ports(cfg, dc)?;
         if let Some(p) = &cfg.pcap {
             crate::capture::install(&mut d, p, None)?;
@@ -305,15 +317,33 @@ pub struct EngineReport {
     pub open_in_app: usize,
     /// Every counter of `xtp_proto::EndpointStats`, by name.
     pub counters: EndpointCounters,
+    /// Validated clients' own sockets (`--peer-lanes`).
+    pub peer_lanes: PeerLanes,
+}
+
+/// What `--peer-lanes` did ([`xk_driver::lanes::LaneCounters`]).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct PeerLanes {
+    /// Lanes open now.
+    pub open: u64,
+    /// Lanes opened in total.
+    pub opened: u64,
+    /// Validated clients left on the shared socket: `--peer-lanes` were open.
+    pub at_limit: u64,
+    /// Lanes the system refused.
+    pub failed: u64,
 }
 
 impl EngineReport {
-    fn of(ep: &xtp_proto::Endpoint, start: StdInstant, open_in_app: usize) -> Self {
+    fn of<T: Io>(d: &mut Driver<T>, start: StdInstant, open_in_app: usize) -> Self {
+        let l = d.lane_counters();
+        let ep = d.endpoint();
         EngineReport {
             seconds: start.elapsed().as_secs_f64(),
             contexts: ep.context_count(),
             open_in_app,
             counters: ep.stats().into(),
+            peer_lanes: PeerLanes { open: l.open, opened: l.opened, at_limit: l.at_limit, failed: l.failed },
         }
     }
 }
@@ -375,12 +405,12 @@ fn serve_xtp<T: Io>(
     let mut echo_stalled: HashMap<ContextId, bool> = HashMap::new();
     loop {
         if end.is_some_and(|e| StdInstant::now() >= e) || stop.load(Ordering::Relaxed) {
-            return Ok(EngineReport::of(d.endpoint(), started, conns.len()));
+            return Ok(EngineReport::of(d, started, conns.len()));
         }
         if let (Some(t), Some(every)) = (next_stats, cfg.stats_every)
             && StdInstant::now() >= t
         {
-            on_engine(&EngineReport::of(d.endpoint(), started, conns.len()));
+            on_engine(&EngineReport::of(d, started, conns.len()));
             next_stats = Some(t + every);
         }
         // Sources are fed as the queue drains: look again soon.

@@ -37,7 +37,7 @@ impl RttSummary {
         let n = v.len() as f64;
         let avg = v.iter().sum::<f64>() / n;
         let sq = v.iter().map(|x| x * x).sum::<f64>() / n;
-        let q = |p: f64| v[((n * p).ceil() as usize).clamp(1, v.len()) - 1];
+        let q = |p: f64| xk_stats::nearest_rank(&v, p).unwrap_or(f64::NAN);
         Some(RttSummary {
             min: v[0],
             avg,

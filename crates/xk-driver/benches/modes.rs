@@ -85,9 +85,8 @@ fn daemon_role(socket: &str) {
     daemon::serve(cfg, &STOP, |_| println!("ready")).expect("daemon");
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
+fn median(v: &[f64]) -> f64 {
+    xk_stats::median(v.iter().copied())
 }
 
 fn arg(name: &str) -> Option<String> {
@@ -161,7 +160,7 @@ fn ping(s: &mut XtpStream, size: usize, count: usize, daemon: Option<u32>) -> (f
     let after = s.ring_stats().unwrap_or_default();
     let per = |a: u64, b: u64| (a - b) as f64 / count as f64;
     (
-        median(&mut rtts),
+        median(&rtts),
         per(after.app_wakeups, before.app_wakeups),
         per(after.engine_wakeups, before.engine_wakeups),
         // Payload copies to cross between application and engine, per
@@ -235,7 +234,7 @@ fn main() {
         "{:<26} {:>7} {:>10} {:>8} {:>12} {:>12} {:>12} {:>12}",
         "client mode", "bytes", "RTT µs", "ratio", "app wake/msg", "eng wake/msg", "copies/msg", "CPU µs/RTT"
     );
-    let med: Vec<Vec<f64>> = rtt.iter_mut().map(|r| r.iter_mut().map(|v| median(v)).collect()).collect();
+    let med: Vec<Vec<f64>> = rtt.iter().map(|r| r.iter().map(|v| median(v)).collect()).collect();
     for (r, row) in rows.iter().enumerate() {
         for (k, &size) in SIZES.iter().enumerate() {
             println!(

@@ -27,7 +27,8 @@ use xtp_proto::{CloseReason, ContextConfig, ContextId, Endpoint, EndpointConfig,
 use crate::api::{reason_error, time_seed};
 use crate::clock::Clock;
 
-/// Unacknowledged bytes above which `poll_write` waits.
+/// Unsent bytes above which `poll_write` waits (see
+/// [`xtp_proto::Endpoint::writable`]).
 const WRITE_BUFFER: u64 = 4 << 20;
 
 #[derive(Default)]
@@ -45,6 +46,10 @@ struct State {
     ctxs: HashMap<ContextId, CtxState>,
     incoming: VecDeque<(ContextId, SocketAddr)>,
     acceptor: Option<Waker>,
+    /// Writers waiting for unsent bytes to leave: woken once transmissions
+    /// bring them under the bound (acknowledgements alone would not: during
+    /// a recovery the cumulative acknowledgement stands still).
+    unsent_waiters: Vec<ContextId>,
     /// Handles alive in total (streams and the listener).
     handles: usize,
 }
@@ -74,6 +79,7 @@ fn spawn(sock: UdpSocket, cfg: EndpointConfig, seed: u64) -> Arc<Shared> {
             ctxs: HashMap::new(),
             incoming: VecDeque::new(),
             acceptor: None,
+            unsent_waiters: Vec::new(),
             // The creator's reservation, released once its handle exists:
             // on a multi-threaded runtime the driver task may run before
             // `connect` or `bind` has registered anything, and with no
@@ -105,6 +111,7 @@ async fn drive(sock: UdpSocket, shared: Arc<Shared>) {
             // A full buffer or an ICMP error loses the datagram; XTP recovers.
             let _ = sock.send_to(&tx[..len], dst).await;
         }
+        wake_unsent_waiters(&mut shared.lock());
         let (deadline, done) = {
             let mut st = shared.lock();
             (st.ep.poll_timeout(), st.handles == 0 && st.ep.context_count() == 0)
@@ -137,6 +144,23 @@ async fn drive(sock: UdpSocket, shared: Arc<Shared>) {
         st.ep.handle_timeout(now);
         dispatch(&mut st);
     }
+}
+
+/// Wakes the writers whose unsent bytes have left (and who have room).
+fn wake_unsent_waiters(st: &mut State) {
+    let State { ep, ctxs, unsent_waiters, .. } = st;
+    unsent_waiters.retain(|ctx| {
+        if ep.writable(*ctx, WRITE_BUFFER) || !ep.can_write(*ctx) {
+            // Room, or waiting on acknowledgements (or closed) now: either
+            // way the Acked/Closed dispatch or this wake-up serves it.
+            if let Some(w) = ctxs.get_mut(ctx).and_then(|c| c.writer.take()) {
+                w.wake();
+            }
+            false
+        } else {
+            true
+        }
+    });
 }
 
 /// Files the endpoint's events by context and wakes whoever waits on them.
@@ -277,10 +301,14 @@ impl AsyncWrite for AsyncXtpStream {
         if let Some(r) = &st.ctxs.entry(self.ctx).or_default().closed {
             return Poll::Ready(Err(reason_error(r)));
         }
-        // Wait (woken on Acked) while our bound or the engine's send buffer
-        // is full; the engine would refuse the write with WouldBlock.
-        if st.ep.unacked_bytes(self.ctx) >= WRITE_BUFFER || !st.ep.can_write(self.ctx) {
+        // Wait while the engine's send buffer is full (woken on Acked; the
+        // engine would refuse the write with WouldBlock) or our bound on
+        // unsent bytes is reached (woken once they have left).
+        if !st.ep.writable(self.ctx, WRITE_BUFFER) {
             st.ctxs.entry(self.ctx).or_default().writer = Some(cx.waker().clone());
+            if st.ep.can_write(self.ctx) && !st.unsent_waiters.contains(&self.ctx) {
+                st.unsent_waiters.push(self.ctx);
+            }
             return Poll::Pending;
         }
         let now = self.shared.now();

@@ -30,6 +30,7 @@ use nix::sys::socket::{
     ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, recvmsg,
     sendmmsg, sendmsg, setsockopt, sockopt,
 };
+use socket2::{Domain, Protocol, Socket, Type};
 use xk_time::Duration;
 
 use crate::transport::Transport;
@@ -464,6 +465,41 @@ impl Transport for BatchSocket {
     fn size_buffers(&self, bytes: usize) -> (usize, usize) {
         BatchSocket::size_buffers(self, bytes)
     }
+    fn open_lane(&self, peer: SocketAddr) -> io::Result<Self> {
+        let local = self.sock.local_addr()?;
+        let s = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
+        if local.is_ipv6() {
+            // As the shared socket: a wildcard one may be dual-stack.
+            s.set_only_v6(socket2::SockRef::from(&self.sock).only_v6()?)?;
+        }
+        s.set_reuse_port(true)?;
+        s.bind(&local.into())?;
+        s.connect(&peer.into())?;
+        let lane = BatchSocket::with_offload(s.into(), self.gso, self.gro)?;
+        lane.size_buffers(crate::driver::SOCKET_BUFFER);
+        Ok(lane)
+    }
+}
+
+/// A UDP socket bound to `addr` that lanes may share its port with
+/// (`SO_REUSEPORT`: only sockets of the same user id can join; see
+/// [`crate::lanes`]).
+///
+/// `SO_REUSEPORT` alone would let a second server of the same user bind the
+/// same port without a word and take half its datagrams; so the address is
+/// first bound plainly, which fails with "address in use" as for any
+/// socket, and the shared socket takes its port (port 0: the one the
+/// kernel picked).
+pub fn bind_shared(addr: SocketAddr) -> io::Result<UdpSocket> {
+    let addr = UdpSocket::bind(addr)?.local_addr()?;
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        // std's default for a wildcard IPv6 bind: dual-stack.
+        s.set_only_v6(false)?;
+    }
+    s.set_reuse_port(true)?;
+    s.bind(&addr.into())?;
+    Ok(s.into())
 }
 
 /// How many datagrams from `out[i]` form one GSO send: same destination,

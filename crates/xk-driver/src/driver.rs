@@ -20,10 +20,11 @@ use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 
 use bytes::Bytes;
 use xk_time::{Duration, Instant};
-use xtp_proto::{Endpoint, EndpointConfig};
+use xtp_proto::{CopyCount, Endpoint, EndpointConfig, PeerChange};
 
 use crate::batch::{BatchSocket, IoCounters, Outgoing, TICK};
 use crate::clock::Clock;
+use crate::lanes::{LaneCounters, Lanes};
 use crate::raw::RawSocket;
 use crate::transport::Transport;
 
@@ -53,11 +54,15 @@ pub struct DriverConfig {
     pub wait: WaitMode,
     /// Use UDP GSO/GRO when the kernel has them.
     pub offload: bool,
+    /// Most validated peers given a UDP socket of their own, out of a
+    /// flood's way ([`crate::lanes`]); 0: none, every peer shares the
+    /// bound socket. Over UDP only; servers want it, clients need not.
+    pub peer_lanes: usize,
 }
 
 impl Default for DriverConfig {
     fn default() -> Self {
-        DriverConfig { wait: WaitMode::Blocking, offload: true }
+        DriverConfig { wait: WaitMode::Blocking, offload: true, peer_lanes: 0 }
     }
 }
 
@@ -76,6 +81,46 @@ pub struct Driver<T: Transport> {
     pub buffers: (usize, usize),
     /// Sees every packet sent and received (see [`Driver::set_tap`]).
     tap: Option<Box<Tap>>,
+    /// Validated peers' own sockets (`DriverConfig::peer_lanes`).
+    lanes: Option<Lanes<T>>,
+    /// Payload copies on this side of the socket (see [`PathCopies`]).
+    copies: PathCopies,
+}
+
+/// The payload copies the driver makes or hands the kernel, counted in the
+/// user data of DATA and FIRST packets (the engine counts its own in
+/// [`xtp_proto::ContextStats`]). Together they are E9's end-to-end count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathCopies {
+    /// Packets copied again to put a batch's DATA before its control
+    /// packets (`data_first`: a status reply and a longer DATA packet in one
+    /// batch, as in a ping-pong's reply).
+    pub relaid: CopyCount,
+    /// Handed to the kernel by `sendmsg`/`sendmmsg`: the kernel copies each
+    /// byte once into its socket buffer (with GSO too: one copy per train).
+    pub to_kernel: CopyCount,
+    /// Taken from the kernel by `recvmsg`: copied once out of its socket
+    /// buffer into the driver's receive buffer, which the endpoint then
+    /// keeps slices of (no further copy to the receive buffer or the reader).
+    pub from_kernel: CopyCount,
+}
+
+/// User bytes a DATA or FIRST packet carries (its data after the BTAG,
+/// if any); None for any other packet. DATA is read from its header alone;
+/// a FIRST (one per context) is parsed for the segments before its data.
+fn data_bytes(packet: &[u8]) -> Option<usize> {
+    let p = xtp_wire::Packet::new_checked(packet).ok()?;
+    match p.ptype_code() {
+        0 => {
+            let tag = if p.options().contains(xtp_wire::Options::BTAG) { 8 } else { 0 };
+            Some((p.dlen() as usize).saturating_sub(tag))
+        }
+        2 => match xtp_wire::PacketRepr::parse(packet).ok()?.body {
+            xtp_wire::Body::First { data, .. } => Some(data.len()),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Which way a tapped packet went.
@@ -110,9 +155,34 @@ impl Driver<BatchSocket> {
         seed: u64,
         driver: DriverConfig,
     ) -> io::Result<Self> {
-        let sock = BatchSocket::new(UdpSocket::bind(addr)?, driver.offload)?;
-        Ok(Driver::on(sock, cfg, seed, driver))
+        let sock = if driver.peer_lanes > 0 {
+            bind_first(addr, crate::batch::bind_shared)?
+        } else {
+            UdpSocket::bind(addr)?
+        };
+        let mut d = Driver::on(BatchSocket::new(sock, driver.offload)?, cfg, seed, driver);
+        if driver.peer_lanes > 0 {
+            d.lanes = Some(Lanes::new(driver.peer_lanes, &d.sock)?);
+            d.ep.watch_peers(true);
+        }
+        Ok(d)
     }
+}
+
+/// Binds the first of `addr`'s addresses that `bind` accepts (as
+/// `UdpSocket::bind` tries them), or returns the last error.
+fn bind_first(
+    addr: impl ToSocketAddrs,
+    bind: impl Fn(SocketAddr) -> io::Result<UdpSocket>,
+) -> io::Result<UdpSocket> {
+    let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to bind");
+    for a in addr.to_socket_addrs()? {
+        match bind(a) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// The UDP header's bytes, which XTP over raw IP does not spend.
@@ -153,6 +223,33 @@ impl<T: Transport> Driver<T> {
             spare: vec![0u8; TX_BATCH * max_packet],
             buffers,
             tap: None,
+            copies: PathCopies::default(),
+            lanes: None,
+        }
+    }
+
+    /// What the peer lanes did (all zero without `DriverConfig::peer_lanes`).
+    pub fn lane_counters(&self) -> LaneCounters {
+        self.lanes.as_ref().map(Lanes::counters).unwrap_or_default()
+    }
+
+    /// Opens and closes lanes as the endpoint validates peers and frees
+    /// their last contexts.
+    fn sync_lanes(&mut self) {
+        let Some(lanes) = self.lanes.as_mut() else { return };
+        while let Some(change) = self.ep.poll_peer_change() {
+            match change {
+                PeerChange::Validated(peer) => lanes.open(&self.sock, peer),
+                PeerChange::Gone(peer) => lanes.close(peer),
+            }
+        }
+    }
+
+    /// Waits until input is readable on any socket or `timeout` passes.
+    fn wait_input(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        match &self.lanes {
+            Some(l) => crate::transport::wait_readable(l.fd(), timeout),
+            None => self.sock.wait(timeout),
         }
     }
 
@@ -207,6 +304,11 @@ impl<T: Transport> Driver<T> {
         self.sock.offload()
     }
 
+    /// The payload copies counted so far on this side of the socket.
+    pub fn copies(&self) -> PathCopies {
+        self.copies
+    }
+
     /// Sends everything the endpoint has queued, in batches.
     pub fn flush(&mut self) -> io::Result<()> {
         loop {
@@ -230,7 +332,15 @@ impl<T: Transport> Driver<T> {
                     tap(TapDir::Sent, now, o.dst, &self.arena[o.start..o.start + o.len]);
                 }
             }
-            self.sock.send(&self.arena, &self.out)?;
+            let sent = self.sock.send(&self.arena, &self.out)?;
+            // Datagrams the kernel refused are not returned; which ones is
+            // not known, so a short count credits the first `sent` (on
+            // loopback every send is taken).
+            for o in &self.out[..sent.min(self.out.len())] {
+                if let Some(n) = data_bytes(&self.arena[o.start..o.start + o.len]) {
+                    self.copies.to_kernel.add(n);
+                }
+            }
             if self.out.len() < TX_BATCH {
                 return Ok(());
             }
@@ -267,7 +377,11 @@ impl<T: Transport> Driver<T> {
         order.extend(self.out.iter().filter(|o| !is_data(&self.arena, o)).copied());
         let mut used = 0;
         for o in &mut order {
-            self.spare[used..used + o.len].copy_from_slice(&self.arena[o.start..o.start + o.len]);
+            let packet = &self.arena[o.start..o.start + o.len];
+            if let Some(n) = data_bytes(packet) {
+                self.copies.relaid.add(n);
+            }
+            self.spare[used..used + o.len].copy_from_slice(packet);
             o.start = used;
             used += o.len;
         }
@@ -286,15 +400,39 @@ impl<T: Transport> Driver<T> {
         let ep = &mut self.ep;
         let clock = &self.clock;
         let tap = &mut self.tap;
+        let copies = &mut self.copies;
         let stamp = std::cell::Cell::new(None);
         let mut feed = |from: SocketAddr, data: Bytes| {
             let now = stamp.get().unwrap_or_else(|| clock.now());
             stamp.set(Some(now));
+            if let Some(n) = data_bytes(&data) {
+                copies.from_kernel.add(n);
+            }
             if let Some(tap) = tap.as_mut() {
                 tap(TapDir::Received, now, from, &data);
             }
             ep.handle_datagram(now, from, data)
         };
+        if let Some(lanes) = self.lanes.as_mut() {
+            // Validated peers first, then one batch of the shared socket:
+            // under a flood it is always full, and draining it would put the
+            // lanes behind it again. A lane is drained (bounded) only under
+            // bulk load, as the shared socket is below; a lone datagram ends
+            // its turn.
+            let mut n = 0;
+            for lane in lanes.socks_mut() {
+                for _ in 0..crate::batch::BATCH {
+                    stamp.set(None);
+                    let k = lane.recv(false, &mut feed)?;
+                    n += k;
+                    if k <= 2 {
+                        break;
+                    }
+                }
+            }
+            stamp.set(None);
+            return Ok(n + self.sock.recv(false, &mut feed)?);
+        }
         let n = self.sock.recv(block, &mut feed)?;
         // Under bulk load (a GRO train of several datagrams) take what else is
         // queued before sending: the drain saves turns. In request/response
@@ -312,10 +450,15 @@ impl<T: Transport> Driver<T> {
         Ok(n)
     }
 
-    /// The socket's descriptor, for a loop that waits on it together with
-    /// other things (the engine thread waits on it and its doorbell).
+    /// The descriptor that becomes readable when input waits, for a loop
+    /// that waits on it together with other things (the engine thread waits
+    /// on it and its doorbell): the socket's, or with peer lanes the epoll
+    /// set's of all of them.
     pub fn input_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.sock.fd()
+        match &self.lanes {
+            Some(l) => l.fd(),
+            None => self.sock.fd(),
+        }
     }
 
     /// Time left until the endpoint's next timer (None: no timer).
@@ -334,6 +477,7 @@ impl<T: Transport> Driver<T> {
         if n > 0 || self.ep.poll_timeout().is_some_and(|t| t <= now) {
             self.ep.handle_timeout(now);
         }
+        self.sync_lanes();
         Ok(n)
     }
 
@@ -362,14 +506,15 @@ impl<T: Transport> Driver<T> {
                 let wait = deadline.saturating_since(now);
                 if wait.is_zero() {
                     self.receive(false)?;
-                } else if wait >= TICK + Duration::from_millis(5) {
+                } else if wait >= TICK + Duration::from_millis(5) && self.lanes.is_none() {
                     self.receive(true)?;
-                } else if self.sock.wait(Some(wait))? {
+                } else if self.wait_input(Some(wait))? {
                     self.receive(false)?;
                 }
             }
         }
         self.ep.handle_timeout(self.clock.now());
+        self.sync_lanes();
         Ok(())
     }
 }

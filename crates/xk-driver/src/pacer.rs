@@ -329,9 +329,7 @@ impl LoopStats {
     fn quantiles_us<const N: usize>(v: &[u64], qs: [f64; N]) -> [f64; N] {
         let mut v = v.to_vec();
         v.sort_unstable();
-        qs.map(
-            |q| if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1e3 },
-        )
+        qs.map(|q| xk_stats::closest(&v, q).map_or(0.0, |x| x as f64 / 1e3))
     }
 
     /// How many timer wake-ups came at least `late` after their timer, and

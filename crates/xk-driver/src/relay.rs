@@ -89,11 +89,7 @@ pub struct DirectionReport {
 impl DirectionReport {
     /// The `q`-quantile of the release error (0 if nothing was released).
     pub fn error_quantile(&self, q: f64) -> Duration {
-        if self.errors_ns.is_empty() {
-            return Duration::ZERO;
-        }
-        let i = ((self.errors_ns.len() - 1) as f64 * q).round() as usize;
-        Duration::from_nanos(self.errors_ns[i])
+        Duration::from_nanos(xk_stats::closest(&self.errors_ns, q).unwrap_or(0))
     }
 }
 

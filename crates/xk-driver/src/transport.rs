@@ -38,6 +38,16 @@ pub trait Transport {
     }
     /// Asks for kernel buffers of `bytes` each way; returns what was granted.
     fn size_buffers(&self, bytes: usize) -> (usize, usize);
+    /// A socket on this one's address that receives only what `peer` sends
+    /// (see [`crate::lanes`]); `Unsupported` where the kernel cannot steer
+    /// by peer (raw IP sockets all see every packet).
+    fn open_lane(&self, peer: SocketAddr) -> io::Result<Self>
+    where
+        Self: Sized,
+    {
+        let _ = peer;
+        Err(io::Error::new(io::ErrorKind::Unsupported, "peer lanes need UDP"))
+    }
 }
 
 /// `ppoll` on one descriptor with a nanosecond timeout.

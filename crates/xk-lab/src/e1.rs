@@ -25,9 +25,10 @@ use std::time::Instant as WallInstant;
 use bytes::Bytes;
 use xk_driver::driver::UdpDriver;
 use xk_netemu::LinkParams;
-use xk_sim::{Node, Sim};
+use xk_sim::Sim;
 use xk_time::{Duration, Instant};
 use xtp_proto::{ContextConfig, ContextId, Endpoint, EndpointConfig, Event};
+use xtp_testkit::{App, Host, Meter, Pair};
 
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
@@ -65,10 +66,9 @@ impl Row {
     }
 }
 
-/// Both ends of a ping-pong (or request/reply) in the simulator.
-pub(crate) struct PingNode {
-    ep: Endpoint,
-    peer: Option<SocketAddr>,
+/// Both ends of a ping-pong (or request/reply) in the simulator: the
+/// application on the test kit's host.
+pub(crate) struct Ping {
     ctx: Option<ContextId>,
     client: bool,
     size: usize,
@@ -78,26 +78,44 @@ pub(crate) struct PingNode {
     got: usize,
     sent_at: Instant,
     rtts: Vec<u64>,
-    buf: Vec<u8>,
-    /// Wall time spent in the endpoint and the application (not in the
-    /// simulator's own queues and copies), ns.
-    busy_ns: u64,
 }
 
-impl PingNode {
-    fn app(&mut self, now: Instant) {
-        while let Some(ev) = self.ep.poll_event() {
+/// Wall time spent in the endpoint and the application (not in the
+/// simulator's own queues and copies): the lab's clock behind the test
+/// kit's [`Meter`].
+#[derive(Default)]
+pub(crate) struct Busy {
+    since: Option<WallInstant>,
+    ns: u64,
+}
+
+impl Meter for Busy {
+    fn begin(&mut self) {
+        self.since = Some(WallInstant::now());
+    }
+    fn end(&mut self) {
+        if let Some(t) = self.since.take() {
+            self.ns += t.elapsed().as_nanos() as u64;
+        }
+    }
+}
+
+/// A ping-pong host in the simulator.
+pub(crate) type PingNode = Host<Ping, Busy>;
+
+impl App for Ping {
+    fn poll(&mut self, ep: &mut Endpoint, now: Instant) {
+        while let Some(ev) = ep.poll_event() {
             match ev {
                 Event::Incoming { ctx, .. } => self.ctx = Some(ctx),
                 Event::Readable { ctx } => {
-                    while let Some(c) = self.ep.read(now, ctx) {
+                    while let Some(c) = ep.read(now, ctx) {
                         if self.client {
                             self.got += c.data.len();
                         } else if self.reply == 0 {
-                            let _ = self.ep.write(now, ctx, c.data, c.eom, None);
+                            let _ = ep.write(now, ctx, c.data, c.eom, None);
                         } else if c.eom {
-                            let _ =
-                                self.ep.write(now, ctx, Bytes::from(vec![0x5au8; self.reply]), true, None);
+                            let _ = ep.write(now, ctx, Bytes::from(vec![0x5au8; self.reply]), true, None);
                         }
                     }
                 }
@@ -108,44 +126,26 @@ impl PingNode {
         if self.client && self.got >= expect {
             self.got = 0;
             self.rtts.push((now - self.sent_at).as_nanos() as u64);
-            self.send(now);
+            self.send(ep, now);
         }
     }
-    fn send(&mut self, now: Instant) {
+}
+
+impl Ping {
+    fn send(&mut self, ep: &mut Endpoint, now: Instant) {
         if self.remaining == 0 {
             return;
         }
         self.remaining -= 1;
         self.sent_at = now;
         if let Some(ctx) = self.ctx {
-            let _ = self.ep.write(now, ctx, Bytes::from(vec![0x42u8; self.size]), true, None);
+            let _ = ep.write(now, ctx, Bytes::from(vec![0x42u8; self.size]), true, None);
         }
     }
-}
 
-impl Node for PingNode {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Vec<u8>) {
-        let t = WallInstant::now();
-        self.ep.handle_datagram(now, from, Bytes::from(data));
-        self.app(now);
-        self.busy_ns += t.elapsed().as_nanos() as u64;
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        let t = WallInstant::now();
-        self.ep.handle_timeout(now);
-        self.app(now);
-        self.busy_ns += t.elapsed().as_nanos() as u64;
-    }
-    fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
-        let t = WallInstant::now();
-        let out = self.ep.poll_transmit(now, &mut self.buf);
-        self.busy_ns += t.elapsed().as_nanos() as u64;
-        // The copy into the simulator's own packet is the simulator's work.
-        let out = out?;
-        Some((out.dst, self.buf[..out.len].to_vec()))
-    }
-    fn poll_timeout(&mut self) -> Option<Instant> {
-        self.ep.poll_timeout()
+    /// Round trips completed, in virtual nanoseconds.
+    pub(crate) fn rtts(&self) -> &[u64] {
+        &self.rtts
     }
 }
 
@@ -156,10 +156,8 @@ fn node(
     (size, reply): (usize, usize),
     count: u32,
 ) -> PingNode {
-    PingNode {
-        ep: Endpoint::new(cfg.clone(), seed),
+    let ping = Ping {
         reply,
-        peer: None,
         ctx: None,
         client,
         size,
@@ -167,9 +165,8 @@ fn node(
         got: 0,
         sent_at: Instant::ZERO,
         rtts: Vec::new(),
-        buf: vec![0u8; 2048],
-        busy_ns: 0,
-    }
+    };
+    Host::metered(Endpoint::new(cfg.clone(), seed), ping, Busy::default())
 }
 
 /// Request/reply exchanges in the simulator over `link` (both directions):
@@ -184,30 +181,22 @@ pub(crate) fn exchange(
     count: u32,
     seed: u64,
 ) -> Result<(Sim<PingNode>, [xk_sim::NodeId; 2], std::time::Duration), String> {
-    let mut sim = Sim::new(seed);
-    let (s, saddr) = sim.add_node(node(seed ^ 1, cfg, false, (request, reply), 0));
-    let (c, _) = sim.add_node(node(seed ^ 2, cfg, true, (request, reply), count));
-    sim.connect(c, s, link.clone(), link).map_err(|e| e.to_string())?;
+    let server = node(seed ^ 1, cfg, false, (request, reply), 0);
+    let client = node(seed ^ 2, cfg, true, (request, reply), count);
+    let Pair { mut sim, client: c, server: s, server_addr, .. } =
+        xtp_testkit::pair(seed, client, server, link.clone(), link);
     sim.node_mut(s).ep.listen(7, ContextConfig::stream()).map_err(|e| e.to_string())?;
-    {
-        let n = sim.node_mut(c);
-        n.peer = Some(saddr);
+    sim.node_mut(c).with(|ping, ep| -> Result<(), String> {
         let ctx =
-            n.ep.connect(Instant::ZERO, saddr, 7, ContextConfig::stream()).map_err(|e| e.to_string())?;
-        n.ctx = Some(ctx);
-        n.send(Instant::ZERO);
-    }
+            ep.connect(Instant::ZERO, server_addr, 7, ContextConfig::stream()).map_err(|e| e.to_string())?;
+        ping.ctx = Some(ctx);
+        ping.send(ep, Instant::ZERO);
+        Ok(())
+    })?;
     let wall = WallInstant::now();
     sim.run_until(Instant::from_secs(24 * 3600), 50_000_000, |sim| sim.node(c).rtts.len() >= count as usize)
         .map_err(|e| e.to_string())?;
     Ok((sim, [c, s], wall.elapsed()))
-}
-
-impl PingNode {
-    /// Round trips completed, in virtual nanoseconds.
-    pub(crate) fn rtts(&self) -> &[u64] {
-        &self.rtts
-    }
 }
 
 /// E1 in the simulator with the given one-way link delay.
@@ -216,7 +205,7 @@ pub(crate) fn simulated(size: usize, delay: Duration, count: u32, seed: u64) -> 
     let (sim, [c, s], _) = exchange(link, &EndpointConfig::default(), (size, 0), count, seed)?;
     // Both endpoints' own time (protocol and application), not the
     // simulator's event queue and packet copies.
-    let cpu_per_rt = (sim.node(c).busy_ns + sim.node(s).busy_ns) / u64::from(count.max(1));
+    let cpu_per_rt = (sim.node(c).meter.ns + sim.node(s).meter.ns) / u64::from(count.max(1));
     let rtts = &sim.node(c).rtts;
     if rtts.len() < count as usize {
         return Err(format!(

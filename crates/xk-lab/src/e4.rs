@@ -55,10 +55,6 @@ pub struct Cell {
     pub samples: [Vec<f64>; 3],
 }
 
-fn median(v: &[f64]) -> f64 {
-    crate::stats::median(v.iter().copied())
-}
-
 /// Times `lookups` calls of `f(i)`, where `i` cycles through `0..n` (by
 /// increment and wrap: a `%` per lookup would cost more than a cache hit).
 fn time_per_op(lookups: usize, n: usize, mut f: impl FnMut(usize) -> Option<u32>) -> f64 {
@@ -100,9 +96,9 @@ fn measure<const K: usize, Key: Eq + Hash + Clone>(
     Cell {
         key: K,
         bindings: n,
-        hit: median(&hit),
-        miss: median(&miss),
-        nocache: median(&nocache),
+        hit: crate::stats::median(hit.iter().copied()),
+        miss: crate::stats::median(miss.iter().copied()),
+        nocache: crate::stats::median(nocache.iter().copied()),
         samples: [hit, miss, nocache],
     }
 }

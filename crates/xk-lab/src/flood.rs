@@ -10,8 +10,10 @@
 //! spoofed sources per FIRST it accepted, in datagrams and bytes (goal ≤
 //! the 3× amplification bound) and after the flood ended (goal 0) — from
 //! the server's own counters of packets to unvalidated peers, which the
-//! legitimate client leaves after its first round trip. Needs root (raw
-//! socket); skipped otherwise, saying why.
+//! legitimate client leaves after its first round trip. The server runs
+//! with its default peer lanes (the validated client on a socket of its
+//! own, out of the flood's way) or, as a `peer_lanes = [0]` point, without.
+//! Needs root (raw socket); skipped otherwise, saying why.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -47,11 +49,23 @@ pub struct Params {
     /// it can. Each flood rate runs with each.
     #[serde(default = "unpaced")]
     pub legit_mbit: Vec<u64>,
+    /// The server's `--peer-lanes` (validated clients on sockets of their
+    /// own, out of the flood's way; 0: all on the shared socket). Each
+    /// setting runs with every flood rate and pace.
+    #[serde(default = "default_lanes")]
+    pub peer_lanes: Vec<usize>,
 }
 
 fn unpaced() -> Vec<u64> {
     vec![0]
 }
+
+fn default_lanes() -> Vec<usize> {
+    vec![xk_apps::server::DEFAULT_PEER_LANES]
+}
+
+/// A step: (FIRSTs/s, legitimate Mbit/s, the server's peer lanes).
+pub type Point = (u64, u64, usize);
 
 /// One run: the bulk without and with the flood.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -61,6 +75,10 @@ pub struct Row {
     /// The legitimate bulk's pace, Mbit/s (0: unpaced).
     #[serde(default)]
     pub legit_mbit: u64,
+    /// The server's `--peer-lanes` (results from before lanes read 0, which
+    /// is what those servers did).
+    #[serde(default)]
+    pub peer_lanes: usize,
     /// Goodput of the bulk alone, Mbit/s.
     pub alone_mbit_per_s: f64,
     /// Goodput of the same bulk under the flood, Mbit/s.
@@ -129,13 +147,19 @@ fn bulk(exe: &Path, to: SocketAddr, seconds: f64, mbit: u64) -> Result<(f64, boo
 }
 
 /// One flood run against a fresh `exe serve`.
-pub fn flood(exe: &Path, p: &Params, (rate, legit_mbit): (u64, u64), seed: u64) -> Result<Row, String> {
+pub fn flood(
+    exe: &Path,
+    p: &Params,
+    (rate, legit_mbit, peer_lanes): Point,
+    seed: u64,
+) -> Result<Row, String> {
     let mut spoofer = Spoofer::new(seed)?;
-    let server = ServeProcess::start(exe, 0.25, p.seconds * 2.0 + p.after_s + 60.0)?;
+    let lanes = ["--peer-lanes".to_string(), peer_lanes.to_string()];
+    let server = ServeProcess::start(exe, 0.25, p.seconds * 2.0 + p.after_s + 60.0, &lanes)?;
     let addr = server.addr();
     let SocketAddr::V4(to) = addr else { return Err("the server is not on IPv4".into()) };
     std::thread::sleep(Duration::from_millis(300));
-    let mut row = Row { rate, legit_mbit, rss_before_kb: server.rss_kb(), ..Row::default() };
+    let mut row = Row { rate, legit_mbit, peer_lanes, rss_before_kb: server.rss_kb(), ..Row::default() };
     let (alone, ok1) = bulk(exe, addr, p.seconds, legit_mbit)?;
     row.alone_mbit_per_s = alone;
     let first = spoof::first_packet(addr, VERIFY_PORT, p.first_data);
@@ -202,8 +226,7 @@ impl Experiment for Flood {
     const ID: &'static str = "FLOOD";
     const TITLE: &'static str = "Flood: spoofed FIRSTs while a legitimate transfer runs";
     type Params = Params;
-    /// (FIRSTs/s, legitimate Mbit/s).
-    type Point = (u64, u64);
+    type Point = Point;
     type Row = Row;
 
     fn defaults(quick: bool) -> Params {
@@ -215,6 +238,7 @@ impl Experiment for Flood {
                 first_data: 64,
                 rates: vec![20_000, 0],
                 legit_mbit: vec![0],
+                peer_lanes: default_lanes(),
             }
         } else {
             // After 65 s every half-open context has expired (60 s).
@@ -227,6 +251,7 @@ impl Experiment for Flood {
                 // Unpaced (CPU-bound) and at 1 Gbit/s (a user's transfer
                 // that leaves the machine room): plans/flood.toml sweeps more.
                 legit_mbit: vec![0, 1000],
+                peer_lanes: default_lanes(),
             }
         }
     }
@@ -238,6 +263,9 @@ impl Experiment for Flood {
         if p.legit_mbit.is_empty() || p.legit_mbit.iter().any(|&m| m > 34_000) {
             return Err("legit_mbit: at least one, each 0 (unpaced) to 34,000 Mbit/s".into());
         }
+        if p.peer_lanes.is_empty() || p.peer_lanes.iter().any(|&l| l > 4096) {
+            return Err("peer_lanes: at least one, each 0 (none) to 4,096".into());
+        }
         Ok(())
     }
     fn new(p: Params) -> Self {
@@ -246,22 +274,24 @@ impl Experiment for Flood {
     fn params(&self) -> &Params {
         &self.0
     }
-    fn steps(&self, env: &Env) -> Vec<Step<(u64, u64)>> {
+    fn steps(&self, env: &Env) -> Vec<Step<Point>> {
         if !env.root {
             return Vec::new();
         }
         let p = &self.0;
-        p.legit_mbit
+        p.peer_lanes
             .iter()
-            .flat_map(|&m| p.rates.iter().map(move |&r| (r, m)))
-            .map(|(r, m)| Step {
+            .flat_map(|&l| p.legit_mbit.iter().map(move |&m| (m, l)))
+            .flat_map(|(m, l)| p.rates.iter().map(move |&r| (r, m, l)))
+            .map(|(r, m, l)| Step {
                 label: format!(
-                    "bulk --verify {} s{} alone, then under spoofed FIRSTs at {}",
+                    "bulk --verify {} s{} alone, then under spoofed FIRSTs at {}{}",
                     p.seconds,
                     legit_text(m),
-                    rate_text(r)
+                    rate_text(r),
+                    lanes_text(l)
                 ),
-                point: (r, m),
+                point: (r, m, l),
             })
             .collect()
     }
@@ -272,12 +302,12 @@ impl Experiment for Flood {
             vec!["FLOOD: skipped: spoofing source addresses needs a raw socket with IP_HDRINCL (root)".into()]
         }
     }
-    fn run(&mut self, &point: &(u64, u64), env: &Env) -> Result<Vec<Row>, String> {
+    fn run(&mut self, &point: &Point, env: &Env) -> Result<Vec<Row>, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         Ok(vec![flood(&exe, &self.0, point, env.seed)?])
     }
     fn csv_key() -> &'static [&'static str] {
-        &["legit_mbit", "rate"]
+        &["peer_lanes", "legit_mbit", "rate"]
     }
     fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page) {
         let t: Vec<Vec<String>> = rows
@@ -285,6 +315,11 @@ impl Experiment for Flood {
             .map(|r| {
                 vec![
                     rate_text(r.rate),
+                    if r.peer_lanes == 0 {
+                        "shared socket".into()
+                    } else {
+                        format!("{} lanes", r.peer_lanes)
+                    },
                     if r.legit_mbit == 0 { "unpaced".into() } else { format!("{} Mbit/s", r.legit_mbit) },
                     format!("{} ({:.0}/s, {} B each)", r.firsts_sent, r.firsts_per_s, r.first_bytes),
                     r.accepted.to_string(),
@@ -321,6 +356,7 @@ impl Experiment for Flood {
             ),
             &[
                 "flood asked",
+                "server's clients",
                 "bulk paced at",
                 "spoofed FIRSTs sent",
                 "accepted by the server",
@@ -389,9 +425,14 @@ fn legit_text(m: u64) -> String {
     if m == 0 { String::new() } else { format!(" (bulk paced at {m} Mbit/s)") }
 }
 
-/// A row's flood rate and the bulk's pace, for readings.
+/// A row's flood rate, the bulk's pace and the server's lanes, for readings.
 fn case(r: &Row) -> String {
-    format!("{}{}", rate_text(r.rate), legit_text(r.legit_mbit))
+    format!("{}{}{}", rate_text(r.rate), legit_text(r.legit_mbit), lanes_text(r.peer_lanes))
+}
+
+/// ` (no peer lanes)` when the server ran without them.
+fn lanes_text(l: usize) -> String {
+    if l == 0 { " (no peer lanes)".into() } else { String::new() }
 }
 
 fn rate_text(r: u64) -> String {

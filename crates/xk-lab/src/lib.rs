@@ -21,6 +21,7 @@
 //! partial.
 
 pub mod churn;
+pub mod copies;
 pub mod e1;
 mod e1_modes;
 pub mod e2;

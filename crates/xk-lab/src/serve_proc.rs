@@ -55,11 +55,13 @@ pub struct ServeProcess {
 impl ServeProcess {
     /// Starts `exe serve` on a free loopback port, reporting its engine
     /// every `stats_every` seconds; stops by itself after `limit` seconds
-    /// (a bound should the lab die without ending it).
-    pub fn start(exe: &Path, stats_every: f64, limit: f64) -> Result<ServeProcess, String> {
+    /// (a bound should the lab die without ending it). `extra`: more
+    /// `serve` arguments.
+    pub fn start(exe: &Path, stats_every: f64, limit: f64, extra: &[String]) -> Result<ServeProcess, String> {
         let mut child = Command::new(exe)
             .args(["serve", "--listen", "127.0.0.1:0", "--udp-echo-port", "0", "-J"])
             .args(["--stats", &stats_every.to_string(), "--duration", &limit.to_string()])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -89,7 +89,7 @@ pub struct Soak(Params);
 
 /// Runs one soak against a fresh `exe serve`.
 pub fn soak(exe: &std::path::Path, p: &Params, stop: &std::sync::atomic::AtomicBool) -> Result<Row, String> {
-    let server = ServeProcess::start(exe, 0.5, p.limit_s + 60.0)?;
+    let server = ServeProcess::start(exe, 0.5, p.limit_s + 60.0, &[])?;
     std::thread::sleep(Duration::from_millis(300));
     let rss_idle_kb = server.rss_kb();
     let cfg = ChurnConfig {

@@ -1,5 +1,5 @@
-//! Statistics of repeated measurements (the lab's one median, percentile and
-//! spread), and the CSV form of the results.
+//! Statistics of repeated measurements (grouping rows and summarising each
+//! group with `xk_stats`' median and spread), and the CSV form of the results.
 //!
 //! A repeated measurement is kept whole: the grouped row carries the median
 //! as its value, the spread (min, quartiles, max, n) beside it, and every
@@ -8,72 +8,9 @@
 
 use serde_json::Value;
 
-/// The `q`-quantile (0..=1) of sorted samples, interpolating linearly
-/// between neighbouring ranks (so the median of an even count is the mean of
-/// the middle two). The one percentile helper of the lab.
-pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let pos = (sorted.len() - 1) as f64 * q.clamp(0.0, 1.0);
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
-}
-
-/// Sorted copy of the finite samples.
-pub(crate) fn sorted(samples: impl IntoIterator<Item = f64>) -> Vec<f64> {
-    let mut v: Vec<f64> = samples.into_iter().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    v
-}
-
-/// The median of samples (NaN for none).
-pub(crate) fn median(samples: impl IntoIterator<Item = f64>) -> f64 {
-    quantile(&sorted(samples), 0.5)
-}
-
-/// Median and spread of repeated measurements.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Spread {
-    pub(crate) n: usize,
-    pub(crate) min: f64,
-    pub(crate) p25: f64,
-    pub(crate) median: f64,
-    pub(crate) p75: f64,
-    pub(crate) max: f64,
-}
-
-impl Spread {
-    /// The spread of `samples`; None for none.
-    pub(crate) fn of(samples: impl IntoIterator<Item = f64>) -> Option<Spread> {
-        let v = sorted(samples);
-        (!v.is_empty()).then(|| Spread {
-            n: v.len(),
-            min: v[0],
-            p25: quantile(&v, 0.25),
-            median: quantile(&v, 0.5),
-            p75: quantile(&v, 0.75),
-            max: v[v.len() - 1],
-        })
-    }
-
-    /// `median (min–max, n)` when repeated, else the value; `prec` decimals.
-    pub(crate) fn html(&self, prec: usize) -> String {
-        if self.n > 1 {
-            format!(
-                "{:.prec$} <span class=\"src\">({:.prec$}–{:.prec$}, n {})</span>",
-                self.median, self.min, self.max, self.n
-            )
-        } else {
-            format!("{:.prec$}", self.median)
-        }
-    }
-
-    /// `median (n N, min–max)` for the console.
-    pub(crate) fn text(&self, prec: usize) -> String {
-        format!("{:.prec$} (n {}, {:.prec$}–{:.prec$})", self.median, self.n, self.min, self.max)
-    }
-}
+// The one median, percentile and spread helper of the workspace (the
+// lab's summaries use its linear quantile).
+pub(crate) use xk_stats::{Spread, median};
 
 /// Groups rows by `key` (first-seen order), each group with the spread of
 /// `value` over its rows.

@@ -36,6 +36,12 @@ pub(crate) struct ServeArgs {
     /// Do not use UDP GSO/GRO.
     #[arg(long)]
     no_offload: bool,
+    /// Give up to N validated XTP clients a UDP socket of their own (same
+    /// port, connected to the client), so that a flood of spoofed FIRSTs
+    /// filling the shared socket cannot crowd them out; 0: all share it.
+    /// Not over --raw.
+    #[arg(long, value_name = "N", default_value_t = xk_apps::server::DEFAULT_PEER_LANES)]
+    peer_lanes: usize,
     /// Receive buffer of the TCP floor server's connections (SO_RCVBUF; Linux
     /// then offers a window of about this size and stops auto-tuning): 65536
     /// gives the classic 64 KB TCP window of seed 002.
@@ -76,13 +82,37 @@ fn print_engine(e: &xk_apps::EngineReport, json: bool) {
         return;
     }
     println!(
-        "engine at {}: {} held ({} half-open), {} accepted; {}",
+        "engine at {}: {} held ({} half-open), {} accepted{}; {}",
         format::secs(e.seconds),
         format::count(e.contexts as u64, "context", "contexts"),
         e.counters.get("half_open"),
         e.counters.get("accepted"),
+        lanes_text(&e.peer_lanes),
         e.counters.summary()
     );
+}
+
+/// `, 2 clients on their own sockets` (and the lanes refused), or nothing.
+fn lanes_text(l: &xk_apps::server::PeerLanes) -> String {
+    let mut t = String::new();
+    if l.open > 0 {
+        t = format!(
+            ", {} on {} own socket{}",
+            format::count(l.open, "client", "clients"),
+            if l.open == 1 { "its" } else { "their" },
+            if l.open == 1 { "" } else { "s" }
+        );
+    }
+    if l.at_limit > 0 {
+        t += &format!(
+            ", {} left on the shared socket (--peer-lanes reached)",
+            format::count(l.at_limit, "client", "clients")
+        );
+    }
+    if l.failed > 0 {
+        t += &format!(", {} the system refused", format::count(l.failed, "peer lane", "peer lanes"));
+    }
+    t
 }
 
 pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
@@ -96,6 +126,7 @@ pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
         cc: a.cc,
         mss: a.mss,
         no_offload: a.no_offload,
+        peer_lanes: a.peer_lanes,
         tcp_rcvbuf: a.tcp_rcvbuf,
         raw: a.raw,
         udp_echo_port: a.udp_echo_port,

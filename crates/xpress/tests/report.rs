@@ -149,6 +149,16 @@ fn quick_report_has_every_experiment_and_renders() {
     };
     assert_eq!(copies("(Rope)"), 0.0);
     assert_eq!(copies("(Contig)"), 1.0);
+    // The real path: 3 sizes × 2 forms × one way / echoed, each byte copied
+    // at least into the packet, into the kernel and out of it on each
+    // crossing (the exact count per stage is xk-lab's copies tests).
+    let path: Vec<_> = e9.iter().filter(|r| r["path"].is_object()).collect();
+    assert_eq!(path.len(), 12, "E9 real-path rows: {path:?}");
+    for r in &path {
+        let crossings = if r["path"]["exchange"] == "one way" { 1.0 } else { 2.0 };
+        assert!(r["path"]["per_byte"].as_f64().unwrap() >= 3.0 * crossings, "{r}");
+        assert_eq!(r["copies"], r["path"]["per_byte"], "{r}");
+    }
     // E7: the floor, P_max of every adapter on one and two threads, the
     // precision rows (never early: every miss is counted from t_i on), and
     // XTP datagrams at fixed rates.

@@ -23,19 +23,17 @@
 use std::hint::black_box;
 use std::net::SocketAddr;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use xk_time::{Duration, Instant};
 use xtp_proto::{ContextConfig, ContextId, Endpoint, EndpointConfig, Event};
+use xtp_testkit::{Delivery, Wire};
 
+/// The benchmark's two endpoints: the test kit's wire (client `a`, server
+/// `b`), stepping 1 µs per datagram and receiving through a shared buffer as
+/// the UDP driver does.
 struct Pair {
-    a: Endpoint,
-    b: Endpoint,
-    a_addr: SocketAddr,
-    b_addr: SocketAddr,
-    now: Instant,
-    buf: Vec<u8>,
-    rx: BytesMut,
+    w: Wire,
     client: ContextId,
     server: Option<ContextId>,
 }
@@ -50,17 +48,11 @@ impl Pair {
         let mut b = Endpoint::new(ep, 2);
         b.listen(7, cfg.clone()).unwrap();
         let client = a.connect(Instant::ZERO, b_addr, 7, cfg).unwrap();
-        Pair {
-            a,
-            b,
-            a_addr,
-            b_addr,
-            now: Instant::ZERO,
-            buf: vec![0; 2048],
-            rx: BytesMut::new(),
-            client,
-            server: None,
-        }
+        let mut w = Wire::new(a, a_addr, b, b_addr, Instant::ZERO);
+        w.step = Duration::from_micros(1);
+        w.delivery = Delivery::Arena;
+        w.log = false;
+        Pair { w, client, server: None }
     }
 
     /// Moves datagrams both ways until both are quiet; returns bytes the
@@ -68,36 +60,27 @@ impl Pair {
     fn pump(&mut self, echo: bool) -> (usize, usize) {
         let (mut to_server, mut to_client) = (0, 0);
         loop {
-            let mut moved = false;
-            while let Some(t) = self.a.poll_transmit(self.now, &mut self.buf) {
-                self.now += Duration::from_micros(1);
-                let d = receive(&mut self.rx, &self.buf[..t.len]);
-                self.b.handle_datagram(self.now, self.a_addr, d);
-                moved = true;
-            }
-            while let Some(ev) = self.b.poll_event() {
+            let mut moved = self.w.from_a() > 0;
+            let (b, now) = (&mut self.w.b, self.w.now);
+            while let Some(ev) = b.poll_event() {
                 match ev {
                     Event::Incoming { ctx, .. } => self.server = Some(ctx),
                     Event::Readable { ctx } => {
-                        while let Some(c) = self.b.read(self.now, ctx) {
+                        while let Some(c) = b.read(now, ctx) {
                             to_server += c.data.len();
                             if echo {
-                                self.b.write(self.now, ctx, c.data, c.eom, None).unwrap();
+                                b.write(now, ctx, c.data, c.eom, None).unwrap();
                             }
                         }
                     }
                     _ => {}
                 }
             }
-            while let Some(t) = self.b.poll_transmit(self.now, &mut self.buf) {
-                self.now += Duration::from_micros(1);
-                let d = receive(&mut self.rx, &self.buf[..t.len]);
-                self.a.handle_datagram(self.now, self.b_addr, d);
-                moved = true;
-            }
-            while let Some(ev) = self.a.poll_event() {
+            moved |= self.w.from_b() > 0;
+            let (a, now) = (&mut self.w.a, self.w.now);
+            while let Some(ev) = a.poll_event() {
                 if let Event::Readable { ctx } = ev {
-                    while let Some(c) = self.a.read(self.now, ctx) {
+                    while let Some(c) = a.read(now, ctx) {
                         to_client += c.data.len();
                     }
                 }
@@ -107,9 +90,7 @@ impl Pair {
             }
         }
     }
-}
 
-impl Pair {
     /// Pumps until the server has read `want.0` and the client `want.1`
     /// bytes, firing timers when the endpoints fall quiet first: the pacer,
     /// the tail-loss probe and delayed reports wait for time to pass, as they
@@ -118,31 +99,15 @@ impl Pair {
     fn exchange(&mut self, echo: bool, want: (usize, usize)) -> (usize, usize) {
         let (mut s, mut c) = self.pump(echo);
         for _ in 0..10_000 {
-            if s >= want.0 && c >= want.1 {
+            if s >= want.0 && c >= want.1 || !self.w.fire_next_timer(None) {
                 break;
             }
-            let Some(next) = [self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min()
-            else {
-                break;
-            };
-            self.now = self.now.max(next);
-            self.a.handle_timeout(self.now);
-            self.b.handle_timeout(self.now);
             let (ds, dc) = self.pump(echo);
             s += ds;
             c += dc;
         }
         (s, c)
     }
-}
-
-/// Copies a datagram into the shared receive buffer and splits it off.
-fn receive(rx: &mut BytesMut, datagram: &[u8]) -> Bytes {
-    if rx.capacity() < datagram.len() {
-        *rx = BytesMut::with_capacity(64 * 1024);
-    }
-    rx.extend_from_slice(datagram);
-    rx.split().freeze()
 }
 
 fn pingpong(c: &mut Criterion) {
@@ -153,7 +118,7 @@ fn pingpong(c: &mut Criterion) {
         group.throughput(Throughput::Elements(1));
         group.bench_function(BenchmarkId::from_parameter(size), |b| {
             b.iter(|| {
-                p.a.write(p.now, p.client, msg.clone(), true, None).unwrap();
+                p.w.a.write(p.w.now, p.client, msg.clone(), true, None).unwrap();
                 let (s, c) = p.exchange(true, (size, size));
                 assert_eq!((s, c), (size, size));
                 black_box(c)
@@ -170,19 +135,19 @@ fn pingpong_among_many(c: &mut Criterion) {
     let mut p = Pair::new(ContextConfig::stream());
     let others: Vec<ContextId> = (0..10_000)
         .map(|_| {
-            let id = p.a.connect(p.now, p.b_addr, 7, ContextConfig::stream()).unwrap();
-            p.a.write(p.now, id, Bytes::from_static(b"x"), true, None).unwrap();
+            let id = p.w.a.connect(p.w.now, p.w.ba, 7, ContextConfig::stream()).unwrap();
+            p.w.a.write(p.w.now, id, Bytes::from_static(b"x"), true, None).unwrap();
             id
         })
         .collect();
     p.exchange(false, (10_000, 0));
-    assert_eq!(p.a.context_count(), 10_001);
-    assert_eq!(p.b.context_count(), 10_001);
+    assert_eq!(p.w.a.context_count(), 10_001);
+    assert_eq!(p.w.b.context_count(), 10_001);
     let msg = Bytes::from(vec![0x42u8; 10]);
     group.throughput(Throughput::Elements(1));
     group.bench_function(BenchmarkId::from_parameter(10), |b| {
         b.iter(|| {
-            p.a.write(p.now, p.client, msg.clone(), true, None).unwrap();
+            p.w.a.write(p.w.now, p.client, msg.clone(), true, None).unwrap();
             let (s, c) = p.exchange(true, (10, 10));
             assert_eq!((s, c), (10, 10));
             black_box(c)
@@ -203,7 +168,7 @@ fn bulk(c: &mut Criterion) {
         let name = if nocheck { "nocheck" } else { "checksum" };
         group.bench_function(name, |b| {
             b.iter(|| {
-                p.a.write(p.now, p.client, chunk.clone(), false, None).unwrap();
+                p.w.a.write(p.w.now, p.client, chunk.clone(), false, None).unwrap();
                 let (s, _) = p.exchange(false, (chunk.len(), 0));
                 assert_eq!(s, chunk.len());
                 black_box(s)

@@ -17,6 +17,7 @@ use crate::admission::RecentKeys;
 use crate::config::{ContextConfig, EndpointConfig};
 use crate::context::{Chunk, Context, Sink, State};
 use crate::events::{DropReason, Event, NoTrace, Subscriber, Trace};
+use crate::peers::{PeerChange, PeerWatch};
 use crate::rate::TokenBucket;
 
 /// Names a context of an endpoint. Stale once the context is freed.
@@ -38,6 +39,30 @@ pub struct Transmit {
     pub len: usize,
 }
 
+/// Payload copies made at one place: how many copy operations and how many
+/// payload bytes they moved. Counted where the copy is made, so a copy
+/// added or removed there shows here (E9 counts the whole path from these).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopyCount {
+    /// Copy operations (one per packet, or per joined message).
+    pub ops: u64,
+    /// Payload bytes copied.
+    pub bytes: u64,
+}
+
+impl CopyCount {
+    /// Counts one copy of `bytes` payload bytes.
+    pub fn add(&mut self, bytes: usize) {
+        self.ops += 1;
+        self.bytes += bytes as u64;
+    }
+
+    /// What was counted since `earlier` (a snapshot of the same counter).
+    pub fn since(self, earlier: CopyCount) -> CopyCount {
+        CopyCount { ops: self.ops - earlier.ops, bytes: self.bytes - earlier.bytes }
+    }
+}
+
 /// Counters of one context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ContextStats {
@@ -49,6 +74,13 @@ pub struct ContextStats {
     pub bytes_acked: u64,
     /// User bytes received (duplicates included).
     pub bytes_received: u64,
+    /// Payload copied while cutting a packet's data out of the send buffer:
+    /// written pieces (`write` calls) joined into one packet. Data that lies
+    /// in one written piece goes out as a slice of it, uncopied.
+    pub copied_joining: CopyCount,
+    /// Payload copied into the caller's packet buffer by `poll_transmit`
+    /// (one copy per data packet; the one copy the engine makes on send).
+    pub copied_into_packets: CopyCount,
     /// Packets sent.
     pub packets_sent: u64,
     /// WTIMER expiries.
@@ -291,6 +323,7 @@ pub struct Endpoint<S: Subscriber = NoTrace> {
     /// Half-open responder contexts in admission order (entries of
     /// contexts since validated or freed are skipped when met).
     half_open: VecDeque<ArenaId>,
+    peers: PeerWatch,
     subscriber: S,
     stats: EndpointStats,
 }
@@ -332,6 +365,9 @@ impl<S: Subscriber> Endpoint<S> {
             refusal_bucket,
             recent,
             half_open: VecDeque::new(),
+            // Derived, not drawn: another draw would change every key the
+            // generator gives after it, and with them seeded runs' traces.
+            peers: PeerWatch::new(h2.rotate_left(17) ^ 0x7065_6572),
             subscriber,
             stats: EndpointStats::default(),
         }
@@ -474,6 +510,30 @@ impl<S: Subscriber> Endpoint<S> {
                 && c.send.fin.is_none()
                 && c.send.unacked() < c.send_limit()
         })
+    }
+
+    /// Whether a writer that keeps at most `unsent_bound` bytes waiting
+    /// behind the windows may write now: the context takes writes
+    /// ([`Endpoint::can_write`]) and fewer than `unsent_bound` bytes are
+    /// still unsent. The bound is on *unsent* bytes, not unacknowledged
+    /// ones: while a loss holds the cumulative acknowledgement back for a
+    /// round trip, unacknowledged bytes stand still at the window, and a
+    /// writer bounded on them stops feeding a sender that has room (the
+    /// feeder bug of issue #12). Memory stays bounded by `can_write`.
+    pub fn writable(&self, ctx: ContextId, unsent_bound: u64) -> bool {
+        self.can_write(ctx) && self.unsent_bytes(ctx) < unsent_bound
+    }
+
+    /// Reports validated peers from now on ([`Endpoint::poll_peer_change`]),
+    /// or stops (forgetting what was reported). For a driver that gives a
+    /// validated peer a socket of its own, out of a flood's way.
+    pub fn watch_peers(&mut self, on: bool) {
+        self.peers.set(on);
+    }
+
+    /// The next change in the set of validated peers, while watching.
+    pub fn poll_peer_change(&mut self) -> Option<PeerChange> {
+        self.peers.poll()
     }
 
     /// Takes the next chunk of in-order data.
@@ -619,6 +679,7 @@ impl<S: Subscriber> Endpoint<S> {
             if let Some(n) = self.per_peer.get(&c.peer).copied() {
                 if n <= 1 {
                     self.per_peer.erase(&c.peer);
+                    self.peers.gone(c.peer);
                 } else {
                     self.per_peer.install(c.peer, n - 1);
                 }
@@ -766,6 +827,7 @@ impl<S: Subscriber> Endpoint<S> {
                 if c.validated() {
                     c.half_open = false;
                     self.stats.half_open -= 1;
+                    self.peers.validated(c.peer);
                 } else {
                     self.stats.half_open_bytes += half_open_cost(c);
                 }

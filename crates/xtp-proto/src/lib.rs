@@ -26,6 +26,7 @@ mod context;
 mod endpoint;
 mod events;
 pub mod fuzzing;
+mod peers;
 mod ranges;
 pub mod rate;
 pub mod rtt;
@@ -33,8 +34,10 @@ pub mod rtt;
 pub use config::{Congestion, ContextConfig, EndpointConfig};
 pub use context::{Chunk, INITIAL_ALLOC, Input, State};
 pub use endpoint::{
-    ConnectError, ContextId, ContextStats, Endpoint, EndpointStats, ListenError, Transmit, WriteError,
+    ConnectError, ContextId, ContextStats, CopyCount, Endpoint, EndpointStats, ListenError, Transmit,
+    WriteError,
 };
 pub use events::{CloseReason, DropReason, Event, NoTrace, Recorder, Subscriber, TimerKind, Trace};
+pub use peers::PeerChange;
 pub use ranges::RangeSet;
 pub use xtp_wire::Service;

@@ -215,3 +215,64 @@ fn a_deadline_that_moved_later_fires_early_harmlessly() {
     w.a.handle_timeout(w.now);
     assert!(!drain(&mut w.a, w.now).is_empty(), "the keep-alive probe at its real deadline");
 }
+
+/// A writer's bound counts bytes still waiting to be sent, not bytes in
+/// flight: during a recovery the cumulative acknowledgement stands still for
+/// a round trip and a bound on unacknowledged bytes stops the writer while
+/// the sender has room (issue #12's feeder bug; `XtpStream` and
+/// `AsyncXtpStream` wait on `writable`).
+#[test]
+fn a_writers_bound_counts_unsent_bytes_not_bytes_in_flight() {
+    let mut ep = Endpoint::new(EndpointConfig::default(), 3);
+    let now = Instant::ZERO;
+    let c = ep.connect(now, addr("10.0.0.2:1"), 7, ContextConfig::stream()).unwrap();
+    ep.write(now, c, Bytes::from(vec![7u8; 64 << 10]), false, None).unwrap();
+    // The silent peer never acknowledges: what left is in flight.
+    assert!(!drain(&mut ep, now).is_empty());
+    let (unacked, unsent) = (ep.unacked_bytes(c), ep.unsent_bytes(c));
+    assert_eq!(unacked, 64 << 10);
+    assert!(unacked - unsent >= 4 << 10, "the initial window left: {unacked} unacked, {unsent} unsent");
+    assert!(ep.can_write(c));
+    // A bound above what waits admits a write although more than it is
+    // unacknowledged; a bound at what waits does not.
+    assert!(ep.writable(c, unsent + 1) && unacked > unsent + 1);
+    assert!(!ep.writable(c, unsent));
+}
+
+/// A watching server hears once that a peer which answered it is validated,
+/// never about a spoofed source that only sent a FIRST, and that the peer
+/// is gone once its last context is freed (what `DriverConfig::peer_lanes`
+/// opens and closes a socket on).
+#[test]
+fn a_watching_server_hears_of_validated_peers_and_not_of_spoofed_ones() {
+    use xtp_proto::PeerChange;
+    let (client_addr, server_addr, spoofed) = (addr("10.0.0.1:1"), addr("10.0.0.2:2"), addr("10.9.9.9:9"));
+    let mut server = Endpoint::new(EndpointConfig::default(), 51);
+    server.listen(7, ContextConfig::stream()).unwrap();
+    server.watch_peers(true);
+    let client = Endpoint::new(EndpointConfig::default(), 52);
+    let mut w = Wire::new(client, client_addr, server, server_addr, Instant::ZERO);
+    // A spoofed FIRST makes a half-open context, never a validated peer.
+    let first = first_packet(0x1234_5678, 0, 7, b"spoofed", xtp_wire::Options::EMPTY);
+    w.b.handle_datagram(w.now, spoofed, first);
+    assert_eq!(w.b.poll_peer_change(), None);
+    let c = w.a.connect(w.now, server_addr, 7, ContextConfig::stream()).unwrap();
+    w.a.write(w.now, c, Bytes::from_static(b"hello"), true, None).unwrap();
+    w.a.close(w.now, c);
+    w.run(xk_time::Duration::from_millis(50));
+    assert_eq!(w.b.poll_peer_change(), Some(PeerChange::Validated(client_addr)));
+    assert_eq!(w.b.poll_peer_change(), None, "announced once");
+    while let Some(ev) = w.b.poll_event() {
+        if let xtp_proto::Event::Incoming { ctx, peer, .. } = ev
+            && peer == client_addr
+        {
+            while w.b.read(w.now, ctx).is_some() {}
+            w.b.close(w.now, ctx);
+        }
+    }
+    // Past every linger and the spoofed context's half-open timeout.
+    w.run(xk_time::Duration::from_secs(300));
+    assert_eq!(w.b.context_count(), 0);
+    assert_eq!(w.b.poll_peer_change(), Some(PeerChange::Gone(client_addr)));
+    assert_eq!(w.b.poll_peer_change(), None, "nothing of the spoofed source");
+}

@@ -12,9 +12,10 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use common::*;
 use xk_netemu::LinkParams;
-use xk_sim::{Node, Sim};
+use xk_sim::Sim;
 use xk_time::{Duration, Instant};
-use xtp_proto::{ContextConfig, EndpointConfig};
+use xtp_proto::{ContextConfig, Endpoint, EndpointConfig};
+use xtp_testkit::{App, Host, Pair};
 use xtp_wire::Options;
 
 struct Flood {
@@ -45,16 +46,21 @@ impl Flood {
     }
 }
 
-struct Box2 {
-    host: Host,
+/// A host's script with, at the server, a flood injected as if from the
+/// network; what the server sends to spoofed sources is counted and dropped.
+struct Flooded {
+    script: Script,
     flood: Option<Flood>,
 }
 
-impl Node for Box2 {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Vec<u8>) {
-        self.host.handle_datagram(now, from, data);
+impl App for Flooded {
+    fn poll(&mut self, ep: &mut Endpoint, now: Instant) {
+        self.script.poll(ep, now);
     }
-    fn handle_timeout(&mut self, now: Instant) {
+    fn on_datagram(&mut self, now: Instant, from: SocketAddr, packet: &[u8]) {
+        self.script.on_datagram(now, from, packet);
+    }
+    fn on_timeout(&mut self, ep: &mut Endpoint, now: Instant) {
         if let Some(f) = &mut self.flood {
             while f.left > 0 && f.next <= now {
                 let r = f.next_u64();
@@ -63,32 +69,26 @@ impl Node for Box2 {
                 let key = (f.next_u64() & 0x7fff_ffff_ffff_ffff) | 1 << 32;
                 let p = first_packet(key, 0, 7, &[0x5a; 100], Options::SREQ);
                 f.rx += p.len() as u64;
-                self.host.ep.handle_datagram(now, from, p);
+                ep.handle_datagram(now, from, p);
                 f.left -= 1;
                 f.next += f.gap;
             }
-            f.peak_contexts = f.peak_contexts.max(self.host.ep.context_count());
+            f.peak_contexts = f.peak_contexts.max(ep.context_count());
         }
-        self.host.handle_timeout(now);
     }
-    fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
-        loop {
-            let (dst, data) = self.host.poll_transmit(now)?;
-            match &mut self.flood {
-                Some(f) if Flood::spoofed(&dst) => {
-                    f.tx += data.len() as u64;
-                    f.tx_packets += 1;
-                }
-                _ => return Some((dst, data)),
+    fn on_transmit(&mut self, ep: &mut Endpoint, now: Instant, dst: SocketAddr, packet: &[u8]) -> bool {
+        let keep = self.script.on_transmit(ep, now, dst, packet);
+        match &mut self.flood {
+            Some(f) if Flood::spoofed(&dst) => {
+                f.tx += packet.len() as u64;
+                f.tx_packets += 1;
+                false
             }
+            _ => keep,
         }
     }
-    fn poll_timeout(&mut self) -> Option<Instant> {
-        let t = self.host.poll_timeout();
-        match &self.flood {
-            Some(f) if f.left > 0 => Some(t.map_or(f.next, |t| t.min(f.next))),
-            _ => t,
-        }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.flood.as_ref().filter(|f| f.left > 0).map(|f| f.next)
     }
 }
 
@@ -109,7 +109,6 @@ fn run(seed: u64, firsts: u64, over: Duration, until: Instant) -> Outcome {
         limit_packets: 200,
         ..LinkParams::default()
     };
-    let mut sim = Sim::new(seed);
     let flood = (firsts > 0).then(|| Flood {
         left: firsts,
         gap: over / firsts.max(1) as u32,
@@ -121,25 +120,25 @@ fn run(seed: u64, firsts: u64, over: Duration, until: Instant) -> Outcome {
         peak_contexts: 0,
     });
     let cfg = EndpointConfig::default();
-    let server = Box2 { host: Host::with_config(Role::Sink { port: 7 }, seed ^ 1, cfg.clone()), flood };
-    let (s, saddr) = sim.add_node(server);
-    let client = Box2 {
-        host: Host::with_config(Role::Bulk { port: 7, cfg: ContextConfig::stream() }, seed ^ 2, cfg),
-        flood: None,
+    let host = |role, seed, flood| {
+        Host::new(Endpoint::new(cfg.clone(), seed), Flooded { script: Script::new(role), flood })
     };
-    let (c, caddr) = sim.add_node(client);
-    sim.node_mut(c).host.peer = Some(saddr);
-    sim.node_mut(s).host.peer = Some(caddr);
-    sim.connect(c, s, link.clone(), link).unwrap();
-    sim.node_mut(s).host.start(Instant::ZERO);
-    sim.node_mut(c).host.start(Instant::ZERO);
+    let server = host(Role::Sink { port: 7 }, seed ^ 1, flood);
+    let client = host(Role::Bulk { port: 7, cfg: ContextConfig::stream() }, seed ^ 2, None);
+    let Pair { mut sim, client: c, server: s, client_addr, server_addr } =
+        xtp_testkit::pair(seed, client, server, link.clone(), link);
+    sim.node_mut(c).script.peer = Some(server_addr);
+    sim.node_mut(s).script.peer = Some(client_addr);
+    for n in [s, c] {
+        sim.node_mut(n).with(|f, ep| f.script.start(ep, Instant::ZERO));
+    }
     let t1 = Instant::from_secs(1);
     sim.run_until(t1, u64::MAX, |_| false).unwrap();
     // The legitimate transfer only (the sink also reads the spoofed FIRSTs'
     // data): what the server acknowledged to the client.
-    let acked = |sim: &Sim<Box2>| {
-        let h = &sim.node(c).host;
-        h.ep.context_stats(h.ctx.unwrap()).map_or(0, |st| st.bytes_acked)
+    let acked = |sim: &Sim<xtp_testkit::Host<Flooded>>| {
+        let h = sim.node(c);
+        h.ep.context_stats(h.script.ctx.unwrap()).map_or(0, |st| st.bytes_acked)
     };
     let at = acked(&sim);
     let t2 = t1 + over.max(Duration::from_secs(5));
@@ -149,9 +148,9 @@ fn run(seed: u64, firsts: u64, over: Duration, until: Instant) -> Outcome {
     let node = sim.node_mut(s);
     Outcome {
         goodput_bps,
-        contexts_after: node.host.ep.context_count(),
-        stats: node.host.ep.stats(),
-        flood: node.flood.take(),
+        contexts_after: node.ep.context_count(),
+        stats: node.ep.stats(),
+        flood: node.app.flood.take(),
     }
 }
 

@@ -12,9 +12,9 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use xk_netemu::{LinkParams, parse_line};
-use xk_sim::{Node, Sim};
 use xk_time::{Duration, Instant};
 use xtp_proto::{CloseReason, ContextConfig, ContextId, Endpoint, EndpointConfig, Event};
+use xtp_testkit::{App, Host, Pair, pair};
 
 const PORT: u16 = 80;
 
@@ -30,12 +30,11 @@ fn reply_to(req: &[u8]) -> Vec<u8> {
     req.iter().rev().copied().collect()
 }
 
-struct Host {
-    ep: Endpoint,
+/// The application on either end.
+struct Requests {
     server: bool,
     peer: SocketAddr,
     n: u64,
-    buf: Vec<u8>,
     /// Client: which request each context carries; bytes read so far.
     inbox: HashMap<ContextId, (u64, Vec<u8>)>,
     /// Client: every context opened.
@@ -47,14 +46,12 @@ struct Host {
     closed_bad: Vec<String>,
 }
 
-impl Host {
-    fn new(server: bool, peer: SocketAddr, n: u64, seed: u64, cfg: EndpointConfig) -> Self {
-        Host {
-            ep: Endpoint::new(cfg, seed),
+impl Requests {
+    fn new(server: bool, peer: SocketAddr, n: u64) -> Self {
+        Requests {
             server,
             peer,
             n,
-            buf: vec![0; 2048],
             inbox: HashMap::new(),
             opened: Vec::new(),
             answered: 0,
@@ -64,36 +61,38 @@ impl Host {
         }
     }
 
-    fn start(&mut self, now: Instant) {
+    fn start(&mut self, ep: &mut Endpoint, now: Instant) {
         if self.server {
-            self.ep.listen(PORT, ContextConfig::stream()).unwrap();
+            ep.listen(PORT, ContextConfig::stream()).unwrap();
             return;
         }
         for i in 0..self.n {
-            let ctx = self.ep.connect(now, self.peer, PORT, ContextConfig::stream()).unwrap();
-            self.ep.write(now, ctx, Bytes::from(request(i)), true, Some(i)).unwrap();
-            self.ep.close(now, ctx);
+            let ctx = ep.connect(now, self.peer, PORT, ContextConfig::stream()).unwrap();
+            ep.write(now, ctx, Bytes::from(request(i)), true, Some(i)).unwrap();
+            ep.close(now, ctx);
             self.inbox.insert(ctx, (i, Vec::new()));
             self.opened.push(ctx);
         }
     }
 
-    fn drain(&mut self, now: Instant, ctx: ContextId) {
-        while let Some(c) = self.ep.read(now, ctx) {
+    fn drain(&mut self, ep: &mut Endpoint, now: Instant, ctx: ContextId) {
+        while let Some(c) = ep.read(now, ctx) {
             self.inbox.entry(ctx).or_insert((u64::MAX, Vec::new())).1.extend_from_slice(&c.data);
         }
     }
+}
 
-    fn app(&mut self, now: Instant) {
-        while let Some(ev) = self.ep.poll_event() {
+impl App for Requests {
+    fn poll(&mut self, ep: &mut Endpoint, now: Instant) {
+        while let Some(ev) = ep.poll_event() {
             match ev {
-                Event::Readable { ctx } => self.drain(now, ctx),
+                Event::Readable { ctx } => self.drain(ep, now, ctx),
                 Event::PeerFinished { ctx } => {
-                    self.drain(now, ctx);
+                    self.drain(ep, now, ctx);
                     if self.server {
                         let req = self.inbox.remove(&ctx).map(|(_, d)| d).unwrap_or_default();
-                        self.ep.write(now, ctx, Bytes::from(reply_to(&req)), true, None).unwrap();
-                        self.ep.close(now, ctx);
+                        ep.write(now, ctx, Bytes::from(reply_to(&req)), true, None).unwrap();
+                        ep.close(now, ctx);
                     } else if let Some((i, got)) = self.inbox.remove(&ctx) {
                         if got == reply_to(&request(i)) {
                             self.answered += 1;
@@ -113,24 +112,10 @@ impl Host {
             }
         }
     }
-}
 
-impl Node for Host {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Vec<u8>) {
-        self.ep.handle_datagram(now, from, Bytes::from(data));
-        self.app(now);
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.ep.handle_timeout(now);
-        self.app(now);
-    }
-    fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
-        let t = self.ep.poll_transmit(now, &mut self.buf)?;
-        self.app(now);
-        Some((t.dst, self.buf[..t.len].to_vec()))
-    }
-    fn poll_timeout(&mut self) -> Option<Instant> {
-        self.ep.poll_timeout()
+    fn on_transmit(&mut self, ep: &mut Endpoint, now: Instant, _: SocketAddr, _: &[u8]) -> bool {
+        self.poll(ep, now);
+        true
     }
 }
 
@@ -141,18 +126,21 @@ fn link(line: &str) -> LinkParams {
 /// Runs `n` concurrent request/reply streams with the server admitting at
 /// most `limit` contexts from the client; returns how many were refused.
 fn run(n: u64, seed: u64, limit: usize) -> u64 {
-    let mut sim = Sim::new(seed);
     let placeholder: SocketAddr = "0.0.0.0:0".parse().unwrap();
     let server_cfg = EndpointConfig { max_contexts_per_peer: limit, ..EndpointConfig::default() };
-    let (s, saddr) = sim.add_node(Host::new(true, placeholder, n, seed ^ 1, server_cfg));
-    let (c, caddr) = sim.add_node(Host::new(false, saddr, n, seed ^ 2, EndpointConfig::default()));
-    sim.node_mut(s).peer = caddr;
+    let server = Host::new(Endpoint::new(server_cfg, seed ^ 1), Requests::new(true, placeholder, n));
+    let client =
+        Host::new(Endpoint::new(EndpointConfig::default(), seed ^ 2), Requests::new(false, placeholder, n));
     // 1 Gbit/s, 5 ms each way, 1 % loss both ways, a queue deep enough that
     // the opening burst of n FIRSTs is not tail-dropped wholesale.
     let l = link("delay 5ms rate 1gbit loss 1% limit 100000");
-    sim.connect(c, s, l.clone(), l).unwrap();
-    sim.node_mut(s).start(Instant::ZERO);
-    sim.node_mut(c).start(Instant::ZERO);
+    let Pair { mut sim, client: c, server: s, client_addr, server_addr } =
+        pair(seed, client, server, l.clone(), l);
+    sim.node_mut(s).peer = client_addr;
+    sim.node_mut(c).peer = server_addr;
+    for n in [s, c] {
+        sim.node_mut(n).with(|app, ep| app.start(ep, Instant::ZERO));
+    }
     assert_eq!(sim.node(c).ep.context_count(), n as usize);
 
     let deadline = Instant::ZERO + Duration::from_secs(600);

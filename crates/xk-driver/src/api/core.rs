@@ -98,8 +98,12 @@ impl Core {
             }
         };
         let wait = if busy { WaitMode::BusyPoll } else { WaitMode::Blocking };
-        let driver =
-            UdpDriver::bind_with(local, ep, super::time_seed(), DriverConfig { wait, offload: true })?;
+        let driver = UdpDriver::bind_with(
+            local,
+            ep,
+            super::time_seed(),
+            DriverConfig { wait, offload: true, ..DriverConfig::default() },
+        )?;
         Ok(match engine {
             None => Core::Integrated(Linger(Some(driver))),
             Some(cfg) => Core::Engine(crate::engine::spawn(driver, cfg)?),
@@ -190,15 +194,14 @@ impl Core {
         }
     }
 
-    /// Whether a write may go now: fewer than `bound` bytes unacknowledged
-    /// (and, integrated, room in the engine's send buffer; the engine thread
-    /// queues beyond that itself, within its own write bound).
+    /// Whether a write may go now. Integrated: room in the engine's send
+    /// buffer and fewer than `bound` bytes unsent
+    /// ([`xtp_proto::Endpoint::writable`]). Engine thread: fewer than
+    /// `bound` bytes posted and unacknowledged (the thread queues beyond the
+    /// endpoint's buffer itself, within its own write bound).
     pub(crate) fn has_room(&mut self, ctx: Cid, bound: u64) -> bool {
         match (self, ctx) {
-            (Core::Integrated(d), Cid::Local(id)) => {
-                let ep = d.endpoint();
-                ep.unacked_bytes(id) < bound && ep.can_write(id)
-            }
+            (Core::Integrated(d), Cid::Local(id)) => d.endpoint().writable(id, bound),
             (Core::Engine(e), Cid::Remote(h)) => e.has_room(h) && e.unacked_bytes(h) < bound,
             _ => false,
         }

@@ -9,8 +9,10 @@ use xtp_proto::{ContextConfig, EndpointConfig};
 
 use super::{Cid, Handle, Mode, RingStats, Shared, TURN, close_error, timed_out};
 
-/// Bytes written but unacknowledged above which `write` waits: bounds the
-/// memory a fast writer can queue.
+/// Bytes written and not yet sent once above which `write` waits (with the
+/// engine's own bound on unacknowledged bytes, this bounds the memory a fast
+/// writer can queue). Unsent, not unacknowledged: see
+/// [`xtp_proto::Endpoint::writable`].
 const WRITE_BUFFER: u64 = 4 << 20;
 
 /// One message: bytes up to an EOM, with the BTAG it started with.

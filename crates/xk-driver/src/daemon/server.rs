@@ -66,7 +66,7 @@ impl Daemon<crate::batch::BatchSocket> {
             cfg.listen,
             cfg.endpoint.clone(),
             crate::clock::time_seed(),
-            DriverConfig { wait, offload: true },
+            DriverConfig { wait, offload: true, ..DriverConfig::default() },
         )
         .map_err(|e| {
             io::Error::new(e.kind(), format!("xpress daemon: cannot bind UDP {}: {e}", cfg.listen))

@@ -1316,6 +1316,13 @@ impl Context {
             let p = PacketRepr { header: header(self, o, ptype, seg.seq), body };
             debug_assert!(p.buffer_len() <= self.max_packet, "packet over max_packet");
             let n = self.emit(&p, buf, Some(seg.data.len()), sink)?;
+            // The payload copies this packet cost (E9 counts them).
+            if seg.joined {
+                self.stats.copied_joining.add(seg.data.len());
+            }
+            if !seg.data.is_empty() {
+                self.stats.copied_into_packets.add(seg.data.len());
+            }
             if seg.retransmit {
                 self.stats.retransmitted += seg.data.len() as u64;
                 sink.traces.push(Trace::Retransmit { ctx: self.id, seq: seg.seq, len: seg.data.len() });

@@ -42,6 +42,9 @@ impl Chunk {
 pub(crate) struct Segment {
     pub(crate) seq: u64,
     pub(crate) data: Bytes,
+    /// Whether `data` was copied together from several written pieces
+    /// (else it is a slice of one, uncopied).
+    pub(crate) joined: bool,
     pub(crate) eom: bool,
     pub(crate) btag: Option<u64>,
     pub(crate) retransmit: bool,
@@ -168,7 +171,7 @@ impl SendBuf {
         let eom = c.eom && end == c.data.len();
         let continues = self.chunks.get(i + 1).is_some_and(|n| !n.msg_start);
         if len == want || eom || !continues {
-            return Some(Segment { seq, data: c.data.slice(off..end), eom, btag, retransmit });
+            return Some(Segment { seq, data: c.data.slice(off..end), joined: false, eom, btag, retransmit });
         }
         // The packet has room left and the message goes on in the next
         // chunk: fill it from the chunks that follow, up to a message's end.
@@ -186,7 +189,7 @@ impl SendBuf {
                 break;
             }
         }
-        Some(Segment { seq, data: data.freeze(), eom, btag, retransmit })
+        Some(Segment { seq, data: data.freeze(), joined: true, eom, btag, retransmit })
     }
 
     /// The next segment to send: the lowest hole to retransmit, else new data
@@ -333,6 +336,10 @@ mod tests {
             ]
         );
         assert_eq!(&segs[1].data[..], b"o wo");
+        // Only the packet that runs on into the next write was copied
+        // together (E9 counts it); the others are slices of one write.
+        let joined: Vec<bool> = segs.iter().map(|s| s.joined).collect();
+        assert_eq!(joined, vec![false, true, false, false]);
     }
 
     /// A stream written in small pieces leaves in full packets (the writes

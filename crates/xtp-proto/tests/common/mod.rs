@@ -8,9 +8,10 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use xk_netemu::LinkParams;
-use xk_sim::{Node, NodeId, Sim};
+use xk_sim::{NodeId, Sim};
 use xk_time::Instant;
 use xtp_proto::{Chunk, CloseReason, ContextConfig, ContextId, Endpoint, EndpointConfig, Event, Service};
+use xtp_testkit::App;
 use xtp_wire::{Body, Options, PacketRepr};
 
 /// What the application on a host does.
@@ -31,11 +32,14 @@ pub enum Role {
     Sink { port: u16 },
 }
 
-pub struct Host {
-    pub ep: Endpoint,
+/// A host of the tests: an endpoint in the simulator with a [`Script`] on
+/// top (the test kit's adapter; see `xtp-testkit`).
+pub type Host = xtp_testkit::Host<Script>;
+
+/// What a host's application does and what it saw.
+pub struct Script {
     pub role: Role,
     pub peer: Option<SocketAddr>,
-    buf: Vec<u8>,
     pub ctx: Option<ContextId>,
     /// Everything read, in order, as (data, eom, btag) chunks.
     pub chunks: Vec<Chunk>,
@@ -58,19 +62,23 @@ pub struct Host {
     client_closed: bool,
 }
 
-impl Host {
-    pub fn new(role: Role, seed: u64) -> Self {
-        Self::with_config(role, seed, EndpointConfig::default())
-    }
+/// A host playing `role` on an endpoint seeded with `seed`.
+pub fn host(role: Role, seed: u64, cfg: EndpointConfig) -> Host {
+    Host::new(Endpoint::new(cfg, seed), Script::new(role))
+}
 
-    pub fn with_config(role: Role, seed: u64, cfg: EndpointConfig) -> Self {
-        Host {
+/// Starts a host's role (listen, or connect and write) at `now`.
+pub fn start(h: &mut Host, now: Instant) {
+    h.with(|s, ep| s.start(ep, now));
+}
+
+impl Script {
+    pub fn new(role: Role) -> Self {
+        Script {
             peer_alloc: xtp_proto::INITIAL_ALLOC,
             flow_violation: None,
-            ep: Endpoint::new(cfg, seed),
             role,
             peer: None,
-            buf: vec![0u8; 2048],
             ctx: None,
             sink_bytes: 0,
             bulk_data: Bytes::new(),
@@ -84,27 +92,26 @@ impl Host {
         }
     }
 
-    pub fn start(&mut self, now: Instant) {
+    pub fn start(&mut self, ep: &mut Endpoint, now: Instant) {
         match self.role.clone() {
             Role::Server { port, .. } | Role::Sink { port } => {
-                self.ep.listen(port, ContextConfig::stream()).unwrap();
+                ep.listen(port, ContextConfig::stream()).unwrap();
             }
             Role::Bulk { port, cfg } => {
-                self.ctx = Some(self.ep.connect(now, self.peer.unwrap(), port, cfg).unwrap());
+                self.ctx = Some(ep.connect(now, self.peer.unwrap(), port, cfg).unwrap());
                 self.bulk_data = Bytes::from(pattern(1 << 20, 9));
-                self.top_up(now);
+                self.top_up(ep, now);
             }
             Role::Client { port, messages, cfg } => {
-                let ctx = self.ep.connect(now, self.peer.unwrap(), port, cfg).unwrap();
+                let ctx = ep.connect(now, self.peer.unwrap(), port, cfg).unwrap();
                 self.ctx = Some(ctx);
                 self.pending =
                     messages.into_iter().enumerate().map(|(i, m)| (Bytes::from(m), i as u64)).collect();
                 self.client_closed = false;
-                self.feed_pending(now);
+                self.feed_pending(ep, now);
             }
             Role::Datagram { port, data, acked } => {
-                let ctx =
-                    self.ep.send_datagram(now, self.peer.unwrap(), port, Bytes::from(data), acked).unwrap();
+                let ctx = ep.send_datagram(now, self.peer.unwrap(), port, Bytes::from(data), acked).unwrap();
                 self.ctx = Some(ctx);
             }
         }
@@ -112,10 +119,10 @@ impl Host {
 
     /// Writes client messages while the send buffer takes them (a refused
     /// write is retried on the next event), then closes.
-    fn feed_pending(&mut self, now: Instant) {
+    fn feed_pending(&mut self, ep: &mut Endpoint, now: Instant) {
         let Some(ctx) = self.ctx else { return };
         while let Some((m, tag)) = self.pending.front() {
-            match self.ep.write(now, ctx, m.clone(), true, Some(*tag)) {
+            match ep.write(now, ctx, m.clone(), true, Some(*tag)) {
                 Ok(()) => {
                     self.pending.pop_front();
                 }
@@ -125,7 +132,7 @@ impl Host {
         }
         if !self.client_closed {
             self.client_closed = true;
-            self.ep.close(now, ctx);
+            ep.close(now, ctx);
         }
     }
 
@@ -157,50 +164,52 @@ impl Host {
 
     /// A Bulk sender keeps twice the send window queued (at least 4 MiB),
     /// so the protocol, not the application, limits the transfer.
-    fn top_up(&mut self, now: Instant) {
+    fn top_up(&mut self, ep: &mut Endpoint, now: Instant) {
         let Some(ctx) = self.ctx else { return };
-        let Some(stats) = self.ep.context_stats(ctx) else { return };
+        let Some(stats) = ep.context_stats(ctx) else { return };
         let target = stats.send_window.min(1 << 30).saturating_mul(2).max(4 << 20);
         let piece = match self.write_size {
             0 => self.bulk_data.clone(),
             n => self.bulk_data.slice(..n.min(self.bulk_data.len())),
         };
-        while self.ep.unacked_bytes(ctx) < target {
-            if self.ep.write(now, ctx, piece.clone(), false, None).is_err() {
+        while ep.unacked_bytes(ctx) < target {
+            if ep.write(now, ctx, piece.clone(), false, None).is_err() {
                 return;
             }
         }
     }
+}
 
-    fn app(&mut self, now: Instant) {
+impl App for Script {
+    fn poll(&mut self, ep: &mut Endpoint, now: Instant) {
         let sink = matches!(self.role, Role::Sink { .. });
-        while let Some(ev) = self.ep.poll_event() {
+        while let Some(ev) = ep.poll_event() {
             match &ev {
                 Event::Incoming { ctx, .. } => self.ctx = Some(*ctx),
                 Event::Readable { ctx } if sink => {
-                    while let Some(c) = self.ep.read(now, *ctx) {
+                    while let Some(c) = ep.read(now, *ctx) {
                         self.sink_bytes += c.data.len() as u64;
                     }
                 }
                 Event::Readable { ctx } => {
-                    while let Some(c) = self.ep.read(now, *ctx) {
+                    while let Some(c) = ep.read(now, *ctx) {
                         self.chunks.push(c);
                     }
                 }
                 Event::PeerFinished { ctx } => {
-                    while let Some(c) = self.ep.read(now, *ctx) {
+                    while let Some(c) = ep.read(now, *ctx) {
                         self.chunks.push(c);
                     }
                     if let Role::Server { reply, .. } = &self.role {
                         if let Some(r) = reply {
-                            let _ = self.ep.write(now, *ctx, Bytes::from(r.clone()), true, Some(7));
+                            let _ = ep.write(now, *ctx, Bytes::from(r.clone()), true, Some(7));
                         }
-                        self.ep.close(now, *ctx);
+                        ep.close(now, *ctx);
                     }
                 }
                 Event::Gap { len, .. } => self.gaps += len,
                 Event::Closed { ctx, reason } => {
-                    while let Some(c) = self.ep.read(now, *ctx) {
+                    while let Some(c) = ep.read(now, *ctx) {
                         self.chunks.push(c);
                     }
                     self.closed.push((*ctx, reason.clone()));
@@ -212,21 +221,19 @@ impl Host {
             }
         }
         if matches!(self.role, Role::Bulk { .. }) {
-            self.top_up(now);
+            self.top_up(ep, now);
         }
         if !self.client_closed {
-            self.feed_pending(now);
+            self.feed_pending(ep, now);
         }
     }
-}
 
-impl Node for Host {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Vec<u8>) {
+    fn on_datagram(&mut self, _now: Instant, _from: SocketAddr, data: &[u8]) {
         // Watch flow control from outside the engine: remember the largest
         // allocation the peer advertised in a packet that verifies. (Not in
         // the long bulk runs, where the second parse would double the cost.)
         if !self.is_bulk()
-            && let Ok(p) = PacketRepr::parse(&data)
+            && let Ok(p) = PacketRepr::parse(data)
         {
             let alloc = match &p.body {
                 Body::Cntl(c) => Some(c.alloc),
@@ -238,18 +245,11 @@ impl Node for Host {
                 self.peer_alloc = self.peer_alloc.max(a);
             }
         }
-        self.ep.handle_datagram(now, from, Bytes::from(data));
-        self.app(now);
     }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.ep.handle_timeout(now);
-        self.app(now);
-    }
-    fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
-        let t = self.ep.poll_transmit(now, &mut self.buf)?;
-        let out = self.buf[..t.len].to_vec();
+
+    fn on_transmit(&mut self, ep: &mut Endpoint, now: Instant, dst: SocketAddr, out: &[u8]) -> bool {
         if !self.is_bulk()
-            && let Ok(p) = PacketRepr::parse(&out)
+            && let Ok(p) = PacketRepr::parse(out)
             && let Body::Data { data, .. } | Body::First { data, .. } = &p.body
         {
             let end = p.header.seq + data.len() as u64;
@@ -261,13 +261,10 @@ impl Node for Host {
             }
         }
         if std::env::var_os("XTP_TRACE").is_some() {
-            eprintln!("{now} -> {}: {}", t.dst, xtp_wire::Pretty(&out));
+            eprintln!("{now} -> {dst}: {}", xtp_wire::Pretty(out));
         }
-        self.app(now);
-        Some((t.dst, out))
-    }
-    fn poll_timeout(&mut self) -> Option<Instant> {
-        self.ep.poll_timeout()
+        self.poll(ep, now);
+        true
     }
 }
 
@@ -291,14 +288,14 @@ pub fn pair_with(
     ba: LinkParams,
     cfg: EndpointConfig,
 ) -> (Sim<Host>, NodeId, NodeId) {
-    let mut sim = Sim::new(seed);
-    let (s, saddr) = sim.add_node(Host::with_config(server, seed ^ 1, cfg.clone()));
-    let (c, caddr) = sim.add_node(Host::with_config(client, seed ^ 2, cfg));
-    sim.node_mut(c).peer = Some(saddr);
-    sim.node_mut(s).peer = Some(caddr);
-    sim.connect(c, s, ab, ba).unwrap();
-    sim.node_mut(s).start(Instant::ZERO);
-    sim.node_mut(c).start(Instant::ZERO);
+    let server = host(server, seed ^ 1, cfg.clone());
+    let client = host(client, seed ^ 2, cfg);
+    let xtp_testkit::Pair { mut sim, client: c, server: s, client_addr, server_addr } =
+        xtp_testkit::pair(seed, client, server, ab, ba);
+    sim.node_mut(c).peer = Some(server_addr);
+    sim.node_mut(s).peer = Some(client_addr);
+    start(sim.node_mut(s), Instant::ZERO);
+    start(sim.node_mut(c), Instant::ZERO);
     (sim, c, s)
 }
 
@@ -346,66 +343,7 @@ pub fn first_packet(key: u64, seq: u64, port: u16, data: &[u8], options: Options
     emit(&p)
 }
 
-/// Two endpoints joined by a perfect, instant wire (no simulator): `a` at
-/// `aa`, `b` at `ba`. Packets b sends to a pass through `filter` (false
-/// drops them) and are logged.
-pub struct Wire {
-    pub a: Endpoint,
-    pub aa: SocketAddr,
-    pub b: Endpoint,
-    pub ba: SocketAddr,
-    pub now: Instant,
-    /// Every packet b sent to a.
-    pub b_to_a: Vec<Bytes>,
-    buf: Vec<u8>,
-}
-
-impl Wire {
-    pub fn new(a: Endpoint, aa: SocketAddr, b: Endpoint, ba: SocketAddr, now: Instant) -> Self {
-        Wire { a, aa, b, ba, now, b_to_a: Vec::new(), buf: vec![0u8; 2048] }
-    }
-
-    /// Moves packets both ways until both are quiet at `now`.
-    pub fn exchange(&mut self) {
-        for _ in 0..1_000_000 {
-            let mut moved = false;
-            while let Some(t) = self.a.poll_transmit(self.now, &mut self.buf) {
-                if t.dst == self.ba {
-                    self.b.handle_datagram(self.now, self.aa, Bytes::copy_from_slice(&self.buf[..t.len]));
-                }
-                moved = true;
-            }
-            while let Some(t) = self.b.poll_transmit(self.now, &mut self.buf) {
-                let d = Bytes::copy_from_slice(&self.buf[..t.len]);
-                if t.dst == self.aa {
-                    self.b_to_a.push(d.clone());
-                    self.a.handle_datagram(self.now, self.ba, d);
-                }
-                moved = true;
-            }
-            if !moved {
-                return;
-            }
-        }
-    }
-
-    /// Runs for `d` of virtual time, jumping between timers.
-    pub fn run(&mut self, d: xk_time::Duration) {
-        let end = self.now + d;
-        loop {
-            self.exchange();
-            let next = [self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min();
-            match next {
-                Some(t) if t <= end => {
-                    self.now = self.now.max(t);
-                    self.a.handle_timeout(self.now);
-                    self.b.handle_timeout(self.now);
-                }
-                _ => {
-                    self.now = end;
-                    return;
-                }
-            }
-        }
-    }
-}
+/// Two endpoints joined by a perfect, instant wire (no simulator); packets
+/// b sends to a are logged.
+#[allow(unused_imports)]
+pub use xtp_testkit::Wire;

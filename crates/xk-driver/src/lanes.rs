@@ -1,0 +1,113 @@
+//! Peer lanes: a socket of its own for every validated peer, so that a flood
+//! of spoofed datagrams at the shared socket cannot crowd it out.
+//!
+//! XTP 4.0 sets a context up with its first packet, so anyone can send a
+//! server FIRSTs from forged addresses faster than one core reads them. The
+//! engine sheds the state they create (`xtp_proto::admission`), but it never
+//! sees what the kernel drops from a full socket buffer — and there the
+//! datagrams of established peers are dropped with the flood's. Measured
+//! before lanes (issue #13, FLOOD at 330,000 FIRSTs/s): the server read a
+//! third of what arrived, and a legitimate bulk kept 0 % of its goodput.
+//!
+//! A lane is a UDP socket bound to the server's own address and port
+//! (`SO_REUSEPORT`, which the kernel only allows within one user id) and
+//! connected to one peer: Linux hands a datagram to the socket whose
+//! binding matches it most exactly, so the peer's datagrams go to its lane,
+//! with a receive buffer of its own, and everything else to the shared
+//! socket. A lane opens when the endpoint has validated the peer (it
+//! answered a packet only a receiver of ours could answer,
+//! [`xtp_proto::PeerChange`]) — a spoofer off the path never gets one — and
+//! closes when the peer's last context is freed. The driver reads every
+//! lane before one batch of the shared socket. All descriptors sit in one
+//! epoll set, whose descriptor is readable when any of them is: a loop that
+//! waits on one descriptor ([`crate::driver::Driver::input_fd`]) still
+//! waits on all.
+//!
+//! Sending needs no lane: the shared socket's datagrams carry the same
+//! source address and port.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+
+use crate::transport::Transport;
+
+/// What the lanes did, for counters and reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaneCounters {
+    /// Lanes open now.
+    pub open: u64,
+    /// Lanes opened in total.
+    pub opened: u64,
+    /// Validated peers left on the shared socket because `peer_lanes` lanes
+    /// were open already (the limit named in `DriverConfig::peer_lanes`).
+    pub at_limit: u64,
+    /// Lanes the system refused (the error is not kept; the peer stays on
+    /// the shared socket).
+    pub failed: u64,
+}
+
+/// The lanes of one driver.
+pub(crate) struct Lanes<T> {
+    max: usize,
+    epoll: Epoll,
+    socks: Vec<(SocketAddr, T)>,
+    counters: LaneCounters,
+}
+
+impl<T: Transport> Lanes<T> {
+    /// Up to `max` lanes beside `shared`, which joins the epoll set.
+    pub(crate) fn new(max: usize, shared: &T) -> io::Result<Self> {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
+        epoll.add(shared.fd(), EpollEvent::new(EpollFlags::EPOLLIN, 0)).map_err(io::Error::from)?;
+        Ok(Lanes { max, epoll, socks: Vec::new(), counters: LaneCounters::default() })
+    }
+
+    /// The epoll set's descriptor: readable when any socket is.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.epoll.0.as_fd()
+    }
+
+    /// Opens a lane to `peer` from `shared` (a no-op if one is open).
+    pub(crate) fn open(&mut self, shared: &T, peer: SocketAddr) {
+        if self.socks.iter().any(|(p, _)| *p == peer) {
+            return;
+        }
+        if self.socks.len() >= self.max {
+            self.counters.at_limit += 1;
+            return;
+        }
+        let lane = shared.open_lane(peer).and_then(|s| {
+            self.epoll.add(s.fd(), EpollEvent::new(EpollFlags::EPOLLIN, 0)).map_err(io::Error::from)?;
+            Ok(s)
+        });
+        match lane {
+            Ok(s) => {
+                self.socks.push((peer, s));
+                self.counters.opened += 1;
+            }
+            Err(_) => self.counters.failed += 1,
+        }
+    }
+
+    /// Closes the lane to `peer`, if open. Datagrams still queued in it are
+    /// lost: the peer's contexts are all gone, and a new one's FIRST is
+    /// retransmitted to the shared socket.
+    pub(crate) fn close(&mut self, peer: SocketAddr) {
+        if let Some(i) = self.socks.iter().position(|(p, _)| *p == peer) {
+            let (_, s) = self.socks.swap_remove(i);
+            let _ = self.epoll.delete(s.fd());
+        }
+    }
+
+    /// The lanes' sockets, to read.
+    pub(crate) fn socks_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.socks.iter_mut().map(|(_, s)| s)
+    }
+
+    pub(crate) fn counters(&self) -> LaneCounters {
+        LaneCounters { open: self.socks.len() as u64, ..self.counters }
+    }
+}
