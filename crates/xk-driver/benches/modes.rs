@@ -6,6 +6,11 @@
 //! `--rounds N`, `--count N`, `--pin APP,ENGINE` to pin the client thread
 //! and the engine thread).
 //!
+//! The daemon rows run the daemon as a separate process (this bench
+//! binary again, with `--daemon-role SOCKET`), started for its row's turn
+//! and killed after it (a busy-polling daemon would otherwise spin through
+//! the other rows); the client is this process.
+//!
 //! The server is an integrated listener on its own thread, sleeping
 //! between messages, the same for every row; only the client's mode
 //! changes. Rows are interleaved round by round (each round runs every
@@ -13,10 +18,14 @@
 //! all of them alike; a row's figure is the median over rounds of each
 //! round's median round trip.
 
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use xk_driver::api::{EngineConfig, Mode, Xtp, XtpStream};
+use xk_driver::daemon::{self, DaemonConfig};
 
 const PORT: u16 = 7;
 const SIZES: [usize; 3] = [10, 1000, 10_000];
@@ -26,6 +35,54 @@ struct Row {
     mode: Mode,
     /// Integrated row this one is compared with.
     base: usize,
+    /// A daemon process to start for the row: busy-polling or not.
+    daemon: Option<bool>,
+}
+
+/// A daemon child process, killed (by its id) when dropped.
+struct DaemonChild(Child, PathBuf);
+
+impl DaemonChild {
+    fn start(socket: &PathBuf, busy: bool, pin: Option<usize>) -> DaemonChild {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.arg("--daemon-role").arg(socket).stdout(Stdio::piped());
+        if busy {
+            cmd.arg("--busy");
+        }
+        if let Some(cpu) = pin {
+            cmd.arg("--daemon-cpu").arg(cpu.to_string());
+        }
+        let mut child = cmd.spawn().expect("start the daemon");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        let d = DaemonChild(child, socket.clone());
+        out.read_line(&mut line).expect("daemon ready");
+        assert!(line.starts_with("ready"), "daemon said {line:?}");
+        d
+    }
+}
+
+impl Drop for DaemonChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_file(&self.1);
+    }
+}
+
+/// The daemon role: serves SOCKET until killed (or 10 minutes).
+fn daemon_role(socket: &str) {
+    if let Some(cpu) = arg("--daemon-cpu") {
+        pin_self(cpu.parse().expect("CPU"));
+    }
+    let mut cfg = DaemonConfig::new(socket);
+    cfg.engine.busy_poll = std::env::args().any(|a| a == "--busy");
+    static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_secs(600));
+        STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    daemon::serve(cfg, &STOP, |_| println!("ready")).expect("daemon");
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -62,15 +119,35 @@ fn serve() -> SocketAddr {
     addr.recv().unwrap()
 }
 
-/// `count` round trips of `size` bytes (after a warm-up); the median in µs
-/// and the application's and engine's wake-ups per message.
-fn ping(s: &mut XtpStream, size: usize, count: usize) -> (f64, f64, f64) {
+/// CPU time (user + system) of this whole process — client, engine
+/// thread, server thread — and of the daemon process `daemon`, in ns.
+fn host_cpu_ns(daemon: Option<u32>) -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let me = getrusage(UsageWho::RUSAGE_SELF).map_or(0.0, |u| {
+        let t = |v: nix::sys::time::TimeVal| v.tv_sec() as f64 * 1e9 + v.tv_usec() as f64 * 1e3;
+        t(u.user_time()) + t(u.system_time())
+    });
+    // /proc/PID/schedstat: the daemon's (main thread's) time on a CPU, ns.
+    let theirs = daemon
+        .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok())
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()))
+        .unwrap_or(0.0);
+    me + theirs
+}
+
+/// `count` round trips of `size` bytes (after a warm-up); the median in µs,
+/// the application's and engine's wake-ups per message, the payload
+/// copies made to cross the rings per message, and the host's CPU time per
+/// round trip in µs (this process and the daemon: client, engine and
+/// server alike).
+fn ping(s: &mut XtpStream, size: usize, count: usize, daemon: Option<u32>) -> (f64, f64, f64, f64, f64) {
     let msg = vec![0x5a; size];
     for _ in 0..50 {
         s.send_message(&msg, None).unwrap();
         s.recv_message().unwrap().unwrap();
     }
     let before = s.ring_stats().unwrap_or_default();
+    let cpu = host_cpu_ns(daemon);
     let mut rtts = Vec::with_capacity(count);
     for _ in 0..count {
         let t = Instant::now();
@@ -79,16 +156,27 @@ fn ping(s: &mut XtpStream, size: usize, count: usize) -> (f64, f64, f64) {
         rtts.push(t.elapsed().as_nanos() as f64 / 1000.0);
         assert_eq!(back.data.len(), size);
     }
+    let cpu = (host_cpu_ns(daemon) - cpu) / count as f64 / 1000.0;
     let after = s.ring_stats().unwrap_or_default();
     let per = |a: u64, b: u64| (a - b) as f64 / count as f64;
     (
         median(&rtts),
         per(after.app_wakeups, before.app_wakeups),
         per(after.engine_wakeups, before.engine_wakeups),
+        // Payload copies to cross between application and engine, per
+        // message (bytes copied both ways over the bytes of the request and
+        // the answer; 0 for integrated and the engine thread, whose rings
+        // move references).
+        per(after.app_copied + after.engine_copied, before.app_copied + before.engine_copied)
+            / (2 * size) as f64,
+        cpu,
     )
 }
 
 fn main() {
+    if let Some(socket) = arg("--daemon-role") {
+        return daemon_role(&socket);
+    }
     // `cargo bench` passes `--bench`; `cargo test --benches` runs it once, short.
     let quick = !std::env::args().any(|a| a == "--bench");
     let rounds: usize = arg("--rounds").map_or(if quick { 1 } else { 7 }, |v| v.parse().expect("--rounds N"));
@@ -104,43 +192,61 @@ fn main() {
     let engine = |busy_poll| {
         Mode::EngineThread(EngineConfig { busy_poll, cpu: pins.map(|p| p.1), ..EngineConfig::default() })
     };
+    let socket = std::env::temp_dir().join(format!("xpress-bench-{}.sock", std::process::id()));
+    let in_daemon = |busy_poll| Mode::Daemon { socket: socket.clone(), busy_poll };
     let rows = [
-        Row { name: "integrated, blocking", mode: Mode::Integrated { busy_poll: false }, base: 0 },
-        Row { name: "engine thread, blocking", mode: engine(false), base: 0 },
-        Row { name: "integrated, busy-poll", mode: Mode::Integrated { busy_poll: true }, base: 2 },
-        Row { name: "engine thread, busy-poll", mode: engine(true), base: 2 },
+        Row {
+            name: "integrated, blocking",
+            mode: Mode::Integrated { busy_poll: false },
+            base: 0,
+            daemon: None,
+        },
+        Row { name: "engine thread, blocking", mode: engine(false), base: 0, daemon: None },
+        Row { name: "daemon, blocking", mode: in_daemon(false), base: 0, daemon: Some(false) },
+        Row {
+            name: "integrated, busy-poll",
+            mode: Mode::Integrated { busy_poll: true },
+            base: 3,
+            daemon: None,
+        },
+        Row { name: "engine thread, busy-poll", mode: engine(true), base: 3, daemon: None },
+        Row { name: "daemon, busy-poll", mode: in_daemon(true), base: 3, daemon: Some(true) },
     ];
     let addr = serve();
     // [row][size] -> per-round medians, wake-ups
     let mut rtt = vec![vec![Vec::new(); SIZES.len()]; rows.len()];
-    let mut wakes = vec![vec![(0.0, 0.0); SIZES.len()]; rows.len()];
+    let mut wakes = vec![vec![(0.0, 0.0, 0.0, 0.0); SIZES.len()]; rows.len()];
     for _ in 0..rounds {
         for (r, row) in rows.iter().enumerate() {
-            let mut s = Xtp::new(row.mode).connect(addr, PORT).expect("connect");
+            let daemon = row.daemon.map(|busy| DaemonChild::start(&socket, busy, pins.map(|p| p.1)));
+            let daemon_pid = daemon.as_ref().map(|d| d.0.id());
+            let mut s = Xtp::new(row.mode.clone()).connect(addr, PORT).expect("connect");
             for (k, &size) in SIZES.iter().enumerate() {
-                let (m, app, eng) = ping(&mut s, size, count);
+                let (m, app, eng, copies, cpu) = ping(&mut s, size, count, daemon_pid);
                 rtt[r][k].push(m);
-                wakes[r][k] = (app, eng);
+                wakes[r][k] = (app, eng, copies, cpu);
             }
             s.close().expect("close");
         }
     }
     println!("ping-pong RTT on loopback, median of {rounds} round medians of {count} round trips (µs)");
     println!(
-        "{:<26} {:>7} {:>10} {:>8} {:>12} {:>12}",
-        "client mode", "bytes", "RTT µs", "ratio", "app wake/msg", "eng wake/msg"
+        "{:<26} {:>7} {:>10} {:>8} {:>12} {:>12} {:>12} {:>12}",
+        "client mode", "bytes", "RTT µs", "ratio", "app wake/msg", "eng wake/msg", "copies/msg", "CPU µs/RTT"
     );
     let med: Vec<Vec<f64>> = rtt.iter().map(|r| r.iter().map(|v| median(v)).collect()).collect();
     for (r, row) in rows.iter().enumerate() {
         for (k, &size) in SIZES.iter().enumerate() {
             println!(
-                "{:<26} {:>7} {:>10.1} {:>8.3} {:>12.2} {:>12.2}",
+                "{:<26} {:>7} {:>10.1} {:>8.3} {:>12.2} {:>12.2} {:>12.2} {:>12.1}",
                 row.name,
                 size,
                 med[r][k],
                 med[r][k] / med[row.base][k],
                 wakes[r][k].0,
-                wakes[r][k].1
+                wakes[r][k].1,
+                wakes[r][k].2,
+                wakes[r][k].3
             );
         }
     }

@@ -10,6 +10,9 @@
 //! * [`engine`]: the engine-thread deployment — the endpoint on its own
 //!   (pinnable) thread behind lock-free TN/FN rings of control blocks; the
 //!   blocking API runs on it when made with [`engine::Mode::EngineThread`].
+//! * [`daemon`]: the daemon deployment — `xpress daemon` owns the endpoint
+//!   and serves client processes through shared-memory rings
+//!   ([`engine::Mode::Daemon`]).
 //! * [`netns`]: driver 3 of the link model — two network namespaces joined by
 //!   TUN devices through the model (root).
 //! * [`transport`]: what the driver needs from a socket; [`batch`] implements
@@ -21,14 +24,17 @@
 //!   (timerfd + epoll, a bounded final spin, `SCHED_FIFO` when permitted).
 //! * [`clock`]: the monotonic clock as an [`xk_time::Instant`].
 //!
-//! `unsafe` stays forbidden here too: system calls go through `nix` and
-//! `socket2`, the scheduling policy through `thread-priority`.
+//! `unsafe` stays forbidden here too: system calls go through `nix`,
+//! `rustix` and `socket2`, the scheduling policy through `thread-priority`,
+//! shared memory through `xk-shm` (the one crate with `unsafe`, in one
+//! module).
 
 #[cfg(feature = "tokio")]
 pub mod aio;
 pub mod api;
 pub mod batch;
 pub mod clock;
+pub mod daemon;
 pub mod driver;
 pub mod engine;
 pub mod lanes;

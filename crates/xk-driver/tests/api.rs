@@ -5,29 +5,70 @@
 //! aborting.
 //!
 //! The same suite runs once per deployment mode (`integrated::*`,
-//! `engine_thread::*`): client and server both make their objects through
-//! an `Xtp` of that mode, and nothing else differs.
+//! `engine_thread::*`, `daemon::*`): client and server both make their
+//! objects through an `Xtp` of that mode, and nothing else differs. In the
+//! daemon mode the client (this process) and the server (a child) each
+//! register with a daemon of their own (two more child processes, see
+//! `common`), started with a retry limit of 3 (the endpoint settings are
+//! the daemon's in that mode); "peer killed" then kills the server and its
+//! daemon, as a host going down.
 //!
 //! The server is this test binary run again as a child process with
 //! `XPRESS_API_ROLE=server` and `XPRESS_API_MODE` (the `server_role` test
 //! below does nothing otherwise); it prints its address, serves until told
 //! to stop or 60 s pass.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::{DaemonChild, Settings};
 use xk_driver::api::{Mode, Xtp};
 use xtp_proto::{ContextConfig, EndpointConfig, Service};
 
 /// The deployment modes the suite runs in, by name (the server child gets
-/// the name in its environment).
-fn mode(name: &str) -> Xtp {
+/// the name in its environment, and in the daemon mode its daemon's socket).
+fn mode_at(name: &str, socket: Option<PathBuf>) -> Xtp {
     Xtp::new(match name {
         "integrated" => Mode::integrated(),
         "engine_thread" => Mode::engine_thread(),
+        "daemon" => Mode::daemon(socket.expect("a daemon socket")),
         other => panic!("unknown mode {other}"),
     })
+}
+
+/// What one test runs in: its client's `Xtp` and, in the daemon mode, the
+/// two daemons (the client's and the server's).
+struct Env {
+    mode: &'static str,
+    xtp: Xtp,
+    /// Kept alive for the test (killed when dropped).
+    _client_daemon: Option<DaemonChild>,
+    server_daemon: Option<DaemonChild>,
+}
+
+fn env(mode: &'static str) -> Env {
+    if mode != "daemon" {
+        return Env { mode, xtp: mode_at(mode, None), _client_daemon: None, server_daemon: None };
+    }
+    let impatient = Settings { max_retries: Some(3), no_connect_timeout: true, ..Settings::default() };
+    let c = DaemonChild::start(&impatient);
+    let s = DaemonChild::start(&impatient);
+    Env { mode, xtp: mode_at(mode, Some(c.socket.clone())), _client_daemon: Some(c), server_daemon: Some(s) }
+}
+
+impl Env {
+    fn server(&self) -> Server {
+        Server::start(self.mode, self.server_daemon.as_ref().map(|d| d.socket.clone()))
+    }
+}
+
+#[test]
+fn daemon_role() {
+    common::daemon_role()
 }
 
 /// Runs each listed test function once per mode, as `MODE::NAME`.
@@ -38,6 +79,9 @@ macro_rules! in_every_mode {
         }
         mod engine_thread {
             $(#[test] fn $name() { super::$name("engine_thread") })*
+        }
+        mod daemon {
+            $(#[test] fn $name() { super::$name("daemon") })*
         }
     };
 }
@@ -60,14 +104,16 @@ struct Server {
 }
 
 impl Server {
-    fn start(mode: &str) -> Server {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "server_role", "--nocapture", "--test-threads", "1"])
+    fn start(mode: &str, socket: Option<PathBuf>) -> Server {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "server_role", "--nocapture", "--test-threads", "1"])
             .env("XPRESS_API_ROLE", "server")
             .env("XPRESS_API_MODE", mode)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the server process");
+            .stdout(Stdio::piped());
+        if let Some(s) = socket {
+            cmd.env("XPRESS_DAEMON_SOCKET", s);
+        }
+        let mut child = cmd.spawn().expect("start the server process");
         let out = BufReader::new(child.stdout.take().unwrap());
         // From here the child is reaped by `Drop`, whatever happens.
         let mut srv = Server { child, addr: String::new(), out };
@@ -114,7 +160,10 @@ fn server_role() {
     if std::env::var("XPRESS_API_ROLE").as_deref() != Ok("server") {
         return;
     }
-    let xtp = mode(&std::env::var("XPRESS_API_MODE").unwrap_or_else(|_| "integrated".into()));
+    let xtp = mode_at(
+        &std::env::var("XPRESS_API_MODE").unwrap_or_else(|_| "integrated".into()),
+        std::env::var_os("XPRESS_DAEMON_SOCKET").map(PathBuf::from),
+    );
     let mut l = xtp.bind("127.0.0.1:0", PORT).unwrap();
     println!("listening {}", l.local_addr().unwrap());
     let t0 = std::time::Instant::now();
@@ -155,9 +204,10 @@ fn server_role() {
     }
 }
 
-fn stream_messages_transaction_datagrams_between_processes(mode_name: &str) {
-    let xtp = mode(mode_name);
-    let mut srv = Server::start(mode_name);
+fn stream_messages_transaction_datagrams_between_processes(mode_name: &'static str) {
+    let env = env(mode_name);
+    let xtp = &env.xtp;
+    let mut srv = env.server();
     let addr = srv.addr.clone();
 
     // Stream: 10 MB written as one unbroken stream, echoed back in pieces.
@@ -198,9 +248,10 @@ fn stream_messages_transaction_datagrams_between_processes(mode_name: &str) {
     xtp.send_datagram(&*addr, PORT, b"quit", true, Duration::from_secs(10)).unwrap();
 }
 
-fn no_listener_is_a_named_refusal(mode_name: &str) {
-    let srv = Server::start(mode_name);
-    let mut s = mode(mode_name).connect(&*srv.addr, 99).unwrap();
+fn no_listener_is_a_named_refusal(mode_name: &'static str) {
+    let env = env(mode_name);
+    let srv = env.server();
+    let mut s = env.xtp.connect(&*srv.addr, 99).unwrap();
     s.write_all(b"anyone?").unwrap();
     let mut buf = [0u8; 16];
     let err = s.read(&mut buf).unwrap_err();
@@ -213,10 +264,11 @@ fn impatient() -> EndpointConfig {
     EndpointConfig { max_retries: 3, ..EndpointConfig::default() }
 }
 
-fn unreachable_peer_times_out_saying_nothing_was_acknowledged(mode_name: &str) {
+fn unreachable_peer_times_out_saying_nothing_was_acknowledged(mode_name: &'static str) {
+    let env = env(mode_name);
     // A UDP port with nothing behind it.
     let addr = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let mut s = mode(mode_name).connect_with(addr, PORT, impatient(), ContextConfig::stream()).unwrap();
+    let mut s = env.xtp.connect_with(addr, PORT, impatient(), ContextConfig::stream()).unwrap();
     s.write_all(b"hello?").unwrap();
     let mut buf = [0u8; 8];
     let err = s.read(&mut buf).unwrap_err();
@@ -224,14 +276,21 @@ fn unreachable_peer_times_out_saying_nothing_was_acknowledged(mode_name: &str) {
     assert!(err.to_string().contains("0 bytes acknowledged"), "{err}");
 }
 
-fn peer_killed_mid_transfer_reports_what_was_acknowledged(mode_name: &str) {
-    let mut srv = Server::start(mode_name);
-    let mut s = mode(mode_name).connect_with(&*srv.addr, PORT, impatient(), ContextConfig::stream()).unwrap();
+fn peer_killed_mid_transfer_reports_what_was_acknowledged(mode_name: &'static str) {
+    let mut env = env(mode_name);
+    let mut srv = env.server();
+    let mut s = env.xtp.connect_with(&*srv.addr, PORT, impatient(), ContextConfig::stream()).unwrap();
     let chunk = pattern(1 << 20);
     // Make sure the server is receiving, then kill it (our own child, by id).
     s.send_message(&chunk, None).unwrap();
     let echo = s.recv_message().unwrap().expect("echo"); // the server is alive and answering
     assert_eq!(echo.data.len(), chunk.len());
+    // The server's host goes down: in the daemon mode its daemon first
+    // (otherwise the daemon, seeing its client die, aborts the context and
+    // we get a reset).
+    if let Some(d) = env.server_daemon.as_mut() {
+        d.kill();
+    }
     let _ = srv.child.kill();
     let _ = srv.child.wait();
     let err = loop {
@@ -252,9 +311,10 @@ fn peer_killed_mid_transfer_reports_what_was_acknowledged(mode_name: &str) {
     eprintln!("after the kill: {text}");
 }
 
-fn peer_abort_is_a_reset(mode_name: &str) {
-    let mut srv = Server::start(mode_name);
-    let mut s = mode(mode_name).connect(&*srv.addr, PORT).unwrap();
+fn peer_abort_is_a_reset(mode_name: &'static str) {
+    let env = env(mode_name);
+    let mut srv = env.server();
+    let mut s = env.xtp.connect(&*srv.addr, PORT).unwrap();
     s.send_message(b"abort", None).unwrap();
     let err = s.recv_message().unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");

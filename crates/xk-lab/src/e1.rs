@@ -13,6 +13,10 @@
 //!   kernel's UDP path); the server on its own thread (blocking waits: a
 //!   cross-thread wake-up per message); the server as `xpress serve` in its
 //!   own process (seed 000 Table 1's situation).
+//! * The deployment modes (`e1_modes`): a client written against the
+//!   blocking API, integrated, on an engine thread, and through an
+//!   `xpress daemon` process (SandiaXTP's daemon serving separate client
+//!   processes), against one echo thread.
 //! * The raw-UDP floor: the same exchange with plain sockets, no protocol.
 
 use std::net::SocketAddr;
@@ -49,7 +53,7 @@ pub struct Row {
 }
 
 impl Row {
-    fn new(setting: String, size: usize, link_delay_ns: u64, e2e_ns: Vec<u64>) -> Row {
+    pub(crate) fn new(setting: String, size: usize, link_delay_ns: u64, e2e_ns: Vec<u64>) -> Row {
         let median_e2e_ns = stats::median(e2e_ns.iter().map(|&v| v as f64));
         Row {
             setting,
@@ -447,7 +451,7 @@ impl Experiment for E1 {
             .iter()
             .map(|&s| Step {
                 label: format!(
-                    "{s} B: simulator 0.9 ms and 0 ms; real UDP one thread, server thread, separate processes; raw UDP floor"
+                    "{s} B: simulator 0.9 ms and 0 ms; real UDP one thread, server thread, separate processes; API integrated, engine thread, daemon; raw UDP floor"
                 ),
                 point: s,
             })
@@ -456,14 +460,16 @@ impl Experiment for E1 {
     fn run(&mut self, &size: &usize, env: &Env) -> Result<Vec<Row>, String> {
         let i = self.0.sizes.iter().position(|&s| s == size).unwrap_or(0) as u64;
         let (sim_n, udp_n) = (self.0.simulated_count, self.0.udp_count);
-        Ok(vec![
+        let mut rows = vec![
             simulated(size, Duration::from_micros(900), sim_n, env.seed + i)?,
             simulated(size, Duration::ZERO, sim_n, env.seed + 10 + i)?,
             udp(size, udp_n)?,
             udp_threads(size, udp_n)?,
             udp_processes(size, udp_n)?,
-            udp_floor(size, udp_n)?,
-        ])
+        ];
+        rows.extend(crate::e1_modes::api_modes(size, udp_n)?);
+        rows.push(udp_floor(size, udp_n)?);
+        Ok(rows)
     }
     fn csv_key() -> &'static [&'static str] {
         &["setting", "size"]

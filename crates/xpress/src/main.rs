@@ -6,6 +6,7 @@
 mod args;
 mod bench;
 mod bulk;
+mod daemon_cmd;
 mod emulate;
 mod ftp_cmd;
 mod fuzz_cmd;
@@ -41,6 +42,9 @@ enum Command {
     /// Serve `ping` and `bulk`: XTP echo/discard/verify, the TCP and UDP
     /// floors, optionally QUIC; one line per bound service.
     Serve(serve::ServeArgs),
+    /// The XTP endpoint as a daemon serving client processes over shared
+    /// memory (`Mode::Daemon`); `--status` asks a running one.
+    Daemon(daemon_cmd::DaemonArgs),
     /// Round trips over XTP (or the UDP/TCP floors), as ping reports them.
     Ping(ping::PingArgs),
     /// Bulk transfer over XTP (or TCP, QUIC), as iperf3 reports it.
@@ -80,6 +84,7 @@ fn main() -> ExitCode {
         Command::Emulate(args) => emulate::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Daemon(args) => daemon_cmd::run(&args),
         Command::Ping(args) => return status(ping::run(&args)),
         Command::Bulk(args) => return status(bulk::run(&args)),
         Command::Ftp(cmd) => ftp_cmd::run(cmd),

@@ -672,3 +672,35 @@ fn json_keeps_every_earlier_key() {
     }
     assert_eq!((v["length"].as_u64(), v["count"].as_u64()), (Some(100), Some(5)));
 }
+
+/// `xpress daemon`: prints what it serves, answers `--status`, refuses a
+/// second daemon on the same socket and a bad ring size by name, and says
+/// there is no daemon once it has stopped (`--duration`).
+#[test]
+fn daemon_serves_answers_status_and_refuses_by_name() {
+    let sock = std::env::temp_dir().join(format!("xpress-cli-{}.sock", std::process::id()));
+    let sock_s = sock.to_string_lossy().into_owned();
+    let (_, err) = text(&run(&["daemon", "--socket", &sock_s, "--ring", "1000"]));
+    assert!(err.contains("ring size 1000 bytes: must be a power of two"), "{err}");
+    let mut child = Reaped(
+        Command::new(X)
+            .args(["daemon", "--socket", &sock_s, "--duration", "3"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with(&format!("xpress daemon: serving {sock_s} (XTP on UDP 127.0.0.1:")), "{line}");
+    let (out, _) = text(&run(&["daemon", "--socket", &sock_s, "--status"]));
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!((v["clients"].as_u64(), v["contexts"].as_u64()), (Some(0), Some(0)), "{v}");
+    let (_, err) = text(&run(&["daemon", "--socket", &sock_s]));
+    assert!(err.contains(&format!("an xpress daemon already serves {sock_s}")), "{err}");
+    let t = Instant::now();
+    let _ = child.0.wait();
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let (_, err) = text(&run(&["daemon", "--socket", &sock_s, "--status"]));
+    assert!(err.contains(&format!("no xpress daemon at {sock_s}")), "{err}");
+    assert!(!sock.exists(), "the socket file is removed on exit");
+}

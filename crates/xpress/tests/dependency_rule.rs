@@ -10,7 +10,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Crates allowed to do I/O and read the clock.
-const IO_CRATES: &[&str] = &["xpress", "xk-driver", "xk-lab", "xk-apps", "xk-ftp", "xk-loadgen"];
+const IO_CRATES: &[&str] = &["xpress", "xk-driver", "xk-shm", "xk-lab", "xk-apps", "xk-ftp", "xk-loadgen"];
 
 /// Crates that must never appear under a protocol or framework crate.
 const FORBIDDEN: &[&str] =

@@ -59,8 +59,8 @@ fn quick_report_has_every_experiment_and_renders() {
     let e1 = rows(&json, "E1");
     assert_eq!(
         e1.len(),
-        18,
-        "6 settings (2 simulated; XTP over UDP on one thread, server thread, separate processes; raw UDP floor) × 3 sizes"
+        27,
+        "9 settings (2 simulated; XTP over UDP on one thread, server thread, separate processes; the API integrated, on an engine thread, via a daemon process; raw UDP floor) × 3 sizes"
     );
     for r in &e1 {
         assert!(!r["samples_e2e_ns"].as_array().unwrap().is_empty(), "{r}");

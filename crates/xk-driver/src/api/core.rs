@@ -76,11 +76,26 @@ fn open_error(peer: SocketAddr, port: u16, e: impl std::fmt::Debug) -> io::Error
 }
 
 impl Core {
-    /// Binds `local` and starts the endpoint in `mode`.
+    /// Binds `local` and starts the endpoint in `mode`. In the daemon
+    /// mode, registers with the daemon instead: its socket is used, so
+    /// `local` must be a port-0 address or the daemon's own.
     pub(crate) fn bind(local: SocketAddr, ep: EndpointConfig, mode: Mode) -> io::Result<Core> {
-        let busy = match mode {
-            Mode::Integrated { busy_poll } => busy_poll,
-            Mode::EngineThread(cfg) => cfg.busy_poll,
+        let (busy, engine) = match mode {
+            Mode::Integrated { busy_poll } => (busy_poll, None),
+            Mode::EngineThread(cfg) => (cfg.busy_poll, Some(cfg)),
+            Mode::Daemon { socket, busy_poll } => {
+                let client = crate::daemon::connect(&socket, busy_poll)?;
+                let theirs = client.local_addr();
+                if local.port() != 0 && local != theirs {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrNotAvailable,
+                        format!(
+                            "{local}: in the daemon mode the daemon's socket ({theirs}) is used; bind port 0 or {theirs}"
+                        ),
+                    ));
+                }
+                return Ok(Core::Engine(client));
+            }
         };
         let wait = if busy { WaitMode::BusyPoll } else { WaitMode::Blocking };
         let driver = UdpDriver::bind_with(
@@ -89,9 +104,9 @@ impl Core {
             super::time_seed(),
             DriverConfig { wait, offload: true, ..DriverConfig::default() },
         )?;
-        Ok(match mode {
-            Mode::Integrated { .. } => Core::Integrated(Linger(Some(driver))),
-            Mode::EngineThread(cfg) => Core::Engine(crate::engine::spawn(driver, cfg)?),
+        Ok(match engine {
+            None => Core::Integrated(Linger(Some(driver))),
+            Some(cfg) => Core::Engine(crate::engine::spawn(driver, cfg)?),
         })
     }
 

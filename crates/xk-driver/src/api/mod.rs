@@ -22,6 +22,10 @@
 //! * [`Mode::EngineThread`]: the driver runs on its own thread
 //!   ([`crate::engine`]); calls post control blocks to it and wait for its
 //!   completions, one wake-up per message.
+//! * [`Mode::Daemon`]: the driver runs in an `xpress daemon` process
+//!   ([`crate::daemon`]) shared with other client processes; each object
+//!   registers with it and posts the same blocks through rings in shared
+//!   memory. The endpoint settings are the daemon's.
 //!
 //! A program wanting parallelism runs one listener per thread (or uses
 //! several sockets). Errors are `io::Error`s whose text names what the protocol said:
@@ -235,7 +239,7 @@ impl Xtp {
 
     /// As [`XtpStream::connect`].
     pub fn connect(&self, addr: impl std::net::ToSocketAddrs, port: u16) -> io::Result<XtpStream> {
-        XtpStream::open(self.mode, addr, port, self.client_endpoint(), ContextConfig::stream())
+        XtpStream::open(self.mode.clone(), addr, port, self.client_endpoint(), ContextConfig::stream())
     }
 
     /// As [`XtpStream::connect_with`] (`ep` replaces the client settings).
@@ -246,12 +250,12 @@ impl Xtp {
         ep: EndpointConfig,
         cfg: ContextConfig,
     ) -> io::Result<XtpStream> {
-        XtpStream::open(self.mode, addr, port, ep, cfg)
+        XtpStream::open(self.mode.clone(), addr, port, ep, cfg)
     }
 
     /// As [`XtpListener::bind`].
     pub fn bind(&self, addr: impl std::net::ToSocketAddrs, port: u16) -> io::Result<XtpListener> {
-        XtpListener::open(self.mode, addr, port, self.server_endpoint())
+        XtpListener::open(self.mode.clone(), addr, port, self.server_endpoint())
     }
 
     /// As [`send_datagram`].
@@ -263,7 +267,7 @@ impl Xtp {
         acknowledged: bool,
         timeout: std::time::Duration,
     ) -> io::Result<()> {
-        datagram::send(self.mode, self.client_endpoint(), addr, port, data, acknowledged, timeout)
+        datagram::send(self.mode.clone(), self.client_endpoint(), addr, port, data, acknowledged, timeout)
     }
 
     /// As [`transaction`].
@@ -274,7 +278,7 @@ impl Xtp {
         request: &[u8],
         timeout: std::time::Duration,
     ) -> io::Result<Vec<u8>> {
-        datagram::request(self.mode, self.client_endpoint(), addr, port, request, timeout)
+        datagram::request(self.mode.clone(), self.client_endpoint(), addr, port, request, timeout)
     }
 }
 

@@ -206,6 +206,9 @@ pub enum BlockError {
     Open(String),
     /// The context's writing side is closed.
     Closed,
+    /// The block could not be read (daemon mode: a record in the shared
+    /// ring with an unknown kind or a field out of range); it was skipped.
+    Corrupt(String),
 }
 
 impl fmt::Display for BlockError {
@@ -215,6 +218,7 @@ impl fmt::Display for BlockError {
             BlockError::BadHandle => write!(f, "handle in the engine's range or already in use"),
             BlockError::Open(e) => write!(f, "cannot open the context: {e}"),
             BlockError::Closed => write!(f, "the context's writing side is closed"),
+            BlockError::Corrupt(e) => write!(f, "corrupt block: {e}"),
         }
     }
 }

@@ -16,6 +16,60 @@ use super::block::{BlockError, CtxHandle, FromEngine, ToEngine};
 use super::ring::{Link, RingStats};
 use crate::clock::Clock;
 
+/// The application's side of a ring pair, as [`EngineClient`] uses it: the
+/// engine thread's in-process rings, or a daemon's shared-memory rings.
+pub(crate) trait AppLink {
+    /// Posts a block; hands it back when TN is full.
+    fn try_send(&mut self, b: ToEngine, urgent: bool) -> Result<(), ToEngine>;
+    /// Takes a block from FN, if one is waiting.
+    fn try_recv(&mut self) -> Option<FromEngine>;
+    /// Whether a block waits in FN.
+    fn has_input(&self) -> bool;
+    /// Whether TN is full.
+    fn is_full(&self) -> bool;
+    /// The engine has ended (or the daemon went away).
+    fn peer_gone(&self) -> bool;
+    /// Sleeps until FN has a block (`data`; with `urgent_only`, an urgent
+    /// one), TN has room (`space`), or `timeout` passes.
+    fn park(&mut self, data: bool, urgent_only: bool, space: bool, timeout: Duration) -> io::Result<()>;
+    /// Wake-up counters of both sides.
+    fn stats(&self) -> RingStats;
+    /// The error a call gets once the engine is gone.
+    fn gone_error(&self) -> io::Error;
+    /// Largest payload one block may carry (larger writes are split).
+    fn max_payload(&self) -> usize;
+}
+
+impl AppLink for Link<ToEngine, FromEngine> {
+    fn try_send(&mut self, b: ToEngine, urgent: bool) -> Result<(), ToEngine> {
+        Link::try_send(self, b, urgent)
+    }
+    fn try_recv(&mut self) -> Option<FromEngine> {
+        Link::try_recv(self)
+    }
+    fn has_input(&self) -> bool {
+        Link::has_input(self)
+    }
+    fn is_full(&self) -> bool {
+        Link::is_full(self)
+    }
+    fn peer_gone(&self) -> bool {
+        Link::peer_gone(self)
+    }
+    fn park(&mut self, data: bool, urgent_only: bool, space: bool, timeout: Duration) -> io::Result<()> {
+        Link::park(self, data, urgent_only, space, None, Some(timeout)).map(|_| ())
+    }
+    fn stats(&self) -> RingStats {
+        Link::stats(self)
+    }
+    fn gone_error(&self) -> io::Error {
+        io::Error::new(io::ErrorKind::BrokenPipe, "the XTP engine thread has ended (socket error)")
+    }
+    fn max_payload(&self) -> usize {
+        usize::MAX
+    }
+}
+
 /// Longest single sleep while waiting for ring space (the engine's end is
 /// checked between sleeps).
 const SPACE_WAIT: Duration = Duration::from_millis(50);
@@ -67,9 +121,9 @@ struct Mirror {
     ended: bool,
 }
 
-/// The application's end of an engine thread.
+/// The application's end of an engine thread or of a daemon.
 pub struct EngineClient {
-    link: Link<ToEngine, FromEngine>,
+    link: Box<dyn AppLink>,
     clock: Clock,
     local: SocketAddr,
     cfg: EngineConfig,
@@ -80,7 +134,7 @@ pub struct EngineClient {
 }
 
 impl EngineClient {
-    pub(super) fn new(link: Link<ToEngine, FromEngine>, local: SocketAddr, cfg: EngineConfig) -> Self {
+    pub(crate) fn new(link: Box<dyn AppLink>, local: SocketAddr, cfg: EngineConfig) -> Self {
         EngineClient {
             link,
             clock: Clock::new(),
@@ -113,10 +167,6 @@ impl EngineClient {
         self.link.stats()
     }
 
-    fn engine_gone() -> io::Error {
-        io::Error::new(io::ErrorKind::BrokenPipe, "the XTP engine thread has ended (socket error)")
-    }
-
     /// Posts a block, waiting while the TN ring is full (backpressure: the
     /// block is never dropped). Fails only if the engine has ended.
     pub fn post(&mut self, mut block: ToEngine) -> io::Result<()> {
@@ -126,12 +176,12 @@ impl EngineClient {
                 Err(b) => block = b,
             }
             if self.link.peer_gone() {
-                return Err(Self::engine_gone());
+                return Err(self.link.gone_error());
             }
             if self.cfg.busy_poll {
                 std::hint::spin_loop();
             } else {
-                self.link.park(false, false, true, None, Some(SPACE_WAIT))?;
+                self.link.park(false, false, true, SPACE_WAIT)?;
             }
         }
     }
@@ -188,10 +238,19 @@ impl EngineClient {
         }
     }
 
-    /// Posts a write (no copy: `data` crosses the ring).
-    pub fn write(&mut self, ctx: CtxHandle, data: Bytes, eom: bool, btag: Option<u64>) -> io::Result<()> {
+    /// Posts a write (no copy in the engine-thread mode: `data` crosses
+    /// the ring; one into the shared segment in the daemon mode). A write
+    /// larger than a block may carry goes as several blocks, the EOM on the
+    /// last and the BTAG on the first.
+    pub fn write(&mut self, ctx: CtxHandle, mut data: Bytes, eom: bool, btag: Option<u64>) -> io::Result<()> {
         if let Some(m) = self.ctxs.get_mut(&ctx) {
             m.posted += data.len() as u64;
+        }
+        let max = self.link.max_payload().max(1);
+        let mut btag = btag;
+        while data.len() > max {
+            let piece = data.split_to(max);
+            self.post(ToEngine::Write { ctx, data: piece, eom: false, btag: btag.take() })?;
         }
         self.post(ToEngine::Write { ctx, data, eom, btag })
     }
@@ -268,11 +327,11 @@ impl EngineClient {
                     std::thread::yield_now();
                 }
             } else {
-                self.link.park(true, message_end, false, None, Some(max))?;
+                self.link.park(true, message_end, false, max)?;
             }
         }
         if !self.link.has_input() && self.link.peer_gone() {
-            return Err(Self::engine_gone());
+            return Err(self.link.gone_error());
         }
         self.collect();
         Ok(())

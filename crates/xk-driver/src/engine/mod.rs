@@ -5,11 +5,15 @@
 //! processor interface, Aeron's media driver in one process).
 //!
 //! * [`block`]: the blocks (plain data, payload by handle);
-//! * `ring`: the rings and their wake-up protocol (an eventfd per side, rung
-//!   only when that side sleeps);
-//! * `thread`: the engine's loop;
-//! * [`EngineClient`]: the application's side, which the blocking API
-//!   ([`crate::api`]) uses when constructed with [`Mode::EngineThread`].
+//! * `serve`: the engine itself — a driver serving sessions, each a pair
+//!   of rings behind a `Port` with its own handles (one session here; one
+//!   per client process in the daemon, [`crate::daemon`]);
+//! * `ring`: the in-process rings and their wake-up protocol (an eventfd
+//!   per side, rung only when that side sleeps);
+//! * `thread`: the engine thread's loop;
+//! * [`EngineClient`]: the application's side, over the in-process rings or
+//!   a daemon's shared-memory rings, which the blocking API ([`crate::api`])
+//!   uses when constructed with [`Mode::EngineThread`] or [`Mode::Daemon`].
 //!
 //! Contract: nothing is dropped between application and engine — a full TN
 //! ring blocks the poster ([`EngineClient::post`]) or hands the block back
@@ -24,6 +28,7 @@
 pub mod block;
 mod client;
 mod ring;
+pub(crate) mod serve;
 mod thread;
 
 use std::io;
@@ -31,6 +36,7 @@ use std::io;
 use xk_time::Duration;
 
 pub use block::{BlockError, CtxHandle, FromEngine, ToEngine};
+pub(crate) use client::AppLink;
 pub use client::{EngineClient, Notice};
 pub use ring::RingStats;
 
@@ -39,7 +45,7 @@ use crate::transport::Transport;
 
 /// Where the endpoint runs; chosen when an API object is made, invisible
 /// afterwards.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// In the application's thread: each blocking call turns the driver
     /// (sleeping in the kernel, or with `busy_poll` spinning on the socket).
@@ -49,6 +55,14 @@ pub enum Mode {
     },
     /// On a dedicated thread, through the TN and FN rings.
     EngineThread(EngineConfig),
+    /// In an `xpress daemon` process, through TN and FN rings in memory
+    /// shared with it ([`crate::daemon`]).
+    Daemon {
+        /// The daemon's Unix socket.
+        socket: std::path::PathBuf,
+        /// Spin on the FN ring instead of sleeping.
+        busy_poll: bool,
+    },
 }
 
 impl Default for Mode {
@@ -66,6 +80,11 @@ impl Mode {
     /// The engine thread, sleeping when idle, not pinned.
     pub fn engine_thread() -> Mode {
         Mode::EngineThread(EngineConfig::default())
+    }
+
+    /// The daemon at `socket`, sleeping when idle.
+    pub fn daemon(socket: impl Into<std::path::PathBuf>) -> Mode {
+        Mode::Daemon { socket: socket.into(), busy_poll: false }
     }
 
     /// The engine thread spinning on its socket and ring, and the
@@ -131,11 +150,11 @@ pub fn spawn<T: Transport + Send + 'static>(
         if ok {
             // A socket error ends the thread; the application's side then
             // finds the engine gone.
-            let _ = thread::Engine::new(driver, engine, cfg).run();
+            let _ = thread::run(driver, engine, cfg);
         }
     })?;
     ready_rx.recv().map_err(|_| io::Error::other("the engine thread ended before it started"))??;
-    Ok(EngineClient::new(app, local, cfg))
+    Ok(EngineClient::new(Box::new(app), local, cfg))
 }
 
 /// Pins the calling thread to `cpu`.

@@ -91,6 +91,13 @@ pub struct RingStats {
     pub tn_full: u64,
     /// Times the engine found the FN ring full.
     pub fn_full: u64,
+    /// Payload bytes the application's side copied to cross (daemon mode:
+    /// writes copied into TN, and received data copied out of FN instead
+    /// of viewed; the engine thread's rings copy nothing).
+    pub app_copied: u64,
+    /// Payload bytes the engine's side copied to cross (daemon mode: data
+    /// copied into FN, writes copied out of TN instead of viewed).
+    pub engine_copied: u64,
 }
 
 /// One side of the ring pair: sends `O`, receives `I`.
@@ -225,6 +232,8 @@ impl<O, I> Link<O, I> {
             engine_sleeps: engine.sleeps.load(Ordering::Relaxed),
             tn_full: app.full.load(Ordering::Relaxed),
             fn_full: engine.full.load(Ordering::Relaxed),
+            app_copied: 0,
+            engine_copied: 0,
         }
     }
 }

@@ -1,0 +1,199 @@
+//! Isolation inside the daemon, without processes: a client's segment is
+//! made here and written through raw ring producers, so that corrupt
+//! records — which the real client never writes — can be posted. A
+//! corrupt block is refused to its sender, a corrupt ring ends its
+//! sender's session, and another session served by the same engine is
+//! not disturbed; nothing panics.
+
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use xk_shm::{Producer, Segment};
+use xtp_proto::{ContextConfig, EndpointConfig};
+
+use super::codec;
+use super::link::{self, ShmLink, ShmPort};
+use crate::driver::UdpDriver;
+use crate::engine::serve::{Engine, Port};
+use crate::engine::{AppLink, BlockError, CtxHandle, EngineConfig, FromEngine, ToEngine};
+
+const CAP: usize = 64 << 10;
+
+fn bell() -> std::os::fd::OwnedFd {
+    EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC).unwrap().into()
+}
+
+/// A client's segment with both ends on it.
+fn pair() -> (Arc<Segment>, ShmPort, ShmLink) {
+    let seg = Arc::new(Segment::create("xpress-test", link::segment_len(CAP)).unwrap());
+    link::init_segment(&seg, CAP);
+    let (daemon_fd, client_fd) = (bell(), bell());
+    let (a, b) = UnixStream::pair().unwrap();
+    let port = ShmPort::new(
+        seg.clone(),
+        CAP,
+        daemon_fd.try_clone().unwrap(),
+        client_fd.try_clone().unwrap(),
+        a,
+        1,
+        0,
+    )
+    .unwrap();
+    let app = ShmLink::new(seg.clone(), client_fd, daemon_fd, b, "/test.sock".into()).unwrap();
+    (seg, port, app)
+}
+
+/// Posts a raw record on TN (as a client that ignores the codec would).
+fn raw(seg: &Arc<Segment>, kind: u32, body: &[u8]) {
+    let mut p = Producer::new(seg.clone(), link::layouts(CAP).0).unwrap();
+    assert!(p.push(kind, &[body]).unwrap());
+}
+
+/// Posts a block through the codec with a raw producer.
+fn post(seg: &Arc<Segment>, b: &ToEngine) {
+    let (kind, w, payload) = codec::encode_to_engine(b);
+    let mut p = Producer::new(seg.clone(), link::layouts(CAP).0).unwrap();
+    let parts: Vec<&[u8]> = match payload {
+        Some(d) => vec![&w.0, d],
+        None => vec![&w.0],
+    };
+    assert!(p.push(kind, &parts).unwrap());
+}
+
+#[test]
+fn every_block_crosses_the_shared_rings_intact() {
+    let (_seg, mut port, mut app) = pair();
+    let peer = "127.0.0.1:9".parse().unwrap();
+    let mut cfg = ContextConfig::stream();
+    cfg.sort = Some(7);
+    cfg.send_window = Some(123_456);
+    let blocks = vec![
+        ToEngine::Connect { ctx: CtxHandle(1), peer, port: 7, cfg: cfg.clone() },
+        ToEngine::Listen { port: 8, cfg },
+        ToEngine::Datagram {
+            ctx: CtxHandle(2),
+            peer,
+            port: 9,
+            data: Bytes::from_static(b"dgram"),
+            acknowledged: true,
+        },
+        ToEngine::Write { ctx: CtxHandle(1), data: Bytes::from(vec![7u8; 5000]), eom: true, btag: Some(99) },
+        ToEngine::Credit { ctx: CtxHandle(1), bytes: 4096 },
+        ToEngine::Close { ctx: CtxHandle(1) },
+        ToEngine::Abort { ctx: CtxHandle(2) },
+    ];
+    for b in &blocks {
+        let text = format!("{b:?}");
+        let b = match b {
+            ToEngine::Write { ctx, data, eom, btag } => {
+                ToEngine::Write { ctx: *ctx, data: data.clone(), eom: *eom, btag: *btag }
+            }
+            ToEngine::Datagram { ctx, peer, port, data, acknowledged } => ToEngine::Datagram {
+                ctx: *ctx,
+                peer: *peer,
+                port: *port,
+                data: data.clone(),
+                acknowledged: *acknowledged,
+            },
+            other => codec_roundtrip_copy(other),
+        };
+        assert!(AppLink::try_send(&mut app, b, true).is_ok());
+        let got = port.try_recv().expect("a block").expect("decoded");
+        assert_eq!(format!("{got:?}"), text);
+    }
+    let back = vec![
+        FromEngine::Incoming { ctx: CtxHandle(1 << 63), peer, service: xtp_proto::Service::Stream, port: 7 },
+        FromEngine::Data {
+            ctx: CtxHandle(1),
+            seq: 10,
+            data: Bytes::from_static(b"data"),
+            eom: true,
+            btag: Some(3),
+        },
+        FromEngine::Acked { ctx: CtxHandle(1), bytes: 77 },
+        FromEngine::PeerFinished { ctx: CtxHandle(1) },
+        FromEngine::Closed {
+            ctx: CtxHandle(1),
+            reason: xtp_proto::CloseReason::Refused { code: 1, value: 2, text: "no listener".into() },
+        },
+        FromEngine::Listening { port: 8, result: Err("port in use".into()) },
+        FromEngine::Failed { ctx: CtxHandle(5), error: BlockError::Corrupt("x".into()) },
+    ];
+    for b in back {
+        let text = format!("{b:?}");
+        assert!(Port::try_send(&mut port, b, true).is_ok());
+        let got = AppLink::try_recv(&mut app).expect("a block");
+        assert_eq!(format!("{got:?}"), text);
+    }
+}
+
+/// Blocks without payload are rebuilt field by field (they are not `Clone`).
+fn codec_roundtrip_copy(b: &ToEngine) -> ToEngine {
+    match b {
+        ToEngine::Connect { ctx, peer, port, cfg } => {
+            ToEngine::Connect { ctx: *ctx, peer: *peer, port: *port, cfg: cfg.clone() }
+        }
+        ToEngine::Listen { port, cfg } => ToEngine::Listen { port: *port, cfg: cfg.clone() },
+        ToEngine::Credit { ctx, bytes } => ToEngine::Credit { ctx: *ctx, bytes: *bytes },
+        ToEngine::Close { ctx } => ToEngine::Close { ctx: *ctx },
+        ToEngine::Abort { ctx } => ToEngine::Abort { ctx: *ctx },
+        _ => unreachable!("payload blocks are copied by the caller"),
+    }
+}
+
+#[test]
+fn corrupt_blocks_are_refused_and_the_ring_goes_on() {
+    let (seg, mut port, _app) = pair();
+    // An unknown kind.
+    raw(&seg, 99, b"whatever");
+    // A write cut short inside its fields (handle, then nothing).
+    raw(&seg, 4, &5u64.to_le_bytes());
+    // A connect whose mss is out of range.
+    let mut cfg = ContextConfig::stream();
+    cfg.mss = 1 << 20;
+    post(&seg, &ToEngine::Connect { ctx: CtxHandle(3), peer: "127.0.0.1:9".parse().unwrap(), port: 7, cfg });
+    // Then a good block.
+    post(&seg, &ToEngine::Close { ctx: CtxHandle(4) });
+    let mut got = Vec::new();
+    while let Some(b) = port.try_recv() {
+        got.push(b);
+    }
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert!(
+        matches!(&got[0], Err((CtxHandle(0), BlockError::Corrupt(e))) if e.contains("unknown block kind 99"))
+    );
+    assert!(matches!(&got[1], Err((CtxHandle(5), BlockError::Corrupt(e))) if e.contains("eom")), "{got:?}");
+    assert!(matches!(&got[2], Err((CtxHandle(3), BlockError::Corrupt(e))) if e.contains("mss")), "{got:?}");
+    assert!(matches!(&got[3], Ok(ToEngine::Close { ctx: CtxHandle(4) })));
+    assert!(!port.peer_gone());
+}
+
+#[test]
+fn a_scribbled_ring_ends_that_session_only() {
+    let d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 1).unwrap();
+    let mut e: Engine<_, ShmPort> = Engine::new(d, EngineConfig::default());
+    let (bad_seg, bad_port, _bad_app) = pair();
+    let (good_seg, good_port, mut good_app) = pair();
+    e.add_session(1, bad_port);
+    e.add_session(2, good_port);
+    // The bad client: a corrupt block, then a head far past its ring.
+    raw(&bad_seg, 42, b"?");
+    let tn_head = link::layouts(CAP).0.head;
+    // The good client: a listen, through the codec.
+    post(&good_seg, &ToEngine::Listen { port: 5, cfg: ContextConfig::stream() });
+    let posted = e.apply_posted();
+    e.after_apply(posted).unwrap();
+    bad_seg.u64_at(tn_head).store(u64::MAX / 2, std::sync::atomic::Ordering::SeqCst);
+    let posted = e.apply_posted();
+    e.after_apply(posted).unwrap();
+    assert_eq!(e.gone_sessions(), vec![1], "the scribbling client's session ends");
+    let bad = e.remove_session(1, true).unwrap();
+    assert!(bad.broken.as_deref().is_some_and(|w| w.contains("head")), "{:?}", bad.broken);
+    // The good one got its answer and still is served.
+    let got = AppLink::try_recv(&mut good_app).expect("an answer");
+    assert!(matches!(got, FromEngine::Listening { port: 5, result: Ok(()) }), "{got:?}");
+    assert_eq!(e.counts(2).listening, 1);
+    assert!(e.gone_sessions().is_empty());
+}

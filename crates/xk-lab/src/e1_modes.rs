@@ -1,0 +1,143 @@
+//! E1's deployment-mode rows (issue #17): the same ping-pong from a client
+//! written once against the blocking API (`XtpStream::send_message` /
+//! `recv_message`), made in each mode — integrated, engine thread, and
+//! through an `xpress daemon` in its own process (seed 000 Table 1's
+//! "separate processes": SandiaXTP's daemon serving its clients) — against
+//! one echo server on its own thread, over real UDP on loopback.
+
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+use xk_driver::api::{Mode, Xtp};
+use xk_driver::driver::UdpDriver;
+use xk_time::Duration;
+use xtp_proto::{ContextConfig, EndpointConfig, Event};
+
+use crate::e1::Row;
+
+/// The echo server of these rows: a driver on its own thread echoing
+/// every chunk (EOM kept), until dropped.
+struct EchoThread {
+    addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EchoThread {
+    fn start() -> Result<EchoThread, String> {
+        let mut d =
+            UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 15).map_err(|e| e.to_string())?;
+        let addr = d.local_addr().map_err(|e| e.to_string())?;
+        d.endpoint().listen(7, ContextConfig::stream()).map_err(|e| e.to_string())?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !halt.load(std::sync::atomic::Ordering::Relaxed) {
+                if d.turn(Duration::from_millis(20)).is_err() {
+                    return;
+                }
+                let now = d.now();
+                let ep = d.endpoint();
+                while let Some(ev) = ep.poll_event() {
+                    if let Event::Readable { ctx } = ev {
+                        while let Some(c) = ep.read(now, ctx) {
+                            let _ = ep.write(now, ctx, c.data, c.eom, None);
+                        }
+                    }
+                }
+            }
+        });
+        Ok(EchoThread { addr, stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for EchoThread {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `xpress daemon` as a child process (this binary is `xpress`), killed
+/// by its id when dropped; its stdout stays open (a closed pipe would end
+/// it at its next line).
+struct DaemonProcess {
+    child: Child,
+    _out: std::io::BufReader<ChildStdout>,
+    socket: PathBuf,
+}
+
+impl DaemonProcess {
+    fn start() -> Result<DaemonProcess, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let socket = std::env::temp_dir().join(format!("xpress-e1-{}.sock", std::process::id()));
+        let mut child = Command::new(exe)
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .args(["--listen", "127.0.0.1:0", "--duration", "600"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("start xpress daemon: {e}"))?;
+        let out = child.stdout.take().ok_or("no stdout")?;
+        let mut d = DaemonProcess { child, _out: std::io::BufReader::new(out), socket };
+        let mut line = String::new();
+        d._out.read_line(&mut line).map_err(|e| e.to_string())?;
+        if !line.starts_with("xpress daemon: serving") {
+            return Err(format!("xpress daemon said {line:?} (E1's daemon row needs the xpress binary)"));
+        }
+        Ok(d)
+    }
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// `count` round trips of `size` bytes from a client made with `xtp`;
+/// one way = half of each round trip.
+fn api_client(xtp: &Xtp, to: SocketAddr, size: usize, count: u32, what: &str) -> Result<Vec<u64>, String> {
+    let mut s = xtp.connect(to, 7).map_err(|e| format!("E1 {what}: {e}"))?;
+    s.set_timeout(Some(std::time::Duration::from_secs(5)));
+    let msg = vec![0x42u8; size];
+    let clock = xk_driver::clock::Clock::new();
+    let mut e2e_ns = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let t0 = clock.now();
+        s.send_message(&msg, None).map_err(|e| format!("E1 {what} {size} B: {e}"))?;
+        let back = s.recv_message().map_err(|e| format!("E1 {what} {size} B: {e}"))?;
+        if back.map(|m| m.data.len()) != Some(size) {
+            return Err(format!("E1 {what} {size} B: the echo was cut short"));
+        }
+        e2e_ns.push((clock.now() - t0).as_nanos() as u64 / 2);
+    }
+    s.abort();
+    Ok(e2e_ns)
+}
+
+/// The three rows for `size`: the API client integrated, on an engine
+/// thread, and through a daemon process.
+pub(crate) fn api_modes(size: usize, count: u32) -> Result<Vec<Row>, String> {
+    let server = EchoThread::start()?;
+    let daemon = DaemonProcess::start()?;
+    let modes = [
+        ("real UDP, API integrated", Mode::integrated()),
+        ("real UDP, API engine thread", Mode::engine_thread()),
+        ("real UDP, API via xpress daemon (separate process)", Mode::daemon(&daemon.socket)),
+    ];
+    let mut rows = Vec::new();
+    for (name, mode) in modes {
+        let r = api_client(&Xtp::new(mode), server.addr, size, count, name)?;
+        rows.push(Row::new(name.into(), size, 0, r));
+    }
+    Ok(rows)
+}
