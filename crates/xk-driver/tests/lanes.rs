@@ -138,24 +138,33 @@ fn a_client_refused_a_lane_at_the_limit_gets_the_next_one() {
     let (addr, h) = server(stop.clone(), 1);
     let mut clients: Vec<UdpDriver> =
         (0..2).map(|i| UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 10 + i).unwrap()).collect();
-    // A, then B a moment later: each sends 256 KB and closes.
+    // A sends 256 KB and closes; B, a moment later, sends 256 KB and keeps
+    // its context open until A's has long been freed on the server (2 s of
+    // linger, with room for a loaded machine), then closes.
     let mut ctxs = Vec::new();
     for c in clients.iter_mut() {
         let now = c.now();
         let ep = c.endpoint();
         let ctx = ep.connect(now, addr, 9, ContextConfig::stream()).unwrap();
         ep.write(now, ctx, Bytes::from(vec![3u8; 256 << 10]), false, None).unwrap();
-        ep.close(now, ctx);
         ctxs.push(ctx);
         for _ in 0..20 {
             c.turn(Duration::from_millis(5)).unwrap();
         }
     }
+    let now = clients[0].now();
+    clients[0].endpoint().close(now, ctxs[0]);
+    let b_closes = StdInstant::now() + StdDuration::from_secs(5);
     stop.store(true, Ordering::Relaxed);
-    // Both keep answering until the server has freed both contexts (A's
-    // first, after its linger, while B's still lingers).
-    let end = StdInstant::now() + StdDuration::from_secs(20);
+    // Both keep answering until the server has freed both contexts.
+    let end = StdInstant::now() + StdDuration::from_secs(25);
+    let mut b_open = true;
     while !h.is_finished() && StdInstant::now() < end {
+        if b_open && StdInstant::now() >= b_closes {
+            let now = clients[1].now();
+            clients[1].endpoint().close(now, ctxs[1]);
+            b_open = false;
+        }
         for c in clients.iter_mut() {
             c.turn(Duration::from_millis(2)).unwrap();
         }

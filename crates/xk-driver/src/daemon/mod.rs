@@ -123,6 +123,20 @@ fn no_daemon(path: &Path, e: &io::Error) -> io::Error {
 /// its rings (what [`crate::engine::Mode::Daemon`] runs on).
 pub fn connect(socket: &Path, busy_poll: bool) -> io::Result<EngineClient> {
     let mut sock = UnixStream::connect(socket).map_err(|e| no_daemon(socket, &e))?;
+    // The other way round too: whoever holds the socket path gets all our
+    // traffic, and a path in /tmp can be taken by another user first. Only
+    // a daemon of our own user or root is talked to.
+    let cred = rustix::net::sockopt::socket_peercred(&sock).map_err(io::Error::from)?;
+    let (theirs, ours) = (cred.uid.as_raw(), rustix::process::geteuid().as_raw());
+    if theirs != ours && theirs != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "the process at {} runs as uid {theirs}, not as us (uid {ours}) or root: not an xpress daemon to trust",
+                socket.display()
+            ),
+        ));
+    }
     // A daemon that accepts and never answers must not hang us.
     sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
     // A daemon that refuses us (credentials) answers and closes at once,

@@ -133,10 +133,12 @@ impl<T: Transport> Daemon<T> {
     /// Parks in every client's segment and sleeps on all the descriptors;
     /// true if a Unix socket is readable.
     fn sleep(&mut self, sleep: Duration) -> io::Result<bool> {
-        let space = self.engine.backlogged();
+        // Each session waits for room only if its own backlog needs it: an
+        // idle session's free ring would otherwise count as "ready" and the
+        // daemon would never sleep while any other session had a backlog.
         let mut ready = false;
-        for (_, p) in self.engine.ports() {
-            ready |= p.park(space);
+        for (id, p) in self.engine.ports() {
+            ready |= p.park(self.engine.session_backlogged(id));
         }
         let mut r = Ok(vec![]);
         let partial = self.pending.iter().any(|p| p.partial);
@@ -276,9 +278,12 @@ impl<T: Transport> Daemon<T> {
             read_credit: self.cfg.engine.read_credit,
             write_bound: self.cfg.engine.write_bound,
         };
-        handshake::send_welcome(&p.sock, &welcome, seg.fd(), client_bell.as_fd(), daemon_bell.as_fd())?;
-        let port = ShmPort::new(seg, cap, daemon_bell, client_bell, p.sock, p.pid, p.uid)
+        // The port reads its starting ring positions now, while only the
+        // daemon can write the segment: the client gets it after.
+        let (client_fd, daemon_fd) = (client_bell.try_clone()?, daemon_bell.try_clone()?);
+        let port = ShmPort::new(seg.clone(), cap, daemon_bell, client_bell, p.sock, p.pid, p.uid)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        handshake::send_welcome(&port.sock, &welcome, seg.fd(), client_fd.as_fd(), daemon_fd.as_fd())?;
         self.next_session += 1;
         self.served += 1;
         self.engine.add_session(session, port);

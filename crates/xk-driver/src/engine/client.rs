@@ -220,6 +220,15 @@ impl EngineClient {
         data: Bytes,
         acknowledged: bool,
     ) -> io::Result<CtxHandle> {
+        // One datagram is one block: a larger one cannot cross the ring
+        // (the daemon's ring would take it as a broken link).
+        let max = self.link.max_payload();
+        if data.len() > max {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a datagram of {} bytes does not fit the ring's {max}-byte blocks", data.len()),
+            ));
+        }
         let ctx = self.new_handle();
         self.ctxs.insert(ctx, Mirror::default());
         self.post(ToEngine::Datagram { ctx, peer, port, data, acknowledged })?;

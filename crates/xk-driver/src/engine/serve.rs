@@ -193,6 +193,11 @@ impl<T: Transport, P: Port> Engine<T, P> {
         self.sessions.values().any(|s| !s.backlog.is_empty())
     }
 
+    /// Whether session `id`'s FN blocks wait in its backlog.
+    pub(crate) fn session_backlogged(&self, id: SessionId) -> bool {
+        self.sessions.get(&id).is_some_and(|s| !s.backlog.is_empty())
+    }
+
     /// What a session holds.
     pub(crate) fn counts(&self, id: SessionId) -> SessionCounts {
         SessionCounts {
