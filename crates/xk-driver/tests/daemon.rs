@@ -7,6 +7,8 @@
 //!   fail with "xpress daemon at PATH went away" within a bounded time, and
 //!   a later connect fail with "no xpress daemon at PATH";
 //! * tiny rings block the writer instead of losing anything, both ways;
+//! * one write far larger than the write bound waits for acknowledgements
+//!   between its pieces and arrives whole;
 //! * client B cannot use client A's context handle: the block is refused
 //!   to B, and A's context carries on untouched.
 //!
@@ -234,6 +236,35 @@ fn tiny_rings_block_instead_of_losing() {
     assert!(stats.fn_full > 0, "the FN ring never filled: the test tests nothing ({stats:?})");
 }
 
+/// One `write` far larger than the write bound: the client library splits
+/// it and waits for acknowledgements between the pieces (the daemon
+/// refuses, and aborts the context of, a client that posts past the bound),
+/// so it arrives whole.
+#[test]
+fn one_write_larger_than_the_bound_arrives_whole() {
+    const N: usize = 3_000_000;
+    let d = DaemonChild::start(&Settings {
+        ring: Some(64 << 10),
+        write_bound: Some(64 << 10),
+        ..Settings::default()
+    });
+    let addr = server(1, |s| {
+        let mut got = Vec::with_capacity(N);
+        s.read_to_end(&mut got).unwrap();
+        let ok = got == pattern(N, 3);
+        let _ = s.send_message(&[ok as u8], Some(got.len() as u64));
+        false
+    });
+    let mut s = Xtp::new(Mode::daemon(&d.socket)).connect(addr, PORT).unwrap();
+    s.set_timeout(Some(Duration::from_secs(60)));
+    let data = pattern(N, 3);
+    assert_eq!(s.write(&data).unwrap(), N, "one write call takes it all");
+    s.shutdown_write().unwrap();
+    let m = s.recv_message().unwrap().expect("the server's verdict");
+    assert_eq!((m.data.as_slice(), m.btag), (&[1u8][..], Some(N as u64)), "1 = the bytes matched");
+    s.close().unwrap();
+}
+
 /// Two clients of one daemon: B posts blocks naming A's context handle. B
 /// is refused (the handle means nothing in B's session) and A's context
 /// goes on: its echo still comes back whole, and the daemon still counts
@@ -438,23 +469,26 @@ fn another_user_is_refused() {
     // Let anyone reach the socket file, so that the daemon's own check is
     // what refuses.
     std::fs::set_permissions(&d.socket, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
-    let out = Command::new(std::env::current_exe().unwrap())
+    // A copy of this test binary where `nobody` can run it (the checkout
+    // may sit under a private directory, such as root's home).
+    let dir = std::env::temp_dir().join(format!("xpress-stranger-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.join("daemon-test");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new(&exe)
         .args(["--exact", "stranger_role", "--nocapture", "--test-threads", "1"])
         .env("XPRESS_TEST_ROLE", "stranger")
         .env("XPRESS_DAEMON_SOCKET", &d.socket)
         .uid(65534)
         .gid(65534)
         .output();
-    // `nobody` may not be able to reach this test binary (a checkout under
-    // a private directory): then there is nothing to test here.
-    let out = match out {
-        Ok(o) if o.status.success() => o,
-        other => {
-            eprintln!("skipped: cannot run the client as nobody: {other:?}");
-            return;
-        }
-    };
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out.expect("run the client as nobody");
+    assert!(out.status.success(), "the stranger role failed: {out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("stranger refused: ") && text.contains("uid 65534 may not use this daemon"),

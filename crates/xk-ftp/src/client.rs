@@ -257,8 +257,12 @@ impl Client {
         &mut self.w
     }
 
-    /// QUIT.
+    /// QUIT, then closes the control connection and waits (up to 2 s) for
+    /// the close to complete: over XTP a process that exits at once would
+    /// leave the server's side of the context to time out.
     pub async fn quit(mut self) -> io::Result<()> {
-        self.cmd("QUIT").await.map(|_| ())
+        self.cmd("QUIT").await?;
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.w.shutdown()).await;
+        Ok(())
     }
 }

@@ -129,14 +129,16 @@ impl Server {
                     Ok(())
                 }
             };
-            let (cfg, root, sessions) = (self.cfg.clone(), self.root.clone(), self.sessions.clone());
+            let (cfg, root) = (self.cfg.clone(), self.root.clone());
+            let slot = admitted.is_ok().then(|| Slot { table: self.sessions.clone(), ip: peer.ip() });
             tokio::spawn(async move {
                 let mut stream = stream;
                 if let Err(why) = admitted {
                     let _ = stream.write_all(reply(421, &why).as_bytes()).await;
-                    let _ = stream.shutdown().await;
+                    let _ = tokio::time::timeout(CLOSE_WAIT, stream.shutdown()).await;
                     return;
                 }
+                let mut slot = slot;
                 let tls = cfg.tls.clone();
                 let mut s = Session::new(cfg, root, peer);
                 loop {
@@ -144,7 +146,12 @@ impl Server {
                     let mut r = BufReader::new(r);
                     let end = s.run(&mut r, &mut w).await;
                     let Ok(End::StartTls) = end else {
-                        let _ = w.shutdown().await;
+                        // The conversation is over: its slot is free now,
+                        // not when the transport's close completes (an XTP
+                        // client that exits right after QUIT leaves the
+                        // close to time out).
+                        drop(slot.take());
+                        let _ = tokio::time::timeout(CLOSE_WAIT, w.shutdown()).await;
                         break;
                     };
                     // Whatever the client sent after AUTH TLS in plain text
@@ -161,14 +168,30 @@ impl Server {
                         None => break,
                     }
                 }
-                let mut t = sessions.lock().expect("session table");
-                if let Some(n) = t.get_mut(&peer.ip()) {
-                    *n -= 1;
-                    if *n == 0 {
-                        t.remove(&peer.ip());
-                    }
-                }
             });
+        }
+    }
+}
+
+/// How long a session's transport may take to close once its
+/// conversation is over (or a refusal is written).
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+/// A session's place in the per-address count, given back when dropped
+/// (at the end of the conversation, or if its task ends any other way).
+struct Slot {
+    table: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = t.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                t.remove(&self.ip);
+            }
         }
     }
 }

@@ -164,6 +164,26 @@ async fn logins_sessions_and_bad_input_are_limited() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// A session's place in the per-address limit is given back when its
+/// conversation ends (QUIT answered), not when the transport's close
+/// completes: over XTP a client process that exits right after QUIT
+/// leaves its side of the context open, and the server's close then waits
+/// for a timeout. Here each client answers QUIT's 221 and vanishes
+/// (its connection is leaked, never closed); with a limit of 2 per
+/// address, the fifth session in a row is still admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_quit_frees_its_slot_even_if_the_client_vanishes() {
+    let root = tempdir("vanish");
+    let (addr, _stop) = start(Net::Xtp, &root, |c| c.max_per_addr = 2).await;
+    for i in 0..5 {
+        let mut c = Client::connect(Net::Xtp, addr).await.unwrap_or_else(|e| panic!("session {i}: {e}"));
+        c.login("alice", "secret").await.unwrap();
+        assert_eq!(c.cmd("QUIT").await.unwrap().code, 221);
+        std::mem::forget(c);
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 /// Test-only raw access to the control connection.
 trait Raw {
     async fn w_line(&mut self, line: &str);

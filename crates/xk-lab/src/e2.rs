@@ -128,7 +128,7 @@ impl Experiment for E2 {
             // The seed's 0-200 ms in 20 ms steps and 15 s runs are
             // plans/e2-seed002.toml; the default keeps the report in budget.
             rtt_ms: if quick { vec![0, 100] } else { vec![0, 50, 100, 200] },
-            seconds: if quick { 3.0 } else { 6.0 },
+            seconds: if quick { 3.0 } else { 5.0 },
             repetitions: 1,
             tcp: true,
         }

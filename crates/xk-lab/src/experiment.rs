@@ -119,6 +119,10 @@ pub struct Run {
     /// Why the step failed, if it did (its rows are then empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How long the step took, set-up included (wall-clock seconds): what
+    /// a plan's points cost, for choosing them.
+    #[serde(default)]
+    pub seconds: f64,
 }
 
 /// A row's key, headline value and unit (for `--compare`).
@@ -193,6 +197,7 @@ impl<E: Experiment> Dyn for Erased<E> {
                 .collect::<Result<_, _>>()
                 .map_err(|e| e.to_string())?,
             error: None,
+            seconds: 0.0,
         })
     }
     fn csv_key(&self) -> &'static [&'static str] {

@@ -81,7 +81,8 @@ impl Experiment for Fairness {
         Params {
             rate_mbit: 45,
             rtt_ms: 50,
-            seconds: if quick { 5.0 } else { 30.0 },
+            // 300 round trips; plans/fairness-30s.toml runs 30 s × 3.
+            seconds: if quick { 5.0 } else { 15.0 },
             xtp_cc: "cubic".into(),
             tcp_cc: "cubic".into(),
             repetitions: 1,

@@ -143,7 +143,8 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
         }
         // A failed step is recorded and the run goes on: one broken point
         // must not cost the rest of a long sweep.
-        let run = e.run_step(si, &env).unwrap_or_else(|err| {
+        let t0 = std::time::Instant::now();
+        let mut run = e.run_step(si, &env).unwrap_or_else(|err| {
             eprintln!("  FAILED: {} step {si} ({}): {err}", e.id(), labels[ei][si]);
             failed += 1;
             Run {
@@ -152,10 +153,20 @@ pub fn run(a: &ReportOptions, stop: Arc<AtomicBool>) -> Result<(), String> {
                 point: Value::Null,
                 rows: Vec::new(),
                 error: Some(err),
+                seconds: 0.0,
             }
         });
+        run.seconds = t0.elapsed().as_secs_f64();
         sections[ei].runs.push(run);
     }
+    // What each experiment cost: the numbers to choose a plan's points by.
+    let took: Vec<String> = exps
+        .iter()
+        .zip(&sections)
+        .filter(|(_, s)| !s.runs.is_empty())
+        .map(|(e, s)| format!("{} {:.0} s", e.id(), s.runs.iter().map(|r| r.seconds).sum::<f64>()))
+        .collect();
+    eprintln!("xpress report: time per experiment: {}", took.join(", "));
     let ran = sections.iter().map(|s| s.runs.len()).sum::<usize>();
     let partial = p.stopped() || a.shard.is_some() || ran < labels.iter().map(Vec::len).sum::<usize>();
     if p.stopped() {

@@ -297,7 +297,14 @@ impl Consumer {
     }
 
     /// The next record, if one is waiting (pads are skipped).
+    ///
+    /// An honest producer writes a pad only right before the record that
+    /// did not fit, and publishes both at once; so two pads in a row are
+    /// [`Corrupt`]. Without that rule a producer that kept writing pads
+    /// (and moving `head`) as fast as they were released would hold the
+    /// consumer in this loop for ever.
     pub fn take(&mut self) -> Result<Option<Record>, Corrupt> {
+        let mut pads = 0;
         loop {
             let head = self.seg.u64_at(self.lay.head).load(Ordering::Acquire);
             if head == self.pos {
@@ -318,6 +325,10 @@ impl Consumer {
             let (start, end) = (self.pos, self.pos + adv as u64);
             self.pos = end;
             if kind == PAD {
+                pads += 1;
+                if pads > 1 {
+                    return Err(Corrupt("two pads in a row"));
+                }
                 self.tail.release(start, end);
                 continue;
             }
@@ -429,5 +440,19 @@ mod tests {
         // A tail ahead of the head, seen by the producer.
         seg.u64_at(LAY.tail).store(1 << 40, Ordering::SeqCst);
         assert!(p.push(1, &[b"x"]).is_err());
+    }
+
+    #[test]
+    fn a_producer_writing_only_pads_cannot_hold_the_consumer() {
+        let (p, mut c, _) = pair();
+        let seg = p.seg.clone();
+        // Two pads of 16 bytes, published together: the second is refused
+        // (one honest pad is skipped; see the wrap test above).
+        for at in [0usize, 16] {
+            seg.write(LAY.data + at, &16u32.to_le_bytes());
+            seg.write(LAY.data + at + 4, &PAD.to_le_bytes());
+        }
+        seg.u64_at(LAY.head).store(32, Ordering::SeqCst);
+        assert_eq!(c.take().err(), Some(Corrupt("two pads in a row")));
     }
 }

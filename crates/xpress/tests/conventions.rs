@@ -674,8 +674,9 @@ fn json_keeps_every_earlier_key() {
 }
 
 /// `xpress daemon`: prints what it serves, answers `--status`, refuses a
-/// second daemon on the same socket and a bad ring size by name, and says
-/// there is no daemon once it has stopped (`--duration`).
+/// second daemon on the same socket and a bad ring size by name, stops
+/// cleanly on Ctrl-C (removing its socket file), and says there is no
+/// daemon once it has stopped.
 #[test]
 fn daemon_serves_answers_status_and_refuses_by_name() {
     let sock = std::env::temp_dir().join(format!("xpress-cli-{}.sock", std::process::id()));
@@ -684,7 +685,7 @@ fn daemon_serves_answers_status_and_refuses_by_name() {
     assert!(err.contains("ring size 1000 bytes: must be a power of two"), "{err}");
     let mut child = Reaped(
         Command::new(X)
-            .args(["daemon", "--socket", &sock_s, "--duration", "3"])
+            .args(["daemon", "--socket", &sock_s, "--duration", "120"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -698,8 +699,10 @@ fn daemon_serves_answers_status_and_refuses_by_name() {
     let (_, err) = text(&run(&["daemon", "--socket", &sock_s]));
     assert!(err.contains(&format!("an xpress daemon already serves {sock_s}")), "{err}");
     let t = Instant::now();
-    let _ = child.0.wait();
-    assert!(t.elapsed() < Duration::from_secs(5));
+    let _ = Command::new("kill").args(["-INT", &child.0.id().to_string()]).status();
+    let status = child.0.wait().unwrap();
+    assert!(status.success(), "Ctrl-C is a clean stop: {status:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     let (_, err) = text(&run(&["daemon", "--socket", &sock_s, "--status"]));
     assert!(err.contains(&format!("no xpress daemon at {sock_s}")), "{err}");
     assert!(!sock.exists(), "the socket file is removed on exit");

@@ -134,6 +134,7 @@ impl Writer {
             BlockError::Open(s) => self.u8(2).text(s),
             BlockError::Closed => self.u8(3),
             BlockError::Corrupt(s) => self.u8(4).text(s),
+            BlockError::OverWriteBound(n) => self.u8(5).u64(*n),
         }
     }
 }
@@ -290,6 +291,7 @@ impl<'a> Reader<'a> {
             2 => BlockError::Open(self.text("error text")?),
             3 => BlockError::Closed,
             4 => BlockError::Corrupt(self.text("error text")?),
+            5 => BlockError::OverWriteBound(self.u64("write bound")?),
             _ => return Err(corrupt("unknown error kind")),
         })
     }

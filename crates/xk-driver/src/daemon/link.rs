@@ -490,4 +490,9 @@ impl Port for ShmPort {
     fn nudge(&self) {
         self.theirs.ring(WANT_ALL);
     }
+
+    fn max_payload(&self) -> u64 {
+        // What the client's `ShmLink::max_payload` splits writes into.
+        (self.rx.layout().max_body() - codec::META_MAX) as u64
+    }
 }

@@ -56,8 +56,9 @@ pub struct DaemonConfig {
     pub listen: SocketAddr,
     /// The endpoint's settings (for every client).
     pub endpoint: EndpointConfig,
-    /// The engine's: busy-poll, read credit, write bound, reply hold
-    /// (`ring_slots` is not used: see `ring_bytes`).
+    /// The engine's: busy-poll, read credit, write bound, reply hold;
+    /// `ring_slots` is how many blocks a client may have applied per pass
+    /// (its rings' size is `ring_bytes`).
     pub engine: EngineConfig,
     /// Bytes of each of a client's rings (a power of two, 64 KiB to 1 GiB).
     pub ring_bytes: usize,
@@ -97,10 +98,10 @@ pub fn serve(cfg: DaemonConfig, stop: &AtomicBool, ready: impl FnOnce(SocketAddr
             format!("ring size {} bytes: must be a power of two from 64 KiB to 1 GiB", cfg.ring_bytes),
         ));
     }
-    if cfg.engine.read_credit == 0 || cfg.engine.write_bound == 0 {
+    if cfg.engine.read_credit == 0 || cfg.engine.write_bound == 0 || cfg.engine.ring_slots == 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "read credit and write bound must be at least 1",
+            "read credit, write bound and ring slots (blocks applied per client per pass) must be at least 1",
         ));
     }
     let d = server::Daemon::bind(cfg)?;

@@ -44,6 +44,13 @@ struct Pending {
 const HELLO_WAIT: Duration = Duration::from_secs(2);
 /// How often a busy-polling daemon looks at its Unix sockets.
 const LOOK_EVERY: Duration = Duration::from_millis(10);
+/// How long `accept` rests after failing for want of a resource (out of
+/// descriptors or memory): the pending connection keeps the listener
+/// readable, so without a rest the daemon would spin on it.
+const ACCEPT_REST: Duration = Duration::from_millis(100);
+/// How long a status answer may take to be written: a reader that does
+/// not read must not hold the daemon.
+const STATUS_WRITE: std::time::Duration = std::time::Duration::from_millis(200);
 
 pub(super) struct Daemon<T: Transport> {
     engine: Engine<T, ShmPort>,
@@ -55,6 +62,8 @@ pub(super) struct Daemon<T: Transport> {
     /// Clients served since the start (for the status).
     served: u64,
     euid: u32,
+    /// `accept` failed for want of a resource: not before then again.
+    accept_rest: Option<Instant>,
 }
 
 impl Daemon<crate::batch::BatchSocket> {
@@ -93,6 +102,7 @@ impl Daemon<crate::batch::BatchSocket> {
             next_session: 1,
             served: 0,
             euid: rustix::process::geteuid().as_raw(),
+            accept_rest: None,
         })
     }
 }
@@ -144,7 +154,10 @@ impl<T: Transport> Daemon<T> {
         let partial = self.pending.iter().any(|p| p.partial);
         if !ready {
             let (udp, ports) = self.engine.split_all();
-            let mut fds: Vec<BorrowedFd<'_>> = vec![self.bell.as_fd(), udp, self.listener.as_fd()];
+            let mut fds: Vec<BorrowedFd<'_>> = vec![self.bell.as_fd(), udp];
+            if self.accept_rest.is_none() {
+                fds.push(self.listener.as_fd());
+            }
             fds.extend(self.pending.iter().filter(|p| !p.partial).map(|p| p.sock.as_fd()));
             fds.extend(ports.map(|(_, p)| p.sock.as_fd()));
             r = wait_readable(&fds, if partial { sleep.min(LOOK_EVERY) } else { sleep });
@@ -158,16 +171,26 @@ impl<T: Transport> Daemon<T> {
 
     /// Accepts new connections, reads hellos, notices closed sockets.
     fn look_at_sockets(&mut self) -> io::Result<()> {
-        loop {
+        let now = self.engine.driver().now();
+        if self.accept_rest.is_some_and(|t| now >= t) {
+            self.accept_rest = None;
+        }
+        while self.accept_rest.is_none() {
             match self.listener.accept() {
                 Ok((sock, _)) => self.admit(sock),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // Out of descriptors and the like: not the end of the daemon.
-                Err(_) => break,
+                // Out of descriptors and the like: not the end of the
+                // daemon; the client waits in the backlog meanwhile.
+                Err(e) => {
+                    eprintln!(
+                        "xpress daemon: cannot accept a client: {e} (trying again in {} ms)",
+                        ACCEPT_REST.as_nanos() / 1_000_000
+                    );
+                    self.accept_rest = Some(now + ACCEPT_REST);
+                }
             }
         }
-        let now = self.engine.driver().now();
         let mut k = 0;
         while k < self.pending.len() {
             let mut b = [0u8; 16];
@@ -244,6 +267,7 @@ impl<T: Transport> Daemon<T> {
             Err(text) => handshake::send_refusal(&p.sock, &text),
             Ok(Ask::Status) => {
                 let _ = p.sock.set_nonblocking(false);
+                let _ = p.sock.set_write_timeout(Some(STATUS_WRITE));
                 let _ = (&p.sock).write_all_text(&self.status_json());
             }
             Ok(Ask::Register) => {

@@ -197,3 +197,123 @@ fn a_scribbled_ring_ends_that_session_only() {
     assert_eq!(e.counts(2).listening, 1);
     assert!(e.gone_sessions().is_empty());
 }
+
+/// The engine with one session (id 1) on a fresh segment.
+fn engine_with(cfg: EngineConfig) -> (Engine<crate::batch::BatchSocket, ShmPort>, Arc<Segment>, ShmLink) {
+    let d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 1).unwrap();
+    let mut e = Engine::new(d, cfg);
+    let (seg, port, app) = pair();
+    e.add_session(1, port);
+    (e, seg, app)
+}
+
+/// Posts a block through the codec if TN has room; false if it is full.
+fn try_post(tn: &mut Producer, b: &ToEngine) -> bool {
+    let (kind, w, payload) = codec::encode_to_engine(b);
+    let parts: Vec<&[u8]> = match payload {
+        Some(d) => vec![&w.0, d],
+        None => vec![&w.0],
+    };
+    tn.push(kind, &parts).unwrap()
+}
+
+/// A client that posts and never reads FN cannot grow the daemon's
+/// backlog past `BACKLOG_PAUSE`: every bad block is answered with a refusal,
+/// and once the refusals pile up the session is no longer read (its TN
+/// fills and the client waits). Nothing is lost: once it reads, every
+/// block is answered.
+#[test]
+fn a_client_that_never_reads_is_paused_not_buffered() {
+    let (mut e, seg, mut app) = engine_with(EngineConfig::default());
+    let mut tn = Producer::new(seg.clone(), link::layouts(CAP).0).unwrap();
+    let mut posted = 0u64;
+    let mut most = 0;
+    let mut last_round = 0;
+    for _ in 0..50 {
+        let before = posted;
+        while try_post(&mut tn, &ToEngine::Close { ctx: CtxHandle(1000 + posted) }) {
+            posted += 1;
+        }
+        last_round = posted - before;
+        let any = e.apply_posted();
+        e.after_apply(any).unwrap();
+        most = most.max(e.backlog_len(1));
+    }
+    assert_eq!(last_round, 0, "TN was still being read: no backpressure ({posted} blocks posted)");
+    assert!(most <= 1024, "backlog reached {most} blocks");
+    assert!(most >= 1000, "the backlog never filled ({most}): the test tests nothing");
+    // Now it reads: every block gets its refusal, in order.
+    let mut answered = 0u64;
+    for _ in 0..10_000 {
+        while let Some(b) = AppLink::try_recv(&mut app) {
+            match b {
+                FromEngine::Failed { ctx, error: BlockError::UnknownContext } => {
+                    assert_eq!(ctx, CtxHandle(1000 + answered));
+                    answered += 1;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        if answered == posted {
+            break;
+        }
+        let any = e.apply_posted();
+        e.after_apply(any).unwrap();
+    }
+    assert_eq!(answered, posted);
+}
+
+/// A `Credit` block cannot raise a context's credit above the configured
+/// read credit (an honest client returns only what it read), so a client
+/// cannot make the engine deliver more than that into its backlog.
+#[test]
+fn credit_never_exceeds_the_read_credit() {
+    let cfg = EngineConfig { read_credit: 10_000, ..EngineConfig::default() };
+    let (mut e, seg, _app) = engine_with(cfg);
+    let mut tn = Producer::new(seg.clone(), link::layouts(CAP).0).unwrap();
+    let peer = "127.0.0.1:9".parse().unwrap();
+    let h = CtxHandle(1);
+    assert!(try_post(&mut tn, &ToEngine::Connect { ctx: h, peer, port: 7, cfg: ContextConfig::stream() }));
+    assert!(try_post(&mut tn, &ToEngine::Credit { ctx: h, bytes: u64::MAX / 2 }));
+    assert!(try_post(&mut tn, &ToEngine::Credit { ctx: h, bytes: u64::MAX / 2 }));
+    let any = e.apply_posted();
+    e.after_apply(any).unwrap();
+    assert_eq!(e.credit(1, h), Some(10_000));
+}
+
+/// A client that posts writes past the write bound it was told (plus one
+/// block) — the client library waits for acknowledgements instead — has
+/// the write refused and the context aborted, rather than the daemon
+/// holding its data without limit. Nothing acknowledges here (no XTP peer
+/// at the address), so every byte posted would otherwise wait in memory.
+#[test]
+fn writes_past_the_bound_are_refused_and_the_context_aborted() {
+    let cfg = EngineConfig { write_bound: 32 << 10, ..EngineConfig::default() };
+    let (mut e, seg, mut app) = engine_with(cfg);
+    let mut tn = Producer::new(seg.clone(), link::layouts(CAP).0).unwrap();
+    let peer = "127.0.0.1:9".parse().unwrap();
+    let h = CtxHandle(1);
+    assert!(try_post(&mut tn, &ToEngine::Connect { ctx: h, peer, port: 7, cfg: ContextConfig::stream() }));
+    let limit = (32 << 10) + (link::layouts(CAP).0.max_body() - codec::META_MAX) as u64;
+    let piece = Bytes::from(vec![1u8; 8 << 10]);
+    let mut written = 0u64;
+    let mut refused = None;
+    for _ in 0..20 {
+        assert!(try_post(&mut tn, &ToEngine::Write { ctx: h, data: piece.clone(), eom: false, btag: None }));
+        written += piece.len() as u64;
+        let any = e.apply_posted();
+        e.after_apply(any).unwrap();
+        while let Some(b) = AppLink::try_recv(&mut app) {
+            if let FromEngine::Failed { ctx, error } = b {
+                assert_eq!(ctx, h);
+                refused = Some((written, error));
+            }
+        }
+        if refused.is_some() {
+            break;
+        }
+    }
+    let (at, error) = refused.expect("no write was refused");
+    assert_eq!(error, BlockError::OverWriteBound(32 << 10));
+    assert!(at > limit && at <= limit + (8 << 10), "refused at {at} bytes, limit {limit}");
+}

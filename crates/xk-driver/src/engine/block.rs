@@ -209,6 +209,11 @@ pub enum BlockError {
     /// The block could not be read (daemon mode: a record in the shared
     /// ring with an unknown kind or a field out of range); it was skipped.
     Corrupt(String),
+    /// A `Write` took the context's unacknowledged bytes past the write
+    /// bound the engine announced (plus one block): the client does not
+    /// follow the ring protocol, so the write is refused and the context
+    /// aborted (its stream has a hole now).
+    OverWriteBound(u64),
 }
 
 impl fmt::Display for BlockError {
@@ -219,6 +224,10 @@ impl fmt::Display for BlockError {
             BlockError::Open(e) => write!(f, "cannot open the context: {e}"),
             BlockError::Closed => write!(f, "the context's writing side is closed"),
             BlockError::Corrupt(e) => write!(f, "corrupt block: {e}"),
+            BlockError::OverWriteBound(n) => write!(
+                f,
+                "write refused and context aborted: more than the write bound ({n} bytes) unacknowledged"
+            ),
         }
     }
 }

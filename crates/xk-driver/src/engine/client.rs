@@ -178,10 +178,13 @@ impl EngineClient {
             if self.link.peer_gone() {
                 return Err(self.link.gone_error());
             }
+            // Take what the engine sent meanwhile: it stops reading TN
+            // while its blocks for us pile up (`serve::BACKLOG_PAUSE`).
+            self.collect();
             if self.cfg.busy_poll {
                 std::hint::spin_loop();
             } else {
-                self.link.park(false, false, true, SPACE_WAIT)?;
+                self.link.park(true, false, true, SPACE_WAIT)?;
             }
         }
     }
@@ -250,18 +253,42 @@ impl EngineClient {
     /// Posts a write (no copy in the engine-thread mode: `data` crosses
     /// the ring; one into the shared segment in the daemon mode). A write
     /// larger than a block may carry goes as several blocks, the EOM on the
-    /// last and the BTAG on the first.
+    /// last and the BTAG on the first; before each, it waits until the
+    /// context's unacknowledged bytes are under the write bound — the
+    /// daemon refuses a block beyond that (it holds what waits for the
+    /// network on the client's behalf), so a large write waits here instead.
     pub fn write(&mut self, ctx: CtxHandle, mut data: Bytes, eom: bool, btag: Option<u64>) -> io::Result<()> {
-        if let Some(m) = self.ctxs.get_mut(&ctx) {
-            m.posted += data.len() as u64;
-        }
         let max = self.link.max_payload().max(1);
         let mut btag = btag;
-        while data.len() > max {
-            let piece = data.split_to(max);
-            self.post(ToEngine::Write { ctx, data: piece, eom: false, btag: btag.take() })?;
+        loop {
+            let last = data.len() <= max;
+            let piece = if last { std::mem::take(&mut data) } else { data.split_to(max) };
+            if max != usize::MAX {
+                self.wait_for_bound(ctx)?;
+            }
+            if let Some(m) = self.ctxs.get_mut(&ctx) {
+                m.posted += piece.len() as u64;
+            }
+            self.post(ToEngine::Write { ctx, data: piece, eom: eom && last, btag: btag.take() })?;
+            if last {
+                return Ok(());
+            }
         }
-        self.post(ToEngine::Write { ctx, data, eom, btag })
+    }
+
+    /// Waits until `ctx` has fewer unacknowledged bytes than the bound (or
+    /// is unknown here: the engine answers that).
+    fn wait_for_bound(&mut self, ctx: CtxHandle) -> io::Result<()> {
+        while let Some(m) = self.ctxs.get(&ctx) {
+            if m.posted - m.acked.min(m.posted) < self.cfg.write_bound {
+                break;
+            }
+            if m.ended {
+                return Err(io::Error::new(io::ErrorKind::BrokenPipe, "the context closed during a write"));
+            }
+            self.wait(SPACE_WAIT)?;
+        }
+        Ok(())
     }
 
     /// Whether a write on `ctx` stays within the write bound.

@@ -25,7 +25,16 @@
 //!   `PeerFinished` or `Closed` block regardless of credit (it is bounded by
 //!   the context's receive buffer);
 //! * an FN block that does not fit waits in the session's backlog, in
-//!   order (bounded by the credits and the number of contexts).
+//!   order; a session with [`BACKLOG_PAUSE`] blocks waiting is not read
+//!   from until its application takes some.
+//!
+//! What each session may cost the engine is bounded whatever its
+//! application does (a daemon's client may be hostile): per context, data
+//! delivered and not yet read is at most the read credit (a `Credit` block
+//! cannot raise it above [`EngineConfig::read_credit`]); writes waiting for
+//! the endpoint are at most the write bound plus one block (a `Write`
+//! beyond is refused with [`BlockError::OverWriteBound`] and the context
+//! aborted — the client library waits for acknowledgements instead).
 //!
 //! Acknowledgements to the peer: like [`Driver::turn`], the engine does not
 //! send right after delivering data — the application's answer, if it
@@ -65,7 +74,18 @@ pub(crate) trait Port {
     fn peer_gone(&self) -> bool;
     /// Wakes the application whatever it waits for (FN is full).
     fn nudge(&self);
+    /// The largest payload of one `Write` block an honest application
+    /// sends (it splits larger writes); `u64::MAX`: not checked.
+    fn max_payload(&self) -> u64;
 }
+
+/// A session whose FN backlog holds this many blocks is not read from
+/// until the application has taken some: every TN block may be answered
+/// by an FN block (a refusal, at least), so a client that posts without
+/// ever reading FN would otherwise grow the backlog without bound. The
+/// client library takes FN blocks while it waits for TN room, so an
+/// honest client is only slowed.
+const BACKLOG_PAUSE: usize = 1024;
 
 /// Which session: the engine thread's is 0; the daemon numbers its clients.
 pub(crate) type SessionId = u64;
@@ -198,6 +218,19 @@ impl<T: Transport, P: Port> Engine<T, P> {
         self.sessions.get(&id).is_some_and(|s| !s.backlog.is_empty())
     }
 
+    /// FN blocks waiting in session `id`'s backlog.
+    #[cfg(test)]
+    pub(crate) fn backlog_len(&self, id: SessionId) -> usize {
+        self.sessions.get(&id).map_or(0, |s| s.backlog.len())
+    }
+
+    /// The read credit left to the context session `id` calls `ctx`.
+    #[cfg(test)]
+    pub(crate) fn credit(&self, id: SessionId, ctx: CtxHandle) -> Option<u64> {
+        let cid = self.sessions.get(&id)?.handles.get(&ctx)?;
+        self.ctxs.get(cid).map(|c| c.credit)
+    }
+
     /// What a session holds.
     pub(crate) fn counts(&self, id: SessionId) -> SessionCounts {
         SessionCounts {
@@ -261,6 +294,10 @@ impl<T: Transport, P: Port> Engine<T, P> {
         for sid in ids {
             for _ in 0..self.cfg.ring_slots {
                 let Some(s) = self.sessions.get_mut(&sid) else { break };
+                if s.backlog.len() >= BACKLOG_PAUSE {
+                    s.port.nudge();
+                    break;
+                }
                 let Some(b) = s.port.try_recv() else { break };
                 any = true;
                 match b {
@@ -337,7 +374,16 @@ impl<T: Transport, P: Port> Engine<T, P> {
             }
             ToEngine::Write { ctx, data, eom, btag } => {
                 let Some(id) = self.known(sid, ctx) else { return };
+                let limit = self.sessions.get(&sid).map_or(0, |s| s.port.max_payload());
+                let limit = self.cfg.write_bound.saturating_add(limit);
                 let Some(c) = self.ctxs.get_mut(&id) else { return };
+                if (c.posted + data.len() as u64).saturating_sub(c.reported) > limit {
+                    c.queued.clear();
+                    self.d.endpoint().abort(now, id);
+                    let error = BlockError::OverWriteBound(self.cfg.write_bound);
+                    self.emit(sid, FromEngine::Failed { ctx, error });
+                    return;
+                }
                 c.posted += data.len() as u64;
                 c.queued.push_back(Queued { data, eom, btag });
                 self.push_queued(id);
@@ -347,8 +393,11 @@ impl<T: Transport, P: Port> Engine<T, P> {
             }
             ToEngine::Credit { ctx, bytes } => {
                 let Some(id) = self.known(sid, ctx) else { return };
+                // Never more than the initial credit: an honest client only
+                // returns what it has read.
+                let most = self.cfg.read_credit;
                 if let Some(c) = self.ctxs.get_mut(&id) {
-                    c.credit = c.credit.saturating_add(bytes);
+                    c.credit = c.credit.saturating_add(bytes).min(most);
                 }
                 if !self.to_read.contains(&id) {
                     self.to_read.push(id);

@@ -40,6 +40,11 @@ impl Port for Link<FromEngine, ToEngine> {
     fn nudge(&self) {
         Link::nudge(self)
     }
+    fn max_payload(&self) -> u64 {
+        // The application is this process: its writes are not split, and
+        // not checked against the bound either.
+        u64::MAX
+    }
 }
 
 /// Runs until the application has left and every context is over (or the
