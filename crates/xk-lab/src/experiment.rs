@@ -125,6 +125,12 @@ pub struct Run {
     pub seconds: f64,
 }
 
+/// Reads an `f64` that may have been written as `null`: JSON has no NaN,
+/// and serde_json writes a NaN ("not measured") as `null`.
+pub(crate) fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(<Option<f64> as serde::Deserialize>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// A row's key, headline value and unit (for `--compare`).
 pub type Headline = (String, f64, &'static str);
 

@@ -1,5 +1,5 @@
 //! FAIR — one XTP flow and one kernel-TCP flow sharing one bottleneck
-//! (45 Mbit/s, 50 ms round trip by default) in `xpress netns` for 30 s:
+//! (45 Mbit/s, 50 ms round trip by default) in `xpress netns` (15 s by default, 30 s in plans/fairness-30s.toml):
 //! each flow's goodput and Jain's fairness index, (x₁ + x₂)² / (2 (x₁² + x₂²)),
 //! 1 for an even split, 0.5 when one flow takes everything. Needs root (both
 //! transports under one emulator); skipped otherwise, saying why.

@@ -26,6 +26,7 @@ pub mod e1;
 mod e1_modes;
 pub mod e2;
 pub mod e3;
+mod e3_peers;
 pub mod e4;
 pub mod e6;
 pub mod e7;

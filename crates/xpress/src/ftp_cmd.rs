@@ -246,6 +246,7 @@ pub(crate) fn run(cmd: FtpCommand) -> Result<(), String> {
         }),
         FtpCommand::Get(a) => rt.block_on(async {
             let u = parse_url(&a.url)?;
+            let started = std::time::Instant::now();
             let mut c = session(a.transport, &u, &a.tls).await?;
             let name = u.path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("download").to_string();
             let t0 = std::time::Instant::now();
@@ -267,8 +268,9 @@ pub(crate) fn run(cmd: FtpCommand) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
             let secs = t0.elapsed().as_secs_f64();
             eprintln!(
-                "got {n} bytes in {secs:.6} s ({:.3} Mbit/s), peak memory {} kB",
+                "got {n} bytes in {secs:.6} s ({:.3} Mbit/s), {:.6} s from connect, peak memory {} kB",
                 n as f64 * 8.0 / secs / 1e6,
+                started.elapsed().as_secs_f64(),
                 peak_kb().map_or("?".into(), |k| k.to_string())
             );
             c.quit().await.map_err(|e| e.to_string())
