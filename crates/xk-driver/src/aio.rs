@@ -279,9 +279,25 @@ impl AsyncRead for AsyncXtpStream {
                     }
                 }
             }
+            // Fill the caller's buffer with every chunk already here, not
+            // one packet's worth per call: a copy loop above (FTP's file
+            // writes) then makes one write per buffer, not one per packet,
+            // and the driver is nudged once per read, not once per chunk.
+            loop {
+                let n = buf.remaining().min(this.pending.len());
+                buf.put_slice(&this.pending.split_to(n));
+                if buf.remaining() == 0 {
+                    break;
+                }
+                match st.ep.read(now, this.ctx) {
+                    Some(c) => this.pending = c.data,
+                    None => break,
+                }
+            }
             // Reading freed window space: let the driver tell the peer.
             drop(st);
             this.shared.nudge.notify_one();
+            return Poll::Ready(Ok(()));
         }
         let n = buf.remaining().min(this.pending.len());
         buf.put_slice(&this.pending.split_to(n));
