@@ -1,10 +1,13 @@
 //! Ping-pong round-trip time through the blocking API in each deployment
 //! mode, on loopback, as ratios measured in one run (issue #17's goal:
-//! the engine thread within 1.2× of integrated in busy-poll mode).
+//! the engine thread within 1.2× of integrated in busy-poll mode), and
+//! bulk goodput one way per blocking mode (goal: the engine thread at
+//! least 0.9× integrated).
 //!
 //! `cargo bench -p xk-driver --bench modes` (options after `--`:
 //! `--rounds N`, `--count N`, `--pin APP,ENGINE` to pin the client thread
-//! and the engine thread).
+//! and the engine thread, `--bulk BYTES` for the bulk transfer, 64 MiB by
+//! default).
 //!
 //! The daemon rows run the daemon as a separate process (this bench
 //! binary again, with `--daemon-role SOCKET`), started for its row's turn
@@ -28,6 +31,8 @@ use xk_driver::api::{EngineConfig, Mode, Xtp, XtpStream};
 use xk_driver::daemon::{self, DaemonConfig};
 
 const PORT: u16 = 7;
+/// The bulk sink's XTP port.
+const SINK: u16 = 9;
 const SIZES: [usize; 3] = [10, 1000, 10_000];
 
 struct Row {
@@ -117,6 +122,47 @@ fn serve() -> SocketAddr {
         }
     });
     addr.recv().unwrap()
+}
+
+/// The bulk sink: reads each stream to its end, then answers with the
+/// byte count (so the client's clock stops when everything has arrived).
+fn sink() -> SocketAddr {
+    let (tell, addr) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut l = Xtp::default().bind("127.0.0.1:0", SINK).expect("bind");
+        tell.send(l.local_addr().unwrap()).unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let Ok((mut s, _, _)) = l.accept_timeout(Some(Duration::from_secs(60))) else { return };
+            let mut n = 0u64;
+            while let Ok(k @ 1..) = std::io::Read::read(&mut s, &mut buf) {
+                n += k as u64;
+            }
+            let _ = s.send_message(&n.to_le_bytes(), None);
+            let _ = s.close();
+        }
+    });
+    addr.recv().unwrap()
+}
+
+/// Sends `bytes` in 64 KiB writes to the sink in `mode`; goodput in
+/// Mbit/s, from the first write to the sink's count.
+fn bulk(mode: &Mode, addr: SocketAddr, bytes: u64) -> f64 {
+    let mut s = Xtp::new(mode.clone()).connect(addr, SINK).expect("connect the sink");
+    let chunk = vec![7u8; 64 << 10];
+    let t = Instant::now();
+    let mut left = bytes;
+    while left > 0 {
+        let k = left.min(chunk.len() as u64) as usize;
+        std::io::Write::write_all(&mut s, &chunk[..k]).expect("bulk write");
+        left -= k as u64;
+    }
+    s.shutdown_write().expect("shutdown");
+    let m = s.recv_message().expect("the sink's count").expect("a count");
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(m.data.get(..8).map(|b| u64::from_le_bytes(b.try_into().unwrap())), Some(bytes));
+    s.close().expect("close");
+    bytes as f64 * 8.0 / secs / 1e6
 }
 
 /// CPU time (user + system) of this whole process — client, engine
@@ -213,6 +259,10 @@ fn main() {
         Row { name: "daemon, busy-poll", mode: in_daemon(true), base: 3, daemon: Some(true) },
     ];
     let addr = serve();
+    let sink_addr = sink();
+    let bulk_bytes: u64 =
+        arg("--bulk").map_or(if quick { 2 << 20 } else { 64 << 20 }, |v| v.parse().expect("--bulk BYTES"));
+    let mut goodput = vec![Vec::new(); rows.len()];
     // [row][size] -> per-round medians, wake-ups
     let mut rtt = vec![vec![Vec::new(); SIZES.len()]; rows.len()];
     let mut wakes = vec![vec![(0.0, 0.0, 0.0, 0.0); SIZES.len()]; rows.len()];
@@ -227,6 +277,11 @@ fn main() {
                 wakes[r][k] = (app, eng, copies, cpu);
             }
             s.close().expect("close");
+            // Bulk in the blocking modes (busy-poll rows would only add
+            // spinners competing for the two cores).
+            if row.base == 0 {
+                goodput[r].push(bulk(&row.mode, sink_addr, bulk_bytes));
+            }
         }
     }
     println!("ping-pong RTT on loopback, median of {rounds} round medians of {count} round trips (µs)");
@@ -249,5 +304,13 @@ fn main() {
                 wakes[r][k].3
             );
         }
+    }
+    println!(
+        "\nbulk goodput one way on loopback, {} MiB in 64 KiB writes, median of {rounds} (Mbit/s)",
+        bulk_bytes >> 20
+    );
+    for (r, row) in rows.iter().enumerate().filter(|(_, row)| row.base == 0) {
+        let g = median(&goodput[r]);
+        println!("{:<26} {:>10.0} {:>8.3}", row.name, g, g / median(&goodput[0]));
     }
 }

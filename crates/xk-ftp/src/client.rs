@@ -184,6 +184,22 @@ impl Client {
         Ok(out)
     }
 
+    /// Over TLS, before an upload: when one ticket is left, a listing
+    /// spends it and its data connection brings new ones. An upload's data
+    /// connection brings none (`tls.rs`), and a data connection that
+    /// cannot resume the control connection's session is refused by
+    /// servers that require reuse (vsftpd's default, ours).
+    async fn refresh_tickets(&mut self) -> io::Result<()> {
+        let left = match &self.tls {
+            Some((tls, name)) => tls.tickets(name),
+            None => return Ok(()),
+        };
+        if left == 1 {
+            self.listing("NLST", "").await?;
+        }
+        Ok(())
+    }
+
     /// Retrieves `path` from byte `offset` into `dst`; returns the bytes.
     pub async fn retr<W: AsyncWrite + Unpin>(
         &mut self,
@@ -207,6 +223,7 @@ impl Client {
         append: bool,
         src: &mut R,
     ) -> io::Result<u64> {
+        self.refresh_tickets().await?;
         let verb = if append { "APPE" } else { "STOR" };
         self.transfer(&format!("{verb} {path}"), async |mut d| {
             let n = tokio::io::copy_buf(&mut BufReader::with_capacity(COPY_BUF, src), &mut d).await?;

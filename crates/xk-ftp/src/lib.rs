@@ -43,5 +43,6 @@ pub mod fuzzing;
 pub mod net;
 pub mod proto;
 pub mod server;
+mod tickets;
 pub mod tls;
 pub mod vpath;

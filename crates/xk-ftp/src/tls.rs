@@ -114,18 +114,21 @@ impl ServerTls {
         // One configuration per channel, sharing the ticket key and the
         // session cache, differing in the TLS 1.3 tickets sent: rustls'
         // client spends one per resumption, so the control connection
-        // gives 8 (its cache's limit), a download or listing 2 more, and
-        // an upload none. The client of an upload never reads its data
-        // connection: tickets left unread there make its close a TCP
-        // reset, which destroyed the tail of lftp's uploads in our receive
-        // queue ("Connection reset by peer" before the last read).
+        // gives CONTROL_TICKETS (our client keeps up to
+        // `tickets::PER_SERVER`; rustls' own store keeps 8), a download or
+        // listing 4 more, and an upload none. The client of an upload
+        // never reads its data connection: tickets left unread there make
+        // its close a TCP reset, which destroyed the tail of lftp's uploads
+        // in our receive queue ("Connection reset by peer" before the last
+        // read). Our client refreshes its supply with a listing when a run
+        // of uploads has nearly spent it.
         let with_tickets = |n| {
             let mut c = cfg.clone();
             c.send_tls13_tickets = n;
             TlsAcceptor::from(Arc::new(c))
         };
         Ok(ServerTls {
-            acceptors: [with_tickets(8), with_tickets(2), with_tickets(0)],
+            acceptors: [with_tickets(CONTROL_TICKETS), with_tickets(4), with_tickets(0)],
             required: false,
             require_reuse: true,
         })
@@ -153,11 +156,15 @@ impl ServerTls {
     }
 }
 
+/// TLS 1.3 tickets sent on a control connection.
+const CONTROL_TICKETS: usize = 32;
+
 /// The client's side: whom it trusts, and the session cache its control
 /// and data connections share.
 #[derive(Clone)]
 pub struct ClientTls {
     connector: TlsConnector,
+    tickets: Arc<crate::tickets::TicketStore>,
 }
 
 impl std::fmt::Debug for ClientTls {
@@ -202,7 +209,21 @@ impl ClientTls {
                 ));
             }
         };
-        Ok(ClientTls { connector: TlsConnector::from(Arc::new(cfg)) })
+        // Our own session store: rustls' keeps 8 TLS 1.3 tickets a
+        // server and spends one per resumption; every data connection
+        // resumes, and an upload's brings no new ticket (see the server's
+        // acceptors), so a session of uploads would run dry. This one keeps
+        // more and says how many are left (`Client` refreshes before it
+        // runs out).
+        let tickets = Arc::new(crate::tickets::TicketStore::default());
+        let mut cfg = cfg;
+        cfg.resumption = rustls::client::Resumption::store(tickets.clone());
+        Ok(ClientTls { connector: TlsConnector::from(Arc::new(cfg)), tickets })
+    }
+
+    /// TLS 1.3 tickets held for `name` (each resumes one connection).
+    pub fn tickets(&self, name: &ServerName<'static>) -> usize {
+        self.tickets.count(name)
     }
 
     /// The client's handshake with `name` on `s`. The same name and

@@ -48,6 +48,30 @@ async fn round_trip(net: Net) {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// Many uploads in one session, each on a data connection that must
+/// resume the control connection's TLS session: an upload's data
+/// connection brings no new ticket (its client would not read one), so a
+/// client that spent one ticket per resumption ran out after the control
+/// connection's eight and the ninth upload was refused (522). Now the
+/// client keeps the control connection's 32 and, down to its last, takes a
+/// listing (which brings 4): 80 uploads pass that point twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eighty_uploads_in_one_session_each_resume() {
+    let root = tempdir("tls-many");
+    let (tls, _) = server_tls(true);
+    let (addr, _stop) = start(Net::Tcp, &root, |c| c.tls = Some(tls)).await;
+    let mut c = Client::connect(Net::Tcp, addr).await.unwrap();
+    c.auth_tls(&ClientTls::new(None, true).unwrap(), server_name("127.0.0.1").unwrap()).await.unwrap();
+    c.login("alice", "secret").await.unwrap();
+    for i in 0..80u8 {
+        let data = pattern(1000, i);
+        let r = c.stor(&format!("u{i}"), false, &mut &data[..]).await;
+        assert_eq!(r.map_err(|e| e.to_string()), Ok(1000), "upload {i}");
+    }
+    c.quit().await.unwrap();
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ftps_round_trip_over_tcp() {
     round_trip(Net::Tcp).await;
