@@ -1,9 +1,12 @@
 //! The async API on tokio (feature `tokio`): [`AsyncXtpStream`] implements
 //! `tokio::io::AsyncRead` and `AsyncWrite`; [`AsyncXtpListener`] accepts them.
 //!
-//! One task per socket drives the sans-I/O endpoint: it sends what the
-//! endpoint has, then waits for a datagram, the endpoint's next timer, or a
-//! nudge from an application call, whichever comes first. The endpoint sits
+//! One task per socket drives the sans-I/O endpoint through the same
+//! [`UdpDriver`] as the blocking API (batched sends with GSO or
+//! `sendmmsg`, batched receives with GRO or `recvmmsg`): it flushes what
+//! the endpoint has, then waits for the socket to become readable (tokio's
+//! `AsyncFd`), the endpoint's next timer, or a nudge from an application
+//! call, whichever comes first, and takes everything waiting. The endpoint sits
 //! behind a mutex shared with the stream handles; nobody holds the lock
 //! across an `.await`. A handle that cannot progress registers its waker; the
 //! driver task wakes the handles of a context when its events arrive. When
@@ -17,15 +20,16 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context as TaskCx, Poll, Waker};
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{ToSocketAddrs, UdpSocket};
 use tokio::sync::Notify;
 use xk_time::{Duration, Instant};
-use xtp_proto::{CloseReason, ContextConfig, ContextId, Endpoint, EndpointConfig, Event};
+use xtp_proto::{CloseReason, ContextConfig, ContextId, EndpointConfig, Event};
 
 use crate::api::{reason_error, time_seed};
 use crate::clock::Clock;
+use crate::driver::{DriverConfig, UdpDriver};
 
 /// Unsent bytes above which `poll_write` waits (see
 /// [`xtp_proto::Endpoint::writable`]).
@@ -42,7 +46,7 @@ struct CtxState {
 }
 
 struct State {
-    ep: Endpoint,
+    d: UdpDriver,
     ctxs: HashMap<ContextId, CtxState>,
     incoming: VecDeque<(ContextId, SocketAddr)>,
     acceptor: Option<Waker>,
@@ -71,11 +75,26 @@ impl Shared {
     }
 }
 
-/// Starts the driver task for a bound socket.
-fn spawn(sock: UdpSocket, cfg: EndpointConfig, seed: u64) -> Arc<Shared> {
+/// Binds a driver (the blocking API's, with its batching and offloads).
+fn bind(addr: SocketAddr, cfg: EndpointConfig) -> io::Result<UdpDriver> {
+    UdpDriver::bind_with(addr, cfg, time_seed(), DriverConfig { offload: true, ..DriverConfig::default() })
+}
+
+/// Starts the driver task for a bound driver.
+fn spawn(d: UdpDriver) -> io::Result<Arc<Shared>> {
+    // The task learns of input through tokio's reactor, on a duplicate of
+    // the driver's socket (the same socket: readiness only; every read and
+    // write is the driver's own, non-blocking, batched).
+    // Tokio wants it non-blocking (the flag is the socket's, shared with
+    // the driver, which never blocks here: its reads and writes in this
+    // mode all pass MSG_DONTWAIT).
+    let dup = std::net::UdpSocket::from(d.input_fd().try_clone_to_owned()?);
+    dup.set_nonblocking(true)?;
+    let ready = UdpSocket::from_std(dup)?;
+    let clock = d.clock();
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
-            ep: Endpoint::new(cfg, seed),
+            d,
             ctxs: HashMap::new(),
             incoming: VecDeque::new(),
             acceptor: None,
@@ -90,65 +109,64 @@ fn spawn(sock: UdpSocket, cfg: EndpointConfig, seed: u64) -> Arc<Shared> {
             handles: 1,
         }),
         nudge: Notify::new(),
-        clock: Clock::new(),
+        clock,
     });
-    tokio::spawn(drive(sock, shared.clone()));
-    shared
+    tokio::spawn(drive(ready, shared.clone()));
+    Ok(shared)
 }
 
-async fn drive(sock: UdpSocket, shared: Arc<Shared>) {
-    let mut tx = vec![0u8; 65_536];
-    let mut rx = BytesMut::new();
+/// Receive batches taken per wake-up before looking at timers and sends
+/// again (each batch is up to the driver's `recvmmsg`/GRO size).
+const RECV_ROUNDS: usize = 8;
+
+async fn drive(ready: UdpSocket, shared: Arc<Shared>) {
+    let mut more = false;
     loop {
-        // Send everything queued.
-        loop {
-            let out = {
-                let mut st = shared.lock();
-                let now = shared.now();
-                st.ep.poll_transmit(now, &mut tx).map(|t| (t.dst, t.len))
-            };
-            let Some((dst, len)) = out else { break };
-            // A full buffer or an ICMP error loses the datagram; XTP recovers.
-            let _ = sock.send_to(&tx[..len], dst).await;
-        }
-        wake_unsent_waiters(&mut shared.lock());
+        // Send everything queued (batched), then look at the clock.
         let (deadline, done) = {
             let mut st = shared.lock();
-            (st.ep.poll_timeout(), st.handles == 0 && st.ep.context_count() == 0)
+            // A send error (a full buffer, an ICMP error) loses datagrams;
+            // XTP recovers.
+            let _ = st.d.flush();
+            wake_unsent_waiters(&mut st);
+            (st.d.until_timeout(), st.handles == 0 && st.d.endpoint().context_count() == 0)
         };
         if done {
             return;
         }
-        let sleep = match deadline {
-            Some(t) => t.saturating_since(shared.now()),
-            None => Duration::from_secs(3600),
-        };
-        if rx.capacity() < 65_536 {
-            rx = BytesMut::with_capacity(1 << 20);
-        }
-        rx.resize(65_536, 0);
-        tokio::select! {
-            r = sock.recv_from(&mut rx[..]) => {
-                if let Ok((n, from)) = r {
-                    let data = rx.split_to(n).freeze();
-                    let mut st = shared.lock();
-                    let now = shared.now();
-                    st.ep.handle_datagram(now, from, data);
+        if !more {
+            let sleep = deadline.unwrap_or(Duration::from_secs(3600));
+            tokio::select! {
+                _ = ready.readable() => {
+                    // Tokio forgets the readiness only when an operation
+                    // of its own would block; this one says so at once.
+                    // Cleared before the socket is drained below, so a
+                    // datagram arriving after it makes it ready again.
+                    let _ = ready.try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
                 }
+                () = tokio::time::sleep(std::time::Duration::from_nanos(sleep.as_nanos() as u64)) => {}
+                () = shared.nudge.notified() => {}
             }
-            () = tokio::time::sleep(std::time::Duration::from_nanos(sleep.as_nanos() as u64)) => {}
-            () = shared.nudge.notified() => {}
         }
         let mut st = shared.lock();
-        let now = shared.now();
-        st.ep.handle_timeout(now);
+        // Drain the socket (bounded: sends and timers get their turn).
+        more = false;
+        for round in 0..RECV_ROUNDS {
+            match st.d.poll_input() {
+                Ok(0) | Err(_) => break,
+                Ok(_) => more = round + 1 == RECV_ROUNDS,
+            }
+        }
+        let now = st.d.now();
+        st.d.endpoint().handle_timeout(now);
         dispatch(&mut st);
     }
 }
 
 /// Wakes the writers whose unsent bytes have left (and who have room).
 fn wake_unsent_waiters(st: &mut State) {
-    let State { ep, ctxs, unsent_waiters, .. } = st;
+    let State { d, ctxs, unsent_waiters, .. } = st;
+    let ep = d.endpoint();
     unsent_waiters.retain(|ctx| {
         if ep.writable(*ctx, WRITE_BUFFER) || !ep.can_write(*ctx) {
             // Room, or waiting on acknowledgements (or closed) now: either
@@ -165,7 +183,7 @@ fn wake_unsent_waiters(st: &mut State) {
 
 /// Files the endpoint's events by context and wakes whoever waits on them.
 fn dispatch(st: &mut State) {
-    while let Some(ev) = st.ep.poll_event() {
+    while let Some(ev) = st.d.endpoint().poll_event() {
         let (ctx, wake_all) = match ev {
             Event::Incoming { ctx, peer, .. } => {
                 st.ctxs.entry(ctx).or_default();
@@ -214,11 +232,11 @@ impl AsyncXtpStream {
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to connect to"))?;
         let local = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-        let shared = spawn(UdpSocket::bind(local).await?, crate::api::client_config(), time_seed());
+        let shared = spawn(bind(local.parse().expect("a literal address"), crate::api::client_config())?)?;
         let ctx = {
             let mut st = shared.lock();
             let now = shared.now();
-            let ctx = st.ep.connect(now, peer, port, ContextConfig::stream()).map_err(|e| {
+            let ctx = st.d.endpoint().connect(now, peer, port, ContextConfig::stream()).map_err(|e| {
                 st.handles -= 1; // no stream: release the reservation
                 io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}"))
             });
@@ -264,7 +282,7 @@ impl AsyncRead for AsyncXtpStream {
         if this.pending.is_empty() {
             let mut st = this.shared.lock();
             let now = this.shared.now();
-            match st.ep.read(now, this.ctx) {
+            match st.d.endpoint().read(now, this.ctx) {
                 Some(c) => this.pending = c.data,
                 None => {
                     let c = st.ctxs.entry(this.ctx).or_default();
@@ -289,7 +307,7 @@ impl AsyncRead for AsyncXtpStream {
                 if buf.remaining() == 0 {
                     break;
                 }
-                match st.ep.read(now, this.ctx) {
+                match st.d.endpoint().read(now, this.ctx) {
                     Some(c) => this.pending = c.data,
                     None => break,
                 }
@@ -320,15 +338,15 @@ impl AsyncWrite for AsyncXtpStream {
         // Wait while the engine's send buffer is full (woken on Acked; the
         // engine would refuse the write with WouldBlock) or our bound on
         // unsent bytes is reached (woken once they have left).
-        if !st.ep.writable(self.ctx, WRITE_BUFFER) {
+        if !st.d.endpoint().writable(self.ctx, WRITE_BUFFER) {
             st.ctxs.entry(self.ctx).or_default().writer = Some(cx.waker().clone());
-            if st.ep.can_write(self.ctx) && !st.unsent_waiters.contains(&self.ctx) {
+            if st.d.endpoint().can_write(self.ctx) && !st.unsent_waiters.contains(&self.ctx) {
                 st.unsent_waiters.push(self.ctx);
             }
             return Poll::Pending;
         }
         let now = self.shared.now();
-        let r = st.ep.write(now, self.ctx, Bytes::copy_from_slice(data), false, None);
+        let r = st.d.endpoint().write(now, self.ctx, Bytes::copy_from_slice(data), false, None);
         drop(st);
         self.shared.nudge.notify_one();
         Poll::Ready(
@@ -348,7 +366,7 @@ impl AsyncWrite for AsyncXtpStream {
         let mut st = self.shared.lock();
         if !self.shut {
             let now = self.shared.now();
-            st.ep.close(now, self.ctx);
+            st.d.endpoint().close(now, self.ctx);
             drop(st);
             self.shut = true;
             self.shared.nudge.notify_one();
@@ -373,7 +391,7 @@ impl Drop for AsyncXtpStream {
         let mut st = self.shared.lock();
         let now = self.shared.now();
         if !self.shut {
-            st.ep.close(now, self.ctx);
+            st.d.endpoint().close(now, self.ctx);
         }
         st.handles -= 1;
         if let Some(c) = st.ctxs.get_mut(&self.ctx) {
@@ -396,14 +414,18 @@ pub struct AsyncXtpListener {
 impl AsyncXtpListener {
     /// Binds `addr` (UDP) and listens on XTP `port`.
     pub async fn bind(addr: impl ToSocketAddrs, port: u16) -> io::Result<AsyncXtpListener> {
-        let sock = UdpSocket::bind(addr).await?;
-        let local = sock.local_addr()?;
-        let shared = spawn(sock, EndpointConfig::default(), time_seed());
+        let addr = tokio::net::lookup_host(addr)
+            .await?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to bind"))?;
+        let d = bind(addr, EndpointConfig::default())?;
+        let local = d.local_addr()?;
+        let shared = spawn(d)?;
         {
             let mut st = shared.lock();
             // The listener's handle is the creator's reservation; on error
             // it is released so the driver ends.
-            if let Err(e) = st.ep.listen(port, ContextConfig::stream()) {
+            if let Err(e) = st.d.endpoint().listen(port, ContextConfig::stream()) {
                 st.handles -= 1;
                 drop(st);
                 shared.nudge.notify_one();

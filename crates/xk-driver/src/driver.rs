@@ -289,6 +289,12 @@ impl<T: Transport> Driver<T> {
         self.clock.now()
     }
 
+    /// The driver's clock (a copy: the same epoch, for callers that pass
+    /// times to the endpoint without holding the driver).
+    pub fn clock(&self) -> crate::clock::Clock {
+        self.clock
+    }
+
     /// The endpoint, for commands and events.
     pub fn endpoint(&mut self) -> &mut Endpoint {
         &mut self.ep
