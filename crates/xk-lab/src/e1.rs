@@ -373,10 +373,14 @@ pub(crate) fn udp_processes(size: usize, count: u32) -> Result<Row, String> {
 /// The floor for [`udp`]: the same exchange with plain UDP sockets and no
 /// protocol, measured the same way (one thread, client and echo taking turns,
 /// one way = half the round trip) — what the kernel path alone costs.
-pub(crate) fn udp_floor(size: usize, count: u32) -> Result<Row, String> {
+/// With `via`, through the relay with that delay each way (the relay's own
+/// cost on top of the delay is what this row's processing time shows).
+pub(crate) fn udp_floor(size: usize, count: u32, via: Option<(Duration, u64)>) -> Result<Row, String> {
     let server = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let client = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    client.connect(server.local_addr().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    let saddr = server.local_addr().map_err(|e| e.to_string())?;
+    let relay = via.map(|(d, seed)| crate::e1_modes::Relay::start(saddr, d, seed)).transpose()?;
+    client.connect(relay.as_ref().map_or(saddr, |r| r.addr)).map_err(|e| e.to_string())?;
     for s in [&server, &client] {
         s.set_read_timeout(Some(std::time::Duration::from_secs(5))).map_err(|e| e.to_string())?;
     }
@@ -392,7 +396,15 @@ pub(crate) fn udp_floor(size: usize, count: u32) -> Result<Row, String> {
         client.recv(&mut buf).map_err(|e| format!("E1 UDP floor: {e}"))?;
         e2e_ns.push((clock.now() - t0).as_nanos() as u64 / 2);
     }
-    Ok(Row::new("raw UDP floor, loopback".into(), size, 0, e2e_ns))
+    Ok(match via {
+        Some((d, _)) => Row::new(
+            format!("raw UDP floor, {:.1} ms link (relay)", d.as_nanos() as f64 / 1e6),
+            size,
+            d.as_nanos() as u64,
+            e2e_ns,
+        ),
+        None => Row::new("raw UDP floor, loopback".into(), size, 0, e2e_ns),
+    })
 }
 
 /// Seed 000, Table 3 (processing time, integrated clients), SandiaXTP row:
@@ -411,6 +423,10 @@ pub struct Params {
     pub simulated_count: u32,
     /// Round trips per loopback row.
     pub udp_count: u32,
+    /// Round trips per row through the relay with seed 000's 0.9 ms link
+    /// (deployment modes and the floor; 0: none).
+    #[serde(default)]
+    pub relay_count: u32,
 }
 
 /// E1 (seed 000, Tables 1–3): message ping-pong.
@@ -428,6 +444,8 @@ impl Experiment for E1 {
             sizes: vec![10, 1000, 10_000],
             simulated_count: if quick { 200 } else { 2000 },
             udp_count: if quick { 500 } else { 5000 },
+            // 1.8 ms a round trip: 400 take under a second a row.
+            relay_count: if quick { 50 } else { 400 },
         }
     }
     fn check(p: &Params) -> Result<(), String> {
@@ -451,7 +469,7 @@ impl Experiment for E1 {
             .iter()
             .map(|&s| Step {
                 label: format!(
-                    "{s} B: simulator 0.9 ms and 0 ms; real UDP one thread, server thread, separate processes; API integrated, engine thread, daemon; raw UDP floor"
+                    "{s} B: simulator 0.9 ms and 0 ms; real UDP one thread, server thread, separate processes; API integrated, engine thread, daemon; raw UDP floor; the API modes and the floor through a 0.9 ms relay"
                 ),
                 point: s,
             })
@@ -467,8 +485,13 @@ impl Experiment for E1 {
             udp_threads(size, udp_n)?,
             udp_processes(size, udp_n)?,
         ];
-        rows.extend(crate::e1_modes::api_modes(size, udp_n)?);
-        rows.push(udp_floor(size, udp_n)?);
+        rows.extend(crate::e1_modes::api_modes(size, udp_n, None)?);
+        rows.push(udp_floor(size, udp_n, None)?);
+        if self.0.relay_count > 0 {
+            let via = Some((Duration::from_micros(900), env.seed + 20 + i));
+            rows.extend(crate::e1_modes::api_modes(size, self.0.relay_count, via)?);
+            rows.push(udp_floor(size, self.0.relay_count, via)?);
+        }
         Ok(rows)
     }
     fn csv_key() -> &'static [&'static str] {

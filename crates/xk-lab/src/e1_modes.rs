@@ -3,7 +3,10 @@
 //! `recv_message`), made in each mode — integrated, engine thread, and
 //! through an `xpress daemon` in its own process (seed 000 Table 1's
 //! "separate processes": SandiaXTP's daemon serving its clients) — against
-//! one echo server on its own thread, over real UDP on loopback.
+//! one echo server on its own thread, over real UDP on loopback — directly
+//! (the zero-delay link) and through the link emulator's real-time relay
+//! with 0.9 ms each way (seed 000's link), the raw-UDP floor through the
+//! same relay beside them (so the relay's own cost can be read off).
 
 use std::io::BufRead;
 use std::net::SocketAddr;
@@ -124,11 +127,64 @@ fn api_client(xtp: &Xtp, to: SocketAddr, size: usize, count: u32, what: &str) ->
     Ok(e2e_ns)
 }
 
+/// The link emulator's relay on its own thread, in front of `server`,
+/// with `delay` each way; stopped when dropped.
+pub(crate) struct Relay {
+    /// Where clients send.
+    pub(crate) addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    pub(crate) fn start(server: SocketAddr, delay: Duration, seed: u64) -> Result<Relay, String> {
+        use xk_driver::relay::{self, RelayConfig};
+        let spec = xk_netemu::parse_line(&format!("delay {}us", delay.as_nanos() / 1000))
+            .map_err(|e| e.to_string())?;
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        let addr = sock.local_addr().map_err(|e| e.to_string())?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cfg = RelayConfig {
+            listen: addr,
+            server,
+            forward: spec.clone(),
+            reverse: spec,
+            seed,
+            duration: Duration::from_secs(600),
+            spin: xk_driver::pacer::DEFAULT_SPIN,
+            max_p99_error: relay::DEFAULT_MAX_P99_ERROR,
+            stop: Some(stop.clone()),
+        };
+        let thread = std::thread::spawn(move || {
+            let _ = relay::run_on(sock, &cfg, &mut None);
+        });
+        Ok(Relay { addr, stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// The three rows for `size`: the API client integrated, on an engine
-/// thread, and through a daemon process.
-pub(crate) fn api_modes(size: usize, count: u32) -> Result<Vec<Row>, String> {
+/// thread, and through a daemon process; with `via`, through the relay
+/// with that delay each way (rows named for it, the delay as their link
+/// delay).
+pub(crate) fn api_modes(size: usize, count: u32, via: Option<(Duration, u64)>) -> Result<Vec<Row>, String> {
     let server = EchoThread::start()?;
     let daemon = DaemonProcess::start()?;
+    let relay = via.map(|(d, seed)| Relay::start(server.addr, d, seed)).transpose()?;
+    let (to, delay, link) = match (&relay, via) {
+        (Some(r), Some((d, _))) => {
+            (r.addr, d.as_nanos() as u64, format!(", {:.1} ms link (relay)", d.as_nanos() as f64 / 1e6))
+        }
+        _ => (server.addr, 0, String::new()),
+    };
     let modes = [
         ("real UDP, API integrated", Mode::integrated()),
         ("real UDP, API engine thread", Mode::engine_thread()),
@@ -136,8 +192,9 @@ pub(crate) fn api_modes(size: usize, count: u32) -> Result<Vec<Row>, String> {
     ];
     let mut rows = Vec::new();
     for (name, mode) in modes {
-        let r = api_client(&Xtp::new(mode), server.addr, size, count, name)?;
-        rows.push(Row::new(name.into(), size, 0, r));
+        let name = format!("{name}{link}");
+        let r = api_client(&Xtp::new(mode), to, size, count, &name)?;
+        rows.push(Row::new(name, size, delay, r));
     }
     Ok(rows)
 }
