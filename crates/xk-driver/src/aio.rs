@@ -5,7 +5,7 @@
 //! [`UdpDriver`] as the blocking API (batched sends with GSO or
 //! `sendmmsg`, batched receives with GRO or `recvmmsg`): it flushes what
 //! the endpoint has, then waits for the socket to become readable (tokio's
-//! `AsyncFd`), the endpoint's next timer, or a nudge from an application
+//! readiness of a duplicate of the socket), the endpoint's next timer, or a nudge from an application
 //! call, whichever comes first, and takes everything waiting. The endpoint sits
 //! behind a mutex shared with the stream handles; nobody holds the lock
 //! across an `.await`. A handle that cannot progress registers its waker; the
@@ -282,7 +282,13 @@ impl AsyncRead for AsyncXtpStream {
         if this.pending.is_empty() {
             let mut st = this.shared.lock();
             let now = this.shared.now();
-            match st.d.endpoint().read(now, this.ctx) {
+            // An empty chunk (an empty message's EOM) is no data: a read
+            // that returned nothing would be taken for the end of the stream.
+            let mut first = st.d.endpoint().read(now, this.ctx);
+            while first.as_ref().is_some_and(|c| c.data.is_empty()) {
+                first = st.d.endpoint().read(now, this.ctx);
+            }
+            match first {
                 Some(c) => this.pending = c.data,
                 None => {
                     let c = st.ctxs.entry(this.ctx).or_default();

@@ -236,6 +236,11 @@ impl E3 {
             (proc, addr)
         };
         std::thread::sleep(std::time::Duration::from_millis(200));
+        if t == PAIR {
+            // The start-up probe's session, so it is not counted in the
+            // first retrieval's CPU time.
+            wait_childless(proc.0.id());
+        }
         let init_kb = status_kb(proc.0.id(), "VmRSS:");
         self.servers.push((t.to_string(), Server { proc, addr, init_kb }));
         Ok(&self.servers.last().expect("pushed").1)
@@ -258,10 +263,9 @@ impl E3 {
         let out = Command::new("sh").args(["-c", &script]).output().map_err(|e| format!("run sh: {e}"))?;
         let text = String::from_utf8_lossy(&out.stdout);
         let s = peers::parse(&text)?.pop().ok_or_else(|| format!("no result: {text}"))?;
-        if t == PAIR {
-            wait_childless(spid);
-        }
-        let after_s = server_cpu(spid);
+        // vsftpd's session has ended and been reaped, or its CPU is unknown.
+        let reaped = t != PAIR || wait_childless(spid);
+        let after_s = if reaped { server_cpu(spid) } else { None };
         let after_c = cpu(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default(), 16);
         let d = |a: Option<(f64, f64)>, b: Option<(f64, f64)>| match (a, b) {
             (Some(a), Some(b)) => (b.0 - a.0, b.1 - a.1),
@@ -391,14 +395,30 @@ fn latency_table(p: &Params, rows: &[Row], sizes: &[u64], page: &mut Page, capti
 
 /// Waits (up to 1 s) until `pid` has no child processes left (vsftpd's
 /// session process has exited and been reaped, so its CPU time counts).
-fn wait_childless(pid: u32) {
+/// False if it cannot tell (no `/proc/PID/task/PID/children`, a kernel
+/// without `CONFIG_PROC_CHILDREN`) or a child is still there after 1 s.
+fn wait_childless(pid: u32) -> bool {
     for _ in 0..100 {
-        let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        let Ok(kids) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) else {
+            return false;
+        };
         if kids.trim().is_empty() {
-            return;
+            return true;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+    false
+}
+
+/// The seed's throughput (8S/(1024² L), Mbit/s) at `size` by Table 5.3, as
+/// "PIX a, x-kernel b, NcFTP c", if the table has the size.
+fn seed_throughput(size: u64) -> Option<String> {
+    let i = SEED003_T53_SIZES.iter().position(|&s| s == size)?;
+    let v: Vec<String> = SEED003_T53
+        .iter()
+        .map(|(n, l)| format!("{n} {:.1}", size as f64 * 8.0 / (1024.0 * 1024.0) / l[i]))
+        .collect();
+    Some(v.join(", "))
 }
 
 impl Experiment for E3 {
@@ -554,7 +574,7 @@ impl Experiment for E3 {
                 })
                 .collect();
             page.table(
-                &format!("Resources for the {big}-byte retrieval on loopback (median): CPU seconds and memory in KB (vsftpd: its listening process's memory; each session runs in a child process, whose CPU time is counted once it has exited)"),
+                &format!("Resources for the {big}-byte retrieval on loopback (median): CPU seconds and memory in KB (vsftpd: its listening process's memory only — each session runs in a child process, whose CPU time is counted once it has exited and whose memory is not measured)"),
                 &[
                     "implementation",
                     "client user / system s",
@@ -615,15 +635,22 @@ impl Experiment for E3 {
                 .collect()
         };
         let big = p.sizes.iter().max().copied().unwrap_or(0);
+        let seed_at = |size: u64| {
+            seed_throughput(size).map_or(String::new(), |s| {
+                format!(" (the seed's on its 100 Mbit/s network at that size: {s} Mbit/s)")
+            })
+        };
         let mut text = format!(
-            "On loopback, at {big} bytes: {}. The seed's three FTPs reached 77–89 Mbit/s on a 100 Mbit/s network, so loopback says what the software costs here, not what a network allows. Small files are dominated by the per-retrieval round trips (EPSV, RETR, the data connection and its close).",
-            at(&thr, big).join(", ")
+            "On loopback, at {big} bytes: {}{}; loopback says what the software costs here, not what a network allows. Small files are dominated by the per-retrieval round trips (login, EPSV, RETR, the data connection and its close).",
+            at(&thr, big).join(", "),
+            seed_at(big)
         );
         if let (false, Some(&lbig)) = (link_thr.is_empty(), p.link_sizes.iter().max()) {
             text += &format!(
-                " Over `{}`, at {lbig} bytes: {} — the network, not the software, is the limit there, as it was for the seed.",
+                " Over `{}`, at {lbig} bytes: {}{} — the network, not the software, is the limit there, as it was for the seed.",
                 p.link,
-                at(&link_thr, lbig).join(", ")
+                at(&link_thr, lbig).join(", "),
+                seed_at(lbig)
             );
         }
         page.reading(&text);

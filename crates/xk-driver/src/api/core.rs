@@ -175,7 +175,16 @@ impl Core {
     /// Queues data. Integrated: `WouldBlock` when the engine's send buffer
     /// is full (the caller waits for room and retries). Engine thread: posts
     /// (waiting while the TN ring is full).
-    pub(crate) fn write(&mut self, ctx: Cid, data: Bytes, eom: bool, btag: Option<u64>) -> io::Result<()> {
+    /// Writes `data` (in the ring modes, waiting for acknowledgements
+    /// between blocks no later than `deadline`).
+    pub(crate) fn write(
+        &mut self,
+        ctx: Cid,
+        data: Bytes,
+        eom: bool,
+        btag: Option<u64>,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
         match (self, ctx) {
             (Core::Integrated(d), Cid::Local(id)) => {
                 let now = d.now();
@@ -189,7 +198,7 @@ impl Core {
                     ),
                 })
             }
-            (Core::Engine(e), Cid::Remote(h)) => e.write(h, data, eom, btag),
+            (Core::Engine(e), Cid::Remote(h)) => e.write_until(h, data, eom, btag, deadline),
             _ => Err(mismatch()),
         }
     }

@@ -95,7 +95,8 @@ pub(super) fn request(
         let mut s = shared.borrow_mut();
         let ctx = s.core.connect(peer, port, ContextConfig::new(Service::Transaction))?;
         let ctx = s.opened(ctx);
-        s.write(ctx, Bytes::copy_from_slice(request), true, None)?;
+        let deadline = Some(s.now() + xk_time::Duration::from_nanos(timeout.as_nanos() as u64));
+        s.write(ctx, Bytes::copy_from_slice(request), true, None, deadline)?;
         s.core.close(ctx)?;
         ctx
     };

@@ -186,8 +186,15 @@ impl Shared {
         self.core.read_chunk(ctx)
     }
 
-    fn write(&mut self, ctx: Cid, data: Bytes, eom: bool, btag: Option<u64>) -> io::Result<()> {
-        self.core.write(ctx, data, eom, btag)
+    fn write(
+        &mut self,
+        ctx: Cid,
+        data: Bytes,
+        eom: bool,
+        btag: Option<u64>,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        self.core.write(ctx, data, eom, btag, deadline)
     }
 
     /// The wake-up counters of the engine thread's rings (None: integrated).

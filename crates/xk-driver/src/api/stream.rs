@@ -171,7 +171,9 @@ impl XtpStream {
         let data = Bytes::copy_from_slice(data);
         loop {
             self.wait_for_room()?;
-            match self.shared.borrow_mut().write(self.ctx, data.clone(), true, btag) {
+            let mut s = self.shared.borrow_mut();
+            let deadline = self.deadline(s.now());
+            match s.write(self.ctx, data.clone(), true, btag, deadline) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 r => r?,
             }
@@ -280,7 +282,9 @@ impl Write for XtpStream {
         let data = Bytes::copy_from_slice(buf);
         loop {
             self.wait_for_room()?;
-            match self.shared.borrow_mut().write(self.ctx, data.clone(), false, None) {
+            let mut s = self.shared.borrow_mut();
+            let deadline = self.deadline(s.now());
+            match s.write(self.ctx, data.clone(), false, None, deadline) {
                 // Full again between the wait and the write: wait more.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 r => r?,

@@ -14,12 +14,9 @@
 //! 4096  TN data [C]       4096+C  FN data [C]
 //! ```
 //!
-//! Doorbells follow the in-process rings' protocol (`engine::ring`): the
-//! sleeper stores what it waits for in its `parked` word, fences, looks
-//! again and sleeps on its eventfd; the waker, after pushing or popping,
-//! fences and writes the eventfd only if `parked` asks for what it made
-//! available. The daemon has one eventfd for all its clients and parks in
-//! every client's segment before sleeping.
+//! Doorbells follow the one protocol of `engine::doorbell`, with the
+//! words in the segment. The daemon has one eventfd for all its clients
+//! and parks in every client's segment before sleeping.
 //!
 //! The daemon trusts nothing in the segment: the client may write any
 //! word. Ring positions are checked ([`xk_shm::Corrupt`] ends the
@@ -33,7 +30,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, ppoll};
@@ -42,6 +39,7 @@ use xk_shm::{Consumer, Corrupt, Producer, RingLayout, Segment};
 use xk_time::Duration;
 
 use super::codec;
+use crate::engine::doorbell::{self, WANT_ALL, WANT_DATA, WANT_SPACE, WANT_URGENT};
 use crate::engine::serve::Port;
 use crate::engine::{AppLink, BlockError, CtxHandle, FromEngine, RingStats, ToEngine};
 
@@ -51,11 +49,6 @@ const OFF_CAP: usize = 8;
 const CLIENT_BELL: usize = 320;
 const DAEMON_BELL: usize = 384;
 const DATA: usize = 4096;
-
-const WANT_DATA: u32 = 1;
-const WANT_SPACE: u32 = 2;
-const WANT_URGENT: u32 = 4;
-const WANT_ALL: u32 = WANT_DATA | WANT_SPACE | WANT_URGENT;
 
 /// Bytes of a segment whose rings hold `cap` bytes each.
 pub(crate) fn segment_len(cap: usize) -> usize {
@@ -122,17 +115,7 @@ impl Bell {
 
     /// Wakes the owner if it sleeps waiting for `what`.
     fn ring(&self, what: u32) {
-        fence(Ordering::SeqCst);
-        if self.parked().load(Ordering::Relaxed) & what != 0 && self.parked().swap(0, Ordering::SeqCst) != 0 {
-            self.count(0);
-            let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
-        }
-    }
-
-    /// Empties the eventfd after a sleep (EAGAIN when nobody rang).
-    pub(crate) fn drain(&self) {
-        let mut b = [0u8; 8];
-        let _ = rustix::io::read(&self.fd, &mut b);
+        doorbell::ring(self.parked(), self.counter(0), self.fd.as_fd(), what);
     }
 
     pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
@@ -314,35 +297,18 @@ impl AppLink for ShmLink {
     }
 
     fn park(&mut self, data: bool, urgent_only: bool, space: bool, timeout: Duration) -> io::Result<()> {
-        let want = match (data, urgent_only) {
-            (false, _) => 0,
-            (true, false) => WANT_DATA,
-            (true, true) => WANT_URGENT,
-        } | if space { WANT_SPACE } else { 0 };
-        self.mine.parked().store(want, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let ready = (data && self.rx.has_input()) || (space && !self.is_full());
-        if ready || self.peer_gone() {
-            self.mine.parked().store(0, Ordering::SeqCst);
+        let want = doorbell::want(data, urgent_only, space);
+        let ready = || (data && self.rx.has_input()) || (space && !self.is_full());
+        if doorbell::announce(self.mine.parked(), want, || ready() || self.peer_gone()) {
             return Ok(());
         }
         self.mine.count(1);
-        let ts = TimeSpec::from_duration(std::time::Duration::from_nanos(timeout.as_nanos() as u64));
-        let mut fds = [
-            PollFd::new(self.mine.fd(), PollFlags::POLLIN),
-            PollFd::new(self.sock.as_fd(), PollFlags::POLLIN),
-        ];
-        let r = ppoll(&mut fds, Some(ts), None);
-        let sock_ready = r.is_ok() && fds[1].any().unwrap_or(false);
-        self.mine.parked().store(0, Ordering::SeqCst);
-        self.mine.drain();
-        if sock_ready {
+        // The registration socket too: a daemon that dies wakes us at once.
+        let r = doorbell::sleep(self.mine.parked(), self.mine.fd(), &[self.sock.as_fd()], Some(timeout))?;
+        if r.first().copied().unwrap_or(false) {
             self.look_at_socket(None)?;
         }
-        match r {
-            Ok(_) | Err(Errno::EINTR) => Ok(()),
-            Err(e) => Err(io::Error::from(e)),
-        }
+        Ok(())
     }
 
     fn stats(&self) -> RingStats {
@@ -419,12 +385,17 @@ impl ShmPort {
 
     /// Stores what the daemon sleeps for in this segment; true if it need
     /// not sleep after all (input waiting, or room where it wanted room).
-    pub(crate) fn park(&self, space: bool) -> bool {
-        let want = WANT_DATA | WANT_URGENT | if space { WANT_SPACE } else { 0 };
-        self.mine.parked().store(want, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+    ///
+    /// A `paused` session (its backlog full, `engine::serve`) is not read
+    /// until its client makes room in FN: the daemon sleeps for that room
+    /// only, not for its TN blocks (which would keep it awake, spinning).
+    pub(crate) fn park(&self, space: bool, paused: bool) -> bool {
+        let want = if paused { WANT_SPACE } else { doorbell::want(true, false, space) | WANT_URGENT };
         self.mine.count(1);
-        self.has_input() || (space && self.tx.free().is_ok_and(|f| f > self.cap / 2))
+        let room = || self.tx.free().is_ok_and(|f| f > self.cap / 2);
+        doorbell::announce(self.mine.parked(), want, || {
+            (!paused && self.has_input()) || ((space || paused) && room())
+        })
     }
 
     pub(crate) fn unpark(&self) {

@@ -148,7 +148,7 @@ impl<T: Transport> Daemon<T> {
         // daemon would never sleep while any other session had a backlog.
         let mut ready = false;
         for (id, p) in self.engine.ports() {
-            ready |= p.park(self.engine.session_backlogged(id));
+            ready |= p.park(self.engine.session_backlogged(id), self.engine.session_paused(id));
         }
         let mut r = Ok(vec![]);
         let partial = self.pending.iter().any(|p| p.partial);

@@ -241,6 +241,16 @@ fn a_client_that_never_reads_is_paused_not_buffered() {
     }
     assert_eq!(last_round, 0, "TN was still being read: no backpressure ({posted} blocks posted)");
     assert!(most <= 1024, "backlog reached {most} blocks");
+    // Paused, its unread blocks must not keep the daemon awake: they are
+    // not input, and parking sleeps for FN room only (a spin otherwise).
+    assert!(e.session_paused(1));
+    assert!(!e.has_input(), "a paused session's blocks count as input: the loop would spin");
+    let (space, paused) = (e.session_backlogged(1), e.session_paused(1));
+    let would_wake = e.ports().any(|(_, p)| p.park(space, paused));
+    assert!(!would_wake, "parking a paused session returns at once: the loop would spin");
+    for (_, p) in e.ports() {
+        p.unpark();
+    }
     assert!(most >= 1000, "the backlog never filled ({most}): the test tests nothing");
     // Now it reads: every block gets its refusal, in order.
     let mut answered = 0u64;
@@ -298,15 +308,20 @@ fn writes_past_the_bound_are_refused_and_the_context_aborted() {
     let piece = Bytes::from(vec![1u8; 8 << 10]);
     let mut written = 0u64;
     let mut refused = None;
+    let mut closed = None;
     for _ in 0..20 {
         assert!(try_post(&mut tn, &ToEngine::Write { ctx: h, data: piece.clone(), eom: false, btag: None }));
         written += piece.len() as u64;
         let any = e.apply_posted();
         e.after_apply(any).unwrap();
         while let Some(b) = AppLink::try_recv(&mut app) {
-            if let FromEngine::Failed { ctx, error } = b {
-                assert_eq!(ctx, h);
-                refused = Some((written, error));
+            match b {
+                FromEngine::Failed { ctx, error } => {
+                    assert_eq!(ctx, h);
+                    refused = Some((written, error));
+                }
+                FromEngine::Closed { ctx, reason } => closed = Some((ctx, reason)),
+                _ => {}
             }
         }
         if refused.is_some() {
@@ -316,4 +331,20 @@ fn writes_past_the_bound_are_refused_and_the_context_aborted() {
     let (at, error) = refused.expect("no write was refused");
     assert_eq!(error, BlockError::OverWriteBound(32 << 10));
     assert!(at > limit && at <= limit + (8 << 10), "refused at {at} bytes, limit {limit}");
+    // And the context is aborted (its stream has a hole now).
+    for _ in 0..100 {
+        if closed.is_some() {
+            break;
+        }
+        let any = e.apply_posted();
+        e.after_apply(any).unwrap();
+        while let Some(b) = AppLink::try_recv(&mut app) {
+            if let FromEngine::Closed { ctx, reason } = b {
+                closed = Some((ctx, reason));
+            }
+        }
+    }
+    let (ctx, reason) = closed.expect("the context was not closed after the refusal");
+    assert_eq!(ctx, h);
+    assert_ne!(reason, xtp_proto::CloseReason::Graceful, "{reason:?}");
 }

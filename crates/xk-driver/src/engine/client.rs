@@ -257,14 +257,27 @@ impl EngineClient {
     /// context's unacknowledged bytes are under the write bound — the
     /// daemon refuses a block beyond that (it holds what waits for the
     /// network on the client's behalf), so a large write waits here instead.
-    pub fn write(&mut self, ctx: CtxHandle, mut data: Bytes, eom: bool, btag: Option<u64>) -> io::Result<()> {
+    pub fn write(&mut self, ctx: CtxHandle, data: Bytes, eom: bool, btag: Option<u64>) -> io::Result<()> {
+        self.write_until(ctx, data, eom, btag, None)
+    }
+
+    /// As [`EngineClient::write`], giving up (`TimedOut`) if waiting for
+    /// acknowledgements between blocks lasts past `deadline`.
+    pub fn write_until(
+        &mut self,
+        ctx: CtxHandle,
+        mut data: Bytes,
+        eom: bool,
+        btag: Option<u64>,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
         let max = self.link.max_payload().max(1);
         let mut btag = btag;
         loop {
             let last = data.len() <= max;
             let piece = if last { std::mem::take(&mut data) } else { data.split_to(max) };
             if max != usize::MAX {
-                self.wait_for_bound(ctx)?;
+                self.wait_for_bound(ctx, deadline)?;
             }
             if let Some(m) = self.ctxs.get_mut(&ctx) {
                 m.posted += piece.len() as u64;
@@ -278,13 +291,19 @@ impl EngineClient {
 
     /// Waits until `ctx` has fewer unacknowledged bytes than the bound (or
     /// is unknown here: the engine answers that).
-    fn wait_for_bound(&mut self, ctx: CtxHandle) -> io::Result<()> {
+    fn wait_for_bound(&mut self, ctx: CtxHandle, deadline: Option<Instant>) -> io::Result<()> {
         while let Some(m) = self.ctxs.get(&ctx) {
             if m.posted - m.acked.min(m.posted) < self.cfg.write_bound {
                 break;
             }
             if m.ended {
                 return Err(io::Error::new(io::ErrorKind::BrokenPipe, "the context closed during a write"));
+            }
+            if deadline.is_some_and(|d| self.clock.now() >= d) {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "write: timed out waiting for acknowledgements (part of the write was sent)",
+                ));
             }
             self.wait(SPACE_WAIT)?;
         }
@@ -353,6 +372,12 @@ impl EngineClient {
     /// woken only by the end of a message (or any other block but a
     /// message's middle) — one wake-up per message, not per chunk.
     pub fn wait_for(&mut self, max: Duration, message_end: bool) -> io::Result<()> {
+        // Notices taken while posting (`post` and a write's wait for the
+        // bound collect FN) are news already: no sleep before they are seen.
+        if !self.notices.is_empty() {
+            self.collect();
+            return Ok(());
+        }
         if !self.link.has_input() {
             if self.cfg.busy_poll {
                 let end = self.clock.now() + max;

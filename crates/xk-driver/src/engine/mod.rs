@@ -27,6 +27,7 @@
 
 pub mod block;
 mod client;
+pub(crate) mod doorbell;
 mod ring;
 pub(crate) mod serve;
 mod thread;

@@ -3,44 +3,26 @@
 //!
 //! The rings are `rtrb`'s (bounded, wait-free push and pop, already used by
 //! `xk-loadgen`; its `unsafe` stays inside that crate). What this file adds
-//! is the sleeping protocol. Each side owns a [`Doorbell`]: an `eventfd`
-//! (so a side can wait on it together with a socket, and so could a process
-//! on the other side of a shared-memory segment) and a `parked` word saying
-//! what the sleeper waits for — data in its receiving ring, or space in its
-//! sending ring.
-//!
-//! The sleeper: stores `parked`, a full fence, checks its condition again,
-//! and only then sleeps. The waker: pushes (or pops), a full fence, and rings
-//! only if `parked` asks for what it just made available. One of the two
-//! always sees the other's store (the store-buffering litmus with
-//! sequentially consistent fences), so no wake-up is lost, and a side that
-//! is running — busy-polling, or merely not yet asleep — costs its peer no
-//! system call. A ping-pong therefore costs one wake-up per message each
-//! way, not one per packet (seed 004's one interrupt per message).
+//! is each side's [`Doorbell`] — an eventfd and a `parked` word — for the
+//! sleeping protocol of [`super::doorbell`] (shared with the daemon's
+//! rings): a side wakes its peer only when the peer sleeps for what it just
+//! made available, so a ping-pong costs one wake-up per message each way.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use nix::errno::Errno;
-use nix::poll::{PollFd, PollFlags, ppoll};
 use nix::sys::eventfd::{EfdFlags, EventFd};
-use nix::sys::time::TimeSpec;
 use rtrb::{Consumer, Producer, RingBuffer};
 use xk_time::Duration;
 
-/// What a parked side waits for (bits of [`Doorbell`]'s `parked`): any
-/// block, only an urgent block (the end of a message: the application in
-/// `recv_message` need not wake for each of its chunks), or room to send.
-const WANT_DATA: u8 = 1;
-const WANT_SPACE: u8 = 2;
-const WANT_URGENT: u8 = 4;
+use super::doorbell::{self, WANT_ALL, WANT_DATA, WANT_SPACE, WANT_URGENT};
 
 /// One side's wake-up: an eventfd and what the side sleeps for.
 pub(crate) struct Doorbell {
     fd: EventFd,
-    parked: AtomicU8,
+    parked: AtomicU32,
     /// Times the other side rang (each is one wake-up of this side).
     rings: AtomicU64,
     /// Times this side went to sleep.
@@ -57,7 +39,7 @@ impl Doorbell {
             EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC).map_err(io::Error::from)?;
         Ok(Doorbell {
             fd,
-            parked: AtomicU8::new(0),
+            parked: AtomicU32::new(0),
             rings: AtomicU64::new(0),
             sleeps: AtomicU64::new(0),
             gone: AtomicBool::new(false),
@@ -66,13 +48,8 @@ impl Doorbell {
     }
 
     /// Wakes the owner if it sleeps waiting for `what`.
-    fn ring(&self, what: u8) {
-        fence(Ordering::SeqCst);
-        if self.parked.load(Ordering::Relaxed) & what != 0 && self.parked.swap(0, Ordering::SeqCst) != 0 {
-            self.rings.fetch_add(1, Ordering::Relaxed);
-            // Cannot fail short of the counter overflowing (2^64 - 2 rings).
-            let _ = self.fd.write(1);
-        }
+    fn ring(&self, what: u32) {
+        doorbell::ring(&self.parked, &self.rings, self.fd.as_fd(), what);
     }
 }
 
@@ -163,7 +140,7 @@ impl<O, I> Link<O, I> {
     /// Wakes the other side whatever it sleeps for (this side's sending
     /// ring is full: the other side must drain it).
     pub(crate) fn nudge(&self) {
-        self.theirs.ring(WANT_DATA | WANT_URGENT | WANT_SPACE);
+        self.theirs.ring(WANT_ALL);
     }
 
     /// Sleeps until a block arrives (`data`; with `urgent_only`, a block
@@ -179,47 +156,18 @@ impl<O, I> Link<O, I> {
         extra: Option<BorrowedFd<'_>>,
         timeout: Option<Duration>,
     ) -> io::Result<bool> {
-        let want = match (data, urgent_only) {
-            (false, _) => 0,
-            (true, false) => WANT_DATA,
-            (true, true) => WANT_URGENT,
-        } | if space { WANT_SPACE } else { 0 };
-        self.mine.parked.store(want, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let ready = (data && !self.rx.is_empty()) || (space && !self.tx.is_full());
+        let want = doorbell::want(data, urgent_only, space);
+        let ready = || (data && !self.rx.is_empty()) || (space && !self.tx.is_full());
         // The application must not sleep on an engine that has ended; the
         // engine, lingering after the application left, sleeps on its
         // socket and timers as usual.
-        if ready || (self.app && self.peer_gone()) {
-            self.mine.parked.store(0, Ordering::SeqCst);
+        if doorbell::announce(&self.mine.parked, want, || ready() || (self.app && self.peer_gone())) {
             return Ok(false);
         }
         self.mine.sleeps.fetch_add(1, Ordering::Relaxed);
-        // ppoll: a nanosecond timeout (the engine's timers, pacing among
-        // them, need better than poll's milliseconds).
-        let ts =
-            timeout.map(|d| TimeSpec::from_duration(std::time::Duration::from_nanos(d.as_nanos() as u64)));
-        let result = match extra {
-            None => {
-                let mut fds = [PollFd::new(self.mine.fd.as_fd(), PollFlags::POLLIN)];
-                ppoll(&mut fds, ts, None).map(|_| false)
-            }
-            Some(fd) => {
-                let mut fds = [
-                    PollFd::new(self.mine.fd.as_fd(), PollFlags::POLLIN),
-                    PollFd::new(fd, PollFlags::POLLIN),
-                ];
-                ppoll(&mut fds, ts, None).map(|_| fds[1].any().unwrap_or(false))
-            }
-        };
-        self.mine.parked.store(0, Ordering::SeqCst);
-        // Reset the eventfd (EAGAIN when nobody rang).
-        let _ = self.mine.fd.read();
-        match result {
-            Ok(extra_ready) => Ok(extra_ready),
-            Err(Errno::EINTR) => Ok(false),
-            Err(e) => Err(io::Error::from(e)),
-        }
+        let extra: Vec<BorrowedFd<'_>> = extra.into_iter().collect();
+        let r = doorbell::sleep(&self.mine.parked, self.mine.fd.as_fd(), &extra, timeout)?;
+        Ok(r.first().copied().unwrap_or(false))
     }
 
     /// The wake-up counters of both sides.

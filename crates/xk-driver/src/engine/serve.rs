@@ -28,13 +28,18 @@
 //!   order; a session with [`BACKLOG_PAUSE`] blocks waiting is not read
 //!   from until its application takes some.
 //!
-//! What each session may cost the engine is bounded whatever its
-//! application does (a daemon's client may be hostile): per context, data
-//! delivered and not yet read is at most the read credit (a `Credit` block
-//! cannot raise it above [`EngineConfig::read_credit`]); writes waiting for
-//! the endpoint are at most the write bound plus one block (a `Write`
-//! beyond is refused with [`BlockError::OverWriteBound`] and the context
-//! aborted — the client library waits for acknowledgements instead).
+//! What a daemon's client (which may be hostile) can make the engine hold
+//! is bounded per context: data delivered and not yet read is at most the
+//! read credit plus one chunk (a `Credit` block cannot raise the credit
+//! above [`EngineConfig::read_credit`]), plus what is left when the peer
+//! finishes or the context closes (bounded by the context's receive
+//! buffer); writes waiting for the endpoint are at most the write bound
+//! plus one block (a `Write` beyond is refused with
+//! [`BlockError::OverWriteBound`] and the context aborted — the client
+//! library waits for acknowledgements instead). The engine thread's own
+//! application is this process and is not checked (its blocks carry
+//! references, not copies). A paused session's blocks do not count as
+//! input, so the loops sleep (for FN room) instead of spinning.
 //!
 //! Acknowledgements to the peer: like [`Driver::turn`], the engine does not
 //! send right after delivering data — the application's answer, if it
@@ -203,9 +208,16 @@ impl<T: Transport, P: Port> Engine<T, P> {
         (self.d.input_fd(), self.sessions.get_mut(&id).map(|s| &mut s.port))
     }
 
-    /// Whether any session has blocks waiting.
+    /// Whether any session has blocks waiting that will be applied now
+    /// (a paused session's wait for its application to make room).
     pub(crate) fn has_input(&self) -> bool {
-        self.sessions.values().any(|s| s.port.has_input())
+        self.sessions.values().any(|s| s.backlog.len() < BACKLOG_PAUSE && s.port.has_input())
+    }
+
+    /// Whether session `id` is not read from until its application takes
+    /// FN blocks ([`BACKLOG_PAUSE`]).
+    pub(crate) fn session_paused(&self, id: SessionId) -> bool {
+        self.sessions.get(&id).is_some_and(|s| s.backlog.len() >= BACKLOG_PAUSE)
     }
 
     /// Whether some session's FN blocks wait in a backlog.

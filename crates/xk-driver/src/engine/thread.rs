@@ -76,9 +76,12 @@ pub(super) fn run<T: Transport>(
         }
         let sleep = e.sleep_for();
         let space = e.backlogged();
+        // A paused session's blocks wait in TN until the application makes
+        // room in FN: sleep for that room, not for its blocks.
+        let data = left_at.is_none() && !e.session_paused(0);
         // A zero wait still looks at the socket (without sleeping).
         if !sleep.is_zero() {
-            sleep_on(&mut e, left_at.is_none(), space, sleep)?;
+            sleep_on(&mut e, data, space, sleep)?;
         }
         e.driver().poll_input()?;
     }
