@@ -136,9 +136,9 @@ impl Params {
     }
 
     /// T_t(l) before the seed's simplification (Fig. 4's time line summed):
-    /// δ_w/2 + ρ_w·l_c + ρ_w·l + max(δ_w/2, T_0 + ρ_T·l) + δ_r/2 + ρ_r·l_a
-    /// + δ_r/2 + δ_r + δ_i/2 + δ_i/2. Equal to [`Params::period_send`]
-    /// wherever that one is valid.
+    /// δ_w/2 + ρ_w·l_c + ρ_w·l + max(δ_w/2, T_0 + ρ_T·l) + δ_r/2 + ρ_r·l_a +
+    /// δ_r/2 + δ_r + δ_i/2 + δ_i/2. Equal to [`Params::period_send`] wherever
+    /// that one is valid.
     ///
     /// The seed prints the interrupt term of the first line as δ_i/2; the
     /// simplified second line (and H_t) carry a whole δ_i, the round trip of
