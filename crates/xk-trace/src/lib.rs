@@ -14,9 +14,9 @@
 //!   decided at compile time by the instrumented crate (`xtp-proto`'s
 //!   `Subscriber::ENABLED`, `xk-driver`'s `trace` feature). Compiled in,
 //!   [`record`] is one relaxed atomic load while no recording runs, and
-//!   while one runs, a push into the calling thread's own buffer: no lock,
-//!   no allocation (a full buffer is handed to the collector under a lock
-//!   once per [`Config::chunk`] events and replaced — or, past
+//!   while one runs, a push into the calling thread's own buffer under that
+//!   buffer's own, uncontended lock; no allocation (a full buffer is set
+//!   aside and replaced once per [`Config::chunk`] events — or, past
 //!   [`Config::max_events`], emptied and counted as dropped).
 //! * **Journeys.** [`journey`] names a piece of data by two numbers both
 //!   ends of a hand-off know without being told — (flow, sequence number)
@@ -34,6 +34,4 @@ mod recorder;
 
 pub use event::{Event, Layer, Phase, Point, journey};
 pub use profile::{PhaseProfile, profile};
-pub use recorder::{
-    Config, Recording, ThreadEvents, enabled, finish, flush_thread, name_thread, record, start,
-};
+pub use recorder::{Config, Recording, ThreadEvents, enabled, finish, name_thread, record, start};

@@ -1,21 +1,21 @@
 //! Per-thread recording buffers and the collector they are handed to.
 //!
-//! Each thread records into its own `Vec<Event>` (a thread-local: no lock,
-//! no sharing on the hot path). The vector is allocated once, with
-//! [`Config::chunk`] slots, when the thread first records (or when it calls
-//! [`name_thread`], which threads on the data path do at start so the
-//! allocation is not on it). A full vector goes to the collector under its
-//! lock and a fresh one takes its place — once per `chunk` events; past
+//! Each thread records into its own `Vec<Event>`, reached through a
+//! thread-local and guarded by a mutex no other thread takes while the
+//! recording runs (uncontended: an atomic exchange each way). The vector is
+//! allocated once, with [`Config::chunk`] slots, when the thread first
+//! records (or when it calls [`name_thread`], which threads on the data
+//! path do at start so the allocation is not on it). A full vector is set
+//! aside and a fresh one takes its place — once per `chunk` events; past
 //! [`Config::max_events`] the full vector is emptied instead and its events
 //! counted as dropped, so a long run costs bounded memory and, once over
-//! budget, no allocation at all. A thread's buffer reaches the collector
-//! when it fills, when the thread calls [`flush_thread`], when the thread
-//! ends (its thread-local is dropped), and, for the thread calling
-//! [`finish`], then.
+//! budget, no allocation at all. [`finish`], on any thread, takes every
+//! thread's vectors under their locks: threads that sleep or never end (an
+//! engine thread, a daemon) need not cooperate.
 
-use std::cell::RefCell;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::cell::OnceCell;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::event::Event;
 
@@ -79,100 +79,91 @@ impl Recording {
 }
 
 static ON: AtomicBool = AtomicBool::new(false);
-/// Bumped by every [`start`]: a buffer filled during an earlier recording
-/// is discarded rather than mixed into this one.
+/// Bumped by every [`start`]: events a thread holds from an earlier
+/// recording are discarded rather than mixed into this one.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 static NEXT_TID: AtomicU32 = AtomicU32::new(1);
+/// Events kept in full buffers so far, against [`Config::max_events`].
+static KEPT: AtomicUsize = AtomicUsize::new(0);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+static CONFIG: Mutex<Config> = Mutex::new(Config { chunk: 16_384, max_events: 4 << 20 });
 
-struct Collector {
-    cfg: Config,
-    kept: usize,
-    dropped: u64,
-    chunks: Vec<(u32, String, Vec<Event>)>,
-}
-
-static COLLECTOR: Mutex<Collector> = Mutex::new(Collector {
-    cfg: Config { chunk: 16_384, max_events: 4 << 20 },
-    kept: 0,
-    dropped: 0,
-    chunks: Vec::new(),
-});
-
-struct Local {
+/// One thread's recording state. Behind a mutex only its own thread takes
+/// on the hot path (uncontended: two atomic operations), so that
+/// [`finish`], on any thread, can collect from threads that are asleep or
+/// never end (an engine thread, a daemon) without their help.
+struct Buffer {
     tid: u32,
     name: String,
     generation: u64,
+    chunk: usize,
+    max_events: usize,
     buf: Vec<Event>,
+    full: Vec<Vec<Event>>,
 }
 
-impl Local {
-    const fn new() -> Local {
-        Local { tid: 0, name: String::new(), generation: 0, buf: Vec::new() }
-    }
-
-    /// Makes sure the buffer has room for one more event of recording
-    /// `generation`: allocates it on first use, drops what an earlier
-    /// recording left, hands it over when full.
+impl Buffer {
+    /// Makes room for one more event of recording `generation`.
     #[cold]
     fn make_room(&mut self, generation: u64) {
         if self.generation != generation {
             self.buf.clear();
+            self.full.clear();
             self.generation = generation;
-        }
-        if self.tid == 0 {
-            self.tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
-            if self.name.is_empty() {
-                self.name = std::thread::current()
-                    .name()
-                    .map_or_else(|| format!("thread-{}", self.tid), str::to_owned);
+            if let Ok(c) = CONFIG.lock() {
+                self.chunk = c.chunk.max(1);
+                self.max_events = c.max_events;
             }
         }
-        if self.buf.len() == self.buf.capacity() {
-            self.hand_over(true);
+        if self.buf.len() < self.buf.capacity() {
+            return;
         }
-    }
-
-    /// Gives the buffer's events to the collector (or counts them dropped);
-    /// `refill`: leave a buffer with `chunk` free slots behind.
-    fn hand_over(&mut self, refill: bool) {
-        let generation = GENERATION.load(Ordering::Relaxed);
-        let Ok(mut c) = COLLECTOR.lock() else { return };
-        let chunk = c.cfg.chunk.max(1);
-        if self.generation != generation {
-            // Left over from an earlier recording: the buffer only ever
-            // holds events of `self.generation`.
+        if self.buf.is_empty() {
+            self.buf.reserve_exact(self.chunk);
+        } else if KEPT.fetch_add(self.buf.len(), Ordering::Relaxed) + self.buf.len() <= self.max_events {
+            let full = std::mem::replace(&mut self.buf, Vec::with_capacity(self.chunk));
+            self.full.push(full);
+        } else {
+            KEPT.fetch_sub(self.buf.len(), Ordering::Relaxed);
+            DROPPED.fetch_add(self.buf.len() as u64, Ordering::Relaxed);
             self.buf.clear();
-            self.generation = generation;
-        }
-        if !self.buf.is_empty() {
-            if c.kept + self.buf.len() <= c.cfg.max_events {
-                c.kept += self.buf.len();
-                let full = std::mem::replace(
-                    &mut self.buf,
-                    if refill { Vec::with_capacity(chunk) } else { Vec::new() },
-                );
-                c.chunks.push((self.tid, self.name.clone(), full));
-            } else {
-                c.dropped += self.buf.len() as u64;
-                self.buf.clear();
-            }
-        }
-        if refill && self.buf.capacity() == 0 {
-            self.buf.reserve_exact(chunk);
         }
     }
 }
 
-impl Drop for Local {
-    fn drop(&mut self) {
-        if !self.buf.is_empty() {
-            self.hand_over(false);
-        }
-    }
-}
+type Shared = Arc<Mutex<Buffer>>;
+
+static REGISTRY: Mutex<Vec<Shared>> = Mutex::new(Vec::new());
 
 thread_local! {
-    static LOCAL: RefCell<Local> = const { RefCell::new(Local::new()) };
+    static LOCAL: OnceCell<Shared> = const { OnceCell::new() };
+}
+
+fn with_buffer(f: impl FnOnce(&mut Buffer)) {
+    // `try_with`: a thread recording while its thread-locals are torn down
+    // loses the event rather than panicking.
+    let _ = LOCAL.try_with(|cell| {
+        let shared = cell.get_or_init(|| {
+            let tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
+            let name = std::thread::current().name().map_or_else(|| format!("thread-{tid}"), str::to_owned);
+            let b = Arc::new(Mutex::new(Buffer {
+                tid,
+                name,
+                generation: u64::MAX,
+                chunk: 1,
+                max_events: 0,
+                buf: Vec::new(),
+                full: Vec::new(),
+            }));
+            if let Ok(mut r) = REGISTRY.lock() {
+                r.push(b.clone());
+            }
+            b
+        });
+        if let Ok(mut b) = shared.lock() {
+            f(&mut b);
+        }
+    });
 }
 
 /// Whether a recording runs (one relaxed load; instrumented code tests it
@@ -188,75 +179,76 @@ pub fn record(event: Event) {
     if !enabled() {
         return;
     }
-    // `try_with`: a thread recording while its thread-locals are torn down
-    // loses the event rather than panicking.
-    let _ = LOCAL.try_with(|l| {
-        let Ok(mut l) = l.try_borrow_mut() else { return };
+    with_buffer(|b| {
         let generation = GENERATION.load(Ordering::Relaxed);
-        if l.buf.len() == l.buf.capacity() || l.generation != generation {
-            l.make_room(generation);
+        if b.buf.len() == b.buf.capacity() || b.generation != generation {
+            b.make_room(generation);
         }
-        l.buf.push(event);
+        b.buf.push(event);
     });
 }
 
-/// Names the calling thread in exports and allocates its buffer now (call
-/// it when a thread on the data path starts, so its first event does not
-/// allocate).
+/// Names the calling thread in exports and, while a recording runs,
+/// allocates its buffer now (call it when a thread on the data path starts,
+/// so its first event does not allocate).
 pub fn name_thread(name: &str) {
-    let _ = LOCAL.try_with(|l| {
-        let Ok(mut l) = l.try_borrow_mut() else { return };
-        name.clone_into(&mut l.name);
-        let generation = GENERATION.load(Ordering::Relaxed);
-        if l.buf.capacity() == 0 || l.tid == 0 || l.generation != generation {
-            l.make_room(generation);
-        }
-    });
-}
-
-/// Hands the calling thread's events to the collector now (a long-lived
-/// thread that should appear in a [`finish`] called from another thread).
-pub fn flush_thread() {
-    let _ = LOCAL.try_with(|l| {
-        if let Ok(mut l) = l.try_borrow_mut()
-            && !l.buf.is_empty()
-        {
-            l.hand_over(true);
+    with_buffer(|b| {
+        name.clone_into(&mut b.name);
+        if enabled() {
+            let generation = GENERATION.load(Ordering::Relaxed);
+            if b.buf.capacity() == 0 || b.generation != generation {
+                b.make_room(generation);
+            }
         }
     });
 }
 
 /// Starts a recording (discarding anything an earlier one left).
 pub fn start(cfg: Config) {
-    if let Ok(mut c) = COLLECTOR.lock() {
-        c.cfg = cfg;
-        c.kept = 0;
-        c.dropped = 0;
-        c.chunks.clear();
+    if let Ok(mut c) = CONFIG.lock() {
+        *c = cfg;
     }
-    GENERATION.fetch_add(1, Ordering::Relaxed);
+    KEPT.store(0, Ordering::Relaxed);
+    DROPPED.store(0, Ordering::Relaxed);
+    GENERATION.fetch_add(1, Ordering::SeqCst);
     ON.store(true, Ordering::SeqCst);
 }
 
-/// Ends the recording: flushes the calling thread and returns what every
-/// thread handed over (threads still running keep what they have not
-/// flushed).
+/// Ends the recording and returns every thread's events (running threads
+/// included: their buffers are taken under their locks). Threads that
+/// have ended are forgotten.
 pub fn finish() -> Recording {
-    flush_thread();
     ON.store(false, Ordering::SeqCst);
-    let Ok(mut c) = COLLECTOR.lock() else { return Recording::default() };
-    let mut threads: Vec<ThreadEvents> = Vec::new();
-    for (tid, name, events) in c.chunks.drain(..) {
-        match threads.iter_mut().find(|t| t.tid == tid) {
-            Some(t) => t.events.extend(events),
-            None => threads.push(ThreadEvents { tid, name, events }),
+    let generation = GENERATION.load(Ordering::SeqCst);
+    let Ok(mut reg) = REGISTRY.lock() else { return Recording::default() };
+    let mut threads = Vec::new();
+    for shared in reg.iter() {
+        let Ok(mut b) = shared.lock() else { continue };
+        if b.generation != generation {
+            continue;
+        }
+        let mut events: Vec<Event> =
+            Vec::with_capacity(b.full.iter().map(Vec::len).sum::<usize>() + b.buf.len());
+        for f in b.full.drain(..) {
+            events.extend(f);
+        }
+        // Over budget the last partial buffer is dropped too.
+        let kept = KEPT.load(Ordering::Relaxed);
+        if kept + b.buf.len() <= b.max_events {
+            KEPT.fetch_add(b.buf.len(), Ordering::Relaxed);
+            events.append(&mut b.buf);
+        } else {
+            DROPPED.fetch_add(b.buf.len() as u64, Ordering::Relaxed);
+            b.buf.clear();
+        }
+        if !events.is_empty() {
+            threads.push(ThreadEvents { tid: b.tid, name: b.name.clone(), events });
         }
     }
+    // A buffer only the registry holds belongs to an ended thread.
+    reg.retain(|s| Arc::strong_count(s) > 1);
     threads.sort_by_key(|t| t.tid);
-    let rec = Recording { threads, dropped: c.dropped };
-    c.kept = 0;
-    c.dropped = 0;
-    rec
+    Recording { threads, dropped: DROPPED.swap(0, Ordering::Relaxed) }
 }
 
 #[cfg(test)]

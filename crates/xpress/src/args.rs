@@ -1,6 +1,6 @@
 //! What the client and server commands share: value parsers (sizes and
 //! rates through the link model's one parser, addresses with host names
-//! and a default port), the path flags, and Ctrl-C.
+//! and a default port), the path flags, `--trace`, and Ctrl-C.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,4 +89,46 @@ pub(crate) fn ctrl_c() -> Result<&'static AtomicBool, String> {
     })
     .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
     Ok(&STOP)
+}
+
+/// `--trace FILE` (on `serve`, `ping`, `bulk` and `daemon`).
+#[derive(Args)]
+pub(crate) struct TraceArgs {
+    /// Record the monitor's tracepoints (application calls, ring crossings,
+    /// engine events, system calls; one journey per message and packet)
+    /// and write them to FILE when the command ends: a Chrome JSON trace
+    /// that ui.perfetto.dev opens, or JSON lines if FILE ends in .jsonl.
+    /// (Packets themselves: --pcap, where the command has it.)
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
+}
+
+impl TraceArgs {
+    /// Runs `body` with a recording going when `--trace` was given and
+    /// writes the trace afterwards, also when `body` failed (the trace of
+    /// a failure is worth having). The file is created first so a path
+    /// that cannot be written is refused before the run.
+    pub(crate) fn around<R>(
+        &self,
+        command: &str,
+        body: impl FnOnce() -> Result<R, String>,
+    ) -> Result<R, String> {
+        let Some(path) = &self.trace else { return body() };
+        let what = format!("--trace {}", path.display());
+        let file = std::fs::File::create(path).map_err(|e| format!("{what}: {e}"))?;
+        xk_trace::start(xk_trace::Config::default());
+        xk_trace::name_thread("main");
+        let r = body();
+        let rec = xk_trace::finish();
+        let format = xk_trace::export::Format::for_path(path);
+        xk_trace::export::write(&rec, format, std::process::id(), &format!("xpress {command}"), file)
+            .map_err(|e| format!("{what}: {e}"))?;
+        let dropped = if rec.dropped > 0 {
+            format!(", {} dropped past the budget", rec.dropped)
+        } else {
+            String::new()
+        };
+        eprintln!("xpress {command}: trace: {} events{dropped} in {}", rec.len(), path.display());
+        r
+    }
 }

@@ -24,6 +24,14 @@ use crate::rate::TokenBucket;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ContextId(pub(crate) ArenaId);
 
+impl ContextId {
+    /// The context's slot number (reused after the context is freed; the
+    /// tracing monitor names contexts by it).
+    pub fn index(self) -> u32 {
+        self.0.index()
+    }
+}
+
 impl fmt::Display for ContextId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "ctx{}.{}", self.0.index(), self.0.generation())
