@@ -337,7 +337,10 @@ impl<T: Transport> Driver<T> {
             }
             let t0 = span_start();
             let sent = self.sock.send(&self.arena, &self.out)?;
-            span_end(t0, Point::SendCall, sent as u64, self.out.iter().map(|o| o.len as u32).sum());
+            if t0 != 0 {
+                let bytes = self.out.iter().map(|o| o.len as u32).sum();
+                span_end(t0, Point::SendCall, sent as u64, bytes);
+            }
             // Datagrams the kernel refused are not returned; which ones is
             // not known, so a short count credits the first `sent` (on
             // loopback every send is taken).

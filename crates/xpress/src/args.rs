@@ -91,7 +91,7 @@ pub(crate) fn ctrl_c() -> Result<&'static AtomicBool, String> {
     Ok(&STOP)
 }
 
-/// `--trace FILE` (on `serve`, `ping`, `bulk` and `daemon`).
+/// `--trace FILE` (on `serve`, `ping`, `bulk`, `daemon` and `emulate`).
 #[derive(Args)]
 pub(crate) struct TraceArgs {
     /// Record the monitor's tracepoints (application calls, ring crossings,

@@ -166,7 +166,9 @@ impl<O, I> Link<O, I> {
                 if trace::COMPILED {
                     let n = self.pushed;
                     self.pushed += 1;
-                    trace::instant(Point::RingPush, journey(self.tx_ring, n), n, u32::from(!self.app));
+                    if trace::active() {
+                        trace::instant(Point::RingPush, journey(self.tx_ring, n), n, u32::from(!self.app));
+                    }
                 }
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 Ok(())
@@ -184,7 +186,9 @@ impl<O, I> Link<O, I> {
         if trace::COMPILED {
             let n = self.popped;
             self.popped += 1;
-            trace::instant(Point::RingPop, journey(self.rx_ring, n), n, u32::from(self.app));
+            if trace::active() {
+                trace::instant(Point::RingPop, journey(self.rx_ring, n), n, u32::from(self.app));
+            }
         }
         // Only an atomic load unless the other side sleeps for space.
         self.theirs.ring(WANT_SPACE);
