@@ -6,6 +6,9 @@
 //! id through the pinger's packet, the server's reception and the server's
 //! read, in time order.
 //!
+//! The pinger's stderr carries the per-phase profile and the operating
+//! system's counters of the run.
+//!
 //! Without python3 or tshark the test says what it skipped, unless
 //! `XPRESS_REQUIRE_TSHARK` is set (CI), where a missing tshark fails.
 
@@ -96,6 +99,15 @@ fn traces_of_a_ping_read_back_with_independent_readers() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("trace:") && err.contains("events in"), "{err}");
+    // The per-phase profile and the operating system's counters, apart.
+    assert!(
+        err.lines().any(|l| l.contains("send_call") && l.contains("median") && l.contains("p99")),
+        "{err}"
+    );
+    assert!(
+        err.contains("involuntary context switches (preemptions)") && err.contains("page faults"),
+        "{err}"
+    );
     interrupt(server.child); // writes its trace as it stops
     assert!(std::fs::metadata(&server_lines).unwrap().len() > 0);
 
