@@ -79,7 +79,12 @@ fn dur(d: std::time::Duration) -> Duration {
 }
 
 /// Opens the contexts: sending ones first, then receiving ones.
-fn open(ep: &mut Endpoint, now: Instant, cfg: &BulkConfig, to: SocketAddr) -> Result<Vec<Flow>, String> {
+fn open<S: xtp_proto::Subscriber>(
+    ep: &mut Endpoint<S>,
+    now: Instant,
+    cfg: &BulkConfig,
+    to: SocketAddr,
+) -> Result<Vec<Flow>, String> {
     let mut c = ContextConfig::stream();
     c.nocheck = cfg.nocheck;
     // XTP's rate is in bytes per second.

@@ -70,9 +70,15 @@ impl Feeder {
     /// then starved the sender (a 45 Mbit/s, 50 ms path with a 1,000-packet
     /// queue sent no new data for 250 ms after each buffer overflow and the
     /// bottleneck idled: 43.1 Mbit/s where kernel TCP kept 43.4).
-    pub(crate) fn feed(&mut self, ep: &mut Endpoint, now: Instant, ctx: ContextId) -> Result<(), String> {
+    pub(crate) fn feed<S: xtp_proto::Subscriber>(
+        &mut self,
+        ep: &mut Endpoint<S>,
+        now: Instant,
+        ctx: ContextId,
+    ) -> Result<(), String> {
         let window = ep.context_stats(ctx).map_or(0, |s| s.send_window.min(1 << 30));
-        let (bound, queued): (u64, fn(&Endpoint, ContextId) -> u64) = if self.timed {
+        type Queued<S> = fn(&Endpoint<S>, ContextId) -> u64;
+        let (bound, queued): (u64, Queued<S>) = if self.timed {
             ((window / 4).max(64 << 10), Endpoint::unsent_bytes)
         } else {
             ((2 * window).max(8 * PATTERN_LEN as u64), Endpoint::unacked_bytes)

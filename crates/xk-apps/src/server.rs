@@ -583,7 +583,11 @@ fn serve_xtp<T: Io>(
 
 /// Echoes what `ctx` has received while its send buffer has room; returns
 /// true when it stopped for room (data left unread), false when drained.
-fn echo(ep: &mut xtp_proto::Endpoint, now: xk_time::Instant, ctx: ContextId) -> bool {
+fn echo<S: xtp_proto::Subscriber>(
+    ep: &mut xtp_proto::Endpoint<S>,
+    now: xk_time::Instant,
+    ctx: ContextId,
+) -> bool {
     loop {
         if ep.readable_bytes(ctx) == 0 {
             return false;

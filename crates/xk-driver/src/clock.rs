@@ -1,14 +1,18 @@
 //! The wall clock as an [`xk_time::Instant`]: nanoseconds since the clock was
 //! created (monotonic).
-
-use std::time::Instant as StdInstant;
+//!
+//! Read from `CLOCK_MONOTONIC` directly (what `std::time::Instant` reads
+//! on Linux) so the tracing monitor's timestamps, taken on the same clock,
+//! relate to the engine's `now` exactly: [`Clock::epoch_ns`] + `now`.
 
 use xk_time::Instant;
+
+use crate::trace::mono_ns;
 
 /// A monotonic clock whose epoch is its creation.
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
-    epoch: StdInstant,
+    epoch: u64,
 }
 
 impl Default for Clock {
@@ -20,12 +24,17 @@ impl Default for Clock {
 impl Clock {
     /// A clock starting now.
     pub fn new() -> Self {
-        Clock { epoch: StdInstant::now() }
+        Clock { epoch: mono_ns() }
     }
 
     /// Time since the epoch.
     pub fn now(&self) -> Instant {
-        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+        Instant::from_nanos(mono_ns().saturating_sub(self.epoch))
+    }
+
+    /// The epoch, in nanoseconds on `CLOCK_MONOTONIC`.
+    pub fn epoch_ns(&self) -> u64 {
+        self.epoch
     }
 }
 

@@ -20,12 +20,14 @@ use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 
 use bytes::Bytes;
 use xk_time::{Duration, Instant};
+use xk_trace::Point;
 use xtp_proto::{CopyCount, Endpoint, EndpointConfig, PeerChange};
 
 use crate::batch::{BatchSocket, IoCounters, Outgoing, TICK};
 use crate::clock::Clock;
 use crate::lanes::{LaneCounters, Lanes};
 use crate::raw::RawSocket;
+use crate::trace::{EngineTrace, span_end, span_start};
 use crate::transport::Transport;
 
 /// Default XTP-over-UDP port of this project (no port is assigned to XTP;
@@ -69,7 +71,7 @@ impl Default for DriverConfig {
 /// An XTP endpoint driven on a socket.
 pub struct Driver<T: Transport> {
     sock: T,
-    ep: Endpoint,
+    ep: Endpoint<EngineTrace>,
     clock: Clock,
     cfg: DriverConfig,
     max_packet: usize,
@@ -212,10 +214,11 @@ impl<T: Transport> Driver<T> {
     pub fn on(sock: T, cfg: EndpointConfig, seed: u64, driver: DriverConfig) -> Self {
         let buffers = sock.size_buffers(SOCKET_BUFFER);
         let max_packet = cfg.max_packet.max(2048);
+        let clock = Clock::new();
         Driver {
             sock,
-            ep: Endpoint::new(cfg, seed),
-            clock: Clock::new(),
+            ep: Endpoint::with_subscriber(cfg, seed, EngineTrace { epoch: clock.epoch_ns() }),
+            clock,
             cfg: driver,
             max_packet,
             arena: vec![0u8; TX_BATCH * max_packet],
@@ -296,7 +299,7 @@ impl<T: Transport> Driver<T> {
     }
 
     /// The endpoint, for commands and events.
-    pub fn endpoint(&mut self) -> &mut Endpoint {
+    pub fn endpoint(&mut self) -> &mut Endpoint<EngineTrace> {
         &mut self.ep
     }
 
@@ -338,7 +341,12 @@ impl<T: Transport> Driver<T> {
                     tap(TapDir::Sent, now, o.dst, &self.arena[o.start..o.start + o.len]);
                 }
             }
+            let t0 = span_start();
             let sent = self.sock.send(&self.arena, &self.out)?;
+            if t0 != 0 {
+                let bytes = self.out.iter().map(|o| o.len as u32).sum();
+                span_end(t0, Point::SendCall, sent as u64, bytes);
+            }
             // Datagrams the kernel refused are not returned; which ones is
             // not known, so a short count credits the first `sent` (on
             // loopback every send is taken).
@@ -429,7 +437,11 @@ impl<T: Transport> Driver<T> {
             let shared_ready = lanes.read_ready(|lane| {
                 for _ in 0..crate::batch::BATCH {
                     stamp.set(None);
+                    let t0 = span_start();
                     let k = lane.recv(false, &mut feed)?;
+                    if k > 0 {
+                        span_end(t0, Point::RecvCall, k as u64, 0);
+                    }
                     n += k;
                     if k <= 2 {
                         break;
@@ -439,11 +451,20 @@ impl<T: Transport> Driver<T> {
             })?;
             if shared_ready {
                 stamp.set(None);
-                n += self.sock.recv(false, &mut feed)?;
+                let t0 = span_start();
+                let k = self.sock.recv(false, &mut feed)?;
+                if k > 0 {
+                    span_end(t0, Point::RecvCall, k as u64, 0);
+                }
+                n += k;
             }
             return Ok(n);
         }
+        let t0 = span_start();
         let n = self.sock.recv(block, &mut feed)?;
+        if n > 0 {
+            span_end(t0, Point::RecvCall, n as u64, 0);
+        }
         // Under bulk load (a GRO train of several datagrams) take what else is
         // queued before sending: the drain saves turns. In request/response
         // traffic (one or two datagrams) it would end in an empty call that
@@ -452,9 +473,12 @@ impl<T: Transport> Driver<T> {
         if n > 2 {
             for _ in 0..crate::batch::BATCH {
                 stamp.set(None);
-                if self.sock.recv(false, &mut feed)? == 0 {
+                let t0 = span_start();
+                let k = self.sock.recv(false, &mut feed)?;
+                if k == 0 {
                     break;
                 }
+                span_end(t0, Point::RecvCall, k as u64, 0);
             }
         }
         Ok(n)

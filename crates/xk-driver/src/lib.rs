@@ -23,6 +23,9 @@
 //! * [`pacer`]: how the relay and the netns router meet release instants
 //!   (timerfd + epoll, a bounded final spin, `SCHED_FIFO` when permitted).
 //! * [`clock`]: the monotonic clock as an [`xk_time::Instant`].
+//! * [`trace`]: the tracing monitor's tracepoints here (system calls, ring
+//!   crossings, application calls) and the engine's subscriber; compiled in
+//!   with the `trace` feature, recording while `xk_trace::start` runs.
 //!
 //! `unsafe` stays forbidden here too: system calls go through `nix`,
 //! `rustix` and `socket2`, the scheduling policy through `thread-priority`,
@@ -42,4 +45,5 @@ pub mod netns;
 pub mod pacer;
 pub mod raw;
 pub mod relay;
+pub mod trace;
 pub mod transport;

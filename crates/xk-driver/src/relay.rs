@@ -31,12 +31,14 @@ use bytes::Bytes;
 use serde_json::json;
 use xk_netemu::{Fate, LinkSpec, LinkStats, Path};
 use xk_time::{Duration, Instant};
+use xk_trace::Point;
 
 use std::os::fd::AsRawFd;
 
 use crate::batch::{BATCH, BatchSocket, MAX_DATAGRAM, Outgoing, TICK, socket_drops};
 use crate::clock::Clock;
 use crate::pacer::{self, LoopStats, Pacer, Pacing};
+use crate::trace;
 
 /// The release-error limit of a trustworthy run: p99 of each direction at
 /// most 200 µs. At the E2 operating point (45 Mbit/s, 1,500-byte packets)
@@ -343,6 +345,7 @@ pub fn run_on_captured(
                     }
                 }
                 for &(at, id, len, corrupted, duplicate) in &intended {
+                    trace::instant(Point::EmuRelease, 0, len as u64, dir as u32);
                     let err = sent_at.saturating_since(at);
                     pacer.stats.release(at, now, sent_at);
                     d.errors.push(u64::try_from(err.as_nanos()).unwrap_or(u64::MAX));
@@ -374,6 +377,7 @@ pub fn run_on_captured(
                 (0, "forward")
             };
             let n = data.len();
+            trace::instant(Point::EmuArrive, 0, n as u64, dir as u32);
             let out = path.send(now, dir, data);
             if let Some(w) = log.as_mut() {
                 let fate = match out.fate {

@@ -1,6 +1,6 @@
 //! What the client and server commands share: value parsers (sizes and
 //! rates through the link model's one parser, addresses with host names
-//! and a default port), the path flags, and Ctrl-C.
+//! and a default port), the path flags, `--trace`, and Ctrl-C.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,4 +89,124 @@ pub(crate) fn ctrl_c() -> Result<&'static AtomicBool, String> {
     })
     .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
     Ok(&STOP)
+}
+
+/// `--trace FILE` (on `serve`, `ping`, `bulk`, `daemon` and `emulate`).
+#[derive(Args)]
+pub(crate) struct TraceArgs {
+    /// Record the monitor's tracepoints (application calls, ring crossings,
+    /// engine events, system calls; one journey per message and packet)
+    /// and write them to FILE when the command ends: a Chrome JSON trace
+    /// that ui.perfetto.dev opens, or JSON lines if FILE ends in .jsonl.
+    /// (Packets themselves: --pcap, where the command has it.)
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
+}
+
+impl TraceArgs {
+    /// Runs `body` with a recording going when `--trace` was given and
+    /// writes the trace afterwards, also when `body` failed (the trace of
+    /// a failure is worth having). The file is created first so a path
+    /// that cannot be written is refused before the run.
+    pub(crate) fn around<R>(
+        &self,
+        command: &str,
+        body: impl FnOnce() -> Result<R, String>,
+    ) -> Result<R, String> {
+        let Some(path) = &self.trace else { return body() };
+        let what = format!("--trace {}", path.display());
+        let file = std::fs::File::create(path).map_err(|e| format!("{what}: {e}"))?;
+        let os_before = OsCounters::now();
+        xk_trace::start(xk_trace::Config::default());
+        xk_trace::name_thread("main");
+        let r = body();
+        let rec = xk_trace::finish();
+        let os = OsCounters::now().since(&os_before);
+        let format = xk_trace::export::Format::for_path(path);
+        xk_trace::export::write(&rec, format, std::process::id(), &format!("xpress {command}"), file)
+            .map_err(|e| format!("{what}: {e}"))?;
+        let dropped = if rec.dropped > 0 {
+            format!(", {} dropped past the budget", rec.dropped)
+        } else {
+            String::new()
+        };
+        eprintln!("xpress {command}: trace: {} events{dropped} in {}", rec.len(), path.display());
+        for p in xk_trace::profile(&rec) {
+            eprintln!(
+                "xpress {command}: trace: {:<10} {:>7} spans, ns min {} median {} p99 {} max {}",
+                p.point.name(),
+                p.count,
+                p.min,
+                p.median,
+                p.p99,
+                p.max
+            );
+        }
+        // The operating system's disturbances over the run, apart from the
+        // profile: a p99 or max well above the median with preemptions,
+        // page faults or migrations here is the system's, not the
+        // protocol's (seed 000's PATO filtered them out the same way).
+        eprintln!(
+            "xpress {command}: trace: os: {} involuntary context switches (preemptions), {} voluntary, \
+             {} minor and {} major page faults, {}",
+            os.involuntary,
+            os.voluntary,
+            os.minor_faults,
+            os.major_faults,
+            os.migrations
+                .map_or("CPU migrations not available (/proc/self/task/*/sched)".into(), |m| format!(
+                    "{m} CPU migrations"
+                ))
+        );
+        r
+    }
+}
+
+/// The process's operating-system counters (`getrusage`, and the
+/// scheduler's migration counts from `/proc/self/task/*/sched` where the
+/// kernel has them: threads alive at the reading).
+#[derive(Clone, Copy, Debug, Default)]
+struct OsCounters {
+    voluntary: i64,
+    involuntary: i64,
+    minor_faults: i64,
+    major_faults: i64,
+    migrations: Option<i64>,
+}
+
+impl OsCounters {
+    fn now() -> OsCounters {
+        let mut c = OsCounters::default();
+        if let Ok(u) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
+            c.voluntary = u.voluntary_context_switches();
+            c.involuntary = u.involuntary_context_switches();
+            c.minor_faults = u.minor_page_faults();
+            c.major_faults = u.major_page_faults();
+        }
+        // Summed over the threads alive now (an ended thread's count is gone).
+        let one = |path: std::path::PathBuf| -> Option<i64> {
+            std::fs::read_to_string(path).ok().and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("se.nr_migrations"))
+                    .and_then(|l| l.rsplit(':').next())
+                    .and_then(|v| v.trim().parse().ok())
+            })
+        };
+        c.migrations = std::fs::read_dir("/proc/self/task")
+            .ok()
+            .map(|d| d.flatten().filter_map(|t| one(t.path().join("sched"))).collect::<Vec<_>>())
+            .filter(|v| !v.is_empty())
+            .map(|v| v.iter().sum());
+        c
+    }
+
+    fn since(&self, before: &OsCounters) -> OsCounters {
+        OsCounters {
+            voluntary: self.voluntary - before.voluntary,
+            involuntary: self.involuntary - before.involuntary,
+            minor_faults: self.minor_faults - before.minor_faults,
+            major_faults: self.major_faults - before.major_faults,
+            migrations: self.migrations.zip(before.migrations).map(|(a, b)| a - b),
+        }
+    }
 }

@@ -20,6 +20,8 @@ use crate::args::{self, PathArgs};
 
 #[derive(Args)]
 pub(crate) struct BulkArgs {
+    #[command(flatten)]
+    trace: args::TraceArgs,
     /// Server (`xpress serve`): HOST[:PORT], port 3636 by default.
     #[arg(long, default_value = "127.0.0.1:3636", value_parser = args::addr, value_name = "ADDR")]
     to: SocketAddr,
@@ -102,6 +104,10 @@ pub(crate) struct BulkArgs {
 }
 
 pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
+    a.trace.around("bulk", || run_traced(a))
+}
+
+fn run_traced(a: &BulkArgs) -> Result<ExitCode, String> {
     if a.cc.is_some() && a.transport != Transport::Xtp {
         return Err(format!(
             "--cc: XTP only; {} uses its own controller (kernel TCP: sysctl net.ipv4.tcp_congestion_control)",

@@ -13,6 +13,8 @@ use crate::args;
 
 #[derive(Args)]
 pub(crate) struct DaemonArgs {
+    #[command(flatten)]
+    trace: args::TraceArgs,
     /// The Unix socket clients register at (default:
     /// $XDG_RUNTIME_DIR/xpress.sock, else /tmp/xpress-UID.sock). Only the
     /// daemon's own user and root may register.
@@ -46,6 +48,10 @@ pub(crate) struct DaemonArgs {
 }
 
 pub(crate) fn run(a: &DaemonArgs) -> Result<(), String> {
+    a.trace.around("daemon", || run_traced(a))
+}
+
+fn run_traced(a: &DaemonArgs) -> Result<(), String> {
     let socket = a.socket.clone().unwrap_or_else(daemon::default_socket);
     if a.status {
         let v = daemon::status(&socket).map_err(|e| e.to_string())?;

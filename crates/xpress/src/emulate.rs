@@ -17,6 +17,8 @@ use xtp_wire::pcap::PcapWriter;
 
 #[derive(Args)]
 pub(crate) struct EmulateArgs {
+    #[command(flatten)]
+    trace: crate::args::TraceArgs,
     /// Address clients send to (what they give as `--via`): HOST[:PORT].
     #[arg(long, value_parser = crate::args::addr, value_name = "ADDR")]
     listen: SocketAddr,
@@ -101,6 +103,10 @@ pub(crate) fn spec(what: &str, s: &str) -> Result<LinkSpec, String> {
 }
 
 pub(crate) fn run(a: &EmulateArgs) -> Result<(), String> {
+    a.trace.around("emulate", || run_traced(a))
+}
+
+fn run_traced(a: &EmulateArgs) -> Result<(), String> {
     if !(a.duration > 0.0 && a.duration.is_finite()) {
         return Err(format!("--duration {}: must be a positive number of seconds", a.duration));
     }

@@ -16,6 +16,8 @@ use crate::args::{self, PathArgs};
 
 #[derive(Args)]
 pub(crate) struct PingArgs {
+    #[command(flatten)]
+    trace: args::TraceArgs,
     /// Server (`xpress serve`): HOST[:PORT], port 3636 by default. With
     /// `--transport udp`, the echo is at this port + 1 (serve's default)
     /// unless `--udp-echo-port` names it.
@@ -61,6 +63,10 @@ pub(crate) struct PingArgs {
 }
 
 pub(crate) fn run(a: &PingArgs) -> Result<ExitCode, String> {
+    a.trace.around("ping", || run_traced(a))
+}
+
+fn run_traced(a: &PingArgs) -> Result<ExitCode, String> {
     let stop = args::ctrl_c()?;
     let to = match (a.transport, a.udp_echo_port) {
         (Transport::Udp, Some(p)) => SocketAddr::new(a.to.ip(), p),

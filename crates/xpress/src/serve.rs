@@ -11,6 +11,8 @@ use crate::args;
 
 #[derive(Args)]
 pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    trace: args::TraceArgs,
     /// Address of the XTP service (UDP) and the TCP floor: HOST[:PORT],
     /// [IPV6]:PORT; the port defaults to 3636, 0 takes any free port.
     #[arg(long, default_value = "127.0.0.1:3636", value_parser = args::addr, value_name = "ADDR")]
@@ -116,6 +118,10 @@ fn lanes_text(l: &xk_apps::server::PeerLanes) -> String {
 }
 
 pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
+    a.trace.around("serve", || run_traced(a))
+}
+
+fn run_traced(a: &ServeArgs) -> Result<(), String> {
     if let Some(m) = a.mss {
         xk_apps::bulk::check_mss(m, a.raw, a.listen.is_ipv6())?;
     }

@@ -24,6 +24,14 @@ use crate::rate::TokenBucket;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ContextId(pub(crate) ArenaId);
 
+impl ContextId {
+    /// The context's slot number (reused after the context is freed; the
+    /// tracing monitor names contexts by it).
+    pub fn index(self) -> u32 {
+        self.0.index()
+    }
+}
+
 impl fmt::Display for ContextId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "ctx{}.{}", self.0.index(), self.0.generation())
@@ -315,7 +323,6 @@ pub struct Endpoint<S: Subscriber = NoTrace> {
     ready: VecDeque<ArenaId>,
     in_ready: Vec<bool>,
     events: VecDeque<Event>,
-    traces: Vec<Trace>,
     diags: VecDeque<PendingDiag>,
     diag_bucket: TokenBucket,
     refusal_bucket: TokenBucket,
@@ -359,7 +366,6 @@ impl<S: Subscriber> Endpoint<S> {
             ready: VecDeque::new(),
             in_ready: Vec::new(),
             events: VecDeque::new(),
-            traces: Vec::new(),
             diags: VecDeque::new(),
             diag_bucket,
             refusal_bucket,
@@ -444,7 +450,7 @@ impl<S: Subscriber> Endpoint<S> {
             ));
         }
         let id = self.new_context(now, peer, port, true, cfg, None);
-        self.wake(id.0, now);
+        self.wake(id.0);
         Ok(id)
     }
 
@@ -496,8 +502,13 @@ impl<S: Subscriber> Endpoint<S> {
         if !data.is_empty() && c.send.unacked() >= c.send_limit() {
             return Err(WriteError::WouldBlock);
         }
+        let len = data.len();
         c.write(data, eom, btag);
-        self.wake(ctx.0, now);
+        if S::ENABLED {
+            let t = Trace::Write { ctx, flow: c.flow(true), seq: c.send.end - len as u64, len, eom };
+            self.subscriber.on_trace(now, &t);
+        }
+        self.wake(ctx.0);
         Ok(())
     }
 
@@ -540,7 +551,13 @@ impl<S: Subscriber> Endpoint<S> {
     pub fn read(&mut self, now: Instant, ctx: ContextId) -> Option<Chunk> {
         let c = self.contexts.get_mut(ctx.0)?;
         let chunk = c.read(now);
-        self.wake(ctx.0, now);
+        if S::ENABLED
+            && let Some(k) = &chunk
+        {
+            let t = Trace::Read { ctx, flow: c.flow(false), seq: k.seq, len: k.data.len(), eom: k.eom };
+            self.subscriber.on_trace(now, &t);
+        }
+        self.wake(ctx.0);
         chunk
     }
 
@@ -565,19 +582,19 @@ impl<S: Subscriber> Endpoint<S> {
     /// Closes our writing side (graceful close, digest §5.7).
     pub fn close(&mut self, now: Instant, ctx: ContextId) {
         if let Some(c) = self.contexts.get_mut(ctx.0) {
-            let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
+            let mut sink = Sink { events: &mut self.events, subscriber: &mut self.subscriber, now };
             c.close_write(&mut sink);
         }
-        self.wake(ctx.0, now);
+        self.wake(ctx.0);
     }
 
     /// Aborts a context: END and a DIAG "context abandoned" go to the peer.
     pub fn abort(&mut self, now: Instant, ctx: ContextId) {
         if let Some(c) = self.contexts.get_mut(ctx.0) {
-            let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
+            let mut sink = Sink { events: &mut self.events, subscriber: &mut self.subscriber, now };
             c.abort(now, &self.cfg, &mut sink);
         }
-        self.wake(ctx.0, now);
+        self.wake(ctx.0);
     }
 
     /// Sends one datagram: service 1 (unacknowledged) or 2 (acknowledged).
@@ -611,21 +628,15 @@ impl<S: Subscriber> Endpoint<S> {
         self.timers.next_deadline()
     }
 
-    fn flush_traces(&mut self, now: Instant) {
-        for t in self.traces.drain(..) {
-            self.subscriber.on_trace(now, &t);
-        }
-    }
-
     /// Re-files a context's timer and queues it for sending if it has output.
-    fn wake(&mut self, slot: ArenaId, now: Instant) {
-        self.refresh(slot, now, true);
+    fn wake(&mut self, slot: ArenaId) {
+        self.refresh(slot, true);
     }
 
     /// Re-files a context's timer; with `ready`, also queues it for sending
     /// if it has output. (A context that just produced nothing is blocked —
     /// by flow, congestion or rate control — until new input wakes it.)
-    fn refresh(&mut self, slot: ArenaId, now: Instant, ready: bool) {
+    fn refresh(&mut self, slot: ArenaId, ready: bool) {
         let idx = slot.index() as usize;
         if self.timer_of.len() <= idx {
             self.timer_of.resize(idx + 1, None);
@@ -652,7 +663,6 @@ impl<S: Subscriber> Endpoint<S> {
             self.in_ready[idx] = true;
             self.ready.push_back(slot);
         }
-        self.flush_traces(now);
     }
 
     fn free(&mut self, now: Instant, slot: ArenaId) {
@@ -701,16 +711,15 @@ impl<S: Subscriber> Endpoint<S> {
             }
             let free = match self.contexts.get_mut(slot) {
                 Some(c) => {
-                    let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
+                    let mut sink = Sink { events: &mut self.events, subscriber: &mut self.subscriber, now };
                     c.on_timeout(now, &self.cfg, &mut sink)
                 }
                 None => continue,
             };
             if free {
-                self.flush_traces(now);
                 self.free(now, slot);
             } else {
-                self.wake(slot, now);
+                self.wake(slot);
             }
         }
     }
@@ -747,7 +756,9 @@ impl<S: Subscriber> Endpoint<S> {
     }
 
     fn dropped(&mut self, now: Instant, from: SocketAddr, reason: DropReason) {
-        self.subscriber.on_trace(now, &Trace::PacketDropped { from, reason });
+        if S::ENABLED {
+            self.subscriber.on_trace(now, &Trace::PacketDropped { from, reason });
+        }
     }
 
     /// A datagram arrived from `from`.
@@ -818,7 +829,7 @@ impl<S: Subscriber> Endpoint<S> {
         if let Some(c) = self.contexts.get_mut(slot) {
             let before = half_open_cost(c);
             c.rx_wire += data.len() as u64;
-            let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
+            let mut sink = Sink { events: &mut self.events, subscriber: &mut self.subscriber, now };
             c.on_packet(now, &repr, &data, &self.cfg, &mut sink);
             if c.half_open {
                 // Still half-open: the datagram counts against the budget;
@@ -842,7 +853,7 @@ impl<S: Subscriber> Endpoint<S> {
         {
             self.by_peer.install(k, slot);
         }
-        self.wake(slot, now);
+        self.wake(slot);
     }
 
     /// Passive open: match a FIRST against the listeners.
@@ -936,10 +947,9 @@ impl<S: Subscriber> Endpoint<S> {
             if !c.half_open {
                 continue;
             }
-            let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
+            let mut sink = Sink { events: &mut self.events, subscriber: &mut self.subscriber, now };
             c.shed(limit, &mut sink);
             self.stats.half_open_evicted += 1;
-            self.flush_traces(now);
             self.free(now, old);
         }
         if self.contexts.len() >= self.cfg.max_contexts {
@@ -975,10 +985,19 @@ impl<S: Subscriber> Endpoint<S> {
             if let Ok(n) = p.emit(buf) {
                 self.stats.diags_sent += 1;
                 self.stats.datagrams_out += 1;
-                self.subscriber.on_trace(
-                    now,
-                    &Trace::PacketSent { ctx: None, ptype: PacketType::Diag, seq: 0, data: 0, len: n },
-                );
+                if S::ENABLED {
+                    self.subscriber.on_trace(
+                        now,
+                        &Trace::PacketSent {
+                            ctx: None,
+                            flow: 0,
+                            ptype: PacketType::Diag,
+                            seq: 0,
+                            data: 0,
+                            len: n,
+                        },
+                    );
+                }
                 return Some(Transmit { dst: d.dst, len: n });
             }
         }
@@ -1013,7 +1032,7 @@ impl<S: Subscriber> Endpoint<S> {
                 continue;
             }
             let restore = cap.map(|b| c.cap_packet(b));
-            let mut sink = Sink { events: &mut self.events, traces: &mut self.traces };
+            let mut sink = Sink { events: &mut self.events, subscriber: &mut self.subscriber, now };
             let sent = c.poll_packet(now, &self.cfg, buf, &mut sink);
             if let Some(old) = restore {
                 c.restore_packet_cap(old);
@@ -1026,7 +1045,7 @@ impl<S: Subscriber> Endpoint<S> {
                 }
                 c.after_send(now, &self.cfg, &mut sink);
             }
-            self.refresh(slot, now, sent.is_some());
+            self.refresh(slot, sent.is_some());
             if let Some(len) = sent {
                 self.stats.datagrams_out += 1;
                 return Some(Transmit { dst, len });

@@ -189,12 +189,48 @@ pub enum DropReason {
 }
 
 /// Events for the tracing monitor: every significant protocol action.
+///
+/// Data is identified across layers, threads and the two ends by its
+/// `flow` and sequence number: `flow` is the initiator's key (without the
+/// RTN bit) with the RTN bit set for data the initiator sends — both ends
+/// know both, so a byte's (flow, seq) is the same in the sender's and the
+/// receiver's traces, and a monitor can follow it (a journey) from the
+/// writer's call to the reader's.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Trace {
+    /// The application queued data on a context.
+    Write {
+        /// Context.
+        ctx: ContextId,
+        /// The data flow.
+        flow: u64,
+        /// Sequence number of the first byte.
+        seq: u64,
+        /// Bytes.
+        len: usize,
+        /// Ends a message.
+        eom: bool,
+    },
+    /// The application took in-order data from a context.
+    Read {
+        /// Context.
+        ctx: ContextId,
+        /// The data flow (the peer's sending flow).
+        flow: u64,
+        /// Sequence number of the first byte.
+        seq: u64,
+        /// Bytes.
+        len: usize,
+        /// Ends a message.
+        eom: bool,
+    },
     /// A packet left.
     PacketSent {
         /// Context (none for DIAG about unknown contexts).
         ctx: Option<ContextId>,
+        /// The data flow the packet belongs to (see [`Trace::Write`]); 0
+        /// for DIAG about unknown contexts.
+        flow: u64,
         /// Type.
         ptype: PacketType,
         /// `seq` field.
@@ -208,6 +244,8 @@ pub enum Trace {
     PacketReceived {
         /// Context.
         ctx: ContextId,
+        /// The data flow the packet belongs to (the peer's sending flow).
+        flow: u64,
         /// Type.
         ptype: PacketType,
         /// `seq` field.
@@ -226,6 +264,8 @@ pub enum Trace {
     Retransmit {
         /// Context.
         ctx: ContextId,
+        /// The data flow.
+        flow: u64,
         /// First byte.
         seq: u64,
         /// Bytes.
@@ -274,20 +314,30 @@ pub enum Trace {
     },
 }
 
-/// Receives [`Trace`] events. The default subscriber does nothing and
-/// compiles away.
+/// Receives [`Trace`] events.
+///
+/// [`Subscriber::ENABLED`] is read at compile time at every tracepoint: a
+/// subscriber that sets it to `false` (like [`NoTrace`], the default) costs
+/// nothing — the event is not even built. A subscriber that wants events
+/// but can turn them off at run time keeps it `true` and tests its own flag.
 pub trait Subscriber {
+    /// Whether the engine reports events to this subscriber at all.
+    const ENABLED: bool = true;
+
     /// One event at `now`.
     fn on_trace(&mut self, now: Instant, trace: &Trace) {
         let _ = (now, trace);
     }
 }
 
-/// The subscriber that ignores everything.
+/// The subscriber that ignores everything; the engine builds no event for
+/// it (`ENABLED` is false).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoTrace;
 
-impl Subscriber for NoTrace {}
+impl Subscriber for NoTrace {
+    const ENABLED: bool = false;
+}
 
 /// A subscriber that keeps every event (tests, small runs).
 #[derive(Clone, Debug, Default)]

@@ -5,9 +5,11 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use bytes::Bytes;
 use xk_time::{Duration, Instant};
+use xk_trace::Point;
 use xtp_proto::{ContextConfig, EndpointConfig};
 
 use super::{Cid, Handle, Mode, RingStats, Shared, TURN, close_error, timed_out};
+use crate::trace;
 
 /// Bytes written and not yet sent once above which `write` waits (with the
 /// engine's own bound on unacknowledged bytes, this bounds the memory a fast
@@ -168,6 +170,8 @@ impl XtpStream {
 
     /// Sends one message: `data` with EOM at its end, tagged with `btag`.
     pub fn send_message(&mut self, data: &[u8], btag: Option<u64>) -> io::Result<()> {
+        let t0 = trace::span_start();
+        let len = data.len();
         let data = Bytes::copy_from_slice(data);
         loop {
             self.wait_for_room()?;
@@ -179,15 +183,21 @@ impl XtpStream {
             }
             break;
         }
-        self.shared.borrow_mut().core.flush()
+        let r = self.shared.borrow_mut().core.flush();
+        trace::span_end(t0, Point::AppWrite, len as u64, 1);
+        r
     }
 
     /// Receives the next whole message (None at the end of the stream). A
     /// message interrupted by the end of the stream is returned as it is.
     pub fn recv_message(&mut self) -> io::Result<Option<Message>> {
+        let t0 = trace::span_start();
         self.want_message_end = true;
         let r = self.recv_message_inner();
         self.want_message_end = false;
+        if let Ok(Some(m)) = &r {
+            trace::span_end(t0, Point::AppRead, m.data.len() as u64, 1);
+        }
         r
     }
 
@@ -264,12 +274,14 @@ impl Read for XtpStream {
         if buf.is_empty() {
             return Ok(0);
         }
+        let t0 = trace::span_start();
         if self.pending.is_empty() && !self.next_chunk()? {
             return Ok(0);
         }
         let n = buf.len().min(self.pending.len());
         buf[..n].copy_from_slice(&self.pending[..n]);
         let _ = self.pending.split_to(n);
+        trace::span_end(t0, Point::AppRead, n as u64, 0);
         Ok(n)
     }
 }
@@ -279,6 +291,7 @@ impl Write for XtpStream {
         if buf.is_empty() {
             return Ok(0);
         }
+        let t0 = trace::span_start();
         let data = Bytes::copy_from_slice(buf);
         loop {
             self.wait_for_room()?;
@@ -289,6 +302,7 @@ impl Write for XtpStream {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 r => r?,
             }
+            trace::span_end(t0, Point::AppWrite, buf.len() as u64, 0);
             return Ok(buf.len());
         }
     }

@@ -16,6 +16,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use rtrb::{Consumer, Producer, RingBuffer};
 use xk_time::Duration;
+use xk_trace::{Point, journey};
+
+use crate::trace;
 
 use super::doorbell::{self, WANT_ALL, WANT_DATA, WANT_SPACE, WANT_URGENT};
 
@@ -85,7 +88,18 @@ pub(crate) struct Link<O, I> {
     theirs: Arc<Doorbell>,
     /// The application's side (for [`Link::stats`]).
     app: bool,
+    /// The tracing monitor's names of the sending and receiving rings, and
+    /// the blocks each has carried: both sides count alike (one producer,
+    /// one consumer, in order), so the n-th block pushed is the n-th popped
+    /// and both compute its journey without it carrying one.
+    tx_ring: u64,
+    rx_ring: u64,
+    pushed: u64,
+    popped: u64,
 }
+
+/// Ring numbers for the tracing monitor, process-wide.
+static NEXT_RING: AtomicU64 = AtomicU64::new(1);
 
 /// Makes the two sides: (application, engine). `slots` per ring.
 pub(crate) fn pair<A, E>(slots: usize) -> io::Result<(Link<A, E>, Link<E, A>)> {
@@ -93,8 +107,30 @@ pub(crate) fn pair<A, E>(slots: usize) -> io::Result<(Link<A, E>, Link<E, A>)> {
     let (fn_tx, fn_rx) = RingBuffer::new(slots);
     let app_bell = Arc::new(Doorbell::new()?);
     let engine_bell = Arc::new(Doorbell::new()?);
-    let app = Link { tx: tn_tx, rx: fn_rx, mine: app_bell.clone(), theirs: engine_bell.clone(), app: true };
-    let engine = Link { tx: fn_tx, rx: tn_rx, mine: engine_bell, theirs: app_bell, app: false };
+    let tn = NEXT_RING.fetch_add(2, Ordering::Relaxed);
+    let fnr = tn + 1;
+    let app = Link {
+        tx: tn_tx,
+        rx: fn_rx,
+        mine: app_bell.clone(),
+        theirs: engine_bell.clone(),
+        app: true,
+        tx_ring: tn,
+        rx_ring: fnr,
+        pushed: 0,
+        popped: 0,
+    };
+    let engine = Link {
+        tx: fn_tx,
+        rx: tn_rx,
+        mine: engine_bell,
+        theirs: app_bell,
+        app: false,
+        tx_ring: fnr,
+        rx_ring: tn,
+        pushed: 0,
+        popped: 0,
+    };
     Ok((app, engine))
 }
 
@@ -104,6 +140,13 @@ impl<O, I> Link<O, I> {
     pub(crate) fn try_send(&mut self, block: O, urgent: bool) -> Result<(), O> {
         match self.tx.push(block) {
             Ok(()) => {
+                if trace::COMPILED {
+                    let n = self.pushed;
+                    self.pushed += 1;
+                    if trace::active() {
+                        trace::instant(Point::RingPush, journey(self.tx_ring, n), n, u32::from(!self.app));
+                    }
+                }
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 Ok(())
             }
@@ -117,6 +160,13 @@ impl<O, I> Link<O, I> {
     /// Takes a block, if one is waiting.
     pub(crate) fn try_recv(&mut self) -> Option<I> {
         let b = self.rx.pop().ok()?;
+        if trace::COMPILED {
+            let n = self.popped;
+            self.popped += 1;
+            if trace::active() {
+                trace::instant(Point::RingPop, journey(self.rx_ring, n), n, u32::from(self.app));
+            }
+        }
         // Only an atomic load unless the other side sleeps for space.
         self.theirs.ring(WANT_SPACE);
         Some(b)

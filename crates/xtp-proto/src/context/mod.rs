@@ -24,7 +24,7 @@ pub use state::{Input, State};
 
 use crate::cc::{Ack, CongestionController, Controller};
 use crate::config::{ContextConfig, EndpointConfig};
-use crate::events::{CloseReason, Event, TimerKind, Trace};
+use crate::events::{CloseReason, Event, Subscriber, TimerKind, Trace};
 use crate::rate::TokenBucket;
 use crate::rtt::RttEstimator;
 use crate::{ContextId, ContextStats};
@@ -56,9 +56,27 @@ struct Episode {
 }
 
 /// What a context did that the endpoint must act on.
-pub(crate) struct Sink<'a> {
+///
+/// Tracing goes straight to the endpoint's subscriber. `trace` takes a
+/// closure and tests the subscriber's `ENABLED` constant first, so with
+/// [`crate::NoTrace`] the event is never built and the call is gone after
+/// monomorphisation (before, every tracepoint pushed a `Trace` into a `Vec`
+/// whatever the subscriber).
+pub(crate) struct Sink<'a, S: Subscriber> {
     pub(crate) events: &'a mut VecDeque<Event>,
-    pub(crate) traces: &'a mut Vec<Trace>,
+    pub(crate) subscriber: &'a mut S,
+    pub(crate) now: Instant,
+}
+
+impl<S: Subscriber> Sink<'_, S> {
+    /// Reports `f()` at the sink's time, building it only when the
+    /// subscriber wants events.
+    #[inline(always)]
+    pub(crate) fn trace(&mut self, f: impl FnOnce() -> Trace) {
+        if S::ENABLED {
+            self.subscriber.on_trace(self.now, &f());
+        }
+    }
 }
 
 pub(crate) struct Context {
@@ -292,7 +310,7 @@ impl Context {
     }
 
     /// Shed by admission control: reported closed (if not already).
-    pub(crate) fn shed(&mut self, limit: &'static str, sink: &mut Sink<'_>) {
+    pub(crate) fn shed<S: Subscriber>(&mut self, limit: &'static str, sink: &mut Sink<'_, S>) {
         if !self.closed_reported {
             self.closed_reported = true;
             sink.events.push_back(Event::Closed { ctx: self.id, reason: CloseReason::Unvalidated { limit } });
@@ -305,20 +323,20 @@ impl Context {
         self.peer_key_known = true;
     }
 
-    fn transition(&mut self, input: Input, sink: &mut Sink<'_>) -> bool {
+    fn transition<S: Subscriber>(&mut self, input: Input, sink: &mut Sink<'_, S>) -> bool {
         let Some(to) = self.state.on(input) else { return false };
-        sink.traces.push(Trace::StateChange { ctx: self.id, from: self.state, to });
+        sink.trace(|| Trace::StateChange { ctx: self.id, from: self.state, to });
         self.state = to;
         true
     }
 
-    fn close_with(
+    fn close_with<S: Subscriber>(
         &mut self,
         input: Input,
         reason: CloseReason,
         now: Instant,
         ep: &EndpointConfig,
-        sink: &mut Sink<'_>,
+        sink: &mut Sink<'_, S>,
     ) {
         if self.transition(input, sink) {
             // Linger as long as the peer could keep retrying (its WTIMER
@@ -381,7 +399,15 @@ impl Context {
         self.send.write(data, eom, btag);
     }
 
-    pub(crate) fn close_write(&mut self, sink: &mut Sink<'_>) {
+    /// The tracing monitor's name for this context's data one way
+    /// ([`Trace`]): the initiator's key with RTN set when the initiator
+    /// sends, so both ends name the same bytes alike.
+    pub(crate) fn flow(&self, outbound: bool) -> u64 {
+        let initiator_key = if self.initiator { self.local_key } else { self.peer_key } & !RTN;
+        if outbound == self.initiator { initiator_key | RTN } else { initiator_key }
+    }
+
+    pub(crate) fn close_write<S: Subscriber>(&mut self, sink: &mut Sink<'_, S>) {
         if self.send.fin.is_none() {
             self.send.fin = Some(self.send.end);
             self.wclose_pending = true;
@@ -389,7 +415,7 @@ impl Context {
         }
     }
 
-    pub(crate) fn abort(&mut self, now: Instant, ep: &EndpointConfig, sink: &mut Sink<'_>) {
+    pub(crate) fn abort<S: Subscriber>(&mut self, now: Instant, ep: &EndpointConfig, sink: &mut Sink<'_, S>) {
         if self.state.is_live() {
             self.need_end = true;
             self.need_diag =
@@ -443,7 +469,12 @@ impl Context {
     }
 
     /// Returns true when the context should be freed.
-    pub(crate) fn on_timeout(&mut self, now: Instant, ep: &EndpointConfig, sink: &mut Sink<'_>) -> bool {
+    pub(crate) fn on_timeout<S: Subscriber>(
+        &mut self,
+        now: Instant,
+        ep: &EndpointConfig,
+        sink: &mut Sink<'_, S>,
+    ) -> bool {
         if self.half_open_deadline.is_some_and(|t| t <= now) && !self.state.is_live() {
             // Ended already (the FIRST carried the whole exchange): it
             // lingers as any ended context does, answering the initiator's
@@ -489,10 +520,10 @@ impl Context {
         }
         if self.rtimer.is_some_and(|t| t <= now) {
             self.rtimer = None;
-            sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Rtimer });
+            sink.trace(|| Trace::TimerFired { ctx: self.id, timer: TimerKind::Rtimer });
         }
         if self.ctimeout.is_some_and(|t| t <= now) {
-            sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Ctimeout });
+            sink.trace(|| Trace::TimerFired { ctx: self.id, timer: TimerKind::Ctimeout });
             // The application has not read everything yet: keep the data
             // for it, but not for ever — an application that never reads
             // (or a FIRST flood nobody accepts) must not pin memory.
@@ -508,7 +539,7 @@ impl Context {
             }
         }
         if self.rec.loss_timer.is_some_and(|t| t <= now) {
-            sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::LossTimer });
+            sink.trace(|| Trace::TimerFired { ctx: self.id, timer: TimerKind::LossTimer });
             let lost = self.rec.detect_lost(now, self.srtt_or_rto(), &mut self.send);
             self.on_lost(now, lost, sink);
         }
@@ -519,7 +550,7 @@ impl Context {
                 // TCP's tail-loss probe (a status request, no data), and its
                 // answer lets loss detection see a lost tail without a
                 // timeout and its window collapse.
-                sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Ptimer });
+                sink.trace(|| Trace::TimerFired { ctx: self.id, timer: TimerKind::Ptimer });
                 self.need_probe = true;
                 self.stats.tail_probes += 1;
             }
@@ -533,10 +564,10 @@ impl Context {
             self.need_probe = true;
             self.stats.tail_probes += 1;
             self.wtimer = Some(now + xk_time::Duration::from_secs(2));
-            sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Ptimer });
+            sink.trace(|| Trace::TimerFired { ctx: self.id, timer: TimerKind::Ptimer });
         }
         if self.wtimer.is_some_and(|t| t <= now) {
-            sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Wtimer });
+            sink.trace(|| Trace::TimerFired { ctx: self.id, timer: TimerKind::Wtimer });
             self.wtimer = None;
             self.retries += 1;
             if self.retries > ep.max_retries {
@@ -555,7 +586,7 @@ impl Context {
                 self.timeout_at = Some(now);
                 self.episode = None;
                 self.prr = None;
-                sink.traces.push(Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
+                sink.trace(|| Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
             }
             // Synchronising handshake: a status request with a fresh sync;
             // its answer tells what the peer holds.
@@ -567,7 +598,7 @@ impl Context {
             if now < idle_until {
                 self.ctimer = Some(idle_until); // traffic since: not idle yet
             } else {
-                sink.traces.push(Trace::TimerFired { ctx: self.id, timer: TimerKind::Ctimer });
+                sink.trace(|| Trace::TimerFired { ctx: self.id, timer: TimerKind::Ctimer });
                 self.ctimer = Some(now + ep.keepalive);
                 // A half-open responder has nobody proven to keep alive: a
                 // probe (and the WTIMER retries after it) would go to a
@@ -587,13 +618,13 @@ impl Context {
 
     /// Processes a packet addressed to this context. `datagram` is the buffer
     /// it arrived in, so received data is kept as slices of it.
-    pub(crate) fn on_packet(
+    pub(crate) fn on_packet<S: Subscriber>(
         &mut self,
         now: Instant,
         p: &PacketRepr<'_>,
         datagram: &Bytes,
         ep: &EndpointConfig,
-        sink: &mut Sink<'_>,
+        sink: &mut Sink<'_, S>,
     ) {
         let h = &p.header;
         let o = h.options;
@@ -613,7 +644,13 @@ impl Context {
             self.half_open_deadline = None;
         }
         self.last_activity = now;
-        sink.traces.push(Trace::PacketReceived { ctx: self.id, ptype: p.body.ptype(), seq: h.seq, len: 0 });
+        sink.trace(|| Trace::PacketReceived {
+            ctx: self.id,
+            flow: self.flow(false),
+            ptype: p.body.ptype(),
+            seq: h.seq,
+            len: 0,
+        });
         if !self.state.is_live() {
             // INACTIVE: answer a status request with END so a peer that missed
             // our END can finish too.
@@ -667,7 +704,7 @@ impl Context {
                 // error, request refused, packet size) is information about
                 // one packet, and the association goes on.
                 if !o.contains(Options::END) && !ends_context(d.code) {
-                    sink.traces.push(Trace::DiagReceived { ctx: self.id, code: d.code, value: d.value });
+                    sink.trace(|| Trace::DiagReceived { ctx: self.id, code: d.code, value: d.value });
                     return;
                 }
                 let text = String::from_utf8_lossy(d.text).into_owned();
@@ -757,7 +794,13 @@ impl Context {
         }
     }
 
-    fn on_data(&mut self, h: &HeaderRepr, btag: Option<u64>, data: Bytes, sink: &mut Sink<'_>) {
+    fn on_data<S: Subscriber>(
+        &mut self,
+        h: &HeaderRepr,
+        btag: Option<u64>,
+        data: Bytes,
+        sink: &mut Sink<'_, S>,
+    ) {
         let len = data.len();
         let eom = h.options.contains(Options::EOM);
         let was_readable = self.recv.readable();
@@ -791,14 +834,14 @@ impl Context {
         }
     }
 
-    fn on_control(
+    fn on_control<S: Subscriber>(
         &mut self,
         now: Instant,
         h: &HeaderRepr,
         c: &ControlSegment,
         spans: &[Span],
         complete: bool,
-        sink: &mut Sink<'_>,
+        sink: &mut Sink<'_, S>,
     ) {
         // An echo we never sent (newer than our last sync) is forged or
         // corrupt: the report still acknowledges, but its echo counts for
@@ -829,7 +872,7 @@ impl Context {
             // bb39841, issue #13's engine regression).
             self.rtt_probe_at = Some((now, self.recv.nxt));
             if let Some(srtt) = self.rtt.srtt() {
-                sink.traces.push(Trace::RttSample { ctx: self.id, rtt, srtt });
+                sink.trace(|| Trace::RttSample { ctx: self.id, rtt, srtt });
             }
         }
         let progress = acked > 0 || info.echo_advanced;
@@ -920,7 +963,7 @@ impl Context {
     /// Acts on data found lost: retransmission is already queued; the first
     /// loss of data sent after the current episode began starts a new one,
     /// which reduces the window once (returns whether it did).
-    fn on_lost(&mut self, now: Instant, lost: Lost, sink: &mut Sink<'_>) -> bool {
+    fn on_lost<S: Subscriber>(&mut self, now: Instant, lost: Lost, sink: &mut Sink<'_, S>) -> bool {
         let Some(first) = lost.first_sent else { return false };
         self.stats.loss_reports += 1;
         match &mut self.episode {
@@ -937,17 +980,17 @@ impl Context {
                     .reduces_proportionally()
                     .then(|| prr::Prr::new(self.send.nxt, in_flight + lost.bytes));
                 self.stats.congestion_events += 1;
-                sink.traces.push(Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
+                sink.trace(|| Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
                 true
             }
         }
     }
 
     /// The last reduction was spurious: the controller restores its window.
-    fn undo(&mut self, sink: &mut Sink<'_>) {
+    fn undo<S: Subscriber>(&mut self, sink: &mut Sink<'_, S>) {
         self.cc.on_spurious();
         self.stats.undone += 1;
-        sink.traces.push(Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
+        sink.trace(|| Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
     }
 
     /// WTIMER runs while anything is outstanding (restarted on progress);
@@ -1000,7 +1043,7 @@ impl Context {
     }
 
     /// Moves the state machine on after input or output.
-    fn check_progress(&mut self, now: Instant, ep: &EndpointConfig, sink: &mut Sink<'_>) {
+    fn check_progress<S: Subscriber>(&mut self, now: Instant, ep: &EndpointConfig, sink: &mut Sink<'_, S>) {
         if self.recv.complete() && !self.peer_finished_seen {
             self.peer_finished_seen = true;
             self.transition(Input::PeerFinished, sink);
@@ -1159,12 +1202,12 @@ impl Context {
     }
 
     /// Builds the next packet into `buf`; returns its length.
-    pub(crate) fn poll_packet(
+    pub(crate) fn poll_packet<S: Subscriber>(
         &mut self,
         now: Instant,
         ep: &EndpointConfig,
         buf: &mut [u8],
-        sink: &mut Sink<'_>,
+        sink: &mut Sink<'_, S>,
     ) -> Option<usize> {
         let header = |s: &Self, options: Options, ptype: PacketType, seq: u64| HeaderRepr {
             key: s.key_out(),
@@ -1325,7 +1368,12 @@ impl Context {
             }
             if seg.retransmit {
                 self.stats.retransmitted += seg.data.len() as u64;
-                sink.traces.push(Trace::Retransmit { ctx: self.id, seq: seg.seq, len: seg.data.len() });
+                sink.trace(|| Trace::Retransmit {
+                    ctx: self.id,
+                    flow: self.flow(true),
+                    seq: seg.seq,
+                    len: seg.data.len(),
+                });
             }
             self.send.on_sent(&seg);
             if let Some(p) = &mut self.prr {
@@ -1390,12 +1438,12 @@ impl Context {
         None
     }
 
-    fn emit(
+    fn emit<S: Subscriber>(
         &mut self,
         p: &PacketRepr<'_>,
         buf: &mut [u8],
         data: Option<usize>,
-        sink: &mut Sink<'_>,
+        sink: &mut Sink<'_, S>,
     ) -> Option<usize> {
         // Under the anti-amplification cap (G27) `max_packet` is the budget
         // left: a packet over it is not sent (as if lost; retransmission and
@@ -1405,8 +1453,9 @@ impl Context {
         }
         let n = p.emit(buf).ok()?;
         self.stats.packets_sent += 1;
-        sink.traces.push(Trace::PacketSent {
+        sink.trace(|| Trace::PacketSent {
             ctx: Some(self.id),
+            flow: self.flow(true),
             ptype: p.body.ptype(),
             seq: p.header.seq,
             data: data.unwrap_or(0),
@@ -1415,7 +1464,12 @@ impl Context {
         Some(n)
     }
 
-    pub(crate) fn after_send(&mut self, now: Instant, ep: &EndpointConfig, sink: &mut Sink<'_>) {
+    pub(crate) fn after_send<S: Subscriber>(
+        &mut self,
+        now: Instant,
+        ep: &EndpointConfig,
+        sink: &mut Sink<'_, S>,
+    ) {
         self.check_progress(now, ep, sink);
     }
 }

@@ -1,0 +1,105 @@
+//! The monitor in the engine-thread mode: a message's journey crosses from
+//! the application's thread to the engine thread through the TN ring (the
+//! same ring journey at the push and at the pop) and on to the echo
+//! server's thread in the same process (the engine's write and the
+//! server's read carry the same data journey), with application, ring,
+//! engine and system-call events on their own threads, and per-phase
+//! profiles from the spans. Needs the `trace` feature (the workspace
+//! builds it: the `xpress` binary turns it on).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use xk_driver::api::{Mode, Xtp};
+use xk_driver::driver::UdpDriver;
+use xk_time::Duration;
+use xk_trace::{Phase, Point};
+use xtp_proto::{ContextConfig, EndpointConfig, Event};
+
+fn of(t: &xk_trace::ThreadEvents, p: Point) -> impl Iterator<Item = xk_trace::Event> + '_ {
+    t.events.iter().filter(move |e| e.point == p).copied()
+}
+
+#[test]
+fn journeys_cross_the_ring_and_reach_the_server() {
+    let mut d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 15).unwrap();
+    let addr = d.local_addr().unwrap();
+    d.endpoint().listen(7, ContextConfig::stream()).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let halt = stop.clone();
+    let server = std::thread::Builder::new()
+        .name("echo".into())
+        .spawn(move || {
+            while !halt.load(Ordering::Relaxed) {
+                d.turn(Duration::from_millis(5)).unwrap();
+                let now = d.now();
+                let ep = d.endpoint();
+                while let Some(ev) = ep.poll_event() {
+                    if let Event::Readable { ctx } = ev {
+                        while let Some(c) = ep.read(now, ctx) {
+                            let _ = ep.write(now, ctx, c.data, c.eom, None);
+                        }
+                    }
+                }
+            }
+        })
+        .unwrap();
+
+    xk_trace::start(xk_trace::Config::default());
+    xk_trace::name_thread("client");
+    let count = 8;
+    {
+        let xtp = Xtp::new(Mode::engine_thread());
+        let mut s = xtp.connect(addr, 7).unwrap();
+        s.set_timeout(Some(std::time::Duration::from_secs(5)));
+        for i in 0..count {
+            let msg = vec![i as u8; 1000 + i];
+            s.send_message(&msg, None).unwrap();
+            assert_eq!(s.recv_message().unwrap().unwrap().data, msg);
+        }
+        s.abort();
+    }
+    // Collected while the engine thread may still linger and the server
+    // runs: the recorder takes every thread's buffer itself.
+    let rec = xk_trace::finish();
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap();
+
+    let thread =
+        |name: &str| rec.threads.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no {name}"));
+    let (client, engine, echo) = (thread("client"), thread("xtp-engine"), thread("echo"));
+    // The application's calls: one send and one receive span per message.
+    let writes: Vec<_> = of(client, Point::AppWrite).filter(|e| e.phase == Phase::End).collect();
+    assert_eq!(writes.len(), count);
+    assert_eq!(
+        writes.iter().map(|e| e.a).collect::<Vec<_>>(),
+        (0..count as u64).map(|i| 1000 + i).collect::<Vec<_>>()
+    );
+    // Every block pushed on the client's side is popped, same journey, later, on the engine's.
+    let pushed: HashMap<u64, u64> = of(client, Point::RingPush).map(|e| (e.journey, e.t)).collect();
+    let popped: HashMap<u64, u64> =
+        of(engine, Point::RingPop).filter(|e| e.b == 0).map(|e| (e.journey, e.t)).collect();
+    assert!(pushed.len() >= count, "{} pushes", pushed.len());
+    // Blocks posted during the exchange (not the closing ones, which the
+    // engine may take after the recording ended).
+    let last_read = of(client, Point::AppRead).map(|e| e.t).max().unwrap();
+    for (j, t) in pushed.iter().filter(|(_, t)| **t <= last_read) {
+        let p = popped.get(j).unwrap_or_else(|| panic!("ring journey {j:x} never popped"));
+        assert!(p >= t, "popped before pushed");
+    }
+    // The engine (on its own thread) wrote each message; the server read it: same data journey.
+    let written: HashSet<u64> = of(engine, Point::Write).map(|e| e.journey).collect();
+    let read: HashSet<u64> = of(echo, Point::Read).map(|e| e.journey).collect();
+    assert_eq!(written.len(), count);
+    assert!(written.is_subset(&read), "engine writes not read at the server under the same journey");
+    // System calls are spans on the engine thread; the profile sees them.
+    let prof = xk_trace::profile(&rec);
+    let send = prof.iter().find(|p| p.point == Point::SendCall).expect("send calls profiled");
+    assert!(
+        send.count >= count && send.min <= send.median && send.median <= send.p99 && send.p99 <= send.max
+    );
+    let app = prof.iter().find(|p| p.point == Point::AppWrite).unwrap();
+    assert_eq!(app.count, count);
+    assert!(rec.merged().windows(2).all(|w| w[0].1.t <= w[1].1.t));
+}
