@@ -300,14 +300,20 @@ struct PendingDiag {
 /// `handle_timeout`, issue commands, then drain `poll_transmit` until it
 /// returns `None`, read `poll_event`, and come back at `poll_timeout`. `now`
 /// must never go backwards.
-pub struct Endpoint<S: Subscriber = NoTrace> {
+///
+/// `Q` is the timer queue (one entry per context with a deadline). Any
+/// `xk_time` queue fits; [`HeapQueue`] is the default because it re-arms in
+/// O(1) and its expiry cost does not depend on how far away deadlines are
+/// (see `docs/ARCHITECTURE.md`, "XTP in the framework", for why the timing
+/// wheel is not the default).
+pub struct Endpoint<S: Subscriber = NoTrace, Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>> {
     cfg: EndpointConfig,
     rng: Rng,
     contexts: Arena<Context>,
     by_peer: DemuxMap<(SocketAddr, u64), ArenaId>,
     per_peer: DemuxMap<SocketAddr, usize>,
     listeners: DemuxMap<u16, ContextConfig>,
-    timers: HeapQueue<ArenaId>,
+    timers: Q,
     /// Each context's entry in `timers` and its instant: at or before the
     /// context's real next deadline (a deadline that moved later keeps the
     /// earlier entry, see `refresh`).
@@ -338,6 +344,15 @@ impl Endpoint<NoTrace> {
 impl<S: Subscriber> Endpoint<S> {
     /// An endpoint reporting every protocol action to `subscriber`.
     pub fn with_subscriber(cfg: EndpointConfig, seed: u64, subscriber: S) -> Self {
+        Endpoint::with_timer_queue(cfg, seed, subscriber)
+    }
+}
+
+impl<S: Subscriber, Q: TimerQueue<ArenaId> + Default> Endpoint<S, Q> {
+    /// An endpoint with the timer queue `Q` (the type picks it; it starts
+    /// empty), reporting every protocol action to `subscriber`. Keys, hash
+    /// seeds and so every seeded run's trace are the same whatever `Q` is.
+    pub fn with_timer_queue(cfg: EndpointConfig, seed: u64, subscriber: S) -> Self {
         let mut rng = Rng::derive(seed, "xtp-endpoint");
         let diag_bucket =
             TokenBucket::new(u64::from(cfg.diag_rate), u64::from(cfg.diag_rate.max(1)), Instant::ZERO);
@@ -354,7 +369,7 @@ impl<S: Subscriber> Endpoint<S> {
             by_peer: DemuxMap::new(h1),
             per_peer: DemuxMap::new(h2),
             listeners: DemuxMap::new(h3),
-            timers: HeapQueue::new(),
+            timers: Q::default(),
             timer_of: Vec::new(),
             ready: VecDeque::new(),
             in_ready: Vec::new(),
@@ -372,7 +387,9 @@ impl<S: Subscriber> Endpoint<S> {
             stats: EndpointStats::default(),
         }
     }
+}
 
+impl<S: Subscriber, Q: TimerQueue<ArenaId>> Endpoint<S, Q> {
     /// The subscriber.
     pub fn subscriber(&self) -> &S {
         &self.subscriber
