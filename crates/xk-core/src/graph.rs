@@ -14,6 +14,7 @@
 use std::collections::VecDeque;
 
 use xk_msg::Msg;
+use xk_time::Instant;
 
 use crate::addr::Participants;
 use crate::upi::{
@@ -75,6 +76,8 @@ struct Entry<M> {
 }
 
 struct Queues<M> {
+    /// The time the driver last handed in (never read from a clock).
+    now: Instant,
     work: VecDeque<Work<M>>,
     events: VecDeque<Event<M>>,
     transmit: VecDeque<(ProtocolId, M)>,
@@ -88,6 +91,11 @@ pub struct Ctx<'a, M> {
 }
 
 impl<M: Msg> Ctx<'_, M> {
+    /// The time the driver last gave the graph ([`Graph::advance`]).
+    pub fn now(&self) -> Instant {
+        self.queues.now
+    }
+
     /// The running protocol's id (to build its [`SessionId`]s).
     pub fn me(&self) -> ProtocolId {
         self.me
@@ -223,7 +231,12 @@ impl<M: Msg> GraphBuilder<M> {
     pub fn build(self) -> Result<Graph<M>, (ProtocolId, OpenError)> {
         let mut g = Graph {
             table: self.table,
-            queues: Queues { work: VecDeque::new(), events: VecDeque::new(), transmit: VecDeque::new() },
+            queues: Queues {
+                now: Instant::ZERO,
+                work: VecDeque::new(),
+                events: VecDeque::new(),
+                transmit: VecDeque::new(),
+            },
         };
         for i in 0..g.table.len() {
             let p = ProtocolId(i as u16);
@@ -310,8 +323,48 @@ impl<M: Msg> Graph<M> {
         self.run();
     }
 
-    /// The next frame for the device, with the protocol that sent it.
+    /// Moves the graph's time to `now` (ignored if earlier: time never goes
+    /// back). The driver calls it before handing in frames or calls; the
+    /// framework never reads a clock.
+    pub fn advance(&mut self, now: Instant) {
+        self.queues.now = self.queues.now.max(now);
+    }
+
+    /// The graph's time.
+    pub fn now(&self) -> Instant {
+        self.queues.now
+    }
+
+    /// The earliest instant any protocol wants [`Graph::handle_timeout`].
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        self.table.iter_mut().filter_map(|e| e.protocol.as_mut()?.poll_timeout()).min()
+    }
+
+    /// Advances to `now` and runs every protocol's timers due by then,
+    /// bottom protocols first, then the work they queued.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.advance(now);
+        let now = self.queues.now;
+        for i in 0..self.table.len() {
+            let p = ProtocolId(i as u16);
+            let due =
+                self.table[i].protocol.as_mut().and_then(|x| x.poll_timeout()).is_some_and(|t| t <= now);
+            if due {
+                call(&mut self.table, &mut self.queues, p, |proto, cx| proto.handle_timeout(cx, now));
+            }
+        }
+        self.run();
+    }
+
+    /// The next frame for the device, with the protocol that sent it. When
+    /// none is queued, every protocol is asked to [`Protocol::flush`] first.
     pub fn poll_transmit(&mut self) -> Option<(ProtocolId, M)> {
+        if self.queues.transmit.is_empty() {
+            for i in 0..self.table.len() {
+                call(&mut self.table, &mut self.queues, ProtocolId(i as u16), |proto, cx| proto.flush(cx));
+            }
+            self.run();
+        }
         self.queues.transmit.pop_front()
     }
 

@@ -56,6 +56,7 @@
 
 mod addr;
 mod arena;
+pub mod device;
 mod graph;
 pub mod keys;
 mod map;

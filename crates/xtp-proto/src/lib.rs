@@ -26,6 +26,7 @@ mod context;
 mod endpoint;
 mod events;
 pub mod fuzzing;
+mod layer;
 mod peers;
 mod ranges;
 pub mod rate;
@@ -38,6 +39,7 @@ pub use endpoint::{
     WriteError,
 };
 pub use events::{CloseReason, DropReason, Event, NoTrace, Recorder, Subscriber, TimerKind, Trace};
+pub use layer::XtpProtocol;
 pub use peers::PeerChange;
 pub use ranges::RangeSet;
 pub use xtp_wire::Service;
