@@ -215,11 +215,17 @@ impl<M: Msg> GraphBuilder<M> {
 
     /// Adds a protocol above the given (already added) protocols.
     pub fn add(&mut self, protocol: impl Protocol<M> + 'static, below: &[ProtocolId]) -> ProtocolId {
+        self.add_boxed(Box::new(protocol), below)
+    }
+
+    /// [`GraphBuilder::add`] for a protocol already boxed (built from a
+    /// graph description).
+    pub fn add_boxed(&mut self, protocol: Box<dyn Protocol<M>>, below: &[ProtocolId]) -> ProtocolId {
         let id = ProtocolId(u16::try_from(self.table.len()).expect("more than 65535 protocols"));
         assert!(below.iter().all(|b| b.index() < self.table.len()), "protocols are added bottom-up");
         self.table.push(Entry {
             name: protocol.name(),
-            protocol: Some(Box::new(protocol)),
+            protocol: Some(protocol),
             below: below.to_vec(),
             stats: ProtocolStats::default(),
             last_drop: None,
