@@ -31,6 +31,7 @@ mod peers;
 mod ranges;
 pub mod rate;
 pub mod rtt;
+pub mod stack;
 
 pub use config::{Congestion, ContextConfig, EndpointConfig};
 pub use context::{Chunk, INITIAL_ALLOC, Input, State};
