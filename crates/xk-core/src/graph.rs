@@ -46,6 +46,17 @@ pub enum Event<M> {
     },
 }
 
+/// Times each protocol's `demux` for an experiment (E5: "timestamps from
+/// the framework"). The framework reads no clock: the meter does, on the
+/// caller's side. The graph calls `begin` right before a protocol's `demux`
+/// and `end` right after it.
+pub trait DemuxMeter {
+    /// A `demux` starts.
+    fn begin(&mut self);
+    /// It returned.
+    fn end(&mut self);
+}
+
 /// Counters kept per protocol by the dispatcher.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProtocolStats {
@@ -236,6 +247,7 @@ impl<M: Msg> GraphBuilder<M> {
     /// Initialises every protocol, bottom first, and returns the running graph.
     pub fn build(self) -> Result<Graph<M>, (ProtocolId, OpenError)> {
         let mut g = Graph {
+            meter: None,
             table: self.table,
             queues: Queues {
                 now: Instant::ZERO,
@@ -260,6 +272,7 @@ impl<M: Msg> GraphBuilder<M> {
 pub struct Graph<M> {
     table: Vec<Entry<M>>,
     queues: Queues<M>,
+    meter: Option<Box<dyn DemuxMeter>>,
 }
 
 impl<M: Msg> Graph<M> {
@@ -379,6 +392,11 @@ impl<M: Msg> Graph<M> {
         self.queues.events.pop_front()
     }
 
+    /// Installs (or with `None` removes) a meter around every `demux`.
+    pub fn set_demux_meter(&mut self, meter: Option<Box<dyn DemuxMeter>>) {
+        self.meter = meter;
+    }
+
     /// Counters of protocol `p`.
     pub fn stats(&self, p: ProtocolId) -> ProtocolStats {
         self.table[p.index()].stats
@@ -419,8 +437,16 @@ impl<M: Msg> Graph<M> {
     }
 
     fn up(&mut self, p: ProtocolId, lower: Option<SessionId>, mut msg: M) {
+        let meter = &mut self.meter;
         let r = call(&mut self.table, &mut self.queues, p, |proto, cx| {
-            let session = proto.demux(cx, lower, &mut msg)?;
+            if let Some(m) = meter.as_mut() {
+                m.begin();
+            }
+            let session = proto.demux(cx, lower, &mut msg);
+            if let Some(m) = meter.as_mut() {
+                m.end();
+            }
+            let session = session?;
             proto.pop(cx, session, lower, msg)
         })
         .unwrap_or(Err(DemuxError::Busy(p)));

@@ -71,7 +71,7 @@ pub mod upi;
 
 pub use addr::{Addr, Part, Participants};
 pub use arena::{Arena, ArenaId};
-pub use graph::{Ctx, Event, Graph, GraphBuilder, ProtocolStats};
+pub use graph::{Ctx, DemuxMeter, Event, Graph, GraphBuilder, ProtocolStats};
 pub use keys::WordKey;
 pub use map::DemuxMap;
 pub use upi::{

@@ -27,6 +27,7 @@ mod e1_modes;
 pub mod e2;
 pub mod e3;
 pub mod e4;
+pub mod e5;
 pub mod e6;
 pub mod e7;
 pub mod e9;
