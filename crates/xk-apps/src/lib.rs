@@ -53,6 +53,7 @@ mod counters;
 mod feed;
 pub mod floors;
 pub mod format;
+pub mod graph_app;
 pub mod pcap_file;
 pub mod ping;
 mod quic;

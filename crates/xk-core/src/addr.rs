@@ -5,7 +5,7 @@
 //! an enum instead of `void *`.
 
 use core::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// One layer's address component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -22,6 +22,9 @@ pub enum Addr {
     Ipv6(Ipv6Addr),
     /// A 64-bit context key (XTP).
     Key(u64),
+    /// A socket address: the peer of a datagram device (UDP, raw IP with the
+    /// port ignored, a simulated link).
+    Inet(SocketAddr),
 }
 
 impl fmt::Display for Addr {
@@ -33,6 +36,7 @@ impl fmt::Display for Addr {
             Addr::Ipv4(a) => write!(f, "{a}"),
             Addr::Ipv6(a) => write!(f, "{a}"),
             Addr::Key(k) => write!(f, "key {k:#x}"),
+            Addr::Inet(a) => write!(f, "{a}"),
         }
     }
 }

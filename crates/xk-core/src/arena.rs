@@ -22,7 +22,7 @@ impl ArenaId {
     }
 
     /// Rebuilds an id from its parts (for wire keys that embed a slot index).
-    pub fn from_parts(index: u32, generation: u32) -> Self {
+    pub const fn from_parts(index: u32, generation: u32) -> Self {
         ArenaId { index, generation }
     }
 }

@@ -14,6 +14,7 @@
 use std::collections::VecDeque;
 
 use xk_msg::Msg;
+use xk_time::Instant;
 
 use crate::addr::Participants;
 use crate::upi::{
@@ -43,6 +44,17 @@ pub enum Event<M> {
         /// The closed session.
         session: SessionId,
     },
+}
+
+/// Times each protocol's `demux` for an experiment (E5: "timestamps from
+/// the framework"). The framework reads no clock: the meter does, on the
+/// caller's side. The graph calls `begin` right before a protocol's `demux`
+/// and `end` right after it.
+pub trait DemuxMeter {
+    /// A `demux` starts.
+    fn begin(&mut self);
+    /// It returned.
+    fn end(&mut self);
 }
 
 /// Counters kept per protocol by the dispatcher.
@@ -75,6 +87,8 @@ struct Entry<M> {
 }
 
 struct Queues<M> {
+    /// The time the driver last handed in (never read from a clock).
+    now: Instant,
     work: VecDeque<Work<M>>,
     events: VecDeque<Event<M>>,
     transmit: VecDeque<(ProtocolId, M)>,
@@ -88,6 +102,11 @@ pub struct Ctx<'a, M> {
 }
 
 impl<M: Msg> Ctx<'_, M> {
+    /// The time the driver last gave the graph ([`Graph::advance`]).
+    pub fn now(&self) -> Instant {
+        self.queues.now
+    }
+
     /// The running protocol's id (to build its [`SessionId`]s).
     pub fn me(&self) -> ProtocolId {
         self.me
@@ -207,11 +226,17 @@ impl<M: Msg> GraphBuilder<M> {
 
     /// Adds a protocol above the given (already added) protocols.
     pub fn add(&mut self, protocol: impl Protocol<M> + 'static, below: &[ProtocolId]) -> ProtocolId {
+        self.add_boxed(Box::new(protocol), below)
+    }
+
+    /// [`GraphBuilder::add`] for a protocol already boxed (built from a
+    /// graph description).
+    pub fn add_boxed(&mut self, protocol: Box<dyn Protocol<M>>, below: &[ProtocolId]) -> ProtocolId {
         let id = ProtocolId(u16::try_from(self.table.len()).expect("more than 65535 protocols"));
         assert!(below.iter().all(|b| b.index() < self.table.len()), "protocols are added bottom-up");
         self.table.push(Entry {
             name: protocol.name(),
-            protocol: Some(Box::new(protocol)),
+            protocol: Some(protocol),
             below: below.to_vec(),
             stats: ProtocolStats::default(),
             last_drop: None,
@@ -222,8 +247,14 @@ impl<M: Msg> GraphBuilder<M> {
     /// Initialises every protocol, bottom first, and returns the running graph.
     pub fn build(self) -> Result<Graph<M>, (ProtocolId, OpenError)> {
         let mut g = Graph {
+            meter: None,
             table: self.table,
-            queues: Queues { work: VecDeque::new(), events: VecDeque::new(), transmit: VecDeque::new() },
+            queues: Queues {
+                now: Instant::ZERO,
+                work: VecDeque::new(),
+                events: VecDeque::new(),
+                transmit: VecDeque::new(),
+            },
         };
         for i in 0..g.table.len() {
             let p = ProtocolId(i as u16);
@@ -241,6 +272,7 @@ impl<M: Msg> GraphBuilder<M> {
 pub struct Graph<M> {
     table: Vec<Entry<M>>,
     queues: Queues<M>,
+    meter: Option<Box<dyn DemuxMeter>>,
 }
 
 impl<M: Msg> Graph<M> {
@@ -310,14 +342,59 @@ impl<M: Msg> Graph<M> {
         self.run();
     }
 
-    /// The next frame for the device, with the protocol that sent it.
+    /// Moves the graph's time to `now` (ignored if earlier: time never goes
+    /// back). The driver calls it before handing in frames or calls; the
+    /// framework never reads a clock.
+    pub fn advance(&mut self, now: Instant) {
+        self.queues.now = self.queues.now.max(now);
+    }
+
+    /// The graph's time.
+    pub fn now(&self) -> Instant {
+        self.queues.now
+    }
+
+    /// The earliest instant any protocol wants [`Graph::handle_timeout`].
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        self.table.iter_mut().filter_map(|e| e.protocol.as_mut()?.poll_timeout()).min()
+    }
+
+    /// Advances to `now` and runs every protocol's timers due by then,
+    /// bottom protocols first, then the work they queued.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.advance(now);
+        let now = self.queues.now;
+        for i in 0..self.table.len() {
+            let p = ProtocolId(i as u16);
+            let due =
+                self.table[i].protocol.as_mut().and_then(|x| x.poll_timeout()).is_some_and(|t| t <= now);
+            if due {
+                call(&mut self.table, &mut self.queues, p, |proto, cx| proto.handle_timeout(cx, now));
+            }
+        }
+        self.run();
+    }
+
+    /// The next frame for the device, with the protocol that sent it. When
+    /// none is queued, every protocol is asked to [`Protocol::flush`] first.
     pub fn poll_transmit(&mut self) -> Option<(ProtocolId, M)> {
+        if self.queues.transmit.is_empty() {
+            for i in 0..self.table.len() {
+                call(&mut self.table, &mut self.queues, ProtocolId(i as u16), |proto, cx| proto.flush(cx));
+            }
+            self.run();
+        }
         self.queues.transmit.pop_front()
     }
 
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event<M>> {
         self.queues.events.pop_front()
+    }
+
+    /// Installs (or with `None` removes) a meter around every `demux`.
+    pub fn set_demux_meter(&mut self, meter: Option<Box<dyn DemuxMeter>>) {
+        self.meter = meter;
     }
 
     /// Counters of protocol `p`.
@@ -360,8 +437,16 @@ impl<M: Msg> Graph<M> {
     }
 
     fn up(&mut self, p: ProtocolId, lower: Option<SessionId>, mut msg: M) {
+        let meter = &mut self.meter;
         let r = call(&mut self.table, &mut self.queues, p, |proto, cx| {
-            let session = proto.demux(cx, lower, &mut msg)?;
+            if let Some(m) = meter.as_mut() {
+                m.begin();
+            }
+            let session = proto.demux(cx, lower, &mut msg);
+            if let Some(m) = meter.as_mut() {
+                m.end();
+            }
+            let session = session?;
             proto.pop(cx, session, lower, msg)
         })
         .unwrap_or(Err(DemuxError::Busy(p)));

@@ -14,6 +14,11 @@
 //! * Participants ([`Participants`], [`Addr`]) and control requests
 //!   ([`Control`]) are typed; errors are one small enum per operation.
 //! * [`DemuxMap`] is the demultiplexing map with the one-entry cache.
+//! * [`graph_desc`] parses and checks a graph description (`app -> xtp ->
+//!   udp`) against a catalogue of kinds; [`device`] is the frame format
+//!   between a graph and a datagram device below it.
+//! * Time is handed in ([`Graph::advance`]); each protocol may keep timers
+//!   ([`Protocol::poll_timeout`], [`Graph::handle_timeout`]).
 //! * No I/O, no clock, no threads, no global state: this crate can sit under the
 //!   simulator, a socket driver or a fuzzer unchanged.
 //!
@@ -56,7 +61,9 @@
 
 mod addr;
 mod arena;
+pub mod device;
 mod graph;
+pub mod graph_desc;
 pub mod keys;
 mod map;
 pub mod protocols;
@@ -64,7 +71,7 @@ pub mod upi;
 
 pub use addr::{Addr, Part, Participants};
 pub use arena::{Arena, ArenaId};
-pub use graph::{Ctx, Event, Graph, GraphBuilder, ProtocolStats};
+pub use graph::{Ctx, DemuxMeter, Event, Graph, GraphBuilder, ProtocolStats};
 pub use keys::WordKey;
 pub use map::DemuxMap;
 pub use upi::{

@@ -20,6 +20,7 @@
 use core::fmt;
 
 use xk_msg::{Msg, TooShort};
+use xk_time::Instant;
 
 use crate::addr::{Addr, Participants};
 use crate::arena::ArenaId;
@@ -144,6 +145,11 @@ pub enum PushError {
     },
     /// The target protocol is running (only possible with a cyclic graph).
     Busy(ProtocolId),
+    /// The session's send buffer is full: nothing was queued; push again
+    /// once the peer has acknowledged data.
+    WouldBlock,
+    /// The session no longer sends (closed for writing, or ended).
+    Closed,
 }
 
 /// Why a close failed.
@@ -259,4 +265,23 @@ pub trait Protocol<M: Msg> {
 
     /// A lower session of this protocol has been closed.
     fn close_done(&mut self, _cx: &mut Ctx<'_, M>, _lower: SessionId) {}
+
+    /// The device is ready for a frame: queue (with `Ctx::transmit` or
+    /// `Ctx::push`) the next one this protocol held back, or several. The
+    /// graph calls it each time the driver asks for a frame and none is
+    /// queued, so a protocol that batches its output (XTP answers a train of
+    /// packets once, as its direct driver does) may hand out one frame per
+    /// call, each at the graph's time of that call.
+    fn flush(&mut self, _cx: &mut Ctx<'_, M>) {}
+
+    /// When this protocol next wants [`Protocol::handle_timeout`]: the
+    /// earliest deadline of its own timer queue (the x-kernel's event
+    /// manager, one queue per protocol so each picks its queue type). May
+    /// be early; never late.
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        None
+    }
+
+    /// Runs the timers due at `now` (also `cx.now()`).
+    fn handle_timeout(&mut self, _cx: &mut Ctx<'_, M>, _now: Instant) {}
 }

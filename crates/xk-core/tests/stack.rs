@@ -153,3 +153,34 @@ fn control_and_limits_travel_through_the_graph() {
     assert!(a.g.to_dot().contains("p1 -> p0"));
     assert!(matches!(a.g.open(a.mux, &ports(1, 2)), Err(OpenError::InUse(_))));
 }
+
+/// The toy stack from a graph description (issue #16): `echo -> mux ->
+/// loop` on one side, `app -> mux -> loop` on the other, built through
+/// `GraphDesc::build`, echoes a message.
+#[test]
+fn a_described_stack_echoes() {
+    use xk_core::graph_desc::{Catalogue, GraphDesc, Kind};
+    fn build(text: &str, seed: u64) -> Host<Rope> {
+        let desc = GraphDesc::parse(text, &Catalogue::toys()).unwrap();
+        let built = desc
+            .build::<Rope>(|k: &Kind| -> Result<Box<dyn xk_core::Protocol<Rope>>, String> {
+                Ok(match k.name {
+                    "loop" => Box::new(LoopLink::new(1500)),
+                    "mux" => Box::new(Mux::new(0x0800, seed)),
+                    "echo" => Box::new(Echo::new(7)),
+                    other => return Err(format!("no such toy {other}")),
+                })
+            })
+            .unwrap();
+        let id = |name| built.ids[desc.find(name).unwrap()].unwrap();
+        Host { link: id("loop"), mux: id("mux"), g: built.graph }
+    }
+    let mut a = build("app -> mux -> loop", 1);
+    let mut b = build("# the server\necho -> mux\nmux -> loop", 2);
+    let s = a.g.open(a.mux, &ports(5000, 7)).unwrap();
+    a.g.push(s, Rope::from_payload(Bytes::from_static(b"described"), 64)).unwrap();
+    assert_eq!(wire(&mut a, &mut b), 2);
+    let Some(Event::Deliver { msg, .. }) = a.g.poll_event() else { panic!("no echo") };
+    assert_eq!(msg.to_vec(), b"described");
+    assert!(b.g.to_dot().contains("label=\"echo\""));
+}

@@ -40,6 +40,7 @@ pub mod clock;
 pub mod daemon;
 pub mod driver;
 pub mod engine;
+pub mod graph_udp;
 pub mod lanes;
 pub mod netns;
 pub mod pacer;

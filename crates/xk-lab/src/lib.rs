@@ -28,6 +28,7 @@ pub mod e2;
 pub mod e3;
 mod e3_peers;
 pub mod e4;
+pub mod e5;
 pub mod e6;
 pub mod e7;
 pub mod e9;

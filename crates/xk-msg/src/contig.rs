@@ -8,7 +8,7 @@
 use core::fmt;
 use core::ops::Range;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 use crate::copies::count_copy;
 use crate::{DEFAULT_HEADROOM, Msg, TooShort, check_len, check_range};
@@ -90,6 +90,10 @@ impl Msg for Contig {
         buf.extend_from_slice(&payload);
         count_copy(payload.len());
         Contig { store: Store::Unique(buf), head: headroom }
+    }
+
+    fn from_shared(payload: Bytes) -> Self {
+        Contig { store: Store::Shared(payload), head: 0 }
     }
 
     fn from_received(buf: BytesMut) -> Self {
@@ -206,7 +210,12 @@ impl Msg for Contig {
     fn into_bytes(self) -> Bytes {
         let head = self.head;
         match self.store {
-            Store::Unique(b) => b.freeze().slice(head..),
+            // Moving the start within the unique buffer costs no reference
+            // count traffic (`freeze().slice()` would add a pair).
+            Store::Unique(mut b) => {
+                b.advance(head);
+                b.freeze()
+            }
             Store::Shared(b) => b.slice(head..),
         }
     }

@@ -63,6 +63,11 @@ pub trait Msg: Sized + fmt::Debug {
     /// A message around an application payload, with `headroom` for headers.
     fn from_payload(payload: Bytes, headroom: usize) -> Self;
 
+    /// A message around a shared payload handed upward (a slice of a
+    /// received buffer): no copy in either form. `Rope` holds it as one
+    /// chunk; `Contig` shares it, and copies only if a header is pushed.
+    fn from_shared(payload: Bytes) -> Self;
+
     /// A message around a buffer a driver received into (no copy).
     fn from_received(buf: BytesMut) -> Self;
 

@@ -10,7 +10,7 @@ use core::fmt;
 use core::ops::Range;
 use std::collections::VecDeque;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 use crate::copies::{count_copy, count_pullup};
 use crate::{DEFAULT_HEADROOM, Msg, TooShort, check_len, check_range};
@@ -120,6 +120,10 @@ impl Msg for Rope {
             m.body.push_back(payload);
         }
         m
+    }
+
+    fn from_shared(payload: Bytes) -> Self {
+        Self::from_payload(payload, 0)
     }
 
     fn from_received(buf: BytesMut) -> Self {
@@ -272,7 +276,11 @@ impl Msg for Rope {
         match (self.hdr_len(), self.body.len()) {
             (0, 0) => Bytes::new(),
             (0, 1) => self.body.pop_front().unwrap_or_default(),
-            (_, 0) => self.hdr.split_off(self.hdr_start).freeze(),
+            (_, 0) => {
+                let mut hdr = std::mem::take(&mut self.hdr);
+                hdr.advance(self.hdr_start);
+                hdr.freeze()
+            }
             _ => {
                 let mut v = Vec::with_capacity(self.len);
                 self.for_each_chunk(|c| v.extend_from_slice(c));

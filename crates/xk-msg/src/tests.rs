@@ -227,3 +227,24 @@ fn received_payload_reaches_the_user_without_copy() {
     m.pop(4).unwrap();
     assert_eq!(m.into_bytes().as_ptr() as usize, base + 4);
 }
+
+/// `from_shared` wraps a received slice without a copy in both forms, and
+/// `into_bytes` gives the same allocation back; a header pushed onto a shared
+/// `Contig` copies (once), a `Rope` does not.
+#[test]
+fn shared_payloads_are_not_copied() {
+    fn check<M: Msg>(name: &str, push_copies: u64) {
+        let payload = Bytes::from(vec![9u8; 1000]).slice(10..);
+        reset_copy_stats();
+        let m = M::from_shared(payload.clone());
+        assert_eq!(m.len(), 990, "{name}");
+        assert_eq!(m.into_bytes().as_ptr(), payload.as_ptr(), "{name}: same bytes back");
+        assert_eq!(copy_stats().copies, 0, "{name}");
+        let mut m = M::from_shared(payload.clone());
+        m.push(4).copy_from_slice(b"hdr!");
+        assert_eq!(&m.to_vec()[..4], b"hdr!", "{name}");
+        assert_eq!(copy_stats().copies, push_copies, "{name}");
+    }
+    check::<Rope>("rope", 0);
+    check::<Contig>("contig", 1);
+}

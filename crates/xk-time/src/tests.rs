@@ -178,3 +178,23 @@ fn heap_does_not_grow_with_cancelled_timers() {
     }
     assert!(q.heap_items() < 200, "heap kept {} stale items", q.heap_items());
 }
+
+/// Issue #16: `next_deadline` leaves the wheel's cursor at the earliest
+/// deadline, far ahead of `now`; timers re-armed behind it go to `ready`.
+/// Cancelled ones must leave it at once, or a live front entry holds every
+/// tombstone back and each sorted insert shifts them all (a ping-pong over
+/// the wheel was 30x slower than over the heap).
+#[test]
+fn wheel_ready_list_does_not_keep_cancelled_timers() {
+    let mut q = TimingWheel::new();
+    q.schedule(Instant::from_nanos(10_000_000_000), 0u32); // a keep-alive, 10 s out
+    assert_eq!(q.next_deadline(), Some(Instant::from_nanos(10_000_000_000)));
+    q.schedule(Instant::from_nanos(1_000_000), 1); // a live timer at the front
+    for i in 0..100_000u64 {
+        let id = q.schedule(Instant::from_nanos(2_000_000 + i), 2);
+        assert_eq!(q.cancel(id), Some(2));
+    }
+    assert!(q.ready_len() <= 2, "ready kept {} entries for 2 live timers", q.ready_len());
+    assert_eq!(q.poll_expired(Instant::from_nanos(1_000_000)).map(|e| e.value), Some(1));
+    assert_eq!(q.next_deadline(), Some(Instant::from_nanos(10_000_000_000)));
+}

@@ -18,8 +18,18 @@
 //!
 //! `ready` holds timers due at or before the cursor, sorted by (deadline,
 //! sequence). A timer scheduled at or before the cursor goes straight there.
-//! Cancelling a ready timer leaves a tombstone (its slab slot is freed; the
-//! generation no longer matches) that is skipped when it reaches the front.
+//! Cancelling a ready timer removes its entry at once (found by binary search
+//! on its unique (deadline, sequence)).
+//!
+//! Why not tombstones (issue #16): `next_deadline` must be exact, so it
+//! cascades the earliest slot down to level 0 and leaves the cursor at that
+//! deadline, often far ahead of the caller's `now` (an XTP context's
+//! keep-alive lies seconds ahead). From then on every timer due before it
+//! lands in `ready`. An engine that re-arms a timer per packet then left one
+//! tombstone per packet behind a live front entry that would not fire for
+//! seconds, and each sorted insert shifted all of them: a ping-pong went from
+//! 1.7 µs to 51 µs per round trip (`cargo bench -p xtp-proto --bench engine
+//! -- pingpong-timers`, docs/PERF.md). `ready` now holds live timers only.
 
 use std::collections::VecDeque;
 
@@ -194,13 +204,10 @@ impl<T> TimingWheel<T> {
         }
     }
 
-    fn drop_tombstones(&mut self) {
-        while let Some(front) = self.ready.front() {
-            if self.slab.contains(front.id) {
-                break;
-            }
-            self.ready.pop_front();
-        }
+    /// Entries in `ready` (tests: it must hold live timers only).
+    #[cfg(test)]
+    pub(crate) fn ready_len(&self) -> usize {
+        self.ready.len()
     }
 }
 
@@ -224,16 +231,24 @@ impl<T> TimerQueue<T> for TimingWheel<T> {
         if !self.slab.contains(id) {
             return None;
         }
-        if let Place::Slot { level, slot } = self.slab.at(id.index).place {
-            self.unlink(id.index, level as usize, slot as usize);
+        match self.slab.at(id.index).place {
+            Place::Slot { level, slot } => self.unlink(id.index, level as usize, slot as usize),
+            Place::Ready => {
+                let (deadline, seq) = {
+                    let n = self.slab.at(id.index);
+                    (n.deadline, n.seq)
+                };
+                let pos = self.ready.partition_point(|r| (r.deadline, r.seq) < (deadline, seq));
+                if self.ready.get(pos).is_some_and(|r| r.id == id) {
+                    self.ready.remove(pos);
+                }
+            }
         }
-        // A ready node leaves a tombstone in `ready`, skipped later.
         self.slab.remove(id).map(|n| n.value)
     }
 
     fn next_deadline(&mut self) -> Option<Instant> {
         loop {
-            self.drop_tombstones();
             if let Some(front) = self.ready.front() {
                 return Some(Instant::from_nanos(front.deadline));
             }
@@ -250,7 +265,6 @@ impl<T> TimerQueue<T> for TimingWheel<T> {
     fn poll_expired(&mut self, now: Instant) -> Option<Expired<T>> {
         let now = now.as_nanos();
         loop {
-            self.drop_tombstones();
             if let Some(front) = self.ready.front().copied() {
                 if front.deadline > now {
                     return None; // everything in the wheel is later still

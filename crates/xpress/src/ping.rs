@@ -60,6 +60,12 @@ pub(crate) struct PingArgs {
     busy_poll: bool,
     #[command(flatten)]
     path: PathArgs,
+    /// Run over the protocol graph described in FILE (e.g. one line
+    /// `app -> xtp -> udp`): XTP as an x-kernel-style framework protocol
+    /// instead of the direct engine. With it only --to, -l, -c, -W, -q and
+    /// -J apply; -c defaults to 10.
+    #[arg(long, value_name = "FILE")]
+    graph: Option<std::path::PathBuf>,
 }
 
 pub(crate) fn run(a: &PingArgs) -> Result<ExitCode, String> {
@@ -68,6 +74,9 @@ pub(crate) fn run(a: &PingArgs) -> Result<ExitCode, String> {
 
 fn run_traced(a: &PingArgs) -> Result<ExitCode, String> {
     let stop = args::ctrl_c()?;
+    if let Some(file) = &a.graph {
+        return run_graph(a, file, stop);
+    }
     let to = match (a.transport, a.udp_echo_port) {
         (Transport::Udp, Some(p)) => SocketAddr::new(a.to.ip(), p),
         // serve's UDP echo sits on the next port up.
@@ -172,6 +181,34 @@ fn summary(r: &PingResult, to: SocketAddr) -> String {
         );
     }
     s
+}
+
+/// `ping --graph FILE`: round trips over the described stack.
+fn run_graph(
+    a: &PingArgs,
+    file: &std::path::Path,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<ExitCode, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("--graph {}: {e}", file.display()))?;
+    let count = a.count.unwrap_or(10);
+    let r = xk_apps::graph_app::ping(&text, a.to, a.length, count, a.timeout, stop)
+        .map_err(|e| format!("--graph {}: {e}", file.display()))?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r).unwrap_or_default());
+    } else {
+        if !a.quiet {
+            for (i, us) in r.rtt_us.iter().enumerate() {
+                println!("{} bytes from {}: seq={} time={us:.1} us", a.length, a.to, i + 1);
+            }
+        }
+        let median = r.median_us;
+        println!("--- {} ping statistics (graph: {}) ---", a.to, r.graph);
+        println!(
+            "{} requests, {} replies, median {median:.1} us; {} datagrams sent, {} received",
+            r.sent, r.received, r.datagrams_sent, r.datagrams_received
+        );
+    }
+    Ok(if r.received == 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 #[cfg(test)]

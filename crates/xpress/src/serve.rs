@@ -75,6 +75,11 @@ pub(crate) struct ServeArgs {
     /// JSON.
     #[arg(short = 'J', long)]
     json: bool,
+    /// Serve an XTP echo (port 7) over the protocol graph described in FILE
+    /// (e.g. one line `app -> xtp -> udp`) instead of the direct engine;
+    /// with it only --listen, --duration and -J apply.
+    #[arg(long, value_name = "FILE")]
+    graph: Option<std::path::PathBuf>,
 }
 
 /// The engine's state: `{"engine": {...}}` with -J, else one line.
@@ -126,6 +131,20 @@ fn run_traced(a: &ServeArgs) -> Result<(), String> {
         xk_apps::bulk::check_mss(m, a.raw, a.listen.is_ipv6())?;
     }
     let stop = args::ctrl_c()?;
+    if let Some(file) = &a.graph {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("--graph {}: {e}", file.display()))?;
+        let r = xk_apps::graph_app::serve(&text, a.listen, a.duration, stop, |addr| {
+            println!("listening on {addr}");
+            println!("  {:<8} {:<22} XTP echo over the graph in {}", "echo", addr, file.display());
+        })
+        .map_err(|e| format!("--graph {}: {e}", file.display()))?;
+        if a.json {
+            println!("{}", serde_json::to_string(&r).unwrap_or_default());
+        } else {
+            println!("{} sessions, {} bytes echoed", r.sessions, r.bytes);
+        }
+        return Ok(());
+    }
     let cfg = ServeConfig {
         listen: a.listen,
         busy_poll: a.busy_poll,

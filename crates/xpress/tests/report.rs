@@ -140,6 +140,10 @@ fn quick_report_has_every_experiment_and_renders() {
         assert_eq!(reps.len(), 3, "{c}");
         assert!(reps.contains(&c["hit"].as_f64().unwrap()), "{c}");
     }
+    // E5: XTP's demux through the framework, 3 context counts when quick.
+    let e5 = rows(&json, "E5");
+    assert_eq!(e5.len(), 3, "{e5:?}");
+    assert!(e5.iter().all(|r| r["total_ns"].as_f64().unwrap() > r["hit_ns"].as_f64().unwrap()), "{e5:?}");
     let e9 = rows(&json, "E9");
     assert!(e9.len() >= 10, "E9 mechanisms: {}", e9.len());
     assert!(e9.iter().all(|r| r["ns"].as_f64().unwrap() > 0.0));

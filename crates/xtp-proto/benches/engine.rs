@@ -25,27 +25,34 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use xk_time::{Duration, Instant};
-use xtp_proto::{ContextConfig, ContextId, Endpoint, EndpointConfig, Event};
+use xk_core::ArenaId;
+use xk_time::{DeltaList, Duration, HeapQueue, Instant, TimerQueue, TimingWheel};
+use xtp_proto::{ContextConfig, ContextId, Endpoint, EndpointConfig, Event, NoTrace};
 use xtp_testkit::{Delivery, Wire};
 
 /// The benchmark's two endpoints: the test kit's wire (client `a`, server
 /// `b`), stepping 1 µs per datagram and receiving through a shared buffer as
 /// the UDP driver does.
-struct Pair {
-    w: Wire,
+struct Pair<Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>> {
+    w: Wire<Q>,
     client: ContextId,
     server: Option<ContextId>,
 }
 
 impl Pair {
     fn new(cfg: ContextConfig) -> Self {
+        Pair::with_timers(cfg)
+    }
+}
+
+impl<Q: TimerQueue<ArenaId> + Default> Pair<Q> {
+    fn with_timers(cfg: ContextConfig) -> Self {
         let a_addr: SocketAddr = "10.0.0.1:1".parse().unwrap();
         let b_addr: SocketAddr = "10.0.0.2:1".parse().unwrap();
         // No per-peer context limit: one benchmark opens 10,000 contexts.
         let ep = EndpointConfig { max_contexts_per_peer: usize::MAX, ..EndpointConfig::default() };
-        let mut a = Endpoint::new(ep.clone(), 1);
-        let mut b = Endpoint::new(ep, 2);
+        let mut a = Endpoint::<NoTrace, Q>::with_timer_queue(ep.clone(), 1, NoTrace);
+        let mut b = Endpoint::<NoTrace, Q>::with_timer_queue(ep, 2, NoTrace);
         b.listen(7, cfg.clone()).unwrap();
         let client = a.connect(Instant::ZERO, b_addr, 7, cfg).unwrap();
         let mut w = Wire::new(a, a_addr, b, b_addr, Instant::ZERO);
@@ -132,7 +139,15 @@ fn pingpong(c: &mut Criterion) {
 /// on both endpoints: lookup and timer costs must not grow with their number.
 fn pingpong_among_many(c: &mut Criterion) {
     let mut group = c.benchmark_group("engine/pingpong-among-10000");
-    let mut p = Pair::new(ContextConfig::stream());
+    group.throughput(Throughput::Elements(1));
+    among_many::<HeapQueue<ArenaId>>(&mut group, "10");
+    group.finish();
+}
+
+type Group<'a> = criterion::BenchmarkGroup<'a, criterion::measurement::WallTime>;
+
+fn among_many<Q: TimerQueue<ArenaId> + Default>(group: &mut Group<'_>, name: &str) {
+    let mut p = Pair::<Q>::with_timers(ContextConfig::stream());
     let others: Vec<ContextId> = (0..10_000)
         .map(|_| {
             let id = p.w.a.connect(p.w.now, p.w.ba, 7, ContextConfig::stream()).unwrap();
@@ -144,8 +159,7 @@ fn pingpong_among_many(c: &mut Criterion) {
     assert_eq!(p.w.a.context_count(), 10_001);
     assert_eq!(p.w.b.context_count(), 10_001);
     let msg = Bytes::from(vec![0x42u8; 10]);
-    group.throughput(Throughput::Elements(1));
-    group.bench_function(BenchmarkId::from_parameter(10), |b| {
+    group.bench_function(name, |b| {
         b.iter(|| {
             p.w.a.write(p.w.now, p.client, msg.clone(), true, None).unwrap();
             let (s, c) = p.exchange(true, (10, 10));
@@ -154,7 +168,6 @@ fn pingpong_among_many(c: &mut Criterion) {
         })
     });
     black_box(others);
-    group.finish();
 }
 
 fn bulk(c: &mut Criterion) {
@@ -225,5 +238,30 @@ fn spoofed_first(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pingpong, pingpong_among_many, bulk, spoofed_first);
+/// The same ping-pong with each of `xk-time`'s timer queues in the endpoint
+/// (issue #16: the queue is a type parameter).
+fn pingpong_timers(c: &mut Criterion) {
+    fn one<Q: TimerQueue<ArenaId> + Default>(group: &mut Group<'_>, name: &str) {
+        let mut p = Pair::<Q>::with_timers(ContextConfig::stream());
+        let msg = Bytes::from(vec![0x42u8; 10]);
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                p.w.a.write(p.w.now, p.client, msg.clone(), true, None).unwrap();
+                let (s, c) = p.exchange(true, (10, 10));
+                assert_eq!((s, c), (10, 10));
+                black_box(c)
+            })
+        });
+    }
+    let mut group = c.benchmark_group("engine/pingpong-timers");
+    group.throughput(Throughput::Elements(1));
+    one::<HeapQueue<ArenaId>>(&mut group, "heap");
+    one::<TimingWheel<ArenaId>>(&mut group, "wheel");
+    one::<DeltaList<ArenaId>>(&mut group, "delta-list");
+    among_many::<HeapQueue<ArenaId>>(&mut group, "heap-among-10000");
+    among_many::<TimingWheel<ArenaId>>(&mut group, "wheel-among-10000");
+    group.finish();
+}
+
+criterion_group!(benches, pingpong, pingpong_among_many, bulk, spoofed_first, pingpong_timers);
 criterion_main!(benches);

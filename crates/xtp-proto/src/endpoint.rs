@@ -308,14 +308,20 @@ struct PendingDiag {
 /// `handle_timeout`, issue commands, then drain `poll_transmit` until it
 /// returns `None`, read `poll_event`, and come back at `poll_timeout`. `now`
 /// must never go backwards.
-pub struct Endpoint<S: Subscriber = NoTrace> {
+///
+/// `Q` is the timer queue (one entry per context with a deadline). Any
+/// `xk_time` queue fits; [`HeapQueue`] is the default because it re-arms in
+/// O(1) and its expiry cost does not depend on how far away deadlines are
+/// (see `docs/ARCHITECTURE.md`, "XTP in the framework", for why the timing
+/// wheel is not the default).
+pub struct Endpoint<S: Subscriber = NoTrace, Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>> {
     cfg: EndpointConfig,
     rng: Rng,
     contexts: Arena<Context>,
     by_peer: DemuxMap<(SocketAddr, u64), ArenaId>,
     per_peer: DemuxMap<SocketAddr, usize>,
     listeners: DemuxMap<u16, ContextConfig>,
-    timers: HeapQueue<ArenaId>,
+    timers: Q,
     /// Each context's entry in `timers` and its instant: at or before the
     /// context's real next deadline (a deadline that moved later keeps the
     /// earlier entry, see `refresh`).
@@ -345,6 +351,15 @@ impl Endpoint<NoTrace> {
 impl<S: Subscriber> Endpoint<S> {
     /// An endpoint reporting every protocol action to `subscriber`.
     pub fn with_subscriber(cfg: EndpointConfig, seed: u64, subscriber: S) -> Self {
+        Endpoint::with_timer_queue(cfg, seed, subscriber)
+    }
+}
+
+impl<S: Subscriber, Q: TimerQueue<ArenaId> + Default> Endpoint<S, Q> {
+    /// An endpoint with the timer queue `Q` (the type picks it; it starts
+    /// empty), reporting every protocol action to `subscriber`. Keys, hash
+    /// seeds and so every seeded run's trace are the same whatever `Q` is.
+    pub fn with_timer_queue(cfg: EndpointConfig, seed: u64, subscriber: S) -> Self {
         let mut rng = Rng::derive(seed, "xtp-endpoint");
         let diag_bucket =
             TokenBucket::new(u64::from(cfg.diag_rate), u64::from(cfg.diag_rate.max(1)), Instant::ZERO);
@@ -354,14 +369,15 @@ impl<S: Subscriber> Endpoint<S> {
         let refusal_bucket =
             TokenBucket::new(u64::from(cfg.refusal_rate), u64::from(cfg.refusal_rate.max(1)), Instant::ZERO);
         let recent = RecentKeys::new(cfg.recent_key_hold, cfg.recent_keys_max, rng.next_u64());
+        let by_peer = if cfg.demux_cache { DemuxMap::new(h1) } else { DemuxMap::without_cache(h1) };
         Endpoint {
             cfg,
             rng,
             contexts: Arena::new(),
-            by_peer: DemuxMap::new(h1),
+            by_peer,
             per_peer: DemuxMap::new(h2),
             listeners: DemuxMap::new(h3),
-            timers: HeapQueue::new(),
+            timers: Q::default(),
             timer_of: Vec::new(),
             ready: VecDeque::new(),
             in_ready: Vec::new(),
@@ -378,7 +394,9 @@ impl<S: Subscriber> Endpoint<S> {
             stats: EndpointStats::default(),
         }
     }
+}
 
+impl<S: Subscriber, Q: TimerQueue<ArenaId>> Endpoint<S, Q> {
     /// The subscriber.
     pub fn subscriber(&self) -> &S {
         &self.subscriber
@@ -403,6 +421,11 @@ impl<S: Subscriber> Endpoint<S> {
     /// State of a context (`None` once freed).
     pub fn state(&self, ctx: ContextId) -> Option<State> {
         self.contexts.get(ctx.0).map(|c| c.state)
+    }
+
+    /// A context's peer and the XTP port it was opened to or accepted on.
+    pub fn peer(&self, ctx: ContextId) -> Option<(SocketAddr, u16)> {
+        self.contexts.get(ctx.0).map(|c| (c.peer, c.port))
     }
 
     /// Number of contexts held (live and lingering).
@@ -763,6 +786,46 @@ impl<S: Subscriber> Endpoint<S> {
 
     /// A datagram arrived from `from`.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Bytes) {
+        self.handle(now, from, data, None);
+    }
+
+    /// The context a datagram from `from` whose header carries `key` belongs
+    /// to, found exactly as [`Endpoint::handle_datagram`] finds it: by the
+    /// slot a return key embeds, or through the `(peer, key)` demux map and
+    /// its one-entry cache. `None`: no context (a FIRST to accept, or a key
+    /// to refuse). `is_diag`: the packet is a DIAG (the only type an
+    /// initiator accepts under the responder's key).
+    ///
+    /// With [`Endpoint::handle_demuxed`] this is `handle_datagram` in two
+    /// steps, for a framework that demultiplexes before it processes (the
+    /// UPI's `demux` and `pop`); one lookup either way.
+    pub fn lookup(&mut self, from: SocketAddr, key: u64, is_diag: bool) -> Option<ContextId> {
+        if key & RTN != 0 {
+            let k = key & !RTN;
+            let index = (k >> 32).checked_sub(1).and_then(|i| u32::try_from(i).ok());
+            index
+                .and_then(|i| self.contexts.get_by_index(i))
+                .filter(|(_, c)| c.local_key == k && c.peer == from)
+                .map(|(id, _)| ContextId(id))
+        } else {
+            // An initiator is indexed under the responder's key only so the
+            // responder's DIAGs reach it (G22): nothing else may use that.
+            self.by_peer
+                .resolve(&(from, key))
+                .filter(|s| self.contexts.get(*s).is_some_and(|c| !c.initiator || is_diag))
+                .map(ContextId)
+        }
+    }
+
+    /// Processes a datagram whose context [`Endpoint::lookup`] found (or
+    /// did not: `found == None`) for this same datagram, with nothing in
+    /// between. Everything else is as `handle_datagram`.
+    pub fn handle_demuxed(&mut self, now: Instant, from: SocketAddr, data: Bytes, found: Option<ContextId>) {
+        self.handle(now, from, data, Some(found.map(|c| c.0)));
+    }
+
+    /// `handle_datagram`, with the lookup's result when the caller made it.
+    fn handle(&mut self, now: Instant, from: SocketAddr, data: Bytes, found: Option<Option<ArenaId>>) {
         self.stats.datagrams_in += 1;
         let repr = match PacketRepr::parse(&data) {
             Ok(r) => r,
@@ -786,20 +849,9 @@ impl<S: Subscriber> Endpoint<S> {
         }
         let key = repr.header.key;
         let o = repr.header.options;
-        let slot = if key & RTN != 0 {
-            let k = key & !RTN;
-            let index = (k >> 32).checked_sub(1).and_then(|i| u32::try_from(i).ok());
-            index
-                .and_then(|i| self.contexts.get_by_index(i))
-                .filter(|(_, c)| c.local_key == k && c.peer == from)
-                .map(|(id, _)| id)
-        } else {
-            // An initiator is indexed under the responder's key only so the
-            // responder's DIAGs reach it (G22): nothing else may use that.
-            let ptype = repr.header.ptype;
-            self.by_peer
-                .resolve(&(from, key))
-                .filter(|s| self.contexts.get(*s).is_some_and(|c| !c.initiator || ptype == PacketType::Diag))
+        let slot = match found {
+            Some(found) => found,
+            None => self.lookup(from, key, repr.header.ptype == PacketType::Diag).map(|c| c.0),
         };
         let slot = match slot {
             Some(s) => s,

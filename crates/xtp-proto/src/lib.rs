@@ -26,10 +26,12 @@ mod context;
 mod endpoint;
 mod events;
 pub mod fuzzing;
+mod layer;
 mod peers;
 mod ranges;
 pub mod rate;
 pub mod rtt;
+pub mod stack;
 
 pub use config::{Congestion, ContextConfig, EndpointConfig};
 pub use context::{Chunk, INITIAL_ALLOC, Input, State};
@@ -38,6 +40,7 @@ pub use endpoint::{
     WriteError,
 };
 pub use events::{CloseReason, DropReason, Event, NoTrace, Recorder, Subscriber, TimerKind, Trace};
+pub use layer::XtpProtocol;
 pub use peers::PeerChange;
 pub use ranges::RangeSet;
 pub use xtp_wire::Service;

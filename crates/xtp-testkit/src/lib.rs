@@ -9,6 +9,9 @@
 //! * [`Wire`]: two endpoints joined by a perfect wire without the simulator
 //!   (virtual time moves only when the caller or a timer moves it), for
 //!   single-scenario tests and the benchmark.
+//! * [`GraphWire`]: the same for two `xk-core` protocol graphs (XTP as a
+//!   framework protocol, `xtp_proto::XtpProtocol`); [`GraphHost`]: such a
+//!   graph as a simulator node (the `link` device).
 //!
 //! # Contract
 //!
@@ -53,8 +56,12 @@
 //! assert_eq!(p.sim.node(p.server).app.0, 5);
 //! ```
 
+mod graph_host;
+mod graph_wire;
 mod host;
 mod wire;
 
+pub use graph_host::{GraphApp, GraphHost};
+pub use graph_wire::GraphWire;
 pub use host::{App, Host, Meter, NoMeter, Pair, pair};
 pub use wire::{Delivery, Wire};

@@ -5,8 +5,9 @@
 use std::net::SocketAddr;
 
 use bytes::{Bytes, BytesMut};
-use xk_time::{Duration, Instant};
-use xtp_proto::Endpoint;
+use xk_core::ArenaId;
+use xk_time::{Duration, HeapQueue, Instant, TimerQueue};
+use xtp_proto::{Endpoint, NoTrace};
 
 /// How a datagram reaches the receiving endpoint.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -21,14 +22,16 @@ pub enum Delivery {
     Arena,
 }
 
-/// `a` at `aa` and `b` at `ba`, joined by a perfect wire.
-pub struct Wire {
+/// `a` at `aa` and `b` at `ba`, joined by a perfect wire. `Q` is the
+/// endpoints' timer queue (the engine's default unless a test compares
+/// queues).
+pub struct Wire<Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>> {
     /// One endpoint.
-    pub a: Endpoint,
+    pub a: Endpoint<NoTrace, Q>,
     /// Its address.
     pub aa: SocketAddr,
     /// The other.
-    pub b: Endpoint,
+    pub b: Endpoint<NoTrace, Q>,
     /// Its address.
     pub ba: SocketAddr,
     /// Virtual time.
@@ -47,10 +50,16 @@ pub struct Wire {
     rx: BytesMut,
 }
 
-impl Wire {
+impl<Q: TimerQueue<ArenaId>> Wire<Q> {
     /// Joins `a` and `b` at `now`: logged, instant, one allocation per
     /// datagram.
-    pub fn new(a: Endpoint, aa: SocketAddr, b: Endpoint, ba: SocketAddr, now: Instant) -> Self {
+    pub fn new(
+        a: Endpoint<NoTrace, Q>,
+        aa: SocketAddr,
+        b: Endpoint<NoTrace, Q>,
+        ba: SocketAddr,
+        now: Instant,
+    ) -> Self {
         Wire {
             a,
             aa,
@@ -138,11 +147,11 @@ struct Link<'w> {
 impl Link<'_> {
     /// Moves everything `from` (at `fa`) has queued to `to` (at `ta`),
     /// logging it into `log`; returns (packets, packets addressed elsewhere).
-    fn deliver(
+    fn deliver<Q: TimerQueue<ArenaId>>(
         &mut self,
-        from: &mut Endpoint,
+        from: &mut Endpoint<NoTrace, Q>,
         fa: SocketAddr,
-        to: &mut Endpoint,
+        to: &mut Endpoint<NoTrace, Q>,
         ta: SocketAddr,
         delivery: Delivery,
         mut log: Option<&mut Vec<Bytes>>,

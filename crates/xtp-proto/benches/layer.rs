@@ -1,0 +1,223 @@
+//! The framework path against the direct path (issue #16): the same
+//! ping-pong and bulk transfer as `engine.rs`, once on two `Endpoint`s over
+//! the test kit's `Wire` (direct), once on two `xk-core` graphs holding
+//! `XtpProtocol` over `GraphWire` (framework), in each message form. The
+//! packets are the same on both paths (`tests/layer.rs` checks it), so the
+//! ratio is the framework's own cost: the dispatcher, the dynamic calls,
+//! the device header, the message conversions.
+//!
+//! Copies: the direct wire copies each datagram once, from the sender's
+//! packet buffer into a shared receive arena (`Delivery::Arena`, as the UDP
+//! driver receives); the framework path writes each datagram once into a
+//! shared transmit arena (zeroed per 64 KiB) and the device hands that frame
+//! over. One pass over the bytes each.
+
+use std::hint::black_box;
+
+use bytes::Bytes;
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use xk_core::{Addr, ArenaId, Event as GEvent, GraphBuilder, Part, Participants, SessionId};
+use xk_msg::{Contig, Msg, Rope};
+use xk_time::{Duration, HeapQueue, Instant, TimerQueue};
+use xtp_proto::{ContextConfig, ContextId, Endpoint, EndpointConfig, Event, NoTrace, XtpProtocol};
+use xtp_testkit::{Delivery, GraphWire, Wire};
+
+/// The direct pair: as `engine.rs`'s.
+struct Direct {
+    w: Wire,
+    client: ContextId,
+}
+
+impl Direct {
+    fn new(cfg: ContextConfig) -> Self {
+        let ep = EndpointConfig::default();
+        let mut a = Endpoint::<NoTrace>::new(ep.clone(), 1);
+        let mut b = Endpoint::new(ep, 2);
+        b.listen(7, cfg.clone()).unwrap();
+        let (aa, ba) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
+        let client = a.connect(Instant::ZERO, ba, 7, cfg).unwrap();
+        let mut w = Wire::new(a, aa, b, ba, Instant::ZERO);
+        w.step = Duration::from_micros(1);
+        w.delivery = Delivery::Arena;
+        w.log = false;
+        Direct { w, client }
+    }
+
+    fn pump(&mut self, echo: bool) -> (usize, usize) {
+        let (mut s, mut c) = (0, 0);
+        loop {
+            let mut moved = self.w.from_a() > 0;
+            let (b, now) = (&mut self.w.b, self.w.now);
+            while let Some(ev) = b.poll_event() {
+                if let Event::Readable { ctx } = ev {
+                    while let Some(ch) = b.read(now, ctx) {
+                        s += ch.data.len();
+                        if echo {
+                            b.write(now, ctx, ch.data, ch.eom, None).unwrap();
+                        }
+                    }
+                }
+            }
+            moved |= self.w.from_b() > 0;
+            let (a, now) = (&mut self.w.a, self.w.now);
+            while let Some(ev) = a.poll_event() {
+                if let Event::Readable { ctx } = ev {
+                    while let Some(ch) = a.read(now, ctx) {
+                        c += ch.data.len();
+                    }
+                }
+            }
+            if !moved {
+                return (s, c);
+            }
+        }
+    }
+
+    fn exchange(&mut self, data: &Bytes, echo: bool) -> (usize, usize) {
+        self.w.a.write(self.w.now, self.client, data.clone(), true, None).unwrap();
+        let (mut s, mut c) = self.pump(echo);
+        let want = (data.len(), if echo { data.len() } else { 0 });
+        for _ in 0..10_000 {
+            if s >= want.0 && c >= want.1 || !self.w.fire_next_timer(None) {
+                break;
+            }
+            let (ds, dc) = self.pump(echo);
+            (s, c) = (s + ds, c + dc);
+        }
+        (s, c)
+    }
+}
+
+/// The framework pair: XTP in two graphs.
+struct Framework<M> {
+    w: GraphWire<M>,
+    client: SessionId,
+}
+
+impl<M: Msg + 'static> Framework<M> {
+    fn new<Q: TimerQueue<ArenaId> + Default + 'static>(cfg: ContextConfig) -> Self {
+        let ep = EndpointConfig::default();
+        let graph = |seed| {
+            let mut b = GraphBuilder::<M>::new();
+            let x = b.add(XtpProtocol::<M, Q>::with_timer_queue(ep.clone(), cfg.clone(), seed), &[]);
+            (b.build().unwrap(), x)
+        };
+        let (a, xa) = graph(1);
+        let (mut b, xb) = graph(2);
+        b.open_enable(xb, &Participants::local(Part::top_first([Addr::Port(7)]))).unwrap();
+        let (aa, ba) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
+        let mut w = GraphWire::new((a, xa, aa), (b, xb, ba), Instant::ZERO);
+        w.step = Duration::from_micros(1);
+        let remote = Part::top_first([Addr::Port(7), Addr::Inet(ba)]);
+        let client = w.a.open(xa, &Participants::new(Part::new(), remote)).unwrap();
+        Framework { w, client }
+    }
+
+    fn pump(&mut self, echo: bool) -> (usize, usize) {
+        let (mut s, mut c) = (0, 0);
+        loop {
+            let mut moved = self.w.from_a() > 0;
+            while let Some(ev) = self.w.b.poll_event() {
+                if let GEvent::Deliver { session, msg } = ev {
+                    s += msg.len();
+                    if echo {
+                        self.w.b.push(session, msg).unwrap();
+                    }
+                }
+            }
+            moved |= self.w.from_b() > 0;
+            while let Some(ev) = self.w.a.poll_event() {
+                if let GEvent::Deliver { msg, .. } = ev {
+                    c += msg.len();
+                }
+            }
+            if !moved {
+                return (s, c);
+            }
+        }
+    }
+
+    fn exchange(&mut self, data: &Bytes, echo: bool) -> (usize, usize) {
+        // The application hands a shared payload: no copy in either form.
+        self.w.a.push(self.client, M::from_shared(data.clone())).unwrap();
+        let (mut s, mut c) = self.pump(echo);
+        let want = (data.len(), if echo { data.len() } else { 0 });
+        for _ in 0..10_000 {
+            if s >= want.0 && c >= want.1 || !self.w.fire_next_timer(None) {
+                break;
+            }
+            let (ds, dc) = self.pump(echo);
+            (s, c) = (s + ds, c + dc);
+        }
+        (s, c)
+    }
+}
+
+fn pingpong(c: &mut Criterion) {
+    let mut group = c.benchmark_group("framework/pingpong");
+    group.throughput(Throughput::Elements(1));
+    for size in [10usize, 1000, 10_000] {
+        let data = Bytes::from(vec![0x42u8; size]);
+        let want = (size, size);
+        let mut d = Direct::new(ContextConfig::stream());
+        group.bench_function(BenchmarkId::new("direct", size), |b| {
+            b.iter(|| {
+                let got = d.exchange(&data, true);
+                assert_eq!(got, want);
+                black_box(got)
+            })
+        });
+        let mut r = Framework::<Rope>::new::<HeapQueue<ArenaId>>(ContextConfig::stream());
+        group.bench_function(BenchmarkId::new("rope", size), |b| {
+            b.iter(|| {
+                let got = r.exchange(&data, true);
+                assert_eq!(got, want);
+                black_box(got)
+            })
+        });
+        let mut k = Framework::<Contig>::new::<HeapQueue<ArenaId>>(ContextConfig::stream());
+        group.bench_function(BenchmarkId::new("contig", size), |b| {
+            b.iter(|| {
+                let got = k.exchange(&data, true);
+                assert_eq!(got, want);
+                black_box(got)
+            })
+        });
+    }
+    group.finish();
+}
+
+fn bulk(c: &mut Criterion) {
+    let mut group = c.benchmark_group("framework/bulk");
+    let data = Bytes::from(vec![0x5au8; 1 << 20]);
+    group.throughput(Throughput::Bytes(data.len() as u64));
+    let want = (data.len(), 0);
+    let mut d = Direct::new(ContextConfig::stream());
+    group.bench_function("direct", |b| {
+        b.iter(|| {
+            let got = d.exchange(&data, false);
+            assert_eq!(got, want);
+            black_box(got)
+        })
+    });
+    let mut r = Framework::<Rope>::new::<HeapQueue<ArenaId>>(ContextConfig::stream());
+    group.bench_function("rope", |b| {
+        b.iter(|| {
+            let got = r.exchange(&data, false);
+            assert_eq!(got, want);
+            black_box(got)
+        })
+    });
+    let mut k = Framework::<Contig>::new::<HeapQueue<ArenaId>>(ContextConfig::stream());
+    group.bench_function("contig", |b| {
+        b.iter(|| {
+            let got = k.exchange(&data, false);
+            assert_eq!(got, want);
+            black_box(got)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, pingpong, bulk);
+criterion_main!(benches);

@@ -1,0 +1,331 @@
+//! XTP as an `xk-core` protocol: the engine behind the uniform protocol
+//! interface, for a protocol graph (issue #16).
+//!
+//! [`XtpProtocol`] owns an [`Endpoint`] and translates the UPI verbs into its
+//! calls; it is a thin adapter, not a second engine. It sits directly on a
+//! datagram device (UDP socket, raw IP protocol 36, simulated link: see
+//! `xk_core::device`): frames in and out carry the peer's socket address in
+//! the device header.
+//!
+//! * A session *is* a context: `SessionId.slot` is the context's arena id,
+//!   so there is no second session table to search per packet.
+//! * `demux` reads the device header and the XTP key at fixed offsets and
+//!   resolves the context with [`Endpoint::lookup`] (the `(peer, key)`
+//!   `DemuxMap` with its one-entry cache, or the return key's slot); `pop`
+//!   hands the datagram on with [`Endpoint::handle_demuxed`], so each packet
+//!   is looked up once. A FIRST (or an unknown key) demuxes to the
+//!   protocol's pseudo-session [`XtpProtocol::UNBOUND`], and the endpoint
+//!   accepts or refuses it, counting the refusal.
+//! * Received data goes up as `M::from_shared(chunk)`: a slice of the
+//!   received frame, not copied in either message form. Data pushed down
+//!   goes in as `msg.into_bytes()`, free for a message of one piece.
+//! * Output waits for [`Protocol::flush`] (the device pulling a frame), as
+//!   the direct driver polls the endpoint after a batch of input: the same
+//!   packets leave on both paths, at the same instants. Frames are cut from
+//!   a shared 64 KiB transmit arena, one split each.
+//! * Timers are the endpoint's own queue `Q` ([`Protocol::poll_timeout`]).
+//!
+//! Message boundaries: XTP delivers chunks; a `Deliver` event carries one
+//! chunk and does not say whether it ends a message (`Control` has no such
+//! request yet).
+
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+
+use bytes::BytesMut;
+use xk_core::device::{ADDR_HEADER, read_addr, write_addr};
+use xk_core::{
+    Addr, ArenaId, CloseError, Control, ControlError, ControlReply, Ctx, DemuxError, OpenError, Part,
+    Participants, Protocol, PushError, SessionId, Upper,
+};
+use xk_msg::Msg;
+use xk_time::{HeapQueue, Instant, TimerQueue};
+use xtp_wire::{HEADER_LEN, Packet, PacketType};
+
+use crate::config::{ContextConfig, EndpointConfig};
+use crate::endpoint::{ConnectError, ContextId, Endpoint, WriteError};
+use crate::events::{Event, NoTrace};
+
+/// Bytes of transmit arena allocated at a time (zeroed once, cut per frame).
+const TX_ARENA: usize = 64 * 1024;
+
+/// XTP as a framework protocol. See the module documentation.
+pub struct XtpProtocol<M, Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>> {
+    ep: Endpoint<NoTrace, Q>,
+    /// Configuration of contexts this side opens or accepts.
+    ctx_cfg: ContextConfig,
+    /// Who sits above each context, by slot index, with the slot's
+    /// generation (a stale entry is recognised, never misdelivered).
+    upper: Vec<Option<(u32, Upper)>>,
+    /// Ports enabled for passive opens and who enabled them.
+    listeners: Vec<(u16, Upper)>,
+    tx: BytesMut,
+    frame_room: usize,
+    /// The sender `demux` read from the frame `pop` gets next (the
+    /// dispatcher calls them back to back for one message).
+    from: Option<SocketAddr>,
+    _msg: PhantomData<fn() -> M>,
+}
+
+impl<M: Msg> XtpProtocol<M> {
+    /// An XTP protocol with the default timer queue (`HeapQueue`).
+    pub fn new(cfg: EndpointConfig, ctx_cfg: ContextConfig, seed: u64) -> Self {
+        Self::with_timer_queue(cfg, ctx_cfg, seed)
+    }
+}
+
+impl<M: Msg, Q: TimerQueue<ArenaId> + Default> XtpProtocol<M, Q> {
+    /// An XTP protocol whose endpoint keeps its timers in a `Q`.
+    pub fn with_timer_queue(cfg: EndpointConfig, ctx_cfg: ContextConfig, seed: u64) -> Self {
+        let frame_room = ADDR_HEADER + cfg.max_packet;
+        XtpProtocol {
+            ep: Endpoint::with_timer_queue(cfg, seed, NoTrace),
+            ctx_cfg,
+            upper: Vec::new(),
+            listeners: Vec::new(),
+            tx: BytesMut::new(),
+            frame_room,
+            from: None,
+            _msg: PhantomData,
+        }
+    }
+}
+
+impl<M: Msg, Q: TimerQueue<ArenaId>> XtpProtocol<M, Q> {
+    /// The pseudo-session a datagram without a context demuxes to.
+    pub const UNBOUND: ArenaId = ArenaId::from_parts(u32::MAX, u32::MAX);
+
+    /// The engine (counters, context state).
+    pub fn endpoint(&self) -> &Endpoint<NoTrace, Q> {
+        &self.ep
+    }
+
+    /// The context behind a session of this protocol.
+    pub fn context(session: SessionId) -> ContextId {
+        ContextId(session.slot)
+    }
+
+    fn session(cx: &Ctx<'_, M>, ctx: ContextId) -> SessionId {
+        SessionId { protocol: cx.me(), slot: ctx.0 }
+    }
+
+    fn set_upper(&mut self, ctx: ContextId, upper: Upper) {
+        let i = ctx.0.index() as usize;
+        if self.upper.len() <= i {
+            self.upper.resize(i + 1, None);
+        }
+        self.upper[i] = Some((ctx.0.generation(), upper));
+    }
+
+    fn upper_of(&self, ctx: ContextId) -> Option<Upper> {
+        match self.upper.get(ctx.0.index() as usize) {
+            Some(Some((g, u))) if *g == ctx.0.generation() => Some(*u),
+            _ => None,
+        }
+    }
+
+    /// Hands the endpoint's events upward: new contexts as `open_done`,
+    /// readable data as `deliver`, ended contexts as `close_done`.
+    fn drain_events(&mut self, cx: &mut Ctx<'_, M>) {
+        let now = cx.now();
+        while let Some(ev) = self.ep.poll_event() {
+            match ev {
+                Event::Incoming { ctx, peer, port, .. } => {
+                    let Some(&(_, upper)) = self.listeners.iter().find(|(p, _)| *p == port) else {
+                        // Accepted by the endpoint for a port since disabled.
+                        self.ep.abort(now, ctx);
+                        continue;
+                    };
+                    self.set_upper(ctx, upper);
+                    let parts = Participants::new(
+                        Part::top_first([Addr::Port(port)]),
+                        Part::top_first([Addr::Inet(peer)]),
+                    );
+                    cx.open_done(upper, Self::session(cx, ctx), parts);
+                }
+                Event::Readable { ctx } => {
+                    let Some(upper) = self.upper_of(ctx) else { continue };
+                    let session = Self::session(cx, ctx);
+                    while let Some(chunk) = self.ep.read(now, ctx) {
+                        cx.deliver(upper, session, M::from_shared(chunk.data));
+                    }
+                }
+                Event::Closed { ctx, .. } => {
+                    if let Some(upper) = self.upper_of(ctx) {
+                        self.upper[ctx.0.index() as usize] = None;
+                        cx.close_done(upper, Self::session(cx, ctx));
+                    }
+                }
+                Event::Gap { .. } | Event::Acked { .. } | Event::PeerFinished { .. } => {}
+            }
+        }
+    }
+}
+
+/// Reads the XTP key and whether the packet is a DIAG from a frame (device
+/// header first), without parsing it. `None`: too short for the XTP header
+/// (the endpoint will count it malformed).
+fn xtp_key(h: &[u8]) -> Option<(u64, bool)> {
+    let x = h.get(ADDR_HEADER..ADDR_HEADER + HEADER_LEN)?;
+    let p = Packet::new_unchecked(x);
+    Some((p.key(), p.ptype_code() == PacketType::Diag.code()))
+}
+
+impl<M: Msg, Q: TimerQueue<ArenaId>> Protocol<M> for XtpProtocol<M, Q> {
+    fn name(&self) -> &'static str {
+        "xtp"
+    }
+
+    fn open(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        upper: Upper,
+        parts: &Participants,
+    ) -> Result<SessionId, OpenError> {
+        let mut remote = parts.remote.clone();
+        let Some(Addr::Port(port)) = remote.pop() else {
+            return Err(OpenError::MissingAddr("remote XTP port"));
+        };
+        let Some(Addr::Inet(peer)) = remote.pop() else {
+            return Err(OpenError::MissingAddr("remote socket address (below the XTP port)"));
+        };
+        let ctx = self.ep.connect(cx.now(), peer, port, self.ctx_cfg.clone()).map_err(|e| match e {
+            ConnectError::InvalidConfig(w) => OpenError::Unsupported(w),
+            ConnectError::Full { limit, .. } => OpenError::Unsupported(limit),
+        })?;
+        self.set_upper(ctx, upper);
+        Ok(Self::session(cx, ctx))
+    }
+
+    fn open_enable(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        upper: Upper,
+        parts: &Participants,
+    ) -> Result<(), OpenError> {
+        let Some(Addr::Port(port)) = parts.local.peek().copied() else {
+            return Err(OpenError::MissingAddr("local XTP port"));
+        };
+        self.ep.listen(port, self.ctx_cfg.clone()).map_err(|_| OpenError::InUse(Addr::Port(port)))?;
+        self.listeners.push((port, upper));
+        Ok(())
+    }
+
+    fn open_disable(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        upper: Upper,
+        parts: &Participants,
+    ) -> Result<(), OpenError> {
+        let Some(Addr::Port(port)) = parts.local.peek().copied() else {
+            return Err(OpenError::MissingAddr("local XTP port"));
+        };
+        let Some(i) = self.listeners.iter().position(|l| *l == (port, upper)) else {
+            return Err(OpenError::NotEnabled(Addr::Port(port)));
+        };
+        self.listeners.swap_remove(i);
+        self.ep.unlisten(port);
+        Ok(())
+    }
+
+    fn demux(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        _lower: Option<SessionId>,
+        msg: &mut M,
+    ) -> Result<SessionId, DemuxError> {
+        let len = msg.len().min(ADDR_HEADER + HEADER_LEN);
+        let h = msg.peek(len)?;
+        if h.len() < ADDR_HEADER {
+            return Err(DemuxError::Malformed("frame shorter than the device header"));
+        }
+        self.from = read_addr(h);
+        let found = self.from.zip(xtp_key(h)).and_then(|(from, (key, diag))| self.ep.lookup(from, key, diag));
+        Ok(SessionId { protocol: cx.me(), slot: found.map_or(Self::UNBOUND, |c| c.0) })
+    }
+
+    fn pop(
+        &mut self,
+        cx: &mut Ctx<'_, M>,
+        session: SessionId,
+        _lower: Option<SessionId>,
+        mut msg: M,
+    ) -> Result<(), DemuxError> {
+        let header = msg.pop(ADDR_HEADER)?;
+        let from = match self.from.take() {
+            Some(from) => from,
+            None => read_addr(header).ok_or(DemuxError::Malformed("device header"))?,
+        };
+        let found = (session.slot != Self::UNBOUND).then_some(ContextId(session.slot));
+        self.ep.handle_demuxed(cx.now(), from, msg.into_bytes(), found);
+        self.drain_events(cx);
+        Ok(())
+    }
+
+    fn push(&mut self, cx: &mut Ctx<'_, M>, session: SessionId, msg: M) -> Result<(), PushError> {
+        let r = self.ep.write(cx.now(), ContextId(session.slot), msg.into_bytes(), true, None);
+        r.map_err(|e| match e {
+            WriteError::UnknownContext => PushError::NoSession,
+            WriteError::Closed => PushError::Closed,
+            WriteError::WouldBlock => PushError::WouldBlock,
+        })
+    }
+
+    fn flush(&mut self, cx: &mut Ctx<'_, M>) {
+        // One frame per call, at the graph's time of the call: the device
+        // pulls frames as it sends them, and each leaves at the instant the
+        // direct driver's `poll_transmit` would have produced it.
+        if self.tx.len() < self.frame_room {
+            self.tx = BytesMut::zeroed(TX_ARENA.max(self.frame_room));
+        }
+        if let Some(t) = self.ep.poll_transmit(cx.now(), &mut self.tx[ADDR_HEADER..self.frame_room]) {
+            write_addr(&mut self.tx[..ADDR_HEADER], t.dst);
+            let frame = self.tx.split_to(ADDR_HEADER + t.len);
+            cx.transmit(M::from_received(frame));
+        }
+        // Sending can end contexts (the last acknowledgement of a close).
+        self.drain_events(cx);
+    }
+
+    fn control(
+        &mut self,
+        _cx: &mut Ctx<'_, M>,
+        session: Option<SessionId>,
+        req: Control,
+    ) -> Result<ControlReply, ControlError> {
+        match req {
+            Control::GetHeaderLen => Ok(ControlReply::Size(HEADER_LEN)),
+            Control::GetSessionCount => Ok(ControlReply::Count(self.ep.context_count())),
+            // A message of any length is accepted and cut into packets.
+            Control::GetMaxPacket => Ok(ControlReply::Size(usize::MAX)),
+            Control::GetMyAddr | Control::GetPeerAddr => {
+                let s = session.ok_or(ControlError::NoSession)?;
+                let ctx = ContextId(s.slot);
+                let (peer, port) = self.ep.peer(ctx).ok_or(ControlError::NoSession)?;
+                Ok(ControlReply::Addr(if req == Control::GetMyAddr {
+                    Addr::Port(port)
+                } else {
+                    Addr::Inet(peer)
+                }))
+            }
+        }
+    }
+
+    fn close(&mut self, cx: &mut Ctx<'_, M>, session: SessionId) -> Result<(), CloseError> {
+        let ctx = ContextId(session.slot);
+        if self.upper_of(ctx).is_none() || self.ep.state(ctx).is_none() {
+            return Err(CloseError::NoSession);
+        }
+        self.ep.close(cx.now(), ctx);
+        Ok(())
+    }
+
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        self.ep.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, cx: &mut Ctx<'_, M>, now: Instant) {
+        self.ep.handle_timeout(now);
+        self.drain_events(cx);
+    }
+}

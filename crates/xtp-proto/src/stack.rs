@@ -1,0 +1,123 @@
+//! XTP's kinds for graph descriptions, and an XTP stack built from one
+//! (issue #16): `app -> xtp -> udp`, `app -> xtp -> ip36`, `app -> xtp -> link`.
+
+use xk_core::graph_desc::{Catalogue, DescError, GraphDesc, Kind, Service};
+use xk_core::{ArenaId, Graph, ProtocolId};
+use xk_msg::Msg;
+use xk_time::TimerQueue;
+
+use crate::config::{ContextConfig, EndpointConfig};
+use crate::layer::XtpProtocol;
+
+/// XTP: transport sessions over a datagram device.
+pub const XTP: Kind = Kind {
+    name: "xtp",
+    needs: &[Service::Datagram],
+    offers: Some(Service::Sessions),
+    device: false,
+    needs_root: false,
+    about: "XTP 4.0 (xtp_proto::XtpProtocol)",
+};
+
+/// A UDP socket as the device.
+pub const UDP: Kind = Kind {
+    name: "udp",
+    needs: &[],
+    offers: Some(Service::Datagram),
+    device: true,
+    needs_root: false,
+    about: "a UDP socket (the driver)",
+};
+
+/// A raw IP socket, protocol 36 (XTP's IANA number), as the device.
+pub const IP36: Kind = Kind {
+    name: "ip36",
+    needs: &[],
+    offers: Some(Service::Datagram),
+    device: true,
+    needs_root: true,
+    about: "a raw IP socket, protocol 36 (root)",
+};
+
+/// A simulated link (the simulator or the in-process wire) as the device.
+pub const LINK: Kind = Kind {
+    name: "link",
+    needs: &[],
+    offers: Some(Service::Datagram),
+    device: true,
+    needs_root: false,
+    about: "a simulated link (xk-sim, xtp-testkit's GraphWire)",
+};
+
+/// The kinds a description of an XTP graph may use: XTP, its devices, and
+/// `xk-core`'s own (`app` and the toys).
+pub fn catalogue() -> Catalogue {
+    Catalogue::toys().with([XTP, UDP, IP36, LINK])
+}
+
+/// An XTP graph built from a description.
+pub struct XtpStack<M> {
+    /// The graph.
+    pub graph: Graph<M>,
+    /// The XTP protocol (the one on the device).
+    pub xtp: ProtocolId,
+    /// The device below XTP.
+    pub device: Kind,
+}
+
+impl<M: Msg + 'static> XtpStack<M> {
+    /// Parses `text` and builds it with XTP's timers in a `Q`. The
+    /// description must hold `xk-core`'s application on `xtp` on a device.
+    pub fn from_desc<Q: TimerQueue<ArenaId> + Default + 'static>(
+        text: &str,
+        ep: EndpointConfig,
+        ctx: ContextConfig,
+        seed: u64,
+    ) -> Result<Self, DescError> {
+        let desc = GraphDesc::parse(text, &catalogue())?;
+        let whole = |reason: String| DescError { line: 0, reason };
+        let x = desc
+            .find(XTP.name)
+            .ok_or_else(|| whole("no `xtp` layer (write e.g. `app -> xtp -> udp`)".into()))?;
+        let device = desc.layers[desc.layers[x].below.expect("checked: xtp needs a lower layer")].kind;
+        if !desc.layers.iter().any(|l| l.kind.name == "app" && l.below == Some(x)) {
+            return Err(whole("nothing sits on `xtp`: the application needs `app -> xtp`".into()));
+        }
+        let built = desc.build::<M>(|k| match k.name {
+            "xtp" => Ok(Box::new(XtpProtocol::<M, Q>::with_timer_queue(ep.clone(), ctx.clone(), seed))),
+            other => Err(format!("an XTP stack has no place for `{other}`")),
+        })?;
+        let xtp = built.ids[x].expect("xtp is a protocol");
+        Ok(XtpStack { graph: built.graph, xtp, device })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use xk_msg::Rope;
+    use xk_time::HeapQueue;
+
+    use super::*;
+
+    fn build(text: &str) -> Result<XtpStack<Rope>, DescError> {
+        XtpStack::from_desc::<HeapQueue<ArenaId>>(text, EndpointConfig::default(), ContextConfig::stream(), 1)
+    }
+
+    #[test]
+    fn the_three_stacks_build_and_bad_ones_are_named() {
+        for (text, dev) in
+            [("app -> xtp -> udp", "udp"), ("app -> xtp -> ip36", "ip36"), ("app->xtp->link", "link")]
+        {
+            let s = build(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(s.device.name, dev);
+        }
+        assert!(build("app -> xtp -> udp").unwrap().device.device);
+        let e = |t| build(t).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e("app -> xtp -> tcp").contains("unknown protocol `tcp`"));
+        assert!(e("app -> xtp -> mux -> loop").contains("edge `xtp -> mux`: `xtp` cannot sit above `mux`"));
+        assert!(e("app -> xtp").contains("`xtp` has no lower layer"));
+        assert!(e("app -> mux -> loop").contains("no `xtp` layer"));
+        assert!(e("xtp -> udp").contains("nothing sits on `xtp`"));
+        assert!(e("app -> xtp -> udp -> ip36").contains("`udp` is a root"));
+    }
+}
