@@ -59,9 +59,28 @@ fn quick_report_has_every_experiment_and_renders() {
     let e1 = rows(&json, "E1");
     assert_eq!(
         e1.len(),
-        27,
-        "9 settings (2 simulated; XTP over UDP on one thread, server thread, separate processes; the API integrated, on an engine thread, via a daemon process; raw UDP floor) × 3 sizes"
+        39,
+        "13 settings (2 simulated; XTP over UDP on one thread, server thread, separate processes; the API integrated, on an engine thread, via a daemon process; raw UDP floor; the three API modes and the floor through the 0.9 ms relay) × 3 sizes"
     );
+    let relayed = e1.iter().filter(|r| r["setting"].as_str().unwrap().contains("0.9 ms link (relay)"));
+    for r in relayed {
+        // One way through the relay: its 0.9 ms and what the path costs.
+        let e2e = r["median_e2e_ns"].as_f64().unwrap();
+        assert!((900_000.0..5_000_000.0).contains(&e2e), "{r}");
+        assert_eq!(r["link_delay_ns"].as_u64(), Some(900_000), "{r}");
+    }
+    // E3: our FTP over TCP and XTP on loopback, and as root the standard
+    // pair and the rows over the emulated link.
+    let e3 = rows(&json, "E3");
+    let over = |t: &str, link: &str| e3.iter().filter(|r| r["transport"] == t && r["link"] == link).count();
+    assert_eq!((over("tcp", "loopback"), over("xtp", "loopback")), (3, 3), "{e3:?}");
+    if root {
+        assert_eq!(over("vsftpd-curl", "loopback"), 3, "{e3:?}");
+        for t in ["tcp", "xtp", "vsftpd-curl"] {
+            assert_eq!(over(t, "profile ethernet-100m"), 2, "{t} over the link: {e3:?}");
+        }
+    }
+    assert!(e3.iter().all(|r| r["latency_s"].as_f64().unwrap() > 0.0), "{e3:?}");
     for r in &e1 {
         assert!(!r["samples_e2e_ns"].as_array().unwrap().is_empty(), "{r}");
         assert!(r["processing_ns"].as_f64().unwrap() > 0.0, "{r}");
