@@ -12,6 +12,8 @@ use xk_core::{Graph, ProtocolId};
 use xk_msg::Msg;
 use xk_time::{Duration, Instant};
 
+use crate::stepping::{self, Stepped};
+
 /// Graph `a` at `aa` (its bottom protocol `a_dev`) and `b` at `ba`, joined
 /// by a perfect wire.
 pub struct GraphWire<M> {
@@ -57,43 +59,45 @@ impl<M: Msg> GraphWire<M> {
         deliver(b, *ba, a, *a_dev, *aa, now, *step, stray)
     }
 
-    /// Moves frames both ways until both graphs are quiet (bounded).
+    /// Moves datagrams both ways until both are quiet (bounded: two peers
+    /// that never fall quiet end the test rather than hang it).
     pub fn exchange(&mut self) {
-        for _ in 0..1_000_000 {
-            if self.from_a() + self.from_b() == 0 {
-                return;
-            }
-        }
+        stepping::exchange(self)
     }
 
-    /// Jumps to the earlier graph's next timer, if there is one no later
-    /// than `end`, and runs both graphs' timers there. Returns whether time
+    /// Jumps to the earlier peer's next timer, if there is one no later
+    /// than `end`, and runs both peers' timers there. Returns whether time
     /// moved to a timer.
     pub fn fire_next_timer(&mut self, end: Option<Instant>) -> bool {
-        let next = [self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min();
-        match next {
-            Some(t) if end.is_none_or(|end| t <= end) => {
-                self.now = self.now.max(t);
-                self.a.handle_timeout(self.now);
-                self.b.handle_timeout(self.now);
-                true
-            }
-            _ => false,
-        }
+        stepping::fire_next_timer(self, end)
     }
 
     /// Runs for `d` of virtual time, jumping between timers.
     pub fn run(&mut self, d: Duration) {
-        let end = self.now + d;
-        loop {
-            self.exchange();
-            if !self.fire_next_timer(Some(end)) {
-                self.now = end;
-                self.a.advance(end);
-                self.b.advance(end);
-                return;
-            }
-        }
+        stepping::run(self, d)
+    }
+}
+
+impl<M: Msg> Stepped for GraphWire<M> {
+    fn deliver_a(&mut self) -> usize {
+        self.from_a()
+    }
+    fn deliver_b(&mut self) -> usize {
+        self.from_b()
+    }
+    fn next_timer(&mut self) -> Option<Instant> {
+        [self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min()
+    }
+    fn fire(&mut self, now: Instant) {
+        self.a.handle_timeout(now);
+        self.b.handle_timeout(now);
+    }
+    fn now(&mut self) -> &mut Instant {
+        &mut self.now
+    }
+    fn idle_until(&mut self, end: Instant) {
+        self.a.advance(end);
+        self.b.advance(end);
     }
 }
 

@@ -59,6 +59,7 @@
 mod graph_host;
 mod graph_wire;
 mod host;
+mod stepping;
 mod wire;
 
 pub use graph_host::{GraphApp, GraphHost};

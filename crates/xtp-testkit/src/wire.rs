@@ -9,6 +9,8 @@ use xk_core::ArenaId;
 use xk_time::{Duration, HeapQueue, Instant, TimerQueue};
 use xtp_proto::{Endpoint, NoTrace};
 
+use crate::stepping::{self, Stepped};
+
 /// How a datagram reaches the receiving endpoint.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Delivery {
@@ -97,42 +99,41 @@ impl<Q: TimerQueue<ArenaId>> Wire<Q> {
     }
 
     /// Moves packets both ways until both are quiet at `now` (bounded: two
-    /// endpoints that never fall quiet end the test rather than hang it).
+    /// Moves datagrams both ways until both are quiet (bounded: two peers
+    /// that never fall quiet end the test rather than hang it).
     pub fn exchange(&mut self) {
-        for _ in 0..1_000_000 {
-            let moved = self.from_a() + self.from_b();
-            if moved == 0 {
-                return;
-            }
-        }
+        stepping::exchange(self)
     }
 
-    /// Jumps to the earlier endpoint's next timer, if there is one no later
-    /// than `end`, and runs both endpoints' timers there. Returns whether
-    /// time moved to a timer.
+    /// Jumps to the earlier peer's next timer, if there is one no later
+    /// than `end`, and runs both peers' timers there. Returns whether time
+    /// moved to a timer.
     pub fn fire_next_timer(&mut self, end: Option<Instant>) -> bool {
-        let next = [self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min();
-        match next {
-            Some(t) if end.is_none_or(|end| t <= end) => {
-                self.now = self.now.max(t);
-                self.a.handle_timeout(self.now);
-                self.b.handle_timeout(self.now);
-                true
-            }
-            _ => false,
-        }
+        stepping::fire_next_timer(self, end)
     }
 
     /// Runs for `d` of virtual time, jumping between timers.
     pub fn run(&mut self, d: Duration) {
-        let end = self.now + d;
-        loop {
-            self.exchange();
-            if !self.fire_next_timer(Some(end)) {
-                self.now = end;
-                return;
-            }
-        }
+        stepping::run(self, d)
+    }
+}
+
+impl<Q: TimerQueue<ArenaId>> Stepped for Wire<Q> {
+    fn deliver_a(&mut self) -> usize {
+        self.from_a()
+    }
+    fn deliver_b(&mut self) -> usize {
+        self.from_b()
+    }
+    fn next_timer(&mut self) -> Option<Instant> {
+        [self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min()
+    }
+    fn fire(&mut self, now: Instant) {
+        self.a.handle_timeout(now);
+        self.b.handle_timeout(now);
+    }
+    fn now(&mut self) -> &mut Instant {
+        &mut self.now
     }
 }
 
