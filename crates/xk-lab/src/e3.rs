@@ -20,7 +20,8 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use crate::e3_peers::{self as peers, PAIR, Proc, Sample};
+use crate::e3_peers::{self as peers, PAIR, Sample};
+use crate::serve_proc::Reaped;
 
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
@@ -144,7 +145,7 @@ pub enum Point {
 }
 
 struct Server {
-    proc: Proc,
+    proc: Reaped,
     addr: String,
     init_kb: u64,
 }
@@ -225,7 +226,7 @@ impl E3 {
                 .spawn()
                 .map_err(|e| format!("start xpress ftp serve: {e}"))?;
             let out = child.stdout.take().ok_or("no stdout")?;
-            let proc = Proc(child);
+            let proc = Reaped(child);
             let mut line = String::new();
             BufReader::new(out).read_line(&mut line).map_err(|e| e.to_string())?;
             let addr = line

@@ -20,7 +20,9 @@
 //! span without the login cannot be compared.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use crate::serve_proc::Reaped;
 
 /// The standard pair's name in E3's `transports`.
 pub(crate) const PAIR: &str = "vsftpd-curl";
@@ -157,16 +159,6 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Sample>, String> {
     }
 }
 
-/// A server process, killed when dropped.
-pub(crate) struct Proc(pub(crate) Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Our server's command line (`exec`'d by a shell inside a namespace).
 pub(crate) fn our_server_cmd(exe: &Path, root: &Path, listen: &str, transport: &str) -> String {
     format!(
@@ -201,7 +193,7 @@ pub(crate) fn vsftpd_cmd(conf: &Path) -> String {
 }
 
 /// Starts vsftpd on a free loopback port; returns it and its address.
-pub(crate) fn vsftpd_loopback(dir: &Path, root: &Path) -> Result<(Proc, String), String> {
+pub(crate) fn vsftpd_loopback(dir: &Path, root: &Path) -> Result<(Reaped, String), String> {
     for _ in 0..5 {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -215,7 +207,7 @@ pub(crate) fn vsftpd_loopback(dir: &Path, root: &Path) -> Result<(Proc, String),
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("start vsftpd: {e}"))?;
-        let p = Proc(child);
+        let p = Reaped(child);
         let addr = format!("127.0.0.1:{port}");
         // Up once it greets; another process may have taken the port.
         for _ in 0..50 {

@@ -17,6 +17,7 @@ use xk_apps::{Amount, BulkConfig, Transport};
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
 use crate::netns_run::have_iperf3;
+use crate::serve_proc::Reaped;
 use crate::stats;
 use crate::svg::{Series, plot_series};
 
@@ -171,18 +172,6 @@ fn iperf3(size: usize, bytes: u64) -> Result<Option<Row>, String> {
     match (sent, seconds) {
         (Some(b), Some(s)) if s > 0.0 => Ok(Some(Row::new("iperf3", size, b, s))),
         _ => Err(format!("iperf3 JSON without end.sum_received: {v}")),
-    }
-}
-
-/// A child ended by its id when dropped (if it is still running).
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
     }
 }
 

@@ -165,3 +165,15 @@ impl Drop for ServeProcess {
         let _ = self.child.wait();
     }
 }
+
+/// A child ended by its id when dropped (if it is still running).
+pub(crate) struct Reaped(pub(crate) std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
