@@ -214,6 +214,10 @@ fn execute<S: Source>(
     let mut next_progress = 1_000_000_000u64;
     let mut peek = src.next();
     while let Some(first) = peek.take() {
+        // The next request is drawn before waiting, not after: GAR's work
+        // (walking the automaton, sampling distributions) would otherwise
+        // sit between t_i and the call, in every miss time.
+        peek = src.next();
         if first.t_ns > now {
             if first.t_ns > now + 1_000_000 {
                 adapter.idle();
@@ -228,11 +232,9 @@ fn execute<S: Source>(
             && now - first.t_ns > bound
         {
             m.dropped += 1;
-            peek = src.next();
             continue;
         }
         batch.push(first);
-        peek = src.next();
         while batch.len() < max_batch {
             match peek {
                 Some(r) if r.t_ns <= now && adapter.joins(&batch[0], &r, batch.len()) => {

@@ -202,7 +202,12 @@ fn quick_report_has_every_experiment_and_renders() {
     let (null, udp) = (plain("null"), plain("udp"));
     assert!(null["rate_per_s"].as_f64() > udp["rate_per_s"].as_f64(), "the null adapter is the upper bound");
     let prec = kind("precision");
-    assert_eq!(prec.len(), 16, "4 gaps × 2 waits × with/without real-time measures");
+    assert_eq!(
+        prec.len(),
+        18,
+        "udp: 4 gaps × 2 waits × with/without real-time measures; null (SCHED alone): 10 µs busy, with/without"
+    );
+    assert_eq!(prec.iter().filter(|r| r["adapter"] == "null").count(), 2);
     for r in &prec {
         assert!(r["requests"].as_u64().unwrap() > 0, "{r}");
         assert!(r["vz_ns"].as_f64().unwrap() >= 0.0 && r["max_ns"].as_u64() >= r["p99_ns"].as_u64(), "{r}");
