@@ -194,6 +194,7 @@ fn execute<S: Source>(
         .map_or(0, |d| d.as_nanos() as i128);
     adapter.begin(real - since);
     let max_batch = adapter.max_batch();
+    let batching = adapter.batching();
     // The wall clock ends the run too: a P_max run (every t_i = 0) never
     // reaches the model-time bound, and a run that fell behind must not run
     // on unbounded. A stall near the end (preemption) gets 10 % + 100 ms of
@@ -237,7 +238,7 @@ fn execute<S: Source>(
         batch.push(first);
         while batch.len() < max_batch {
             match peek {
-                Some(r) if r.t_ns <= now && adapter.joins(&batch[0], &r, batch.len()) => {
+                Some(r) if r.t_ns <= now && batching.joins(&batch[0], &r, batch.len()) => {
                     batch.push(r);
                     peek = src.next();
                 }
