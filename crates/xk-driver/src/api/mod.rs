@@ -35,6 +35,7 @@
 mod core;
 mod datagram;
 mod listener;
+mod reaper;
 mod stream;
 
 use std::cell::RefCell;

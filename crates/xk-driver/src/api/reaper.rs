@@ -1,0 +1,142 @@
+//! One thread for every integrated endpoint that outlived its API objects.
+//!
+//! When the last `XtpStream`, listener or transaction of an integrated
+//! endpoint is gone while contexts remain (closed but lingering, so that a
+//! peer which missed our final acknowledgement still gets it), the endpoint
+//! must go on answering until they end — what a kernel does for TCP's
+//! TIME_WAIT. It used to get a thread of its own each time. A one-shot
+//! [`super::transaction`] binds an endpoint per call, so a client running
+//! transactions back to back left one thread per transaction turning its
+//! endpoint for the 2 s linger: at 2,700 transactions/s about 5,000
+//! threads, whose wake-ups took the machine for seconds after the client
+//! had finished (found by the load generator's report, E7, where every row
+//! after the transaction adapter's measured them instead of itself).
+//!
+//! Now they all go to one reaper thread, started on first use. It waits on
+//! one epoll set holding every adopted driver's input descriptor and an
+//! eventfd that announces new ones, for the earliest of their timers; on
+//! waking it runs only the drivers with input and those whose timer is
+//! due (timers in a heap, so the cost per wake-up does not grow with the
+//! number of lingering endpoints). A driver leaves when its last context is
+//! freed, or after ten minutes (the old bound).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::os::fd::AsFd;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use xk_time::{Duration, Instant};
+
+use crate::driver::UdpDriver;
+
+/// The longest a lingering endpoint is kept.
+const MAX_LINGER: Duration = Duration::from_secs(600);
+
+/// The epoll token of the eventfd that announces adopted drivers.
+const INBOX: u64 = u64::MAX;
+
+struct Handle {
+    tx: Sender<UdpDriver>,
+    bell: Arc<EventFd>,
+}
+
+static REAPER: OnceLock<Option<Mutex<Handle>>> = OnceLock::new();
+
+/// Hands `d` to the reaper thread, which turns it until its last context is
+/// freed. If the thread cannot be had (no descriptors, no threads left), the
+/// driver is dropped with its lingering contexts: the peer then times out on
+/// a final acknowledgement, as after a crash.
+pub(crate) fn adopt(d: UdpDriver) {
+    let handle = REAPER.get_or_init(|| start().ok().map(Mutex::new));
+    let Some(h) = handle else { return };
+    let h = h.lock().unwrap_or_else(|p| p.into_inner());
+    if h.tx.send(d).is_ok() {
+        let _ = h.bell.write(1);
+    }
+}
+
+fn start() -> std::io::Result<Handle> {
+    let (tx, rx) = channel();
+    let bell = Arc::new(EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?);
+    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
+    epoll.add(bell.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, INBOX))?;
+    let bell_rx = bell.clone();
+    std::thread::Builder::new().name("xtp-linger".into()).spawn(move || run(rx, epoll, bell_rx))?;
+    Ok(Handle { tx, bell })
+}
+
+struct Adopted {
+    d: UdpDriver,
+    /// When it gives up (its own clock).
+    end: Instant,
+}
+
+fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
+    let mut drivers: HashMap<u64, Adopted> = HashMap::new();
+    // (when, token): each driver's next timer, in the reaper's clock.
+    let mut timers: BinaryHeap<Reverse<(std::time::Instant, u64)>> = BinaryHeap::new();
+    let mut next_token = 0u64;
+    let mut events = vec![EpollEvent::empty(); 256];
+    let mut due = Vec::new();
+    loop {
+        let wait =
+            timers.peek().map(|Reverse((t, _))| t.saturating_duration_since(std::time::Instant::now()));
+        let timeout = match wait {
+            // Rounded up to a millisecond: a lingering context's timers are
+            // seconds long; no need to spin on the last microseconds.
+            Some(w) => EpollTimeout::from(w.as_millis().saturating_add(1).min(60_000) as u16),
+            None => EpollTimeout::NONE,
+        };
+        let n = match epoll.wait(&mut events, timeout) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => 0,
+            Err(_) => return,
+        };
+        due.clear();
+        for e in &events[..n] {
+            if e.data() == INBOX {
+                let _ = bell.read();
+                for d in rx.try_iter() {
+                    let token = next_token;
+                    next_token += 1;
+                    if epoll.add(d.input_fd(), EpollEvent::new(EpollFlags::EPOLLIN, token)).is_err() {
+                        continue;
+                    }
+                    let end = d.now() + MAX_LINGER;
+                    drivers.insert(token, Adopted { d, end });
+                    due.push(token);
+                }
+            } else {
+                due.push(e.data());
+            }
+        }
+        let now = std::time::Instant::now();
+        while let Some(&Reverse((t, token))) = timers.peek() {
+            if t > now {
+                break;
+            }
+            timers.pop();
+            due.push(token);
+        }
+        due.sort_unstable();
+        due.dedup();
+        for &token in &due {
+            let Some(a) = drivers.get_mut(&token) else { continue };
+            let alive = a.d.poll_input().is_ok() && a.d.flush().is_ok();
+            while a.d.endpoint().poll_event().is_some() {}
+            if !alive || a.d.endpoint().context_count() == 0 || a.d.now() >= a.end {
+                let a = drivers.remove(&token).expect("present");
+                let _ = epoll.delete(a.d.input_fd());
+                continue;
+            }
+            // A stale heap entry (the timer moved) fires early and finds
+            // nothing due; the new one is pushed here.
+            if let Some(left) = a.d.until_timeout() {
+                timers.push(Reverse((now + std::time::Duration::from_nanos(left.as_nanos() as u64), token)));
+            }
+        }
+    }
+}
