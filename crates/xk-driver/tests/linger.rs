@@ -1,13 +1,14 @@
 //! Endpoints that outlive their API objects linger on one reaper thread,
 //! not a thread each: a client running one-shot transactions back to back
-//! binds an endpoint per call, and each keeps its closed context for the
-//! linger (2 s) so that a peer which missed the final acknowledgement
-//! still gets it.
+//! binds an endpoint per call, and each keeps its closed context lingering
+//! (as the END sender, for the peer's retry span) so that a peer which
+//! missed the END still gets it. Their number is bounded, as Linux bounds
+//! TIME_WAIT sockets.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use xk_driver::api::{XtpListener, transaction};
+use xk_driver::api::{XtpListener, linger_counts, max_lingering, transaction};
 use xtp_proto::Service;
 
 const PORT: u16 = 7;
@@ -23,6 +24,13 @@ fn threads_named(name: &str) -> usize {
 
 #[test]
 fn back_to_back_transactions_linger_on_one_thread() {
+    // A soft descriptor limit of 400 (this test binary runs this test
+    // alone): the reaper then keeps at most 100 lingering endpoints, so 300
+    // transactions make it close the oldest early — and none fails for want
+    // of a descriptor, as they did when every lingering endpoint was kept.
+    let mut lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    lim.current = Some(400);
+    rustix::process::setrlimit(rustix::process::Resource::Nofile, lim).unwrap();
     const N: usize = 300;
     let (tx, rx) = std::sync::mpsc::channel();
     let server = std::thread::spawn(move || {
@@ -57,8 +65,12 @@ fn back_to_back_transactions_linger_on_one_thread() {
     let lingering = threads_named("xtp-linger");
     assert_eq!(lingering, 1, "{lingering} linger threads after {N} transactions in {took:?}");
     assert_eq!(server.join().unwrap(), N);
-    // And they are freed: the reaper stays, idle (no thread per endpoint
-    // appears or remains).
-    std::thread::sleep(Duration::from_secs(3));
+    // Each client context sent the END, so it lingers the server's whole
+    // retry span (G16; 243 s at the initial RTO): all would be held but for
+    // the bound.
+    assert_eq!(max_lingering(), 100);
+    let (held, evicted) = linger_counts();
+    assert_eq!(held, 100, "lingering endpoints held at the bound");
+    assert!(evicted >= (N - 100) as u64, "{evicted} closed early of {N}");
     assert_eq!(threads_named("xtp-linger"), 1);
 }

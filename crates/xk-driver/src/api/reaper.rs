@@ -7,9 +7,10 @@
 //! TIME_WAIT. It used to get a thread of its own each time. A one-shot
 //! [`super::transaction`] binds an endpoint per call, so a client running
 //! transactions back to back left one thread per transaction turning its
-//! endpoint for the 2 s linger: at 2,700 transactions/s about 5,000
-//! threads, whose wake-ups took the machine for seconds after the client
-//! had finished (found by the load generator's report, E7, where every row
+//! endpoint while its context lingered (as the END sender, for the
+//! server's retry span: 243 s at the initial RTO, G16) — thousands of
+//! threads, whose wake-ups took the machine long after the client had
+//! finished (found by the load generator's report, E7, where every row
 //! after the transaction adapter's measured them instead of itself).
 //!
 //! Now they all go to one reaper thread, started on first use. It waits on
@@ -19,10 +20,20 @@
 //! due (timers in a heap, so the cost per wake-up does not grow with the
 //! number of lingering endpoints). A driver leaves when its last context is
 //! freed, or after ten minutes (the old bound).
+//!
+//! Each lingering endpoint holds its socket, so their number is bounded:
+//! beyond [`max_lingering`] the oldest is closed early and counted, as
+//! Linux destroys TIME_WAIT sockets beyond `tcp_max_tw_buckets`. Without
+//! the bound, transactions at 12,000/s held 20,000 descriptors within two
+//! seconds and every later socket of the process failed with "Too many
+//! open files" (E7's transaction rows, and the rows after them). An early
+//! close costs only this: a server that missed the END retries into a
+//! closed port and times out on a context whose data it already has.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -34,6 +45,28 @@ use crate::driver::UdpDriver;
 
 /// The longest a lingering endpoint is kept.
 const MAX_LINGER: Duration = Duration::from_secs(600);
+
+/// Lingering endpoints (one socket each) kept at most: 4,096, or a quarter
+/// of the process's descriptor limit if that is less (a soft limit of
+/// 1,024 is common), so the application keeps the rest.
+pub fn max_lingering() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+        soft.map_or(4096, |n| (n / 4).clamp(16, 4096) as usize)
+    })
+}
+
+/// Lingering endpoints closed early because [`max_lingering`] were held.
+static EVICTED: AtomicU64 = AtomicU64::new(0);
+/// Lingering endpoints held now.
+static LINGERING: AtomicU64 = AtomicU64::new(0);
+
+/// Endpoints lingering now on the reaper, and those it closed early at
+/// [`max_lingering`] since the process started.
+pub fn linger_counts() -> (u64, u64) {
+    (LINGERING.load(Ordering::Relaxed), EVICTED.load(Ordering::Relaxed))
+}
 
 /// The epoll token of the eventfd that announces adopted drivers.
 const INBOX: u64 = u64::MAX;
@@ -79,6 +112,8 @@ fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
     // (when, token): each driver's next timer, in the reaper's clock.
     let mut timers: BinaryHeap<Reverse<(std::time::Instant, u64)>> = BinaryHeap::new();
     let mut next_token = 0u64;
+    // Tokens in the order adopted (some already gone), for eviction.
+    let mut order: VecDeque<u64> = VecDeque::new();
     let mut events = vec![EpollEvent::empty(); 256];
     let mut due = Vec::new();
     loop {
@@ -107,7 +142,15 @@ fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
                     }
                     let end = d.now() + MAX_LINGER;
                     drivers.insert(token, Adopted { d, end });
+                    order.push_back(token);
                     due.push(token);
+                    while drivers.len() > max_lingering() {
+                        let Some(old) = order.pop_front() else { break };
+                        if let Some(a) = drivers.remove(&old) {
+                            let _ = epoll.delete(a.d.input_fd());
+                            EVICTED.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
                 }
             } else {
                 due.push(e.data());
@@ -130,6 +173,9 @@ fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
             if !alive || a.d.endpoint().context_count() == 0 || a.d.now() >= a.end {
                 let a = drivers.remove(&token).expect("present");
                 let _ = epoll.delete(a.d.input_fd());
+                if order.len() > 2 * drivers.len() + 64 {
+                    order.retain(|t| drivers.contains_key(t));
+                }
                 continue;
             }
             // A stale heap entry (the timer moved) fires early and finds
@@ -138,5 +184,6 @@ fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
                 timers.push(Reverse((now + std::time::Duration::from_nanos(left.as_nanos() as u64), token)));
             }
         }
+        LINGERING.store(drivers.len() as u64, Ordering::Relaxed);
     }
 }
