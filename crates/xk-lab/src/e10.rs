@@ -53,6 +53,7 @@ use xtp_testkit::{GraphApp, GraphHost};
 
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
+use crate::svg::heatmap;
 
 /// The XTP port the server listens on.
 const PORT: u16 = 7;
@@ -572,8 +573,8 @@ impl Experiment for E10 {
             bulk_bytes: if quick { 200_000 } else { 1_000_000 },
             bulk_message: 10_000,
             limits: LIMITS.to_vec(),
-            rounds: if quick { 2 } else { 5 },
-            sim_round_trips: if quick { 100 } else { 1_000 },
+            rounds: if quick { 2 } else { 7 },
+            sim_round_trips: if quick { 100 } else { 2_000 },
             udp_round_trips: if quick { 20 } else { 200 },
             bulk_transfers: 1,
         }
@@ -807,6 +808,28 @@ fn render(rows: &[Row], page: &mut Page) {
             &table,
         );
     }
+    let pts = points(rows);
+    let mut names: Vec<String> = Vec::new();
+    for r in rows {
+        if !names.contains(&r.variant) {
+            names.push(r.variant.clone());
+        }
+    }
+    let cells: Vec<Vec<Option<f64>>> = names
+        .iter()
+        .map(|v| {
+            pts.iter()
+                .map(|(n, w, z)| {
+                    rows_at(rows, n, w, *z).into_iter().find(|r| &r.variant == v).map(|r| 1.0 / r.relative)
+                })
+                .collect()
+        })
+        .collect();
+    let cols: Vec<String> = pts.iter().map(|(n, w, z)| format!("{n} {w} {z}")).collect();
+    page.figure(
+        heatmap("E10: speed relative to the fastest variant (fastest = 1; CPU time per operation)", ("point", "variant"), &names, &cols, &cells),
+        "E10: each variant's speed relative to the step's fastest (1/relative), per point; grey where a Limit does not fit the messages.",
+    );
     let seed: Vec<Vec<String>> = SEED000
         .iter()
         .map(|(imp, limit, t)| {

@@ -651,6 +651,13 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CA
         self.events.pop_front()
     }
 
+    /// Whether [`Endpoint::poll_event`] has something (a framework checks
+    /// it inline before draining, which it does after every frame).
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// When to call `handle_timeout` next. It may be earlier than any
     /// context's real deadline (a deadline that moved later is re-filed only
     /// when its old instant comes); calling `handle_timeout` then does

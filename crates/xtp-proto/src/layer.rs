@@ -128,9 +128,18 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
         }
     }
 
+    /// Hands the endpoint's events upward, if it has any (checked inline:
+    /// `flush` drains after every frame and there is rarely an event then).
+    #[inline]
+    fn drain_events(&mut self, cx: &mut Ctx<'_, M>) {
+        if self.ep.has_events() {
+            self.hand_up_events(cx);
+        }
+    }
+
     /// Hands the endpoint's events upward: new contexts as `open_done`,
     /// readable data as `deliver`, ended contexts as `close_done`.
-    fn drain_events(&mut self, cx: &mut Ctx<'_, M>) {
+    fn hand_up_events(&mut self, cx: &mut Ctx<'_, M>) {
         let now = cx.now();
         while let Some(ev) = self.ep.poll_event() {
             match ev {
