@@ -221,10 +221,14 @@ fn quick_report_has_every_experiment_and_renders() {
     let prec = kind("precision");
     assert_eq!(
         prec.len(),
-        18,
-        "udp: 4 gaps × 2 waits × with/without real-time measures; null (SCHED alone): 10 µs busy, with/without"
+        20,
+        "udp: 4 gaps × 2 waits × with/without real-time measures; null (SCHED alone): 10 µs busy, with/without; tcp and xtp at 100 µs"
     );
     assert_eq!(prec.iter().filter(|r| r["adapter"] == "null").count(), 2);
+    for a in ["tcp", "xtp"] {
+        let r = prec.iter().find(|r| r["adapter"] == a).unwrap_or_else(|| panic!("a precision row for {a}"));
+        assert!(r["received"].as_u64().unwrap() > 0, "the {a} receiver got the requests: {r}");
+    }
     for r in &prec {
         assert!(r["requests"].as_u64().unwrap() > 0, "{r}");
         assert!(r["vz_ns"].as_f64().unwrap() >= 0.0 && r["max_ns"].as_u64() >= r["p99_ns"].as_u64(), "{r}");
