@@ -564,6 +564,7 @@ impl crate::experiment::Experiment for E7 {
                     r.p99_ns.to_string(),
                     r.max_ns.to_string(),
                     format!("{:.1} %", 100.0 * r.late_share),
+                    r.received.map_or("—".into(), |x| x.to_string()),
                 ]
             })
             .collect();
@@ -580,6 +581,7 @@ impl crate::experiment::Experiment for E7 {
                 "p99",
                 "max",
                 "> 1 µs late",
+                "received",
             ],
             &t,
         );
