@@ -100,6 +100,9 @@ pub struct RunReport {
 
 /// Where ADAPT takes requests from.
 trait Source {
+    /// Whether the next request is drawn before waiting for the current
+    /// one's time (see `execute`).
+    const DRAW_BEFORE_WAIT: bool;
     fn next(&mut self) -> Option<Request>;
 }
 
@@ -132,6 +135,7 @@ impl Bounded {
 }
 
 impl Source for Bounded {
+    const DRAW_BEFORE_WAIT: bool = true;
     #[inline]
     fn next(&mut self) -> Option<Request> {
         Bounded::next(self)
@@ -145,6 +149,10 @@ struct Queue {
 }
 
 impl Source for Queue {
+    // The queue's `next` spins until GAR has pushed: drawing early would
+    // make request i wait for GAR to produce request i + 1 whenever the
+    // queue runs empty — GAR's work inside the miss again.
+    const DRAW_BEFORE_WAIT: bool = false;
     #[inline]
     fn next(&mut self) -> Option<Request> {
         loop {
@@ -215,10 +223,12 @@ fn execute<S: Source>(
     let mut next_progress = 1_000_000_000u64;
     let mut peek = src.next();
     while let Some(first) = peek.take() {
-        // The next request is drawn before waiting, not after: GAR's work
-        // (walking the automaton, sampling distributions) would otherwise
-        // sit between t_i and the call, in every miss time.
-        peek = src.next();
+        // On one thread the next request is drawn before waiting, not
+        // after: GAR's work (walking the automaton, sampling distributions)
+        // would otherwise sit between t_i and the call, in every miss time.
+        if S::DRAW_BEFORE_WAIT {
+            peek = src.next();
+        }
         if first.t_ns > now {
             if first.t_ns > now + 1_000_000 {
                 adapter.idle();
@@ -233,9 +243,15 @@ fn execute<S: Source>(
             && now - first.t_ns > bound
         {
             m.dropped += 1;
+            if !S::DRAW_BEFORE_WAIT {
+                peek = src.next();
+            }
             continue;
         }
         batch.push(first);
+        if !S::DRAW_BEFORE_WAIT {
+            peek = src.next();
+        }
         while batch.len() < max_batch {
             match peek {
                 Some(r) if r.t_ns <= now && batching.joins(&batch[0], &r, batch.len()) => {

@@ -72,15 +72,17 @@ impl Wait {
             match *self {
                 // No `spin_loop()` hint: on this machine the PAUSE it emits
                 // costs more than the clock read, and it widened the
-                // median miss from 47 to 58 ns (docs/LOADGEN.md).
+                // median miss from 47 to 58 ns (docs/LOADGEN.md). (On a
+                // core with an SMT sibling the spin takes more of the
+                // sibling's issue slots; the waiting strategies that share
+                // well are sleep and hybrid's sleep part.)
                 Wait::Busy => {}
                 Wait::Sleep => std::thread::sleep(Duration::from_nanos(left)),
                 Wait::Hybrid { margin_ns } => {
                     if left > margin_ns {
                         std::thread::sleep(Duration::from_nanos(left - margin_ns));
-                    } else {
-                        std::hint::spin_loop();
                     }
+                    // Else spin as busy does, without PAUSE.
                 }
             }
         }

@@ -52,7 +52,7 @@ pub(crate) use core::Cid;
 use core::Core;
 pub use datagram::{send_datagram, transaction};
 pub use listener::XtpListener;
-pub use reaper::{linger_counts, max_lingering};
+pub use reaper::{LingerCounts, linger_counts, max_lingering};
 pub use stream::{Message, XtpStream};
 
 use crate::engine::Notice;

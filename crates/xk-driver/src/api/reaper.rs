@@ -39,12 +39,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
-use xk_time::{Duration, Instant};
 
 use crate::driver::UdpDriver;
 
 /// The longest a lingering endpoint is kept.
-const MAX_LINGER: Duration = Duration::from_secs(600);
+const MAX_LINGER: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Lingering endpoints (one socket each) kept at most: 4,096, or a quarter
 /// of the process's descriptor limit if that is less (a soft limit of
@@ -61,11 +60,28 @@ pub fn max_lingering() -> usize {
 static EVICTED: AtomicU64 = AtomicU64::new(0);
 /// Lingering endpoints held now.
 static LINGERING: AtomicU64 = AtomicU64::new(0);
+/// Lingering endpoints dropped at once because no reaper could be had.
+static LOST: AtomicU64 = AtomicU64::new(0);
 
-/// Endpoints lingering now on the reaper, and those it closed early at
-/// [`max_lingering`] since the process started.
-pub fn linger_counts() -> (u64, u64) {
-    (LINGERING.load(Ordering::Relaxed), EVICTED.load(Ordering::Relaxed))
+/// What the reaper holds and has let go early.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LingerCounts {
+    /// Endpoints lingering on the reaper now.
+    pub lingering: u64,
+    /// Closed early because [`max_lingering`] were held.
+    pub evicted: u64,
+    /// Dropped at once: no reaper thread could be started (descriptors or
+    /// threads exhausted).
+    pub lost: u64,
+}
+
+/// The reaper's counts since the process started.
+pub fn linger_counts() -> LingerCounts {
+    LingerCounts {
+        lingering: LINGERING.load(Ordering::Relaxed),
+        evicted: EVICTED.load(Ordering::Relaxed),
+        lost: LOST.load(Ordering::Relaxed),
+    }
 }
 
 /// The epoll token of the eventfd that announces adopted drivers.
@@ -74,21 +90,41 @@ const INBOX: u64 = u64::MAX;
 struct Handle {
     tx: Sender<UdpDriver>,
     bell: Arc<EventFd>,
+    /// The process that started it: a child after `fork` has the handle but
+    /// not the thread, and starts its own.
+    pid: u32,
 }
 
-static REAPER: OnceLock<Option<Mutex<Handle>>> = OnceLock::new();
+/// The reaper, started on first use and again if its thread ended (an
+/// epoll failure, a panic in endpoint code) or could not be had before.
+static REAPER: Mutex<Option<Handle>> = Mutex::new(None);
 
 /// Hands `d` to the reaper thread, which turns it until its last context is
-/// freed. If the thread cannot be had (no descriptors, no threads left), the
-/// driver is dropped with its lingering contexts: the peer then times out on
-/// a final acknowledgement, as after a crash.
+/// freed. If no reaper thread can be had (no descriptors, no threads left),
+/// the driver is dropped with its lingering contexts and counted
+/// ([`LingerCounts::lost`]): the peer then times out on a final
+/// acknowledgement, as after a crash.
 pub(crate) fn adopt(d: UdpDriver) {
-    let handle = REAPER.get_or_init(|| start().ok().map(Mutex::new));
-    let Some(h) = handle else { return };
-    let h = h.lock().unwrap_or_else(|p| p.into_inner());
-    if h.tx.send(d).is_ok() {
-        let _ = h.bell.write(1);
+    let mut slot = REAPER.lock().unwrap_or_else(|p| p.into_inner());
+    let mut d = Some(d);
+    for _ in 0..2 {
+        if slot.as_ref().is_none_or(|h| h.pid != std::process::id()) {
+            *slot = start().ok();
+        }
+        let Some(h) = slot.as_ref() else { break };
+        match h.tx.send(d.take().expect("present")) {
+            Ok(()) => {
+                let _ = h.bell.write(1);
+                return;
+            }
+            // The thread is gone: start another and try once more.
+            Err(back) => {
+                d = Some(back.0);
+                *slot = None;
+            }
+        }
     }
+    LOST.fetch_add(1, Ordering::Relaxed);
 }
 
 fn start() -> std::io::Result<Handle> {
@@ -98,27 +134,31 @@ fn start() -> std::io::Result<Handle> {
     epoll.add(bell.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, INBOX))?;
     let bell_rx = bell.clone();
     std::thread::Builder::new().name("xtp-linger".into()).spawn(move || run(rx, epoll, bell_rx))?;
-    Ok(Handle { tx, bell })
+    Ok(Handle { tx, bell, pid: std::process::id() })
 }
+
+type Clock = std::time::Instant;
 
 struct Adopted {
     d: UdpDriver,
-    /// When it gives up (its own clock).
-    end: Instant,
+    /// When it gives up, even with a context left.
+    end: Clock,
+    /// Its entry in the timer heap that counts (earlier entries were
+    /// superseded and are skipped when they come up).
+    scheduled: Option<Clock>,
 }
 
 fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
     let mut drivers: HashMap<u64, Adopted> = HashMap::new();
-    // (when, token): each driver's next timer, in the reaper's clock.
-    let mut timers: BinaryHeap<Reverse<(std::time::Instant, u64)>> = BinaryHeap::new();
+    // (when, token): each driver's next wake-up (its next timer, or its end).
+    let mut timers: BinaryHeap<Reverse<(Clock, u64)>> = BinaryHeap::new();
     let mut next_token = 0u64;
     // Tokens in the order adopted (some already gone), for eviction.
     let mut order: VecDeque<u64> = VecDeque::new();
     let mut events = vec![EpollEvent::empty(); 256];
     let mut due = Vec::new();
     loop {
-        let wait =
-            timers.peek().map(|Reverse((t, _))| t.saturating_duration_since(std::time::Instant::now()));
+        let wait = timers.peek().map(|Reverse((t, _))| t.saturating_duration_since(Clock::now()));
         let timeout = match wait {
             // Rounded up to a millisecond: a lingering context's timers are
             // seconds long; no need to spin on the last microseconds.
@@ -128,6 +168,7 @@ fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
         let n = match epoll.wait(&mut events, timeout) {
             Ok(n) => n,
             Err(nix::errno::Errno::EINTR) => 0,
+            // The next `adopt` finds the channel closed and starts another.
             Err(_) => return,
         };
         due.clear();
@@ -138,10 +179,10 @@ fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
                     let token = next_token;
                     next_token += 1;
                     if epoll.add(d.input_fd(), EpollEvent::new(EpollFlags::EPOLLIN, token)).is_err() {
+                        LOST.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
-                    let end = d.now() + MAX_LINGER;
-                    drivers.insert(token, Adopted { d, end });
+                    drivers.insert(token, Adopted { d, end: Clock::now() + MAX_LINGER, scheduled: None });
                     order.push_back(token);
                     due.push(token);
                     while drivers.len() > max_lingering() {
@@ -156,13 +197,18 @@ fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
                 due.push(e.data());
             }
         }
-        let now = std::time::Instant::now();
+        let now = Clock::now();
         while let Some(&Reverse((t, token))) = timers.peek() {
             if t > now {
                 break;
             }
             timers.pop();
-            due.push(token);
+            if let Some(a) = drivers.get_mut(&token)
+                && a.scheduled == Some(t)
+            {
+                a.scheduled = None;
+                due.push(token);
+            }
         }
         due.sort_unstable();
         due.dedup();
@@ -170,7 +216,7 @@ fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
             let Some(a) = drivers.get_mut(&token) else { continue };
             let alive = a.d.poll_input().is_ok() && a.d.flush().is_ok();
             while a.d.endpoint().poll_event().is_some() {}
-            if !alive || a.d.endpoint().context_count() == 0 || a.d.now() >= a.end {
+            if !alive || a.d.endpoint().context_count() == 0 || now >= a.end {
                 let a = drivers.remove(&token).expect("present");
                 let _ = epoll.delete(a.d.input_fd());
                 if order.len() > 2 * drivers.len() + 64 {
@@ -178,11 +224,23 @@ fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
                 }
                 continue;
             }
-            // A stale heap entry (the timer moved) fires early and finds
-            // nothing due; the new one is pushed here.
-            if let Some(left) = a.d.until_timeout() {
-                timers.push(Reverse((now + std::time::Duration::from_nanos(left.as_nanos() as u64), token)));
+            // Wake for its next timer, or at its end if it has none (a
+            // context with no timer would otherwise be polled only on
+            // input, and never reach its end).
+            let timer =
+                a.d.until_timeout().map(|left| now + std::time::Duration::from_nanos(left.as_nanos() as u64));
+            let next = timer.map_or(a.end, |t| t.min(a.end));
+            // An earlier entry that still counts fires first and finds
+            // nothing due, then files the real one; a later one is
+            // superseded (skipped when it comes up).
+            if a.scheduled.is_none_or(|s| next < s) {
+                a.scheduled = Some(next);
+                timers.push(Reverse((next, token)));
             }
+        }
+        // Superseded entries, when they pile up, are dropped.
+        if timers.len() > 2 * drivers.len() + 64 {
+            timers = drivers.iter().filter_map(|(&k, a)| a.scheduled.map(|t| Reverse((t, k)))).collect();
         }
         LINGERING.store(drivers.len() as u64, Ordering::Relaxed);
     }
