@@ -225,12 +225,12 @@ fn wake_crossings(rec: &Recording, from: u32, to: u32, ring: u32, gap: u64) -> V
     let pushes = instants(rec, from, Point::RingPush, ring);
     let pops = instants(rec, to, Point::RingPop, ring);
     let mut firsts = Vec::new();
-    let mut last = 0u64;
+    let mut last: Option<u64> = None;
     for &p in &pops {
-        if p.saturating_sub(last) > gap {
+        if last.is_none_or(|l| p.saturating_sub(l) > gap) {
             firsts.push(p);
         }
-        last = p;
+        last = Some(p);
     }
     crossings(&pushes, &firsts)
 }
@@ -910,5 +910,61 @@ mod tests {
             dropped: 0,
         };
         assert_eq!(wake_crossings(&rec, 1, 2, 0, 2_000), vec![30, 70]);
+    }
+
+    #[test]
+    fn the_engine_of_an_application_is_the_one_whose_pushes_it_pops() {
+        let j = xk_trace::journey(7, 3);
+        let mk = |tid: u32, name: &str, evs: Vec<Event>| ThreadEvents { tid, name: name.into(), events: evs };
+        let rec = Recording {
+            threads: vec![
+                mk(1, "e8-app", vec![Event::instant(20, Point::RingPop, j, 3, 1)]),
+                mk(2, "xtp-engine", vec![Event::instant(5, Point::RingPush, xk_trace::journey(9, 3), 3, 1)]),
+                mk(3, "xtp-engine", vec![Event::instant(10, Point::RingPush, j, 3, 1)]),
+            ],
+            dropped: 0,
+        };
+        assert_eq!(thread_named(&rec, "e8-app"), Some(1));
+        assert_eq!(engine_of(&rec, 1), Some(3));
+        assert_eq!(engine_of(&rec, 2), None);
+    }
+
+    /// The real thing, small: every quantity measured, positive, and the
+    /// ring modes' profiles hold the ring crossings from the trace.
+    #[test]
+    fn calibration_and_profiles_measure_on_loopback() {
+        use crate::e1_modes::EchoThread;
+        let (echo, sink, app) =
+            (EchoThread::start().unwrap(), EchoThread::sink().unwrap(), EngineEcho::start().unwrap());
+        let rows = calibrate(echo.addr, app.addr, sink.addr, &[1, 8_192], 20, 20, 2).unwrap();
+        assert_eq!(rows.len(), 2);
+        for r in &rows {
+            for (name, v) in [
+                ("proc_delay", r.proc_delay_ns),
+                ("proc_period", r.proc_period_ns),
+                ("proc_stream", r.proc_stream_ns),
+                ("write", r.write_ns),
+                ("read", r.read_ns),
+                ("wake", r.wake_ns),
+                ("engine_wake", r.engine_wake_ns),
+                ("delay", r.delay_ns),
+                ("sync", r.sync_period_ns),
+                ("async", r.async_period_ns),
+                ("host_send", r.host_send_ns),
+                ("host_recv", r.host_recv_ns),
+            ] {
+                assert!(v > 0.0 && v < 1e9, "{} B {name}: {v}", r.size);
+            }
+            assert_eq!(r.count, 20);
+            // Application to application costs more than processor to processor.
+            assert!(r.delay_ns > r.proc_delay_ns, "{r:?}");
+        }
+        let p = profile(ModeName::EngineThread, Mode::engine_thread(), echo.addr, 1, 30, None).unwrap();
+        assert_eq!(p.trace_dropped, 0);
+        assert!(p.protocol_cpu_per_rt_ns > 0.0, "{p:?}");
+        assert!(p.phases.iter().any(|ph| ph.phase.starts_with("FN crossing") && ph.per_rt > 0.5), "{p:?}");
+        let q = profile(ModeName::Integrated, Mode::integrated(), echo.addr, 1, 30, None).unwrap();
+        assert_eq!(q.protocol_cpu_per_rt_ns, 0.0);
+        assert!(q.phases.iter().any(|ph| ph.phase.starts_with("send system call (application)")), "{q:?}");
     }
 }
