@@ -398,6 +398,10 @@ pub struct CalibRow {
     pub async_period_ns: f64,
     /// Host CPU time of a synchronous send, ns — H_t(l).
     pub host_send_ns: f64,
+    /// The application thread's sleeps (each ended by a wake-up) per
+    /// synchronous send.
+    #[serde(default)]
+    pub sync_wakeups: f64,
     /// Host CPU time of a receive (wake-up, read, copy out), ns — H_r(l).
     pub host_recv_ns: f64,
     /// Round trips / messages per measurement.
@@ -551,6 +555,9 @@ struct Samples {
     sync_period: Vec<u64>,
     host_send: Vec<u64>,
     async_period: Vec<f64>,
+    /// The application thread's sleeps over `sync_sends` synchronous sends.
+    sync_sleeps: u64,
+    sync_sends: u64,
 }
 
 /// The engine thread's clients: one with the default settings (the
@@ -671,6 +678,7 @@ impl Engines {
     /// `n` synchronous sends (write, wait for the acknowledgement).
     fn sync_sends(&mut self, msg: &[u8], n: usize, s: &mut Samples, keep: bool) -> Result<(), String> {
         let what = format!("E8 engine thread synchronous {} B", msg.len());
+        let (v0, _) = thread_switches();
         for _ in 0..n {
             let (t0, c0) = (mono_ns(), thread_cpu_ns());
             self.tx
@@ -681,6 +689,10 @@ impl Engines {
                 s.sync_period.push(mono_ns() - t0);
                 s.host_send.push(thread_cpu_ns() - c0);
             }
+        }
+        if keep {
+            s.sync_sleeps += thread_switches().0 - v0;
+            s.sync_sends += n as u64;
         }
         Ok(())
     }
@@ -779,6 +791,7 @@ pub(crate) fn calibrate(
             sync_period_ns: median(&s.sync_period),
             async_period_ns: medf(&s.async_period),
             host_send_ns: median(&s.host_send),
+            sync_wakeups: s.sync_sleeps as f64 / s.sync_sends.max(1) as f64,
             host_recv_ns: median(&s.host_recv),
             count: s.rtt.len(),
             stream: s.async_period.len() * per_stream,
