@@ -49,7 +49,7 @@ pub struct GraphServeResult {
 }
 
 fn stack(text: &str, seed: u64) -> Result<XtpStack<Rope>, String> {
-    let s = XtpStack::<Rope>::from_desc::<HeapQueue<xk_core::ArenaId>>(
+    let s = XtpStack::<Rope>::from_desc::<HeapQueue<xk_core::ArenaId>, true>(
         text,
         EndpointConfig::default(),
         ContextConfig::stream(),

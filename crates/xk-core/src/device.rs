@@ -23,11 +23,15 @@ pub const ADDR_HEADER: usize = 18;
 
 /// Writes `addr` as a device header into `out` (at least [`ADDR_HEADER`] bytes).
 pub fn write_addr(out: &mut [u8], addr: SocketAddr) {
-    let ip = match addr.ip() {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
-        IpAddr::V6(v6) => v6,
-    };
-    out[..16].copy_from_slice(&ip.octets());
+    // Per packet on every path through a device: the IPv4 case written
+    // in place, without building an IPv6 address first.
+    match addr {
+        SocketAddr::V4(a) => {
+            out[..12].copy_from_slice(&V4_MAPPED);
+            out[12..16].copy_from_slice(&a.ip().octets());
+        }
+        SocketAddr::V6(a) => out[..16].copy_from_slice(&a.ip().octets()),
+    }
     out[16..ADDR_HEADER].copy_from_slice(&addr.port().to_be_bytes());
 }
 

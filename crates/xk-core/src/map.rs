@@ -17,22 +17,36 @@ use std::collections::HashMap;
 use foldhash::fast::FixedState;
 
 /// A hash map from demux keys to bindings, with a one-entry cache.
+///
+/// `CACHE` chooses the cache at compile time (PIX's way): `DemuxMap<K, V>`
+/// has it, `DemuxMap<K, V, false>` (the baseline of experiments E4, E5 and
+/// E10) does not, and its lookups carry no test of a cache at all (the
+/// constant folds every cache branch away).
 #[derive(Clone)]
-pub struct DemuxMap<K, V> {
+pub struct DemuxMap<K, V, const CACHE: bool = true> {
     table: HashMap<K, V, FixedState>,
     cache: Option<(K, V)>,
-    use_cache: bool,
 }
 
 impl<K: Eq + Hash + Clone, V: Clone> DemuxMap<K, V> {
     /// An empty map with the one-entry cache, hashing with `seed`.
     pub fn new(seed: u64) -> Self {
-        DemuxMap { table: HashMap::with_hasher(FixedState::with_seed(seed)), cache: None, use_cache: true }
+        Self::with_seed(seed)
     }
+}
 
+impl<K: Eq + Hash + Clone, V: Clone> DemuxMap<K, V, false> {
     /// An empty map without the cache (the baseline of experiment E4).
     pub fn without_cache(seed: u64) -> Self {
-        DemuxMap { use_cache: false, ..Self::new(seed) }
+        Self::with_seed(seed)
+    }
+}
+
+impl<K: Eq + Hash + Clone, V: Clone, const CACHE: bool> DemuxMap<K, V, CACHE> {
+    /// An empty map, hashing with `seed`; with the one-entry cache if
+    /// `CACHE` (for code generic over the choice).
+    pub fn with_seed(seed: u64) -> Self {
+        DemuxMap { table: HashMap::with_hasher(FixedState::with_seed(seed)), cache: None }
     }
 
     /// Reserves room for `additional` more bindings.
@@ -42,7 +56,7 @@ impl<K: Eq + Hash + Clone, V: Clone> DemuxMap<K, V> {
 
     /// Binds `key` to `value`, replacing and returning any previous binding.
     pub fn install(&mut self, key: K, value: V) -> Option<V> {
-        if self.use_cache {
+        if CACHE {
             self.cache = Some((key.clone(), value.clone()));
         }
         self.table.insert(key, value)
@@ -50,7 +64,7 @@ impl<K: Eq + Hash + Clone, V: Clone> DemuxMap<K, V> {
 
     /// Removes the binding of `key`.
     pub fn erase(&mut self, key: &K) -> Option<V> {
-        if self.cache.as_ref().is_some_and(|(k, _)| k == key) {
+        if CACHE && self.cache.as_ref().is_some_and(|(k, _)| k == key) {
             self.cache = None;
         }
         self.table.remove(key)
@@ -59,13 +73,14 @@ impl<K: Eq + Hash + Clone, V: Clone> DemuxMap<K, V> {
     /// Looks `key` up: the cache first, then the table (filling the cache).
     #[inline]
     pub fn resolve(&mut self, key: &K) -> Option<V> {
-        if let Some((k, v)) = &self.cache
+        if CACHE
+            && let Some((k, v)) = &self.cache
             && k == key
         {
             return Some(v.clone());
         }
         let v = self.table.get(key)?.clone();
-        if self.use_cache {
+        if CACHE {
             self.cache = Some((key.clone(), v.clone()));
         }
         Some(v)

@@ -14,8 +14,8 @@
 //! no map at all: the `rtn` column.) The captured frames are replayed into
 //! the server graph: `hit`, one context's packet back to back; `miss`, the
 //! contexts' packets in turn (every lookup misses the one-entry cache; equal
-//! to `hit` at one context); `off`, the same turn on a server built with
-//! `EndpointConfig::demux_cache = false`. The time of each `demux` call is
+//! to `hit` at one context); `off`, the same turn on a server built
+//! without the cache (`XtpProtocol<_, _, false>`). The time of each `demux` call is
 //! taken by the graph itself (`Graph::set_demux_meter`, the lab's clock
 //! read right before and after the protocol's `demux`), less the clock's own
 //! cost, measured the same way with nothing between (each time is the mean
@@ -99,14 +99,14 @@ impl DemuxMeter for Meter {
 }
 
 fn server(cache: bool) -> Result<XtpStack<Rope>, String> {
-    let ep =
-        EndpointConfig { demux_cache: cache, max_contexts_per_peer: usize::MAX, ..EndpointConfig::default() };
-    let mut s = XtpStack::<Rope>::from_desc::<HeapQueue<ArenaId>>(
-        "app -> xtp -> link",
-        ep,
-        ContextConfig::stream(),
-        2,
-    )
+    let ep = EndpointConfig { max_contexts_per_peer: usize::MAX, ..EndpointConfig::default() };
+    let (desc, ctx) = ("app -> xtp -> link", ContextConfig::stream());
+    // The cache is a compile-time choice: two instances of the protocol.
+    let mut s = if cache {
+        XtpStack::<Rope>::from_desc::<HeapQueue<ArenaId>, true>(desc, ep, ctx, 2)
+    } else {
+        XtpStack::<Rope>::from_desc::<HeapQueue<ArenaId>, false>(desc, ep, ctx, 2)
+    }
     .map_err(|e| e.to_string())?;
     s.graph
         .open_enable(s.xtp, &Participants::local(Part::top_first([Addr::Port(7)])))

@@ -23,6 +23,7 @@
 pub mod churn;
 pub mod copies;
 pub mod e1;
+pub mod e10;
 mod e1_modes;
 pub mod e2;
 pub mod e3;

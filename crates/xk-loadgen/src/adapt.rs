@@ -135,15 +135,42 @@ impl Counts {
     }
 }
 
+/// Which due requests may join a batch (up to [`Adapter::max_batch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Batching {
+    /// Any.
+    Any,
+    /// Only requests of the first one's size, `max_bytes` in all.
+    SameSize {
+        /// Most bytes in one batch.
+        max_bytes: usize,
+    },
+}
+
+impl Batching {
+    /// Whether `r` may join a batch that starts with `first` and holds `n`.
+    #[inline]
+    pub fn joins(self, first: &Request, r: &Request, n: usize) -> bool {
+        match self {
+            Batching::Any => true,
+            Batching::SameSize { max_bytes } => {
+                r.size == first.size && (n + 1) * first.size as usize <= max_bytes
+            }
+        }
+    }
+}
+
 /// An adapter.
 pub trait Adapter {
     /// Most requests per [`Adapter::execute`].
     fn max_batch(&self) -> usize {
         1
     }
-    /// Whether `r` may join a batch that starts with `first` holding `n`.
-    fn joins(&self, _first: &Request, _r: &Request, _n: usize) -> bool {
-        true
+    /// Which due requests may share a batch (asked once per run: the
+    /// answer is applied per request, where a call through the trait
+    /// object cost 3.6 % of the GSO adapter's P_max).
+    fn batching(&self) -> Batching {
+        Batching::Any
     }
     /// Executes the batch (refusals are counted, not returned: a load
     /// generator goes on when the network drops a datagram). An `Err` ends
@@ -339,10 +366,10 @@ impl Adapter for Udp {
         if self.kind == Kind::Udp { 1 } else { MAX_BATCH }
     }
 
-    fn joins(&self, first: &Request, r: &Request, n: usize) -> bool {
+    fn batching(&self) -> Batching {
         // GSO cuts one buffer into equal segments: same size only, and the
         // whole must fit one IP packet.
-        self.kind != Kind::UdpGso || (r.size == first.size && (n + 1) * first.size as usize <= GSO_BYTES)
+        if self.kind == Kind::UdpGso { Batching::SameSize { max_bytes: GSO_BYTES } } else { Batching::Any }
     }
 
     fn begin(&mut self, realtime_ns: i128) {

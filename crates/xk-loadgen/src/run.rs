@@ -194,6 +194,7 @@ fn execute<S: Source>(
         .map_or(0, |d| d.as_nanos() as i128);
     adapter.begin(real - since);
     let max_batch = adapter.max_batch();
+    let batching = adapter.batching();
     // The wall clock ends the run too: a P_max run (every t_i = 0) never
     // reaches the model-time bound, and a run that fell behind must not run
     // on unbounded. A stall near the end (preemption) gets 10 % + 100 ms of
@@ -214,6 +215,10 @@ fn execute<S: Source>(
     let mut next_progress = 1_000_000_000u64;
     let mut peek = src.next();
     while let Some(first) = peek.take() {
+        // The next request is drawn before waiting, not after: GAR's work
+        // (walking the automaton, sampling distributions) would otherwise
+        // sit between t_i and the call, in every miss time.
+        peek = src.next();
         if first.t_ns > now {
             if first.t_ns > now + 1_000_000 {
                 adapter.idle();
@@ -228,14 +233,12 @@ fn execute<S: Source>(
             && now - first.t_ns > bound
         {
             m.dropped += 1;
-            peek = src.next();
             continue;
         }
         batch.push(first);
-        peek = src.next();
         while batch.len() < max_batch {
             match peek {
-                Some(r) if r.t_ns <= now && adapter.joins(&batch[0], &r, batch.len()) => {
+                Some(r) if r.t_ns <= now && batching.joins(&batch[0], &r, batch.len()) => {
                     batch.push(r);
                     peek = src.next();
                 }

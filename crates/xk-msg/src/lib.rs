@@ -15,6 +15,9 @@
 //!   [`Bytes`] chunks. The payload is never copied: not to build the message, not
 //!   to slice, split or join it. Popping a header that straddles chunks gathers
 //!   just those header bytes ("pull-up").
+//! * [`Limit<L>`] — deliberately slow: a `Contig` that copies a record of its
+//!   maximum size `L` at every crossing between layers (seed 000's Estelle
+//!   "Limit"), to measure what the other forms save.
 //!
 //! Every payload copy made by this crate is counted (see [`copy_stats`]), so
 //! experiments can report copies per packet. Counters are per thread and cost a
@@ -25,6 +28,7 @@
 
 mod contig;
 mod copies;
+mod limit;
 mod rope;
 
 use core::fmt;
@@ -33,6 +37,7 @@ use core::ops::Range;
 pub use bytes::{Bytes, BytesMut};
 pub use contig::Contig;
 pub use copies::{CopyStats, copy_stats, reset_copy_stats};
+pub use limit::Limit;
 pub use rope::Rope;
 
 /// Headroom reserved when a message has to grow its header area.

@@ -4,7 +4,7 @@
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 
-use crate::{Contig, Msg, Rope, TooShort, copy_stats, reset_copy_stats};
+use crate::{Contig, Limit, Msg, Rope, TooShort, copy_stats, reset_copy_stats};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -247,4 +247,32 @@ fn shared_payloads_are_not_copied() {
     }
     check::<Rope>("rope", 0);
     check::<Contig>("contig", 1);
+}
+
+/// `Limit<L>` copies a whole record of `max(L, len)` bytes at every
+/// crossing (made from a payload, a shared chunk or a received buffer;
+/// turned into `Bytes`) and keeps the message's bytes intact; inside a
+/// protocol it is a `Contig` (headers in place, no copy).
+#[test]
+fn limit_copies_the_whole_record_at_every_crossing() {
+    reset_copy_stats();
+    let mut m = Limit::<1000>::from_payload(Bytes::from_static(b"0123456789"), 32);
+    assert_eq!((copy_stats().copies, copy_stats().bytes), (1, 1000));
+    m.push(3).copy_from_slice(b"hdr");
+    assert_eq!(m.pop(3).unwrap(), b"hdr");
+    assert_eq!(copy_stats().copies, 1, "a header in the headroom is not a crossing");
+    let b = m.into_bytes();
+    assert_eq!(&b[..], b"0123456789");
+    assert_eq!((copy_stats().copies, copy_stats().bytes), (2, 2000));
+    let m = Limit::<1000>::from_shared(b);
+    let mut r = BytesMut::new();
+    r.extend_from_slice(&m.to_vec());
+    let m = Limit::<1000>::from_received(r);
+    assert_eq!(m.to_vec(), b"0123456789");
+    assert_eq!((copy_stats().copies, copy_stats().bytes), (4, 4000));
+    // A message longer than the limit is copied at its own length.
+    reset_copy_stats();
+    let big = Limit::<10>::from_shared(Bytes::from(vec![7u8; 50]));
+    assert_eq!((copy_stats().copies, copy_stats().bytes), (1, 50));
+    assert_eq!(big.to_vec(), vec![7u8; 50]);
 }

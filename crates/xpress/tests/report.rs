@@ -140,7 +140,7 @@ fn quick_report_has_every_experiment_and_renders() {
     assert!(norm(1200, 10_000) > norm(9600, 10_000), "{e6:?}");
     assert!(norm(1200, 10_000) < 1.0 && norm(9600, 1) > 0.0, "{e6:?}");
     // CSV beside the JSON: one file per experiment, machine before/after.
-    for name in ["E1", "E2", "PATHS", "MSG", "E6", "E4", "E8", "E9", "E7", "machine"] {
+    for name in ["E1", "E2", "PATHS", "MSG", "E6", "E4", "E8", "E9", "E10", "E7", "machine"] {
         let csv = std::fs::read_to_string(dir.join(format!("results-{name}.csv")))
             .unwrap_or_else(|e| panic!("results-{name}.csv: {e}"));
         let lines: Vec<&str> = csv.lines().collect();
@@ -183,6 +183,23 @@ fn quick_report_has_every_experiment_and_renders() {
     assert!(
         calibration.iter().all(|r| r["delay_ns"].as_f64().unwrap() > r["proc_delay_ns"].as_f64().unwrap())
     );
+    // E10: sim and udp × (3 ping-pong sizes + bulk) × 12 zero-copy variants,
+    // plus the copying Limit where the messages fit it (3 + 2 + 1 + 1).
+    let e10 = rows(&json, "E10");
+    assert_eq!(e10.len(), 2 * (4 * 12 + 7), "E10 rows");
+    for r in &e10 {
+        let rel = r["relative"].as_f64().unwrap();
+        assert!(rel >= 1.0 && r["cpu_ns"].as_f64().unwrap() > 0.0, "{r}");
+        // The zero-copy forms copy no payload; Limit copies at least one
+        // record of its size per operation.
+        let (limit, copied) = (r["limit"].as_f64().unwrap(), r["copied_bytes"].as_f64().unwrap());
+        if limit == 0.0 { assert_eq!(copied, 0.0, "{r}") } else { assert!(copied >= limit, "{r}") }
+    }
+    assert_eq!(
+        e10.iter().filter(|r| r["relative"].as_f64().unwrap() == 1.0).count(),
+        8,
+        "one fastest per step"
+    );
     let e9 = rows(&json, "E9");
     assert!(e9.len() >= 10, "E9 mechanisms: {}", e9.len());
     assert!(e9.iter().all(|r| r["ns"].as_f64().unwrap() > 0.0));
@@ -222,7 +239,12 @@ fn quick_report_has_every_experiment_and_renders() {
     let (null, udp) = (plain("null"), plain("udp"));
     assert!(null["rate_per_s"].as_f64() > udp["rate_per_s"].as_f64(), "the null adapter is the upper bound");
     let prec = kind("precision");
-    assert_eq!(prec.len(), 16, "4 gaps × 2 waits × with/without real-time measures");
+    assert_eq!(
+        prec.len(),
+        18,
+        "udp: 4 gaps × 2 waits × with/without real-time measures; null (SCHED alone): 10 µs busy, with/without"
+    );
+    assert_eq!(prec.iter().filter(|r| r["adapter"] == "null").count(), 2);
     for r in &prec {
         assert!(r["requests"].as_u64().unwrap() > 0, "{r}");
         assert!(r["vz_ns"].as_f64().unwrap() >= 0.0 && r["max_ns"].as_u64() >= r["p99_ns"].as_u64(), "{r}");

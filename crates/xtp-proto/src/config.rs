@@ -195,10 +195,6 @@ pub struct EndpointConfig {
     pub recent_key_hold: Duration,
     /// Most keys remembered that way (oldest forgotten first).
     pub recent_keys_max: usize,
-    /// Whether the `(peer, key)` demux map keeps its one-entry cache of the
-    /// last key resolved (seed 003 §5.1; off: the baseline of experiment
-    /// E5). Changes cost only, never behaviour.
-    pub demux_cache: bool,
 }
 
 impl Default for EndpointConfig {
@@ -222,7 +218,6 @@ impl Default for EndpointConfig {
             max_packet: 1472,
             recent_key_hold: Duration::from_secs(600),
             recent_keys_max: 1 << 16,
-            demux_cache: true,
         }
     }
 }

@@ -314,11 +314,19 @@ struct PendingDiag {
 /// O(1) and its expiry cost does not depend on how far away deadlines are
 /// (see `docs/ARCHITECTURE.md`, "XTP in the framework", for why the timing
 /// wheel is not the default).
-pub struct Endpoint<S: Subscriber = NoTrace, Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>> {
+///
+/// `CACHE` chooses the one-entry cache of the `(peer, key)` demux map at
+/// compile time (on by default; `false` is the no-cache variant of E5 and
+/// E10, with no cache test left in its lookups).
+pub struct Endpoint<
+    S: Subscriber = NoTrace,
+    Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>,
+    const CACHE: bool = true,
+> {
     cfg: EndpointConfig,
     rng: Rng,
     contexts: Arena<Context>,
-    by_peer: DemuxMap<(SocketAddr, u64), ArenaId>,
+    by_peer: DemuxMap<(SocketAddr, u64), ArenaId, CACHE>,
     per_peer: DemuxMap<SocketAddr, usize>,
     listeners: DemuxMap<u16, ContextConfig>,
     timers: Q,
@@ -355,7 +363,7 @@ impl<S: Subscriber> Endpoint<S> {
     }
 }
 
-impl<S: Subscriber, Q: TimerQueue<ArenaId> + Default> Endpoint<S, Q> {
+impl<S: Subscriber, Q: TimerQueue<ArenaId> + Default, const CACHE: bool> Endpoint<S, Q, CACHE> {
     /// An endpoint with the timer queue `Q` (the type picks it; it starts
     /// empty), reporting every protocol action to `subscriber`. Keys, hash
     /// seeds and so every seeded run's trace are the same whatever `Q` is.
@@ -369,7 +377,7 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId> + Default> Endpoint<S, Q> {
         let refusal_bucket =
             TokenBucket::new(u64::from(cfg.refusal_rate), u64::from(cfg.refusal_rate.max(1)), Instant::ZERO);
         let recent = RecentKeys::new(cfg.recent_key_hold, cfg.recent_keys_max, rng.next_u64());
-        let by_peer = if cfg.demux_cache { DemuxMap::new(h1) } else { DemuxMap::without_cache(h1) };
+        let by_peer = DemuxMap::with_seed(h1);
         Endpoint {
             cfg,
             rng,
@@ -396,7 +404,7 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId> + Default> Endpoint<S, Q> {
     }
 }
 
-impl<S: Subscriber, Q: TimerQueue<ArenaId>> Endpoint<S, Q> {
+impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CACHE> {
     /// The subscriber.
     pub fn subscriber(&self) -> &S {
         &self.subscriber
@@ -641,6 +649,13 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>> Endpoint<S, Q> {
     /// The next application event.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+
+    /// Whether [`Endpoint::poll_event`] has something (a framework checks
+    /// it inline before draining, which it does after every frame).
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
     }
 
     /// When to call `handle_timeout` next. It may be earlier than any

@@ -50,8 +50,12 @@ use crate::events::{Event, NoTrace};
 const TX_ARENA: usize = 64 * 1024;
 
 /// XTP as a framework protocol. See the module documentation.
-pub struct XtpProtocol<M, Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>> {
-    ep: Endpoint<NoTrace, Q>,
+///
+/// The variants are its type parameters, chosen at compile time: `M` the
+/// message form (`Contig`, `Rope`, or the copying `Limit<L>`), `Q` the
+/// endpoint's timer queue, `CACHE` the demux map's one-entry cache.
+pub struct XtpProtocol<M, Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>, const CACHE: bool = true> {
+    ep: Endpoint<NoTrace, Q, CACHE>,
     /// Configuration of contexts this side opens or accepts.
     ctx_cfg: ContextConfig,
     /// Who sits above each context, by slot index, with the slot's
@@ -74,7 +78,7 @@ impl<M: Msg> XtpProtocol<M> {
     }
 }
 
-impl<M: Msg, Q: TimerQueue<ArenaId> + Default> XtpProtocol<M, Q> {
+impl<M: Msg, Q: TimerQueue<ArenaId> + Default, const CACHE: bool> XtpProtocol<M, Q, CACHE> {
     /// An XTP protocol whose endpoint keeps its timers in a `Q`.
     pub fn with_timer_queue(cfg: EndpointConfig, ctx_cfg: ContextConfig, seed: u64) -> Self {
         let frame_room = ADDR_HEADER + cfg.max_packet;
@@ -91,12 +95,12 @@ impl<M: Msg, Q: TimerQueue<ArenaId> + Default> XtpProtocol<M, Q> {
     }
 }
 
-impl<M: Msg, Q: TimerQueue<ArenaId>> XtpProtocol<M, Q> {
+impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE> {
     /// The pseudo-session a datagram without a context demuxes to.
     pub const UNBOUND: ArenaId = ArenaId::from_parts(u32::MAX, u32::MAX);
 
     /// The engine (counters, context state).
-    pub fn endpoint(&self) -> &Endpoint<NoTrace, Q> {
+    pub fn endpoint(&self) -> &Endpoint<NoTrace, Q, CACHE> {
         &self.ep
     }
 
@@ -124,9 +128,18 @@ impl<M: Msg, Q: TimerQueue<ArenaId>> XtpProtocol<M, Q> {
         }
     }
 
+    /// Hands the endpoint's events upward, if it has any (checked inline:
+    /// `flush` drains after every frame and there is rarely an event then).
+    #[inline]
+    fn drain_events(&mut self, cx: &mut Ctx<'_, M>) {
+        if self.ep.has_events() {
+            self.hand_up_events(cx);
+        }
+    }
+
     /// Hands the endpoint's events upward: new contexts as `open_done`,
     /// readable data as `deliver`, ended contexts as `close_done`.
-    fn drain_events(&mut self, cx: &mut Ctx<'_, M>) {
+    fn hand_up_events(&mut self, cx: &mut Ctx<'_, M>) {
         let now = cx.now();
         while let Some(ev) = self.ep.poll_event() {
             match ev {
@@ -171,7 +184,7 @@ fn xtp_key(h: &[u8]) -> Option<(u64, bool)> {
     Some((p.key(), p.ptype_code() == PacketType::Diag.code()))
 }
 
-impl<M: Msg, Q: TimerQueue<ArenaId>> Protocol<M> for XtpProtocol<M, Q> {
+impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> Protocol<M> for XtpProtocol<M, Q, CACHE> {
     fn name(&self) -> &'static str {
         "xtp"
     }

@@ -66,9 +66,10 @@ pub struct XtpStack<M> {
 }
 
 impl<M: Msg + 'static> XtpStack<M> {
-    /// Parses `text` and builds it with XTP's timers in a `Q`. The
-    /// description must hold `xk-core`'s application on `xtp` on a device.
-    pub fn from_desc<Q: TimerQueue<ArenaId> + Default + 'static>(
+    /// Parses `text` and builds it with XTP's timers in a `Q`, its demux
+    /// map's one-entry cache if `CACHE`. The description must hold
+    /// `xk-core`'s application on `xtp` on a device.
+    pub fn from_desc<Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
         text: &str,
         ep: EndpointConfig,
         ctx: ContextConfig,
@@ -84,7 +85,9 @@ impl<M: Msg + 'static> XtpStack<M> {
             return Err(whole("nothing sits on `xtp`: the application needs `app -> xtp`".into()));
         }
         let built = desc.build::<M>(|k| match k.name {
-            "xtp" => Ok(Box::new(XtpProtocol::<M, Q>::with_timer_queue(ep.clone(), ctx.clone(), seed))),
+            "xtp" => {
+                Ok(Box::new(XtpProtocol::<M, Q, CACHE>::with_timer_queue(ep.clone(), ctx.clone(), seed)))
+            }
             other => Err(format!("an XTP stack has no place for `{other}`")),
         })?;
         let xtp = built.ids[x].expect("xtp is a protocol");
@@ -100,7 +103,12 @@ mod tests {
     use super::*;
 
     fn build(text: &str) -> Result<XtpStack<Rope>, DescError> {
-        XtpStack::from_desc::<HeapQueue<ArenaId>>(text, EndpointConfig::default(), ContextConfig::stream(), 1)
+        XtpStack::from_desc::<HeapQueue<ArenaId>, true>(
+            text,
+            EndpointConfig::default(),
+            ContextConfig::stream(),
+            1,
+        )
     }
 
     #[test]

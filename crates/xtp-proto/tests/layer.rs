@@ -10,7 +10,7 @@ use xk_core::{
     Addr, ArenaId, Control, ControlReply, Event, Graph, GraphBuilder, Part, Participants, ProtocolId,
     PushError, SessionId,
 };
-use xk_msg::{BytesMut, Contig, Msg, Rope};
+use xk_msg::{BytesMut, Contig, Limit, Msg, Rope};
 use xk_time::{DeltaList, Duration, HeapQueue, Instant, TimerQueue, TimingWheel};
 use xtp_proto::{ContextConfig, Endpoint, EndpointConfig, NoTrace, XtpProtocol};
 use xtp_testkit::{GraphWire, Wire};
@@ -19,20 +19,22 @@ fn addrs() -> (SocketAddr, SocketAddr) {
     ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap())
 }
 
-fn graph<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
+fn graph<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
     ep: EndpointConfig,
     seed: u64,
 ) -> (Graph<M>, ProtocolId) {
     let mut b = GraphBuilder::<M>::new();
-    let xtp = b.add(XtpProtocol::<M, Q>::with_timer_queue(ep, ContextConfig::stream(), seed), &[]);
+    let xtp = b.add(XtpProtocol::<M, Q, CACHE>::with_timer_queue(ep, ContextConfig::stream(), seed), &[]);
     (b.build().unwrap(), xtp)
 }
 
 /// A client graph (seed 1) and a server graph (seed 2) listening on XTP port 7.
-fn wire<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(ep: EndpointConfig) -> GraphWire<M> {
+fn wire<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
+    ep: EndpointConfig,
+) -> GraphWire<M> {
     let (aa, ba) = addrs();
-    let (a, xa) = graph::<M, Q>(ep.clone(), 1);
-    let (mut b, xb) = graph::<M, Q>(ep, 2);
+    let (a, xa) = graph::<M, Q, CACHE>(ep.clone(), 1);
+    let (mut b, xb) = graph::<M, Q, CACHE>(ep, 2);
     b.open_enable(xb, &Participants::local(Part::top_first([Addr::Port(7)]))).unwrap();
     let mut w = GraphWire::new((a, xa, aa), (b, xb, ba), Instant::ZERO);
     w.step = Duration::from_micros(1);
@@ -74,8 +76,10 @@ fn pump<M: Msg>(w: &mut GraphWire<M>, server: &mut Option<SessionId>) -> (usize,
     panic!("the graphs never fell quiet");
 }
 
-fn ping_pong<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(ep: EndpointConfig) {
-    let mut w = wire::<M, Q>(ep);
+fn ping_pong<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
+    ep: EndpointConfig,
+) {
+    let mut w = wire::<M, Q, CACHE>(ep);
     let (xa, parts) = (w.a_dev, to_server(&w));
     let s = w.a.open(xa, &parts).unwrap();
     let mut server = None;
@@ -100,16 +104,18 @@ fn ping_pong<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(ep: E
 #[test]
 fn ping_pong_over_the_graph_in_both_message_forms_and_every_timer_queue() {
     let ep = EndpointConfig::default();
-    ping_pong::<Rope, HeapQueue<ArenaId>>(ep.clone());
-    ping_pong::<Contig, HeapQueue<ArenaId>>(ep.clone());
-    ping_pong::<Rope, TimingWheel<ArenaId>>(ep.clone());
-    ping_pong::<Rope, DeltaList<ArenaId>>(ep.clone());
-    ping_pong::<Contig, HeapQueue<ArenaId>>(EndpointConfig { demux_cache: false, ..ep });
+    ping_pong::<Rope, HeapQueue<ArenaId>, true>(ep.clone());
+    ping_pong::<Contig, HeapQueue<ArenaId>, true>(ep.clone());
+    ping_pong::<Rope, TimingWheel<ArenaId>, true>(ep.clone());
+    ping_pong::<Rope, DeltaList<ArenaId>, true>(ep.clone());
+    ping_pong::<Contig, HeapQueue<ArenaId>, false>(ep.clone());
+    // The copying variant (seed 000's "Limit"): same packets, more copies.
+    ping_pong::<Limit<10_000>, HeapQueue<ArenaId>, true>(ep);
 }
 
 #[test]
 fn echoed_data_arrives_intact() {
-    let mut w = wire::<Rope, HeapQueue<ArenaId>>(EndpointConfig::default());
+    let mut w = wire::<Rope, HeapQueue<ArenaId>, true>(EndpointConfig::default());
     let (xa, parts) = (w.a_dev, to_server(&w));
     let s = w.a.open(xa, &parts).unwrap();
     let payload: Vec<u8> = (0..5_000u32).map(|i| (i % 251) as u8).collect();
@@ -138,7 +144,7 @@ fn echoed_data_arrives_intact() {
 /// ends (timers run through the graph), and the session id goes stale.
 #[test]
 fn close_reaches_both_applications_through_the_timers() {
-    let mut w = wire::<Rope, TimingWheel<ArenaId>>(EndpointConfig::default());
+    let mut w = wire::<Rope, TimingWheel<ArenaId>, true>(EndpointConfig::default());
     let (xa, parts) = (w.a_dev, to_server(&w));
     let s = w.a.open(xa, &parts).unwrap();
     w.a.push(s, Rope::from_payload(Bytes::from_static(b"bye"), 0)).unwrap();
@@ -170,7 +176,7 @@ fn close_reaches_both_applications_through_the_timers() {
 /// endpoint, which counts it malformed). Nothing is answered, nothing panics.
 #[test]
 fn bad_frames_are_counted_and_dropped() {
-    let (mut g, xtp) = graph::<Contig, HeapQueue<ArenaId>>(EndpointConfig::default(), 1);
+    let (mut g, xtp) = graph::<Contig, HeapQueue<ArenaId>, true>(EndpointConfig::default(), 1);
     g.receive(xtp, Contig::from_received(BytesMut::from(&[1u8; ADDR_HEADER - 1][..])));
     assert_eq!(g.stats(xtp).demux_drops, 1);
     let mut frame = vec![0u8; ADDR_HEADER + 40];
@@ -200,7 +206,7 @@ fn the_graph_sends_the_same_packets_as_the_direct_path() {
     d.log = false;
     d.b.listen(7, ContextConfig::stream()).unwrap();
     let ctx = d.a.connect(d.now, ba, 7, ContextConfig::stream()).unwrap();
-    let mut g = wire::<Rope, HeapQueue<ArenaId>>(ep);
+    let mut g = wire::<Rope, HeapQueue<ArenaId>, true>(ep);
     let (xa, parts) = (g.a_dev, to_server(&g));
     let s = g.a.open(xa, &parts).unwrap();
     let mut server = None;
@@ -308,7 +314,7 @@ fn a_described_stack_runs_in_the_simulator_over_a_lossy_link() {
         }
     }
     let stack = |seed| {
-        XtpStack::<Rope>::from_desc::<TimingWheel<ArenaId>>(
+        XtpStack::<Rope>::from_desc::<TimingWheel<ArenaId>, true>(
             "# the simulator's stack\napp -> xtp -> link",
             EndpointConfig::default(),
             ContextConfig::stream(),

@@ -8,10 +8,9 @@ use std::io;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use xk_time::{Duration, Instant};
+use xk_time::Instant;
 use xtp_proto::{Chunk, ContextConfig, ContextId, EndpointConfig};
 
-use super::TURN;
 use crate::driver::{DriverConfig, UdpDriver, WaitMode};
 use crate::engine::{CtxHandle, EngineClient, Mode};
 
@@ -25,10 +24,11 @@ pub(crate) enum Cid {
 
 /// The driver of a set of integrated API objects. When the last object is
 /// gone and contexts remain (closed but lingering, so that a peer which
-/// missed our final acknowledgement still gets it), the driver moves to a
-/// background thread that keeps turning it until no context is left — what
-/// a kernel does for TCP's TIME_WAIT. Bounded by the longest linger (10
-/// minutes). (The engine thread does the same by itself.)
+/// missed our final acknowledgement still gets it), the driver moves to
+/// the reaper thread (one for all, [`super::reaper`]) that keeps turning
+/// it until no context is left — what a kernel does for TCP's TIME_WAIT.
+/// Bounded by the longest linger (10 minutes). (The engine thread does the
+/// same by itself.)
 pub(crate) struct Linger(Option<UdpDriver>);
 
 impl std::ops::Deref for Linger {
@@ -50,15 +50,9 @@ impl Drop for Linger {
         if d.endpoint().context_count() == 0 {
             return;
         }
-        let _ = std::thread::Builder::new().name("xtp-linger".into()).spawn(move || {
-            let end = d.now() + Duration::from_secs(600);
-            while d.endpoint().context_count() > 0 && d.now() < end {
-                if d.turn(TURN).is_err() {
-                    return;
-                }
-                while d.endpoint().poll_event().is_some() {}
-            }
-        });
+        // The reaper flushes it at once (a final acknowledgement the caller
+        // produced last), then answers whatever the peer still sends.
+        super::reaper::adopt(d);
     }
 }
 

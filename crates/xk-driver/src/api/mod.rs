@@ -35,6 +35,7 @@
 mod core;
 mod datagram;
 mod listener;
+mod reaper;
 mod stream;
 
 use std::cell::RefCell;
@@ -51,6 +52,7 @@ pub(crate) use core::Cid;
 use core::Core;
 pub use datagram::{send_datagram, transaction};
 pub use listener::XtpListener;
+pub use reaper::{linger_counts, max_lingering};
 pub use stream::{Message, XtpStream};
 
 use crate::engine::Notice;

@@ -1,0 +1,912 @@
+//! E10 (issue #16; seed 003 §2.3.3, seed 000 §4.1.4): the framework's
+//! compile-time variants against each other — message form (`Contig` /
+//! `Rope`) × XTP's timer queue (heap / delta list / timing wheel) × the
+//! demux map's one-entry cache (on / off), plus the deliberately copying
+//! `Limit<L>` form (seed 000's Estelle "Limit": every crossing between
+//! layers copies a record of `L` bytes) — on E1's ping-pong (10 / 1,000 /
+//! 10,000 bytes) and on a bulk transfer, in the deterministic simulator and
+//! over real UDP on loopback.
+//!
+//! Every variant is its own instance of the same code
+//! (`XtpProtocol<M, Q, CACHE>` in a `Graph<M>` built from a graph
+//! description): nothing is switched at run time.
+//!
+//! What is measured, per variant and round (rounds interleave the
+//! variants, so a disturbance of the machine hits them alike; each figure
+//! is the median over rounds):
+//!
+//! * **sim** (`app -> xtp -> link` on both sides, `xk-sim` with a perfect
+//!   link): virtual time says nothing of speed, so the lab reads the
+//!   thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`) and the wall clock
+//!   around the simulation run; both nodes and the simulator run on this
+//!   one thread, so the CPU time is the whole host cost of an operation.
+//! * **udp** (`app -> xtp -> udp`, `xk_driver::graph_udp`, client on the
+//!   lab's thread, server on a thread of its own, 127.0.0.1): the wall
+//!   time of an operation and the process's CPU time per operation
+//!   (`CLOCK_PROCESS_CPUTIME_ID`: client and server threads, kernel time
+//!   included). Both threads are pinned to one CPU for the step (see
+//!   [`Pinned`] for why).
+//!
+//! An operation is one round trip (ping-pong: the server echoes) or one
+//! bulk transfer (`bulk_bytes` in messages of `bulk_message` bytes; the
+//! server answers one byte when it has them all). `relative` is the CPU
+//! time per operation over that of the step's fastest variant. Copies are
+//! `xk_msg`'s own counters (payload bytes copied by message operations):
+//! both sides in the simulator, the client's side over UDP.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Instant as Clock;
+
+use nix::time::{ClockId, clock_gettime};
+use xk_core::{Addr, ArenaId, Event, Graph, Part, Participants, SessionId};
+use xk_driver::graph_udp::GraphUdp;
+use xk_msg::{Bytes, Contig, Limit, Msg, Rope, copy_stats};
+use xk_netemu::LinkParams;
+use xk_sim::{NodeId, Sim};
+use xk_time::{DeltaList, Duration, HeapQueue, TimerQueue, TimingWheel};
+use xtp_proto::stack::XtpStack;
+use xtp_proto::{ContextConfig, EndpointConfig};
+use xtp_testkit::{GraphApp, GraphHost};
+
+use crate::experiment::{Env, Experiment, Step};
+use crate::html::Page;
+use crate::svg::heatmap;
+
+/// The XTP port the server listens on.
+const PORT: u16 = 7;
+
+/// One measured variant at one point.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Row {
+    /// `sim` or `udp`.
+    pub net: String,
+    /// `pingpong` or `bulk`.
+    pub workload: String,
+    /// Message bytes (ping-pong) or bytes per transfer (bulk).
+    pub size: usize,
+    /// The variant, `form/timers/cache`.
+    pub variant: String,
+    /// `contig`, `rope` or `limit`.
+    pub form: String,
+    /// `heap`, `delta` or `wheel`.
+    pub timers: String,
+    /// Whether the demux map has its one-entry cache.
+    pub cache: bool,
+    /// The record size of the `limit` form (0 for the others).
+    pub limit: usize,
+    /// Operations per round.
+    pub ops: usize,
+    /// Rounds.
+    pub rounds: usize,
+    /// Host CPU time per operation, ns (median over rounds).
+    pub cpu_ns: f64,
+    /// The smallest and largest round's CPU time per operation, ns.
+    pub cpu_ns_min: f64,
+    /// See `cpu_ns_min`.
+    pub cpu_ns_max: f64,
+    /// Wall time per operation, ns (median over rounds).
+    pub wall_ns: f64,
+    /// `cpu_ns` over the step's fastest variant's.
+    pub relative: f64,
+    /// Payload bytes copied by message operations per operation.
+    pub copied_bytes: f64,
+}
+
+/// E10's parameters.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Where: `sim`, `udp`.
+    pub nets: Vec<String>,
+    /// Ping-pong message sizes, bytes.
+    pub sizes: Vec<usize>,
+    /// Whether to run the bulk transfer.
+    pub bulk: bool,
+    /// Bytes per bulk transfer.
+    pub bulk_bytes: usize,
+    /// Bytes per message of the bulk transfer.
+    pub bulk_message: usize,
+    /// Record sizes of the copying `limit` form (10, 1,000, 10,000); a
+    /// limit runs where the messages fit it.
+    pub limits: Vec<usize>,
+    /// Rounds per point (the variants interleaved in each).
+    pub rounds: usize,
+    /// Round trips per round in the simulator.
+    pub sim_round_trips: usize,
+    /// Round trips per round over UDP.
+    pub udp_round_trips: usize,
+    /// Bulk transfers per round.
+    pub bulk_transfers: usize,
+}
+
+/// One step: where and what.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Point {
+    /// `sim` or `udp`.
+    pub net: String,
+    /// `pingpong` or `bulk`.
+    pub workload: String,
+    /// Message bytes (ping-pong) or bytes per transfer (bulk).
+    pub size: usize,
+}
+
+/// What the two applications do.
+#[derive(Clone, Copy, Debug)]
+enum Work {
+    /// The client sends `size` bytes, the server echoes them.
+    PingPong { size: usize },
+    /// The client sends `total` bytes in messages of `message`; the server
+    /// answers one byte when it has them all.
+    Bulk { total: usize, message: usize },
+}
+
+/// The application on either side (the same in the simulator and on UDP).
+struct Peer {
+    server: bool,
+    work: Work,
+    payload: Bytes,
+    session: Option<SessionId>,
+    /// Bytes received towards the current operation.
+    got: usize,
+    /// Round trips still to start (client, ping-pong).
+    left: usize,
+    done: bool,
+    failed: Option<String>,
+}
+
+impl Peer {
+    fn new(server: bool, work: Work) -> Self {
+        let n = match work {
+            Work::PingPong { size } => size,
+            Work::Bulk { message, .. } => message,
+        };
+        let payload = Bytes::from((0..n).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+        Peer { server, work, payload, session: None, got: 0, left: 0, done: false, failed: None }
+    }
+
+    fn push<M: Msg>(&mut self, g: &mut Graph<M>, session: SessionId, msg: M) {
+        if let Err(e) = g.push(session, msg) {
+            self.failed.get_or_insert_with(|| format!("push refused: {e}"));
+        }
+    }
+
+    /// The client starts `ops` operations (run one after the other).
+    fn start<M: Msg>(&mut self, g: &mut Graph<M>, ops: usize) {
+        let Some(session) = self.session else {
+            self.failed = Some("no session".into());
+            return;
+        };
+        (self.left, self.got, self.done) = (ops, 0, false);
+        self.next(g, session);
+    }
+
+    fn next<M: Msg>(&mut self, g: &mut Graph<M>, session: SessionId) {
+        if self.left == 0 {
+            self.done = true;
+            return;
+        }
+        self.left -= 1;
+        match self.work {
+            Work::PingPong { .. } => self.push(g, session, M::from_shared(self.payload.clone())),
+            Work::Bulk { total, message } => {
+                for _ in 0..total.div_ceil(message) {
+                    self.push(g, session, M::from_shared(self.payload.clone()));
+                }
+            }
+        }
+    }
+}
+
+impl<M: Msg> GraphApp<M> for Peer {
+    fn poll(&mut self, g: &mut Graph<M>) {
+        while let Some(ev) = g.poll_event() {
+            let Event::Deliver { session, msg } = ev else { continue };
+            self.got += msg.len();
+            match (self.server, self.work) {
+                (true, Work::PingPong { .. }) => {
+                    self.got = 0;
+                    self.push(g, session, msg);
+                }
+                (true, Work::Bulk { total, message }) => {
+                    if self.got >= total.div_ceil(message) * message {
+                        self.got = 0;
+                        self.push(g, session, M::from_shared(Bytes::from_static(b"!")));
+                    }
+                }
+                (false, Work::PingPong { size }) => {
+                    if self.got >= size {
+                        self.got -= size;
+                        self.next(g, session);
+                    }
+                }
+                (false, Work::Bulk { .. }) => {
+                    self.got = 0;
+                    self.next(g, session);
+                }
+            }
+        }
+    }
+}
+
+/// One round's figures, per operation.
+struct Sample {
+    cpu_ns: f64,
+    wall_ns: f64,
+    copied: f64,
+}
+
+/// A variant set up at one point, run round by round.
+trait Runner {
+    /// Runs `ops` operations and times them.
+    fn round(&mut self, ops: usize) -> Result<Sample, String>;
+}
+
+fn cpu_ns(clock: ClockId) -> f64 {
+    clock_gettime(clock).map_or(f64::NAN, |t| t.tv_sec() as f64 * 1e9 + t.tv_nsec() as f64)
+}
+
+/// Times `f` running `ops` operations with `clock` as the CPU clock.
+fn timed(clock: ClockId, ops: usize, f: impl FnOnce() -> Result<(), String>) -> Result<Sample, String> {
+    let (c0, w0, k0) = (cpu_ns(clock), Clock::now(), copy_stats().bytes);
+    f()?;
+    let n = ops.max(1) as f64;
+    Ok(Sample {
+        wall_ns: w0.elapsed().as_nanos() as f64 / n,
+        cpu_ns: (cpu_ns(clock) - c0) / n,
+        copied: (copy_stats().bytes - k0) as f64 / n,
+    })
+}
+
+fn stack<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
+    device: &str,
+    seed: u64,
+) -> Result<XtpStack<M>, String> {
+    XtpStack::<M>::from_desc::<Q, CACHE>(
+        &format!("app -> xtp -> {device}"),
+        EndpointConfig::default(),
+        ContextConfig::stream(),
+        seed,
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn listen<M: Msg>(s: &mut XtpStack<M>) -> Result<(), String> {
+    s.graph
+        .open_enable(s.xtp, &Participants::local(Part::top_first([Addr::Port(PORT)])))
+        .map_err(|e| e.to_string())
+}
+
+fn open<M: Msg>(s: &mut XtpStack<M>, to: SocketAddr) -> Result<SessionId, String> {
+    let parts = Participants::new(Part::new(), Part::top_first([Addr::Port(PORT), Addr::Inet(to)]));
+    s.graph.open(s.xtp, &parts).map_err(|e| e.to_string())
+}
+
+/// Both sides in `xk-sim` on this thread.
+struct SimRun<M: Msg> {
+    sim: Sim<GraphHost<M, Peer>>,
+    client: NodeId,
+}
+
+fn sim_runner<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
+    work: Work,
+    seed: u64,
+    _cpu: Option<usize>,
+) -> Result<Box<dyn Runner>, String> {
+    let (mut c, mut s) = (stack::<M, Q, CACHE>("link", 1)?, stack::<M, Q, CACHE>("link", 2)?);
+    listen(&mut s)?;
+    let mut sim = Sim::new(seed);
+    let (sid, saddr) = sim.add_node(GraphHost::new(s.graph, s.xtp, Peer::new(true, work)));
+    let session = open(&mut c, saddr)?;
+    let mut client = Peer::new(false, work);
+    client.session = Some(session);
+    let (cid, _) = sim.add_node(GraphHost::new(c.graph, c.xtp, client));
+    sim.connect(cid, sid, LinkParams::default(), LinkParams::default()).map_err(|e| e.to_string())?;
+    let mut r = SimRun { sim, client: cid };
+    r.round(1)?; // the handshake, untimed
+    Ok(Box::new(r))
+}
+
+impl<M: Msg> Runner for SimRun<M> {
+    fn round(&mut self, ops: usize) -> Result<Sample, String> {
+        let (sim, cid) = (&mut self.sim, self.client);
+        timed(ClockId::CLOCK_THREAD_CPUTIME_ID, ops, || {
+            let h = sim.node_mut(cid);
+            h.app.start(&mut h.graph, ops);
+            let end = sim.now() + Duration::from_secs(3600);
+            sim.run_until(end, u64::MAX, |s| s.node(cid).app.done || s.node(cid).app.failed.is_some())
+                .map_err(|e| e.to_string())?;
+            let app = &sim.node(cid).app;
+            match (&app.failed, app.done) {
+                (Some(f), _) => Err(f.clone()),
+                (None, true) => Ok(()),
+                (None, false) => Err("the simulation went idle before the operations ended".into()),
+            }
+        })
+    }
+}
+
+/// The client on this thread, the server on its own, both on UDP sockets.
+struct UdpRun<M: Msg> {
+    dev: GraphUdp,
+    client: XtpStack<M>,
+    app: Peer,
+    stop: Arc<AtomicBool>,
+    server: Option<JoinHandle<Result<(), String>>>,
+}
+
+/// Longest wait for one round over UDP (loopback: a lost datagram is
+/// retransmitted within milliseconds).
+const UDP_ROUND_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+fn udp_server<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
+    work: Work,
+    stop: Arc<AtomicBool>,
+    cpu: Option<usize>,
+    ready: std::sync::mpsc::Sender<Result<SocketAddr, String>>,
+) -> Result<(), String> {
+    pin(cpu);
+    let setup = || -> Result<(XtpStack<M>, GraphUdp), String> {
+        let mut s = stack::<M, Q, CACHE>("udp", 2)?;
+        let dev = GraphUdp::bind("127.0.0.1:0".parse().expect("literal")).map_err(|e| e.to_string())?;
+        s.graph.advance(dev.now());
+        listen(&mut s)?;
+        Ok((s, dev))
+    };
+    let (mut s, mut dev) = match setup() {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = ready.send(Err(e.clone()));
+            return Err(e);
+        }
+    };
+    let _ = ready.send(dev.local_addr().map_err(|e| e.to_string()));
+    let mut app = Peer::new(true, work);
+    // Bounded: the lab stops it; an hour is the backstop.
+    let end = dev.now() + Duration::from_secs(3600);
+    while !stop.load(Ordering::Relaxed) && dev.now() < end {
+        let until = dev.now() + Duration::from_millis(50);
+        dev.run_until(&mut s.graph, s.xtp, until, |g| {
+            app.poll(g);
+            stop.load(Ordering::Relaxed)
+        })
+        .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn udp_runner<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
+    work: Work,
+    _seed: u64,
+    cpu: Option<usize>,
+) -> Result<Box<dyn Runner>, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let st = stop.clone();
+    let server = std::thread::Builder::new()
+        .name("e10-server".into())
+        .spawn(move || udp_server::<M, Q, CACHE>(work, st, cpu, tx))
+        .map_err(|e| e.to_string())?;
+    let mut r = UdpRun {
+        dev: GraphUdp::bind("127.0.0.1:0".parse().expect("literal")).map_err(|e| e.to_string())?,
+        client: stack::<M, Q, CACHE>("udp", 1)?,
+        app: Peer::new(false, work),
+        stop,
+        server: Some(server),
+    };
+    let to = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .map_err(|_| "E10: the UDP server did not start".to_string())??;
+    r.client.graph.advance(r.dev.now());
+    r.app.session = Some(open(&mut r.client, to)?);
+    r.round(1)?; // the handshake, untimed
+    Ok(Box::new(r))
+}
+
+impl<M: Msg> Runner for UdpRun<M> {
+    fn round(&mut self, ops: usize) -> Result<Sample, String> {
+        let UdpRun { dev, client, app, .. } = self;
+        timed(ClockId::CLOCK_PROCESS_CPUTIME_ID, ops, || {
+            client.graph.advance(dev.now());
+            app.start(&mut client.graph, ops);
+            let limit = Duration::from_nanos(UDP_ROUND_LIMIT.as_nanos() as u64);
+            let end = dev.now() + limit;
+            dev.run_until(&mut client.graph, client.xtp, end, |g| {
+                app.poll(g);
+                app.done || app.failed.is_some()
+            })
+            .map_err(|e| format!("socket: {e}"))?;
+            match (&app.failed, app.done) {
+                (Some(f), _) => Err(f.clone()),
+                (None, true) => Ok(()),
+                (None, false) => Err(format!("E10: a UDP round did not end within {UDP_ROUND_LIMIT:?}")),
+            }
+        })
+    }
+}
+
+impl<M: Msg> Drop for UdpRun<M> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.server.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Pins the calling thread to `cpu`; `None` leaves it alone.
+fn pin(cpu: Option<usize>) {
+    use nix::sched::{CpuSet, sched_setaffinity};
+    if let Some(c) = cpu {
+        let mut set = CpuSet::new();
+        if set.set(c).is_ok() {
+            // Best effort: an unpinned run measures the same, noisier.
+            let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+        }
+    }
+}
+
+/// The lab thread pinned to the CPU it runs on for the UDP rows (the
+/// servers join it there), its former affinity restored when dropped.
+///
+/// Why: unpinned, whether the scheduler put a variant's server thread on
+/// the client's CPU or on the other one decided its round trip (about
+/// 25 against 45 µs of CPU time on this 2-core machine), and the placement
+/// stuck to the variant for the whole step, so the variants' ratios
+/// measured the placement. On one CPU every variant pays the same two
+/// context switches per round trip.
+struct Pinned {
+    cpu: Option<usize>,
+    old: Option<nix::sched::CpuSet>,
+}
+
+impl Pinned {
+    fn here() -> Self {
+        use nix::sched::{sched_getaffinity, sched_getcpu};
+        let old = sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
+        let cpu = sched_getcpu().ok().filter(|_| old.is_some());
+        pin(cpu);
+        Pinned { cpu, old }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(old) = &self.old {
+            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), old);
+        }
+    }
+}
+
+type Make = fn(Work, u64, Option<usize>) -> Result<Box<dyn Runner>, String>;
+
+/// One variant: its names and its two instantiations.
+struct Variant {
+    form: &'static str,
+    timers: &'static str,
+    cache: bool,
+    limit: usize,
+    sim: Make,
+    udp: Make,
+}
+
+impl Variant {
+    fn name(&self) -> String {
+        let form = if self.limit > 0 { format!("limit{}", self.limit) } else { self.form.to_string() };
+        format!("{form}/{}/{}", self.timers, if self.cache { "cache" } else { "nocache" })
+    }
+}
+
+/// Every variant, each a separate instance of the generic code.
+fn variants() -> Vec<Variant> {
+    macro_rules! v {
+        ($form:literal, $m:ty, $timers:literal, $q:ty, $cache:literal, $limit:expr) => {
+            Variant {
+                form: $form,
+                timers: $timers,
+                cache: $cache,
+                limit: $limit,
+                sim: sim_runner::<$m, $q, $cache>,
+                udp: udp_runner::<$m, $q, $cache>,
+            }
+        };
+    }
+    type H = HeapQueue<ArenaId>;
+    type D = DeltaList<ArenaId>;
+    type W = TimingWheel<ArenaId>;
+    vec![
+        v!("contig", Contig, "heap", H, true, 0),
+        v!("contig", Contig, "heap", H, false, 0),
+        v!("contig", Contig, "delta", D, true, 0),
+        v!("contig", Contig, "delta", D, false, 0),
+        v!("contig", Contig, "wheel", W, true, 0),
+        v!("contig", Contig, "wheel", W, false, 0),
+        v!("rope", Rope, "heap", H, true, 0),
+        v!("rope", Rope, "heap", H, false, 0),
+        v!("rope", Rope, "delta", D, true, 0),
+        v!("rope", Rope, "delta", D, false, 0),
+        v!("rope", Rope, "wheel", W, true, 0),
+        v!("rope", Rope, "wheel", W, false, 0),
+        v!("limit", Limit<10>, "heap", H, true, 10),
+        v!("limit", Limit<1_000>, "heap", H, true, 1_000),
+        v!("limit", Limit<10_000>, "heap", H, true, 10_000),
+    ]
+}
+
+/// The record sizes the `limit` form is compiled for.
+const LIMITS: [usize; 3] = [10, 1_000, 10_000];
+
+/// E10: the framework's variants.
+pub struct E10(Params);
+
+impl E10 {
+    fn work(&self, p: &Point) -> Work {
+        match p.workload.as_str() {
+            "bulk" => Work::Bulk { total: self.0.bulk_bytes, message: self.0.bulk_message },
+            _ => Work::PingPong { size: p.size },
+        }
+    }
+
+    /// Whether variant `v` runs at point `p`: a limit only where the
+    /// messages fit its record (as the seed's table has no entries above
+    /// the limit).
+    fn applies(&self, v: &Variant, p: &Point) -> bool {
+        let msg = if p.workload == "bulk" { self.0.bulk_message } else { p.size };
+        v.limit == 0 || (self.0.limits.contains(&v.limit) && msg <= v.limit)
+    }
+}
+
+impl Experiment for E10 {
+    const ID: &'static str = "E10";
+    const TITLE: &'static str = "The framework's compile-time variants: message form × timer queue × demux cache, and the copying Limit (seeds 003, 000)";
+    type Params = Params;
+    type Point = Point;
+    type Row = Row;
+
+    fn defaults(quick: bool) -> Params {
+        Params {
+            nets: vec!["sim".into(), "udp".into()],
+            sizes: vec![10, 1_000, 10_000],
+            bulk: true,
+            bulk_bytes: if quick { 200_000 } else { 1_000_000 },
+            bulk_message: 10_000,
+            limits: LIMITS.to_vec(),
+            rounds: if quick { 2 } else { 7 },
+            sim_round_trips: if quick { 100 } else { 2_000 },
+            udp_round_trips: if quick { 20 } else { 200 },
+            bulk_transfers: 1,
+        }
+    }
+    fn check(p: &Params) -> Result<(), String> {
+        if p.nets.is_empty() || p.nets.iter().any(|n| n != "sim" && n != "udp") {
+            return Err(format!("nets: {:?}: each `sim` or `udp`, at least one", p.nets));
+        }
+        if p.sizes.iter().any(|&s| s == 0 || s > 1_000_000) {
+            return Err(format!("sizes: {:?}: 1 to 1,000,000 bytes each", p.sizes));
+        }
+        if p.sizes.is_empty() && !p.bulk {
+            return Err("sizes: empty and bulk = false: nothing to measure".into());
+        }
+        if p.bulk && (p.bulk_message == 0 || p.bulk_message > p.bulk_bytes || p.bulk_bytes > 1 << 28) {
+            return Err(format!(
+                "bulk_message {} / bulk_bytes {}: 1 ≤ message ≤ bytes ≤ 256 MiB",
+                p.bulk_message, p.bulk_bytes
+            ));
+        }
+        if let Some(l) = p.limits.iter().find(|l| !LIMITS.contains(l)) {
+            return Err(format!("limits: {l}: the limit form is compiled for {LIMITS:?} only"));
+        }
+        if !(1..=100).contains(&p.rounds) {
+            return Err(format!("rounds: {}: 1 to 100", p.rounds));
+        }
+        for (name, v) in [
+            ("sim_round_trips", p.sim_round_trips),
+            ("udp_round_trips", p.udp_round_trips),
+            ("bulk_transfers", p.bulk_transfers),
+        ] {
+            if !(1..=1_000_000).contains(&v) {
+                return Err(format!("{name}: {v}: 1 to 1,000,000"));
+            }
+        }
+        Ok(())
+    }
+    fn new(p: Params) -> Self {
+        E10(p)
+    }
+    fn params(&self) -> &Params {
+        &self.0
+    }
+    fn steps(&self, _env: &Env) -> Vec<Step<Point>> {
+        let mut out = Vec::new();
+        for net in &self.0.nets {
+            let mut points: Vec<(String, usize)> =
+                self.0.sizes.iter().map(|&s| ("pingpong".into(), s)).collect();
+            if self.0.bulk {
+                points.push(("bulk".into(), self.0.bulk_bytes));
+            }
+            for (workload, size) in points {
+                out.push(Step {
+                    label: format!("{net} {workload} {size} B"),
+                    point: Point { net: net.clone(), workload, size },
+                });
+            }
+        }
+        out
+    }
+    fn run(&mut self, p: &Point, env: &Env) -> Result<Vec<Row>, String> {
+        let work = self.work(p);
+        let all = variants();
+        let chosen: Vec<&Variant> = all.iter().filter(|v| self.applies(v, p)).collect();
+        let ops = match (p.net.as_str(), work) {
+            (_, Work::Bulk { .. }) => self.0.bulk_transfers,
+            ("sim", _) => self.0.sim_round_trips,
+            _ => self.0.udp_round_trips,
+        };
+        // Declared before the runners: dropped (affinity restored) after
+        // their server threads have ended.
+        let pinned = (p.net == "udp").then(Pinned::here);
+        let cpu = pinned.as_ref().and_then(|p| p.cpu);
+        let mut runners = Vec::with_capacity(chosen.len());
+        for v in &chosen {
+            let make = if p.net == "sim" { v.sim } else { v.udp };
+            runners.push(make(work, env.seed, cpu).map_err(|e| format!("{}: {e}", v.name()))?);
+        }
+        let mut samples: Vec<Vec<Sample>> = chosen.iter().map(|_| Vec::new()).collect();
+        for round in 0..self.0.rounds {
+            if env.stopped() {
+                break;
+            }
+            // Rotate the order each round: no variant always runs first.
+            for k in 0..runners.len() {
+                let i = (k + round) % runners.len();
+                let s = runners[i].round(ops).map_err(|e| format!("{}: {e}", chosen[i].name()))?;
+                samples[i].push(s);
+            }
+        }
+        drop(runners);
+        drop(pinned);
+        let mut rows: Vec<Row> = chosen
+            .iter()
+            .zip(&samples)
+            .filter(|(_, s)| !s.is_empty())
+            .map(|(v, s)| {
+                let cpu: Vec<f64> = s.iter().map(|x| x.cpu_ns).collect();
+                Row {
+                    net: p.net.clone(),
+                    workload: p.workload.clone(),
+                    size: p.size,
+                    variant: v.name(),
+                    form: v.form.into(),
+                    timers: v.timers.into(),
+                    cache: v.cache,
+                    limit: v.limit,
+                    ops,
+                    rounds: s.len(),
+                    cpu_ns: xk_stats::median(cpu.iter().copied()),
+                    cpu_ns_min: cpu.iter().copied().fold(f64::INFINITY, f64::min),
+                    cpu_ns_max: cpu.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                    wall_ns: xk_stats::median(s.iter().map(|x| x.wall_ns)),
+                    relative: f64::NAN,
+                    copied_bytes: xk_stats::median(s.iter().map(|x| x.copied)),
+                }
+            })
+            .collect();
+        let best = rows.iter().map(|r| r.cpu_ns).fold(f64::INFINITY, f64::min);
+        for r in &mut rows {
+            r.relative = r.cpu_ns / best;
+        }
+        Ok(rows)
+    }
+    fn csv_key() -> &'static [&'static str] {
+        &["net", "workload", "size", "variant"]
+    }
+    fn render(_p: &Params, rows: &[Row], _notes: &[String], page: &mut Page) {
+        render(rows, page)
+    }
+    fn summary(_p: &Params, rows: &[Row]) -> Vec<String> {
+        let mut out = vec!["E10 variants (CPU per op, relative to the step's fastest):".to_string()];
+        for (net, workload, size) in points(rows) {
+            let at: Vec<&Row> = rows_at(rows, &net, &workload, size);
+            let (fast, slow) = fastest_slowest(&at, |r| r.limit == 0);
+            out.push(format!(
+                "  {net} {workload} {size} B: fastest {} {:.2} µs; slowest of the 12 {} {:.2}x{}",
+                fast.map_or("-", |r| r.variant.as_str()),
+                fast.map_or(f64::NAN, |r| r.cpu_ns / 1e3),
+                slow.map_or("-", |r| r.variant.as_str()),
+                slow.map_or(f64::NAN, |r| r.relative),
+                limit_note(&at),
+            ));
+        }
+        out
+    }
+    fn headline(r: &Row) -> Option<(String, f64, &'static str)> {
+        Some((format!("{} {} {} B {}", r.net, r.workload, r.size, r.variant), r.cpu_ns, "ns CPU/op"))
+    }
+}
+
+/// The steps' (net, workload, size), in order of appearance.
+fn points(rows: &[Row]) -> Vec<(String, String, usize)> {
+    let mut out: Vec<(String, String, usize)> = Vec::new();
+    for r in rows {
+        let k = (r.net.clone(), r.workload.clone(), r.size);
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    }
+    out
+}
+
+fn rows_at<'a>(rows: &'a [Row], net: &str, workload: &str, size: usize) -> Vec<&'a Row> {
+    rows.iter().filter(|r| r.net == net && r.workload == workload && r.size == size).collect()
+}
+
+fn fastest_slowest<'a>(at: &[&'a Row], keep: impl Fn(&Row) -> bool) -> (Option<&'a Row>, Option<&'a Row>) {
+    let mut v: Vec<&Row> = at.iter().copied().filter(|r| keep(r)).collect();
+    v.sort_by(|a, b| a.cpu_ns.total_cmp(&b.cpu_ns));
+    (v.first().copied(), v.last().copied())
+}
+
+/// The `limit` rows against the zero-copy `contig/heap/cache` row.
+fn limit_note(at: &[&Row]) -> String {
+    let Some(base) = at.iter().find(|r| r.limit == 0 && r.form == "contig" && r.timers == "heap" && r.cache)
+    else {
+        return String::new();
+    };
+    let parts: Vec<String> = at
+        .iter()
+        .filter(|r| r.limit > 0)
+        .map(|r| format!("limit {}: {:.2}x", r.limit, r.cpu_ns / base.cpu_ns))
+        .collect();
+    if parts.is_empty() { String::new() } else { format!("; vs contig/heap/cache {}", parts.join(", ")) }
+}
+
+/// Seed 000, Table 3: end-to-end processing time with integrated clients
+/// (link delay removed), ms, by implementation, Limit and payload (10 /
+/// 1,000 / 10,000 B); `None` where the payload exceeds the limit.
+const SEED000: [(&str, &str, [Option<f64>; 3]); 7] = [
+    ("SandiaXTP", "—", [Some(0.80), Some(1.52), Some(2.68)]),
+    ("EC", "10", [Some(3.06), None, None]),
+    ("EC", "1,000", [Some(3.66), Some(6.74), None]),
+    ("EC", "10,000", [Some(10.2), Some(13.3), Some(37.6)]),
+    ("PET/DINGO", "10", [Some(33.9), None, None]),
+    ("PET/DINGO", "1,000", [Some(36.4), Some(39.4), None]),
+    ("PET/DINGO", "10,000", [Some(81.7), Some(84.7), Some(108.3)]),
+];
+
+fn render(rows: &[Row], page: &mut Page) {
+    for (net, workload, size) in points(rows) {
+        let mut at = rows_at(rows, &net, &workload, size);
+        at.sort_by(|a, b| a.cpu_ns.total_cmp(&b.cpu_ns));
+        let table: Vec<Vec<String>> = at
+            .iter()
+            .map(|r| {
+                vec![
+                    r.variant.clone(),
+                    format!("{:.2}", r.cpu_ns / 1e3),
+                    format!("{:.2}–{:.2}", r.cpu_ns_min / 1e3, r.cpu_ns_max / 1e3),
+                    format!("{:.2}", r.wall_ns / 1e3),
+                    format!("{:.2}", r.relative),
+                    format!("{:.0}", r.copied_bytes),
+                ]
+            })
+            .collect();
+        let (what, clock) = if net == "sim" {
+            ("in the simulator", "thread CPU time")
+        } else {
+            ("over UDP on loopback", "process CPU time (client and server threads)")
+        };
+        let op = if workload == "bulk" { "transfer" } else { "round trip" };
+        page.table(
+            &format!(
+                "Measured here, {what}: {workload} {size} B — µs per {op} ({clock}; median of {} rounds of {} operations, variants interleaved), relative to the fastest",
+                at.first().map_or(0, |r| r.rounds),
+                at.first().map_or(0, |r| r.ops)
+            ),
+            &["variant (form/timers/cache)", "CPU µs/op", "CPU range", "wall µs/op", "relative", "bytes copied/op"],
+            &table,
+        );
+    }
+    let pts = points(rows);
+    let mut names: Vec<String> = Vec::new();
+    for r in rows {
+        if !names.contains(&r.variant) {
+            names.push(r.variant.clone());
+        }
+    }
+    let cells: Vec<Vec<Option<f64>>> = names
+        .iter()
+        .map(|v| {
+            pts.iter()
+                .map(|(n, w, z)| {
+                    rows_at(rows, n, w, *z).into_iter().find(|r| &r.variant == v).map(|r| 1.0 / r.relative)
+                })
+                .collect()
+        })
+        .collect();
+    let cols: Vec<String> = pts.iter().map(|(n, w, z)| format!("{n} {w} {z}")).collect();
+    page.figure(
+        heatmap("E10: speed relative to the fastest variant (fastest = 1; CPU time per operation)", ("point", "variant"), &names, &cols, &cells),
+        "E10: each variant's speed relative to the step's fastest (1/relative), per point; grey where a Limit does not fit the messages.",
+    );
+    let seed: Vec<Vec<String>> = SEED000
+        .iter()
+        .map(|(imp, limit, t)| {
+            let mut v = vec![imp.to_string(), limit.to_string()];
+            v.extend(t.iter().map(|x| x.map_or("—".into(), |ms| format!("{ms} ms ({:.1})", ms / 0.80))));
+            v
+        })
+        .collect();
+    page.table(
+        "Seed 000 (Thees & Gotzhein 1997), Table 3 — their numbers: end-to-end processing time with integrated clients, 0.9 ms link delay removed, relative to SandiaXTP at 10 B",
+        &["implementation", "Limit (B)", "10 B", "1,000 B", "10,000 B"],
+        &seed,
+    );
+    page.note("Seed 003 (Li 2003), §2.3.3: PIX's feature diagram generates its protocols at compile time from C++ templates — Message: SingleBuffer | BufferTree (here Contig | Rope), EventManager: simple | delta list | timing wheel (here HeapQueue | DeltaList | TimingWheel), with active and passive open, 48 variations in all; the Map's one-entry cache is §5.1's (here the demux map's CACHE). The seed lists the variants and reports no timing of one against another; its measured numbers are E5's (demux) and the FTP tables.");
+    page.reading(&reading(rows));
+}
+
+/// The median over matching groups of `f(group)`: each group holds the
+/// zero-copy rows of one point that differ only in the one choice left free.
+fn effect(rows: &[Row], key: impl Fn(&Row) -> String, f: impl Fn(&[&Row]) -> Option<f64>) -> f64 {
+    let zero: Vec<&Row> = rows.iter().filter(|r| r.limit == 0).collect();
+    let mut keys: Vec<String> = zero.iter().map(|r| key(r)).collect();
+    keys.sort();
+    keys.dedup();
+    let v: Vec<f64> = keys
+        .iter()
+        .filter_map(|k| {
+            let g: Vec<&Row> = zero.iter().copied().filter(|r| &key(r) == k).collect();
+            f(&g)
+        })
+        .collect();
+    if v.is_empty() { f64::NAN } else { xk_stats::median(v) }
+}
+
+fn reading(rows: &[Row]) -> String {
+    let mut parts = Vec::new();
+    for (net, workload, size) in points(rows) {
+        let at = rows_at(rows, &net, &workload, size);
+        let (fast, slow) = fastest_slowest(&at, |r| r.limit == 0);
+        if let (Some(f), Some(s)) = (fast, slow) {
+            parts.push(format!(
+                "{net} {workload} {size} B: the zero-copy variants span {:.2}x (fastest {}, slowest {}){}",
+                s.cpu_ns / f.cpu_ns,
+                f.variant,
+                s.variant,
+                limit_note(&at)
+            ));
+        }
+    }
+    let point = |r: &Row| format!("{} {} {}", r.net, r.workload, r.size);
+    let pick = |g: &[&Row], want: fn(&Row) -> bool| g.iter().find(|r| want(r)).map(|r| r.cpu_ns);
+    let cache = effect(
+        rows,
+        |r| format!("{} {} {}", point(r), r.form, r.timers),
+        |g| Some(pick(g, |r| !r.cache)? / pick(g, |r| r.cache)?),
+    );
+    let timers = effect(
+        rows,
+        |r| format!("{} {} {}", point(r), r.form, r.cache),
+        |g| {
+            let v: Vec<f64> = g.iter().map(|r| r.cpu_ns).collect();
+            (v.len() > 1).then(|| {
+                v.iter().copied().fold(0.0, f64::max) / v.iter().copied().fold(f64::INFINITY, f64::min)
+            })
+        },
+    );
+    let form = effect(
+        rows,
+        |r| format!("{} {} {}", point(r), r.timers, r.cache),
+        |g| Some(pick(g, |r| r.form == "rope")? / pick(g, |r| r.form == "contig")?),
+    );
+    let spread = xk_stats::median(
+        rows.iter().filter(|r| r.cpu_ns > 0.0).map(|r| (r.cpu_ns_max - r.cpu_ns_min) / r.cpu_ns),
+    );
+    format!(
+        "{}. Each choice alone, as the median over the points and the other choices: cache off / on {cache:.3}; slowest / fastest timer queue {timers:.3}; rope / contig {form:.3}; against a median spread between a variant's rounds of {:.1} % of its time — an effect smaller than that spread is not one this run can see. A ping-pong or a bulk transfer on one context arms a few timers per packet and demultiplexes one context, by return key once the key exchange is over, so neither the timer queue nor the cache is exercised hard here (E5 isolates the demux against many contexts); the message form decides whether a layer boundary copies. Over UDP the system calls and the wake-ups of two threads cost tens of microseconds per round trip and the variants' differences shrink beside them. The Limit rows reproduce seed 000's effect: every crossing between application, XTP and device copies a record of the maximum size (bytes copied per operation), so the cost grows with the limit even for 10-byte messages — the seed's EC took 3.06 ms at Limit 10 and 10.2 ms at Limit 10,000 for the same 10-byte ping-pong (3.3x), and 37.6 ms against SandiaXTP's 2.68 ms at 10,000 bytes (14x).",
+        parts.join("; "),
+        100.0 * spread
+    )
+}
