@@ -21,22 +21,34 @@ use xtp_proto::{ContextConfig, EndpointConfig, Event};
 use crate::e1::Row;
 
 /// The echo server of these rows: a driver on its own thread echoing
-/// every chunk (EOM kept), until dropped.
-struct EchoThread {
-    addr: SocketAddr,
+/// every chunk (EOM kept), until dropped; E8's sink is the same server
+/// reading and discarding.
+pub(crate) struct EchoThread {
+    pub(crate) addr: SocketAddr,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl EchoThread {
-    fn start() -> Result<EchoThread, String> {
+    pub(crate) fn start() -> Result<EchoThread, String> {
+        EchoThread::serve(true)
+    }
+
+    /// Reads and discards (E8's receiver of one-way streams).
+    pub(crate) fn sink() -> Result<EchoThread, String> {
+        EchoThread::serve(false)
+    }
+
+    fn serve(echo: bool) -> Result<EchoThread, String> {
         let mut d =
             UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 15).map_err(|e| e.to_string())?;
         let addr = d.local_addr().map_err(|e| e.to_string())?;
         d.endpoint().listen(7, ContextConfig::stream()).map_err(|e| e.to_string())?;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let halt = stop.clone();
-        let thread = std::thread::spawn(move || {
+        // Named: E8 finds the peer's events in a trace by thread name.
+        let builder = std::thread::Builder::new().name(if echo { "lab-echo" } else { "lab-sink" }.into());
+        let thread = builder.spawn(move || {
             while !halt.load(std::sync::atomic::Ordering::Relaxed) {
                 if d.turn(Duration::from_millis(20)).is_err() {
                     return;
@@ -46,12 +58,15 @@ impl EchoThread {
                 while let Some(ev) = ep.poll_event() {
                     if let Event::Readable { ctx } = ev {
                         while let Some(c) = ep.read(now, ctx) {
-                            let _ = ep.write(now, ctx, c.data, c.eom, None);
+                            if echo {
+                                let _ = ep.write(now, ctx, c.data, c.eom, None);
+                            }
                         }
                     }
                 }
             }
         });
+        let thread = thread.map_err(|e| format!("start the echo thread: {e}"))?;
         Ok(EchoThread { addr, stop, thread: Some(thread) })
     }
 }
@@ -68,14 +83,19 @@ impl Drop for EchoThread {
 /// `xpress daemon` as a child process (this binary is `xpress`), killed
 /// by its id when dropped; its stdout stays open (a closed pipe would end
 /// it at its next line).
-struct DaemonProcess {
+pub(crate) struct DaemonProcess {
     child: Child,
     _out: std::io::BufReader<ChildStdout>,
-    socket: PathBuf,
+    pub(crate) socket: PathBuf,
 }
 
 impl DaemonProcess {
-    fn start() -> Result<DaemonProcess, String> {
+    /// Its process id (E8 reads its CPU time).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(crate) fn start() -> Result<DaemonProcess, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let socket = std::env::temp_dir().join(format!("xpress-e1-{}.sock", std::process::id()));
         let mut child = Command::new(exe)

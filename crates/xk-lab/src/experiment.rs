@@ -260,6 +260,7 @@ pub fn registry() -> Vec<Entry> {
         entry::<crate::e6::E6>(),
         entry::<crate::e4::E4>(),
         entry::<crate::e5::E5>(),
+        entry::<crate::e8::E8>(),
         entry::<crate::e10::E10>(),
         entry::<crate::e9::E9>(),
         entry::<crate::e7::E7>(),

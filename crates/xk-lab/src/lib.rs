@@ -32,6 +32,8 @@ pub mod e4;
 pub mod e5;
 pub mod e6;
 pub mod e7;
+pub mod e8;
+mod e8_measure;
 pub mod e9;
 pub mod experiment;
 pub mod fairness;

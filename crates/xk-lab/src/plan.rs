@@ -262,8 +262,8 @@ mod tests {
             ("repetitions = 0", "repetitions = 0: must be an integer from 1 to 100"),
             ("[[plot]]\nexperiment = \"E2\"\nx = \"rtt_ms\"", "plot[0]: missing field `y`"),
             (
-                "[[plot]]\nexperiment = \"E8\"\nx = \"a\"\ny = \"b\"",
-                "plot[0].experiment = \"E8\": unknown experiment",
+                "[[plot]]\nexperiment = \"E88\"\nx = \"a\"\ny = \"b\"",
+                "plot[0].experiment = \"E88\": unknown experiment",
             ),
             (
                 "[[plot]]\nexperiment = \"E2\"\nx = \"a\"\ny = \"b\"\nscale = \"cubic\"",

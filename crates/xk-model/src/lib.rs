@@ -8,6 +8,10 @@
 //! (its Table 3). Here the "host" is the application's thread, the "protocol
 //! processor" the engine thread (or the daemon) and the "bus" the ring and
 //! shared memory between them; the formulas are the seed's, unchanged.
+//! [`Extended`] adds the terms an engine thread on a general-purpose
+//! machine needs (the processor's wake-up, the pipeline's slowest stage),
+//! each named, so that the seed's form and the extended form can be shown
+//! side by side.
 //!
 //! # Contract
 //!
@@ -25,8 +29,10 @@
 //! assert!((p.host_send(65536.0) - 19.665e-3).abs() < 1e-5);
 //! ```
 
+mod extended;
 mod fit;
 mod params;
 
+pub use extended::Extended;
 pub use fit::{LineFit, fit_line};
 pub use params::{Params, Prediction};

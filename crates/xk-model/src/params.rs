@@ -220,7 +220,7 @@ impl Params {
 
 /// `num / den`, zero when the denominator is not positive (a parameter set
 /// with no per-byte and no fixed cost has no meaningful throughput).
-fn ratio(num: f64, den: f64) -> f64 {
+pub(crate) fn ratio(num: f64, den: f64) -> f64 {
     if den > 0.0 { num / den } else { 0.0 }
 }
 

@@ -140,7 +140,7 @@ fn quick_report_has_every_experiment_and_renders() {
     assert!(norm(1200, 10_000) > norm(9600, 10_000), "{e6:?}");
     assert!(norm(1200, 10_000) < 1.0 && norm(9600, 1) > 0.0, "{e6:?}");
     // CSV beside the JSON: one file per experiment, machine before/after.
-    for name in ["E1", "E2", "PATHS", "MSG", "E6", "E4", "E9", "E10", "E7", "machine"] {
+    for name in ["E1", "E2", "PATHS", "MSG", "E6", "E4", "E8", "E9", "E10", "E7", "machine"] {
         let csv = std::fs::read_to_string(dir.join(format!("results-{name}.csv")))
             .unwrap_or_else(|e| panic!("results-{name}.csv: {e}"));
         let lines: Vec<&str> = csv.lines().collect();
@@ -163,6 +163,26 @@ fn quick_report_has_every_experiment_and_renders() {
     let e5 = rows(&json, "E5");
     assert_eq!(e5.len(), 3, "{e5:?}");
     assert!(e5.iter().all(|r| r["total_ns"].as_f64().unwrap() > r["hit_ns"].as_f64().unwrap()), "{e5:?}");
+    // E8: 3 modes × 2 sizes profiled, and 3 calibration lengths (quick).
+    let e8 = rows(&json, "E8");
+    let profiles: Vec<_> = e8.iter().filter(|r| r["kind"] == "profile").collect();
+    let calibration: Vec<_> = e8.iter().filter(|r| r["kind"] == "calibration").collect();
+    assert_eq!((profiles.len(), calibration.len()), (6, 3), "{e8:?}");
+    for r in &profiles {
+        assert!(r["latency_ns"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["host_cpu_per_rt_ns"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["trace_dropped"].as_u64(), Some(0), "{r}");
+        let ring = r["mode"] != "integrated";
+        // One wake-up per message in the ring modes (seed 004's one
+        // interrupt per message), and their protocol CPU time counted.
+        if ring {
+            assert!(r["wakeups_per_rt"].as_f64().unwrap() >= 0.9, "{r}");
+            assert!(r["protocol_cpu_per_rt_ns"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    assert!(
+        calibration.iter().all(|r| r["delay_ns"].as_f64().unwrap() > r["proc_delay_ns"].as_f64().unwrap())
+    );
     // E10: sim and udp × (3 ping-pong sizes + bulk) × 12 zero-copy variants,
     // plus the copying Limit where the messages fit it (3 + 2 + 1 + 1).
     let e10 = rows(&json, "E10");
@@ -267,6 +287,8 @@ fn quick_report_has_every_experiment_and_renders() {
         "E6 — File retrieval over packet radio",
         "E7 — Load generator: P_max and miss time (seed 001)",
         "SOAK — Soak: a churn of short contexts",
+        "E8 — Where the time of a message goes",
+        "Seed 004, Table 1",
         "Seed 001 (UniLoG, slides): findings",
         "Tables 6.1 and 6.2",
         "Seed 000",
@@ -288,7 +310,7 @@ fn quick_report_has_every_experiment_and_renders() {
         assert!(html.contains(&*f.file_name().to_string_lossy()), "{:?} not linked", f.file_name());
     }
     // Table of contents links resolve to sections.
-    for id in ["e1", "e2", "paths", "msg", "e6", "e4", "e9"] {
+    for id in ["e1", "e2", "paths", "msg", "e6", "e4", "e8", "e9"] {
         assert!(html.contains(&format!("href=\"#{id}\"")) && html.contains(&format!("id=\"{id}\"")), "{id}");
     }
 

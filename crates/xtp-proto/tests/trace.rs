@@ -65,16 +65,34 @@ fn recorder_sees_both_ends_of_every_byte_with_the_same_flow_and_seq() {
         })
         .collect();
     assert!(sent.len() >= 3, "3,000 bytes in several packets: {sent:?}");
-    let received: Vec<u64> = tb
+    let received: Vec<(u64, usize)> = tb
         .iter()
         .filter_map(|(_, t)| match t {
-            Trace::PacketReceived { flow: f, seq, .. } if *f == flow => Some(*seq),
+            Trace::PacketReceived { flow: f, seq, len, .. } if *f == flow => Some((*seq, *len)),
             _ => None,
         })
         .collect();
-    for s in &sent {
-        assert!(received.contains(s), "packet at seq {s} of flow {flow:x} not traced at the receiver");
+    // Each data packet arrives with the length it left with (bytes on the
+    // wire at both ends).
+    let sent_len: Vec<(u64, usize)> = ta
+        .iter()
+        .filter_map(|(_, t)| match t {
+            Trace::PacketSent { flow: f, seq, data, len, .. } if *f == flow && *data > 0 => {
+                Some((*seq, *len))
+            }
+            _ => None,
+        })
+        .collect();
+    for s in &sent_len {
+        assert!(s.1 > 0, "{s:?}");
+        assert!(
+            received.contains(s),
+            "packet at seq {} ({} B) of flow {flow:x} not traced at the receiver: {received:?}",
+            s.0,
+            s.1
+        );
     }
+    assert_eq!(sent.len(), sent_len.len());
     let reads: Vec<(u64, usize)> = tb
         .iter()
         .filter_map(|(_, t)| match t {

@@ -649,7 +649,7 @@ impl Context {
             flow: self.flow(false),
             ptype: p.body.ptype(),
             seq: h.seq,
-            len: 0,
+            len: datagram.len(),
         });
         if !self.state.is_live() {
             // INACTIVE: answer a status request with END so a peer that missed

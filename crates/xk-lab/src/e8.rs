@@ -1,0 +1,236 @@
+//! E8 (seed 004, §3.4–§4.5, Tables 1–4, Figs. 5–6): where the time of a
+//! message goes in each deployment mode, what it costs the host, and seed
+//! 004's analytic model of off-host protocol processing calibrated here and
+//! checked against measurement.
+//!
+//! Method (see [`crate::e8_measure`] for each measurement):
+//!
+//! * **Profile** steps, one per (mode, size): a ping-pong of `size`-byte
+//!   messages through the blocking API (`send_message` / `recv_message`, the
+//!   SAFENET `SEND_MESSAGE` / `GET_MESSAGE`) in the integrated, engine-thread
+//!   and daemon modes against one echo server thread on loopback, recorded
+//!   by the monitor (`xk-trace`): per phase min / median / p99 / max, the
+//!   host's CPU time per call, the CPU time of the engine thread or daemon,
+//!   the application thread's wake-ups and preemptions per round trip, and
+//!   round trips over 5× the median set apart as disturbed.
+//! * **Calibration** steps, one per message length, engine-thread mode
+//!   (the engine thread is the "protocol processor", the rings and shared
+//!   buffers the "bus"): the model's eleven parameters are fitted over the
+//!   lengths (xk-model's least squares, residuals shown) from measurements
+//!   of each part alone — the host's write and read entries, the wake-up,
+//!   the protocol processor (the driver, no rings) ping-ponging and
+//!   streaming — and the model's predictions (δ, τ_s, τ_a, H_t, H_r) are
+//!   compared with the same quantities measured end to end.
+
+use serde::{Deserialize, Serialize};
+use xk_driver::api::Mode;
+
+use crate::e1_modes::{DaemonProcess, EchoThread};
+pub use crate::e8_measure::{CalibRow, ModeName, PhaseStat, ProfileRow};
+use crate::e8_measure::{EngineEcho, calibrate, profile};
+use crate::experiment::{Env, Experiment, Step};
+use crate::html::Page;
+
+mod render;
+
+/// One row: a profile of one mode at one size, or one calibration point.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Row {
+    /// A (mode, size) profile.
+    Profile(ProfileRow),
+    /// A calibration point (engine-thread mode).
+    Calibration(CalibRow),
+}
+
+/// E8's parameters.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Message sizes of the per-mode profiles (the seed: 1 B and 64 KB).
+    pub profile_sizes: Vec<usize>,
+    /// Round trips per profile.
+    pub profile_round_trips: usize,
+    /// Message lengths of the calibration sweep.
+    pub sizes: Vec<usize>,
+    /// Round trips (and synchronous sends) per calibration length, in all.
+    pub count: usize,
+    /// Pipelined (asynchronous) messages per calibration length, in all.
+    pub stream: usize,
+    /// Rounds the calibration lengths are interleaved in (each round
+    /// measures every length with 1/rounds of the counts).
+    pub rounds: usize,
+}
+
+/// What one step measures.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Point {
+    /// A profile of `mode` at `size`.
+    Profile {
+        /// Deployment mode.
+        mode: ModeName,
+        /// Message size, bytes.
+        size: usize,
+    },
+    /// The calibration sweep: every length, interleaved.
+    Calibration {
+        /// Message lengths, bytes.
+        sizes: Vec<usize>,
+    },
+}
+
+/// E8: the servers it keeps across steps.
+pub struct E8 {
+    p: Params,
+    echo: Option<EchoThread>,
+    sink: Option<EchoThread>,
+    app_echo: Option<EngineEcho>,
+    daemon: Option<DaemonProcess>,
+}
+
+impl E8 {
+    fn echo(&mut self) -> Result<std::net::SocketAddr, String> {
+        if self.echo.is_none() {
+            self.echo = Some(EchoThread::start()?);
+        }
+        Ok(self.echo.as_ref().map(|e| e.addr).expect("just set"))
+    }
+
+    fn sink(&mut self) -> Result<std::net::SocketAddr, String> {
+        if self.sink.is_none() {
+            self.sink = Some(EchoThread::sink()?);
+        }
+        Ok(self.sink.as_ref().map(|e| e.addr).expect("just set"))
+    }
+}
+
+impl Experiment for E8 {
+    const ID: &'static str = "E8";
+    const TITLE: &'static str =
+        "E8 — Where the time of a message goes, and seed 004's model calibrated and checked";
+    type Params = Params;
+    type Point = Point;
+    type Row = Row;
+
+    fn defaults(quick: bool) -> Params {
+        if quick {
+            Params {
+                profile_sizes: vec![1, 65_536],
+                profile_round_trips: 100,
+                sizes: vec![1, 4_096, 65_536],
+                count: 60,
+                stream: 60,
+                rounds: 3,
+            }
+        } else {
+            Params {
+                profile_sizes: vec![1, 65_536],
+                profile_round_trips: 3_000,
+                sizes: vec![1, 64, 256, 1_024, 4_096, 8_192, 16_384, 32_768, 65_536],
+                count: 3_000,
+                stream: 3_000,
+                rounds: 20,
+            }
+        }
+    }
+
+    fn check(p: &Params) -> Result<(), String> {
+        let sizes_ok = |v: &[usize]| !v.is_empty() && v.iter().all(|&s| (1..=1 << 20).contains(&s));
+        if !sizes_ok(&p.profile_sizes) {
+            return Err("profile_sizes: 1 B to 1 MiB each, at least one".into());
+        }
+        if !sizes_ok(&p.sizes) || p.sizes.iter().collect::<std::collections::BTreeSet<_>>().len() < 2 {
+            return Err(
+                "sizes: 1 B to 1 MiB each, at least two different (a line is fitted over them)".into()
+            );
+        }
+        if !(10..=100_000).contains(&p.profile_round_trips) {
+            return Err("profile_round_trips: 10 to 100,000".into());
+        }
+        if !(10..=100_000).contains(&p.count) {
+            return Err("count: 10 to 100,000".into());
+        }
+        if !(10..=100_000).contains(&p.stream) {
+            return Err("stream: 10 to 100,000".into());
+        }
+        if !(1..=100).contains(&p.rounds) || p.rounds > p.count {
+            return Err("rounds: 1 to 100, and at most count".into());
+        }
+        Ok(())
+    }
+
+    fn new(p: Params) -> Self {
+        E8 { p, echo: None, sink: None, app_echo: None, daemon: None }
+    }
+
+    fn params(&self) -> &Params {
+        &self.p
+    }
+
+    fn steps(&self, _env: &Env) -> Vec<Step<Point>> {
+        let mut out = Vec::new();
+        for &mode in &ModeName::ALL {
+            for &size in &self.p.profile_sizes {
+                out.push(Step {
+                    label: format!("profile, {}, {size} B", mode.label()),
+                    point: Point::Profile { mode, size },
+                });
+            }
+        }
+        out.push(Step {
+            label: format!("calibration, {} lengths × {} rounds", self.p.sizes.len(), self.p.rounds),
+            point: Point::Calibration { sizes: self.p.sizes.clone() },
+        });
+        out
+    }
+
+    fn run(&mut self, point: &Point, _env: &Env) -> Result<Vec<Row>, String> {
+        match point {
+            &Point::Profile { mode, size } => {
+                let to = self.echo()?;
+                let (m, pid) = match mode {
+                    ModeName::Integrated => (Mode::integrated(), None),
+                    ModeName::EngineThread => (Mode::engine_thread(), None),
+                    ModeName::Daemon => {
+                        if self.daemon.is_none() {
+                            self.daemon = Some(DaemonProcess::start()?);
+                        }
+                        let d = self.daemon.as_ref().expect("just set");
+                        (Mode::daemon(&d.socket), Some(d.pid()))
+                    }
+                };
+                Ok(vec![Row::Profile(profile(mode, m, to, size, self.p.profile_round_trips, pid)?)])
+            }
+            Point::Calibration { sizes } => {
+                let (echo, sink) = (self.echo()?, self.sink()?);
+                if self.app_echo.is_none() {
+                    self.app_echo = Some(EngineEcho::start()?);
+                }
+                let app_echo = self.app_echo.as_ref().map(|e| e.addr).expect("just set");
+                let p = &self.p;
+                let rows = calibrate(echo, app_echo, sink, sizes, p.count, p.stream, p.rounds)?;
+                Ok(rows.into_iter().map(Row::Calibration).collect())
+            }
+        }
+    }
+
+    fn csv_key() -> &'static [&'static str] {
+        &["kind", "mode", "size"]
+    }
+
+    fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page) {
+        render::render(p, rows, notes, page);
+    }
+
+    fn summary(_p: &Params, rows: &[Row]) -> Vec<String> {
+        render::summary(rows)
+    }
+
+    fn headline(row: &Row) -> Option<(String, f64, &'static str)> {
+        match row {
+            Row::Profile(r) => Some((format!("{} {} B latency", r.mode.label(), r.size), r.latency_ns, "ns")),
+            Row::Calibration(r) => Some((format!("engine thread {} B latency", r.size), r.delay_ns, "ns")),
+        }
+    }
+}
