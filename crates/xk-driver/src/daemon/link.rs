@@ -15,8 +15,9 @@
 //! ```
 //!
 //! Doorbells follow the one protocol of `engine::doorbell`, with the
-//! words in the segment. The daemon has one eventfd for all its clients
-//! and parks in every client's segment before sleeping.
+//! words in the segment. The daemon has one eventfd per client (a client
+//! can ring only its own, and reading it takes only its own wake-ups) and
+//! parks in every client's segment before sleeping on all of them.
 //!
 //! The daemon trusts nothing in the segment: the client may write any
 //! word. Ring positions are checked ([`xk_shm::Corrupt`] ends the
@@ -120,6 +121,11 @@ impl Bell {
 
     pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// Empties the eventfd after a wake-up (EAGAIN when nobody rang).
+    pub(crate) fn drain(&self) {
+        let _ = rustix::io::read(&self.fd, &mut [0u8; 8]);
     }
 }
 
@@ -343,8 +349,8 @@ impl Drop for ShmLink {
 pub(crate) struct ShmPort {
     rx: Consumer,
     tx: Producer,
-    /// The daemon's bell in this client's segment (its eventfd is the
-    /// daemon's one).
+    /// The daemon's bell in this client's segment, with the eventfd the
+    /// daemon keeps for this client alone.
     pub(crate) mine: Arc<Bell>,
     theirs: Arc<Bell>,
     cap: usize,
