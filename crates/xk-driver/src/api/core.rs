@@ -31,6 +31,14 @@ pub(crate) enum Cid {
 /// minutes). (The engine thread does the same by itself.)
 pub(crate) struct Linger(Option<UdpDriver>);
 
+impl Linger {
+    /// The driver, for a caller that keeps it turning itself (the async
+    /// API's driver task, which lingers by itself).
+    pub(crate) fn into_driver(mut self) -> Option<UdpDriver> {
+        self.0.take()
+    }
+}
+
 impl std::ops::Deref for Linger {
     type Target = UdpDriver;
     fn deref(&self) -> &UdpDriver {

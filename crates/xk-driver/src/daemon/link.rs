@@ -321,6 +321,32 @@ impl AppLink for ShmLink {
         stats(&self.mine, &self.theirs)
     }
 
+    fn bell_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.mine.fd()
+    }
+
+    fn gone_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        Some(self.sock.as_fd())
+    }
+
+    fn arm(&mut self, space: bool) -> bool {
+        let want = doorbell::want(true, false, space);
+        let ready = || self.rx.has_input() || (space && !self.is_full());
+        if doorbell::announce(self.mine.parked(), want, || ready() || self.peer_gone()) {
+            return false;
+        }
+        self.mine.count(1);
+        true
+    }
+
+    fn disarm(&mut self) {
+        doorbell::woken(self.mine.parked(), self.mine.fd());
+    }
+
+    fn look_gone(&self) -> bool {
+        self.look_at_socket(None).unwrap_or(false) || self.peer_gone()
+    }
+
     fn gone_error(&self) -> io::Error {
         let why = self.gone.take();
         self.gone.set(why.clone());

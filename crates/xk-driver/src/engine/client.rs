@@ -6,6 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
 
 use bytes::Bytes;
 use xk_time::{Duration, Instant};
@@ -38,6 +39,24 @@ pub(crate) trait AppLink {
     fn gone_error(&self) -> io::Error;
     /// Largest payload one block may carry (larger writes are split).
     fn max_payload(&self) -> usize;
+    /// The eventfd this side sleeps on (the async API waits for it in
+    /// tokio's reactor instead of calling `park`).
+    fn bell_fd(&self) -> BorrowedFd<'_>;
+    /// A descriptor that becomes readable when the engine goes away, if
+    /// `peer_gone` needs a look at one (the daemon's registration socket).
+    fn gone_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+    /// `park` in two halves, for a caller that waits for `bell_fd` itself:
+    /// announces a sleep for FN data (and TN room if `space`); false if it
+    /// must not sleep after all. An announced sleep ends with `disarm`.
+    fn arm(&mut self, space: bool) -> bool;
+    /// Ends a sleep announced by `arm` (clears it, empties the eventfd).
+    fn disarm(&mut self);
+    /// Whether the engine has gone, looking at `gone_fd` now.
+    fn look_gone(&self) -> bool {
+        self.peer_gone()
+    }
 }
 
 impl AppLink for Link<ToEngine, FromEngine> {
@@ -67,6 +86,15 @@ impl AppLink for Link<ToEngine, FromEngine> {
     }
     fn max_payload(&self) -> usize {
         usize::MAX
+    }
+    fn bell_fd(&self) -> BorrowedFd<'_> {
+        Link::bell_fd(self)
+    }
+    fn arm(&mut self, space: bool) -> bool {
+        Link::arm(self, space)
+    }
+    fn disarm(&mut self) {
+        Link::disarm(self)
     }
 }
 
@@ -123,7 +151,7 @@ struct Mirror {
 
 /// The application's end of an engine thread or of a daemon.
 pub struct EngineClient {
-    link: Box<dyn AppLink>,
+    link: Box<dyn AppLink + Send>,
     clock: Clock,
     local: SocketAddr,
     cfg: EngineConfig,
@@ -134,7 +162,7 @@ pub struct EngineClient {
 }
 
 impl EngineClient {
-    pub(crate) fn new(link: Box<dyn AppLink>, local: SocketAddr, cfg: EngineConfig) -> Self {
+    pub(crate) fn new(link: Box<dyn AppLink + Send>, local: SocketAddr, cfg: EngineConfig) -> Self {
         EngineClient {
             link,
             clock: Clock::new(),
@@ -242,12 +270,85 @@ impl EngineClient {
     pub fn listen(&mut self, port: u16, cfg: ContextConfig) -> io::Result<()> {
         self.post(ToEngine::Listen { port, cfg })?;
         loop {
-            if let Some(i) = self.listening.iter().position(|(p, _)| *p == port) {
-                let (_, r) = self.listening.remove(i).expect("found");
-                return r.map_err(|e| io::Error::new(io::ErrorKind::AddrInUse, e));
+            if let Some(r) = self.listen_answer(port) {
+                return r;
             }
             self.wait(SPACE_WAIT)?;
         }
+    }
+
+    /// The engine's answer to a `Listen` on `port`, if it has come (taken
+    /// by [`EngineClient::collect`]).
+    pub(crate) fn listen_answer(&mut self, port: u16) -> Option<io::Result<()>> {
+        let i = self.listening.iter().position(|(p, _)| *p == port)?;
+        let (_, r) = self.listening.remove(i)?;
+        Some(r.map_err(|e| io::Error::new(io::ErrorKind::AddrInUse, e)))
+    }
+
+    /// Posts one `Write` block of `data` if the TN ring has room, counting
+    /// it against the write bound; false (nothing posted) otherwise. The
+    /// caller keeps within [`EngineClient::has_room`] and
+    /// [`EngineClient::max_payload`] (the non-blocking form of
+    /// [`EngineClient::write`], for the async API).
+    pub(crate) fn try_write(&mut self, ctx: CtxHandle, data: &Bytes) -> bool {
+        let block = ToEngine::Write { ctx, data: data.clone(), eom: false, btag: None };
+        if self.link.try_send(block, true).is_err() {
+            return false;
+        }
+        if let Some(m) = self.ctxs.get_mut(&ctx) {
+            m.posted += data.len() as u64;
+        }
+        true
+    }
+
+    /// Largest payload of one block (a larger write goes as several).
+    pub(crate) fn max_payload(&self) -> usize {
+        self.link.max_payload().max(1)
+    }
+
+    /// Whether a delivered chunk of `ctx` waits to be read.
+    pub(crate) fn has_chunk(&self, ctx: CtxHandle) -> bool {
+        self.ctxs.get(&ctx).is_some_and(|m| !m.chunks.is_empty())
+    }
+
+    /// Whether a block waits in FN.
+    pub(crate) fn has_input(&self) -> bool {
+        self.link.has_input()
+    }
+
+    /// Whether the engine has ended (or the daemon went away).
+    pub(crate) fn peer_gone(&self) -> bool {
+        self.link.peer_gone()
+    }
+
+    /// The error a call gets once the engine is gone.
+    pub(crate) fn gone_error(&self) -> io::Error {
+        self.link.gone_error()
+    }
+
+    /// See [`AppLink::bell_fd`].
+    pub(crate) fn bell_fd(&self) -> BorrowedFd<'_> {
+        self.link.bell_fd()
+    }
+
+    /// See [`AppLink::gone_fd`].
+    pub(crate) fn gone_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.link.gone_fd()
+    }
+
+    /// See [`AppLink::arm`].
+    pub(crate) fn arm(&mut self, space: bool) -> bool {
+        self.link.arm(space)
+    }
+
+    /// See [`AppLink::disarm`].
+    pub(crate) fn disarm(&mut self) {
+        self.link.disarm()
+    }
+
+    /// See [`AppLink::look_gone`].
+    pub(crate) fn look_gone(&self) -> bool {
+        self.link.look_gone()
     }
 
     /// Posts a write (no copy in the engine-thread mode: `data` crosses
