@@ -343,14 +343,14 @@ impl AsyncRead for AsyncXtpStream {
                 None => {
                     let gone = st.gone_error();
                     let c = st.ctxs.entry(this.ctx).or_default();
-                    if let Some(f) = &c.failed {
-                        return Poll::Ready(Err(refused(f)));
-                    }
                     match &c.closed {
                         Some(CloseReason::Graceful) => return Poll::Ready(Ok(())),
                         Some(r) => return Poll::Ready(Err(reason_error(r))),
                         None if c.peer_finished => return Poll::Ready(Ok(())), // end of stream
                         None => {
+                            if let Some(f) = &c.failed {
+                                return Poll::Ready(Err(refused(f)));
+                            }
                             if let Some(e) = gone {
                                 return Poll::Ready(Err(e));
                             }
@@ -408,11 +408,11 @@ impl AsyncWrite for AsyncXtpStream {
         let ctx = self.ctx;
         {
             let c = st.ctxs.entry(ctx).or_default();
-            if let Some(f) = &c.failed {
-                return Poll::Ready(Err(refused(f)));
-            }
             if let Some(r) = &c.closed {
                 return Poll::Ready(Err(reason_error(r)));
+            }
+            if let Some(f) = &c.failed {
+                return Poll::Ready(Err(refused(f)));
             }
         }
         if let Some(e) = st.gone_error() {
@@ -486,13 +486,13 @@ impl AsyncWrite for AsyncXtpStream {
         }
         let gone = st.gone_error();
         let c = st.ctxs.entry(self.ctx).or_default();
-        if let Some(f) = &c.failed {
-            return Poll::Ready(Err(refused(f)));
-        }
         match &c.closed {
             Some(CloseReason::Graceful) => Poll::Ready(Ok(())),
             Some(r) => Poll::Ready(Err(reason_error(r))),
             None => {
+                if let Some(f) = &c.failed {
+                    return Poll::Ready(Err(refused(f)));
+                }
                 if let Some(e) = gone {
                     return Poll::Ready(Err(e));
                 }

@@ -27,7 +27,7 @@ use tokio::sync::Notify;
 use super::{Backend, Shared, State};
 use crate::api::Cid;
 use crate::clock::Clock;
-use crate::engine::{EngineClient, Notice};
+use crate::engine::{BlockError, EngineClient, Notice};
 
 /// Longest wait before the task looks around anyway (the engine's end is
 /// signalled through the doorbell or the socket; this is a safety net).
@@ -141,10 +141,13 @@ pub(super) fn pump(st: &mut State) {
                 cs
             }
             // Only for a context still in use and not over (a close racing
-            // the engine's `Closed` is no error).
+            // the engine's `Closed` is no error). A write refused because
+            // the context closed (say, the peer refused it) is no error of
+            // its own either: the `Closed` block, which may come after the
+            // refusal, says why, and that is the error the caller gets.
             Notice::Failed { ctx, error } => {
                 let Some(cs) = ctxs.get_mut(&Cid::Remote(ctx)) else { continue };
-                if cs.closed.is_none() {
+                if cs.closed.is_none() && error != BlockError::Closed {
                     cs.failed = Some(error.to_string());
                 }
                 cs
