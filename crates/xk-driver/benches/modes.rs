@@ -7,7 +7,7 @@
 //! `cargo bench -p xk-driver --bench modes` (options after `--`:
 //! `--rounds N`, `--count N`, `--pin APP,ENGINE` to pin the client thread
 //! and the engine thread, `--bulk BYTES` for the bulk transfer, 64 MiB by
-//! default).
+//! default, `--bulk-only` for the bulk rows alone).
 //!
 //! The daemon rows run the daemon as a separate process (this bench
 //! binary again, with `--daemon-role SOCKET`), started for its row's turn
@@ -225,6 +225,7 @@ fn main() {
     }
     // `cargo bench` passes `--bench`; `cargo test --benches` runs it once, short.
     let quick = !std::env::args().any(|a| a == "--bench");
+    let bulk_only = std::env::args().any(|a| a == "--bulk-only");
     let rounds: usize = arg("--rounds").map_or(if quick { 1 } else { 7 }, |v| v.parse().expect("--rounds N"));
     let count: usize =
         arg("--count").map_or(if quick { 50 } else { 2000 }, |v| v.parse().expect("--count N"));
@@ -268,21 +269,29 @@ fn main() {
     let mut wakes = vec![vec![(0.0, 0.0, 0.0, 0.0); SIZES.len()]; rows.len()];
     for _ in 0..rounds {
         for (r, row) in rows.iter().enumerate() {
+            if bulk_only && row.base != 0 {
+                continue;
+            }
             let daemon = row.daemon.map(|busy| DaemonChild::start(&socket, busy, pins.map(|p| p.1)));
             let daemon_pid = daemon.as_ref().map(|d| d.0.id());
-            let mut s = Xtp::new(row.mode.clone()).connect(addr, PORT).expect("connect");
-            for (k, &size) in SIZES.iter().enumerate() {
-                let (m, app, eng, copies, cpu) = ping(&mut s, size, count, daemon_pid);
-                rtt[r][k].push(m);
-                wakes[r][k] = (app, eng, copies, cpu);
+            if !bulk_only {
+                let mut s = Xtp::new(row.mode.clone()).connect(addr, PORT).expect("connect");
+                for (k, &size) in SIZES.iter().enumerate() {
+                    let (m, app, eng, copies, cpu) = ping(&mut s, size, count, daemon_pid);
+                    rtt[r][k].push(m);
+                    wakes[r][k] = (app, eng, copies, cpu);
+                }
+                s.close().expect("close");
             }
-            s.close().expect("close");
             // Bulk in the blocking modes (busy-poll rows would only add
             // spinners competing for the two cores).
             if row.base == 0 {
                 goodput[r].push(bulk(&row.mode, sink_addr, bulk_bytes));
             }
         }
+    }
+    if bulk_only {
+        return print_bulk(&rows, &goodput, rounds, bulk_bytes);
     }
     println!("ping-pong RTT on loopback, median of {rounds} round medians of {count} round trips (µs)");
     println!(
@@ -305,6 +314,12 @@ fn main() {
             );
         }
     }
+    print_bulk(&rows, &goodput, rounds, bulk_bytes);
+}
+
+/// The bulk rows: median goodput per blocking mode and its ratio to
+/// integrated's.
+fn print_bulk(rows: &[Row], goodput: &[Vec<f64>], rounds: usize, bulk_bytes: u64) {
     println!(
         "\nbulk goodput one way on loopback, {} MiB in 64 KiB writes, median of {rounds} (Mbit/s)",
         bulk_bytes >> 20

@@ -34,6 +34,7 @@ pub(crate) struct Linger(Option<UdpDriver>);
 impl Linger {
     /// The driver, for a caller that keeps it turning itself (the async
     /// API's driver task, which lingers by itself).
+    #[cfg(feature = "tokio")]
     pub(crate) fn into_driver(mut self) -> Option<UdpDriver> {
         self.0.take()
     }

@@ -321,14 +321,17 @@ impl AppLink for ShmLink {
         stats(&self.mine, &self.theirs)
     }
 
+    #[cfg(feature = "tokio")]
     fn bell_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.mine.fd()
     }
 
+    #[cfg(feature = "tokio")]
     fn gone_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         Some(self.sock.as_fd())
     }
 
+    #[cfg(feature = "tokio")]
     fn arm(&mut self, space: bool) -> bool {
         let want = doorbell::want(true, false, space);
         let ready = || self.rx.has_input() || (space && !self.is_full());
@@ -339,10 +342,12 @@ impl AppLink for ShmLink {
         true
     }
 
+    #[cfg(feature = "tokio")]
     fn disarm(&mut self) {
         doorbell::woken(self.mine.parked(), self.mine.fd());
     }
 
+    #[cfg(feature = "tokio")]
     fn look_gone(&self) -> bool {
         self.look_at_socket(None).unwrap_or(false) || self.peer_gone()
     }

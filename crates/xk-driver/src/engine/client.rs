@@ -6,6 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
+#[cfg(feature = "tokio")]
 use std::os::fd::BorrowedFd;
 
 use bytes::Bytes;
@@ -41,19 +42,24 @@ pub(crate) trait AppLink {
     fn max_payload(&self) -> usize;
     /// The eventfd this side sleeps on (the async API waits for it in
     /// tokio's reactor instead of calling `park`).
+    #[cfg(feature = "tokio")]
     fn bell_fd(&self) -> BorrowedFd<'_>;
     /// A descriptor that becomes readable when the engine goes away, if
     /// `peer_gone` needs a look at one (the daemon's registration socket).
+    #[cfg(feature = "tokio")]
     fn gone_fd(&self) -> Option<BorrowedFd<'_>> {
         None
     }
     /// `park` in two halves, for a caller that waits for `bell_fd` itself:
     /// announces a sleep for FN data (and TN room if `space`); false if it
     /// must not sleep after all. An announced sleep ends with `disarm`.
+    #[cfg(feature = "tokio")]
     fn arm(&mut self, space: bool) -> bool;
     /// Ends a sleep announced by `arm` (clears it, empties the eventfd).
+    #[cfg(feature = "tokio")]
     fn disarm(&mut self);
     /// Whether the engine has gone, looking at `gone_fd` now.
+    #[cfg(feature = "tokio")]
     fn look_gone(&self) -> bool {
         self.peer_gone()
     }
@@ -87,12 +93,15 @@ impl AppLink for Link<ToEngine, FromEngine> {
     fn max_payload(&self) -> usize {
         usize::MAX
     }
+    #[cfg(feature = "tokio")]
     fn bell_fd(&self) -> BorrowedFd<'_> {
         Link::bell_fd(self)
     }
+    #[cfg(feature = "tokio")]
     fn arm(&mut self, space: bool) -> bool {
         Link::arm(self, space)
     }
+    #[cfg(feature = "tokio")]
     fn disarm(&mut self) {
         Link::disarm(self)
     }
@@ -285,72 +294,6 @@ impl EngineClient {
         Some(r.map_err(|e| io::Error::new(io::ErrorKind::AddrInUse, e)))
     }
 
-    /// Posts one `Write` block of `data` if the TN ring has room, counting
-    /// it against the write bound; false (nothing posted) otherwise. The
-    /// caller keeps within [`EngineClient::has_room`] and
-    /// [`EngineClient::max_payload`] (the non-blocking form of
-    /// [`EngineClient::write`], for the async API).
-    pub(crate) fn try_write(&mut self, ctx: CtxHandle, data: &Bytes) -> bool {
-        let block = ToEngine::Write { ctx, data: data.clone(), eom: false, btag: None };
-        if self.link.try_send(block, true).is_err() {
-            return false;
-        }
-        if let Some(m) = self.ctxs.get_mut(&ctx) {
-            m.posted += data.len() as u64;
-        }
-        true
-    }
-
-    /// Largest payload of one block (a larger write goes as several).
-    pub(crate) fn max_payload(&self) -> usize {
-        self.link.max_payload().max(1)
-    }
-
-    /// Whether a delivered chunk of `ctx` waits to be read.
-    pub(crate) fn has_chunk(&self, ctx: CtxHandle) -> bool {
-        self.ctxs.get(&ctx).is_some_and(|m| !m.chunks.is_empty())
-    }
-
-    /// Whether a block waits in FN.
-    pub(crate) fn has_input(&self) -> bool {
-        self.link.has_input()
-    }
-
-    /// Whether the engine has ended (or the daemon went away).
-    pub(crate) fn peer_gone(&self) -> bool {
-        self.link.peer_gone()
-    }
-
-    /// The error a call gets once the engine is gone.
-    pub(crate) fn gone_error(&self) -> io::Error {
-        self.link.gone_error()
-    }
-
-    /// See [`AppLink::bell_fd`].
-    pub(crate) fn bell_fd(&self) -> BorrowedFd<'_> {
-        self.link.bell_fd()
-    }
-
-    /// See [`AppLink::gone_fd`].
-    pub(crate) fn gone_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.link.gone_fd()
-    }
-
-    /// See [`AppLink::arm`].
-    pub(crate) fn arm(&mut self, space: bool) -> bool {
-        self.link.arm(space)
-    }
-
-    /// See [`AppLink::disarm`].
-    pub(crate) fn disarm(&mut self) {
-        self.link.disarm()
-    }
-
-    /// See [`AppLink::look_gone`].
-    pub(crate) fn look_gone(&self) -> bool {
-        self.link.look_gone()
-    }
-
     /// Posts a write (no copy in the engine-thread mode: `data` crosses
     /// the ring; one into the shared segment in the daemon mode). A write
     /// larger than a block may carry goes as several blocks, the EOM on the
@@ -529,5 +472,75 @@ impl EngineClient {
                 FromEngine::Listening { port, result } => self.listening.push_back((port, result)),
             }
         }
+    }
+}
+
+/// What the async API ([`crate::aio`]) needs beyond the blocking API's calls.
+#[cfg(feature = "tokio")]
+impl EngineClient {
+    /// Posts one `Write` block of `data` if the TN ring has room, counting
+    /// it against the write bound; false (nothing posted) otherwise. The
+    /// caller keeps within [`EngineClient::has_room`] and
+    /// [`EngineClient::max_payload`] (the non-blocking form of
+    /// [`EngineClient::write`], for the async API).
+    pub(crate) fn try_write(&mut self, ctx: CtxHandle, data: &Bytes) -> bool {
+        let block = ToEngine::Write { ctx, data: data.clone(), eom: false, btag: None };
+        if self.link.try_send(block, true).is_err() {
+            return false;
+        }
+        if let Some(m) = self.ctxs.get_mut(&ctx) {
+            m.posted += data.len() as u64;
+        }
+        true
+    }
+
+    /// Largest payload of one block (a larger write goes as several).
+    pub(crate) fn max_payload(&self) -> usize {
+        self.link.max_payload().max(1)
+    }
+
+    /// Whether a delivered chunk of `ctx` waits to be read.
+    pub(crate) fn has_chunk(&self, ctx: CtxHandle) -> bool {
+        self.ctxs.get(&ctx).is_some_and(|m| !m.chunks.is_empty())
+    }
+
+    /// Whether a block waits in FN.
+    pub(crate) fn has_input(&self) -> bool {
+        self.link.has_input()
+    }
+
+    /// Whether the engine has ended (or the daemon went away).
+    pub(crate) fn peer_gone(&self) -> bool {
+        self.link.peer_gone()
+    }
+
+    /// The error a call gets once the engine is gone.
+    pub(crate) fn gone_error(&self) -> io::Error {
+        self.link.gone_error()
+    }
+
+    /// See [`AppLink::bell_fd`].
+    pub(crate) fn bell_fd(&self) -> BorrowedFd<'_> {
+        self.link.bell_fd()
+    }
+
+    /// See [`AppLink::gone_fd`].
+    pub(crate) fn gone_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.link.gone_fd()
+    }
+
+    /// See [`AppLink::arm`].
+    pub(crate) fn arm(&mut self, space: bool) -> bool {
+        self.link.arm(space)
+    }
+
+    /// See [`AppLink::disarm`].
+    pub(crate) fn disarm(&mut self) {
+        self.link.disarm()
+    }
+
+    /// See [`AppLink::look_gone`].
+    pub(crate) fn look_gone(&self) -> bool {
+        self.link.look_gone()
     }
 }

@@ -225,6 +225,7 @@ impl<O, I> Link<O, I> {
     /// announces a sleep for data (and `space`); false if it must not sleep
     /// after all (a condition holds, or the engine is gone). A sleep that
     /// was announced ends with [`Link::disarm`].
+    #[cfg(feature = "tokio")]
     pub(crate) fn arm(&mut self, space: bool) -> bool {
         let want = doorbell::want(true, false, space);
         let ready = || !self.rx.is_empty() || (space && !self.tx.is_full());
@@ -236,11 +237,13 @@ impl<O, I> Link<O, I> {
     }
 
     /// Ends a sleep announced by [`Link::arm`].
+    #[cfg(feature = "tokio")]
     pub(crate) fn disarm(&self) {
         doorbell::woken(&self.mine.parked, self.mine.fd.as_fd());
     }
 
     /// The eventfd this side sleeps on.
+    #[cfg(feature = "tokio")]
     pub(crate) fn bell_fd(&self) -> BorrowedFd<'_> {
         self.mine.fd.as_fd()
     }
