@@ -447,7 +447,7 @@ impl AsyncWrite for AsyncXtpStream {
                 // quarter ring), within the write bound: woken by the
                 // engine's Acked or by room in TN.
                 let n = data.len().min(c.max_payload());
-                if !c.has_room(h) || !c.try_write(h, &Bytes::copy_from_slice(&data[..n])) {
+                if !c.has_room(h) || !c.try_write(h, &data[..n]) {
                     ctxs.entry(ctx).or_default().writer = Some(cx.waker().clone());
                     drop(st);
                     // The task may sleep without asking for TN room: tell it.

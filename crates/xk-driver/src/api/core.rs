@@ -189,7 +189,7 @@ impl Core {
     pub(crate) fn write(
         &mut self,
         ctx: Cid,
-        data: Bytes,
+        data: &[u8],
         eom: bool,
         btag: Option<u64>,
         deadline: Option<Instant>,
@@ -197,7 +197,7 @@ impl Core {
         match (self, ctx) {
             (Core::Integrated(d), Cid::Local(id)) => {
                 let now = d.now();
-                d.endpoint().write(now, id, data, eom, btag).map_err(|e| match e {
+                d.endpoint().write(now, id, Bytes::copy_from_slice(data), eom, btag).map_err(|e| match e {
                     xtp_proto::WriteError::WouldBlock => {
                         io::Error::new(io::ErrorKind::WouldBlock, e.to_string())
                     }
@@ -207,7 +207,7 @@ impl Core {
                     ),
                 })
             }
-            (Core::Engine(e), Cid::Remote(h)) => e.write_until(h, data, eom, btag, deadline),
+            (Core::Engine(e), Cid::Remote(h)) => e.write_slice_until(h, data, eom, btag, deadline),
             _ => Err(mismatch()),
         }
     }

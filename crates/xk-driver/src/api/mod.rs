@@ -43,7 +43,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
-use bytes::Bytes;
 use xk_time::{Duration, Instant};
 use xtp_proto::{CloseReason, ContextConfig, EndpointConfig, Event, Service};
 
@@ -189,7 +188,7 @@ impl Shared {
     fn write(
         &mut self,
         ctx: Cid,
-        data: Bytes,
+        data: &[u8],
         eom: bool,
         btag: Option<u64>,
         deadline: Option<Instant>,

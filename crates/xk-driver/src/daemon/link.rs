@@ -148,7 +148,7 @@ fn push(
     tx: &mut Producer,
     kind: u32,
     w: &codec::Writer,
-    payload: Option<&bytes::Bytes>,
+    payload: Option<&[u8]>,
     bell: &Bell,
 ) -> Result<bool, Corrupt> {
     match payload {
@@ -236,26 +236,45 @@ impl ShmLink {
     }
 }
 
-impl AppLink for ShmLink {
-    fn try_send(&mut self, b: ToEngine, urgent: bool) -> Result<(), ToEngine> {
-        let (kind, w, payload) = codec::encode_to_engine(&b);
-        match push(&mut self.tx, kind, &w, payload, &self.mine) {
+impl ShmLink {
+    /// Pushes one record on TN and rings the daemon if it sleeps for it;
+    /// false if TN is full (or broken: then the link is gone).
+    fn push_block(&mut self, kind: u32, w: &codec::Writer, payload: Option<&[u8]>, urgent: bool) -> bool {
+        match push(&mut self.tx, kind, w, payload, &self.mine) {
             Ok(true) => {
                 self.need = codec::META_MAX + 64;
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
-                Ok(())
+                true
             }
             Ok(false) => {
                 // Twice the record: room for it even behind a pad.
                 self.need = 2 * (16 + w.0.len() + payload.map_or(0, |p| p.len()));
                 self.mine.count(2);
-                Err(b)
+                false
             }
             Err(e) => {
                 self.set_gone(e.to_string());
-                Err(b)
+                false
             }
         }
+    }
+}
+
+impl AppLink for ShmLink {
+    fn try_send(&mut self, b: ToEngine, urgent: bool) -> Result<(), ToEngine> {
+        let (kind, w, payload) = codec::encode_to_engine(&b);
+        if self.push_block(kind, &w, payload.map(|p| &p[..]), urgent) { Ok(()) } else { Err(b) }
+    }
+
+    /// The caller's bytes go into the ring directly: the one copy this
+    /// mode makes of a write, in place of the one into a `Bytes`.
+    fn try_send_write(&mut self, ctx: CtxHandle, data: &[u8], eom: bool, btag: Option<u64>) -> bool {
+        let w = codec::write_fields(ctx, eom, btag);
+        self.push_block(codec::WRITE_KIND, &w, Some(data), true)
+    }
+
+    fn copies_payload(&self) -> bool {
+        true
     }
 
     fn try_recv(&mut self) -> Option<FromEngine> {
@@ -471,7 +490,7 @@ impl Port for ShmPort {
             return Ok(()); // the session is being ended
         }
         let (kind, w, payload) = codec::encode_from_engine(&b);
-        match push(&mut self.tx, kind, &w, payload, &self.mine) {
+        match push(&mut self.tx, kind, &w, payload.map(|p| &p[..]), &self.mine) {
             Ok(true) => {
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 Ok(())

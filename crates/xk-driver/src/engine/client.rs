@@ -40,6 +40,17 @@ pub(crate) trait AppLink {
     fn gone_error(&self) -> io::Error;
     /// Largest payload one block may carry (larger writes are split).
     fn max_payload(&self) -> usize;
+    /// Whether payload is copied to cross (the daemon's rings): then a
+    /// write is best posted from the caller's slice
+    /// ([`AppLink::try_send_write`]), not from a `Bytes` made for it.
+    fn copies_payload(&self) -> bool {
+        false
+    }
+    /// Posts a `Write` block whose payload is copied from `data`; false
+    /// when TN is full. (The in-process ring needs a `Bytes`, made here.)
+    fn try_send_write(&mut self, ctx: CtxHandle, data: &[u8], eom: bool, btag: Option<u64>) -> bool {
+        self.try_send(ToEngine::Write { ctx, data: Bytes::copy_from_slice(data), eom, btag }, true).is_ok()
+    }
     /// The eventfd this side sleeps on (the async API waits for it in
     /// tokio's reactor instead of calling `park`).
     #[cfg(feature = "tokio")]
@@ -206,11 +217,26 @@ impl EngineClient {
 
     /// Posts a block, waiting while the TN ring is full (backpressure: the
     /// block is never dropped). Fails only if the engine has ended.
-    pub fn post(&mut self, mut block: ToEngine) -> io::Result<()> {
+    pub fn post(&mut self, block: ToEngine) -> io::Result<()> {
+        let mut block = Some(block);
+        self.post_with(|link| {
+            let Some(b) = block.take() else { return true };
+            match link.try_send(b, true) {
+                Ok(()) => true,
+                Err(b) => {
+                    block = Some(b);
+                    false
+                }
+            }
+        })
+    }
+
+    /// Makes `attempt` post until it succeeds (true), waiting for TN room
+    /// in between. Fails only if the engine has ended.
+    fn post_with(&mut self, mut attempt: impl FnMut(&mut (dyn AppLink + Send)) -> bool) -> io::Result<()> {
         loop {
-            match self.try_post(block) {
-                Ok(()) => return Ok(()),
-                Err(b) => block = b,
+            if attempt(&mut *self.link) {
+                return Ok(());
             }
             if self.link.peer_gone() {
                 return Err(self.link.gone_error());
@@ -310,26 +336,55 @@ impl EngineClient {
     pub fn write_until(
         &mut self,
         ctx: CtxHandle,
-        mut data: Bytes,
+        data: Bytes,
         eom: bool,
         btag: Option<u64>,
         deadline: Option<Instant>,
     ) -> io::Result<()> {
+        if self.link.copies_payload() {
+            // Copied into the ring anyway, in blocks of the ring's size.
+            return self.write_slice_until(ctx, &data, eom, btag, deadline);
+        }
+        // In process: the block carries `data` itself, whatever its size
+        // (nothing to split; the API keeps within the write bound).
+        if let Some(m) = self.ctxs.get_mut(&ctx) {
+            m.posted += data.len() as u64;
+        }
+        self.post(ToEngine::Write { ctx, data, eom, btag })
+    }
+
+    /// As [`EngineClient::write_until`], from the caller's slice. In the
+    /// daemon mode the bytes are copied once, into the ring — the copy the
+    /// mode adds replaces the one into a `Bytes` the API would otherwise
+    /// make, so a write costs the daemon mode no copy more than integrated
+    /// on this side; in the engine-thread mode they are copied into a
+    /// `Bytes` that crosses the ring as it is.
+    pub fn write_slice_until(
+        &mut self,
+        ctx: CtxHandle,
+        data: &[u8],
+        eom: bool,
+        btag: Option<u64>,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        if !self.link.copies_payload() {
+            return self.write_until(ctx, Bytes::copy_from_slice(data), eom, btag, deadline);
+        }
         let max = self.link.max_payload().max(1);
-        let mut btag = btag;
+        let (mut rest, mut btag) = (data, btag);
         loop {
-            let last = data.len() <= max;
-            let piece = if last { std::mem::take(&mut data) } else { data.split_to(max) };
-            if max != usize::MAX {
-                self.wait_for_bound(ctx, deadline)?;
-            }
+            let (piece, tail) = rest.split_at(rest.len().min(max));
+            let last = tail.is_empty();
+            self.wait_for_bound(ctx, deadline)?;
             if let Some(m) = self.ctxs.get_mut(&ctx) {
                 m.posted += piece.len() as u64;
             }
-            self.post(ToEngine::Write { ctx, data: piece, eom: eom && last, btag: btag.take() })?;
+            let (e, b) = (eom && last, btag.take());
+            self.post_with(|link| link.try_send_write(ctx, piece, e, b))?;
             if last {
                 return Ok(());
             }
+            rest = tail;
         }
     }
 
@@ -482,10 +537,10 @@ impl EngineClient {
     /// it against the write bound; false (nothing posted) otherwise. The
     /// caller keeps within [`EngineClient::has_room`] and
     /// [`EngineClient::max_payload`] (the non-blocking form of
-    /// [`EngineClient::write`], for the async API).
-    pub(crate) fn try_write(&mut self, ctx: CtxHandle, data: &Bytes) -> bool {
-        let block = ToEngine::Write { ctx, data: data.clone(), eom: false, btag: None };
-        if self.link.try_send(block, true).is_err() {
+    /// [`EngineClient::write_slice_until`], for the async API; one copy of
+    /// `data` either way: into the daemon's ring, or into a `Bytes`).
+    pub(crate) fn try_write(&mut self, ctx: CtxHandle, data: &[u8]) -> bool {
+        if !self.link.try_send_write(ctx, data, false, None) {
             return false;
         }
         if let Some(m) = self.ctxs.get_mut(&ctx) {
