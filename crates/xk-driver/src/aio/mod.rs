@@ -27,6 +27,10 @@
 //! as long as closed contexts do, like TCP's TIME_WAIT); in the ring modes
 //! at once, the engine closing what is left and lingering itself.
 //!
+//! Registering with a daemon (`Mode::Daemon`) is the blocking API's
+//! handshake over its Unix socket, done inside `connect_async` /
+//! `bind_async` (bounded: 5 s without an answer is an error).
+//!
 //! Backpressure, not loss, in every mode: a write waits (its future is
 //! pending) while the endpoint's send buffer, the write bound or the TN
 //! ring is full; a read returns the engine's read credit as it consumes.

@@ -157,37 +157,27 @@ pub(super) fn pump(st: &mut State) {
             w.wake();
         }
     }
-    if took {
-        // Data and acknowledgements arrive without a notice: wake those
-        // they serve. And a `Listening` answer, which a binding listener
-        // waits for in the acceptor's place.
-        for (cid, cs) in ctxs.iter_mut() {
-            let Cid::Remote(h) = *cid else { continue };
-            if c.has_chunk(h)
-                && let Some(w) = cs.reader.take()
-            {
-                w.wake();
-            }
-            if c.has_room(h)
-                && !c.is_full()
-                && let Some(w) = cs.writer.take()
-            {
-                w.wake();
-            }
-        }
-        if let Some(w) = acceptor.take() {
+    // Data and acknowledgements arrive without a notice (and may have been
+    // taken by a `post` waiting for TN room rather than here): wake the
+    // readers with data and the writers with room, whoever took them.
+    for (cid, cs) in ctxs.iter_mut() {
+        let Cid::Remote(h) = *cid else { continue };
+        if c.has_chunk(h)
+            && let Some(w) = cs.reader.take()
+        {
             w.wake();
         }
-    } else if !c.is_full() {
-        // Room in TN (the engine took blocks): writers waiting for it.
-        for (cid, cs) in ctxs.iter_mut() {
-            if let Cid::Remote(h) = *cid
-                && c.has_room(h)
-                && let Some(w) = cs.writer.take()
-            {
-                w.wake();
-            }
+        if c.has_room(h)
+            && !c.is_full()
+            && let Some(w) = cs.writer.take()
+        {
+            w.wake();
         }
+    }
+    // A `Listening` answer, which a binding listener waits for in the
+    // acceptor's place.
+    if took && let Some(w) = acceptor.take() {
+        w.wake();
     }
     if gone.is_none() && !c.has_input() && c.peer_gone() {
         let e = c.gone_error();
