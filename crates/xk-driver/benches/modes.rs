@@ -6,8 +6,9 @@
 //!
 //! `cargo bench -p xk-driver --bench modes` (options after `--`:
 //! `--rounds N`, `--count N`, `--pin APP,ENGINE` to pin the client thread
-//! and the engine thread, `--bulk BYTES` for the bulk transfer, 64 MiB by
-//! default).
+//! and the engine thread, `--bulk BYTES` for the bulk transfer, 256 MiB by
+//! default (64 MiB, 27 ms at 20 Gbit/s, made one scheduling hiccup a
+//! 20 % swing on a shared machine), `--bulk-only` for the bulk rows alone).
 //!
 //! The daemon rows run the daemon as a separate process (this bench
 //! binary again, with `--daemon-role SOCKET`), started for its row's turn
@@ -225,6 +226,7 @@ fn main() {
     }
     // `cargo bench` passes `--bench`; `cargo test --benches` runs it once, short.
     let quick = !std::env::args().any(|a| a == "--bench");
+    let bulk_only = std::env::args().any(|a| a == "--bulk-only");
     let rounds: usize = arg("--rounds").map_or(if quick { 1 } else { 7 }, |v| v.parse().expect("--rounds N"));
     let count: usize =
         arg("--count").map_or(if quick { 50 } else { 2000 }, |v| v.parse().expect("--count N"));
@@ -261,28 +263,40 @@ fn main() {
     let addr = serve();
     let sink_addr = sink();
     let bulk_bytes: u64 =
-        arg("--bulk").map_or(if quick { 2 << 20 } else { 64 << 20 }, |v| v.parse().expect("--bulk BYTES"));
+        arg("--bulk").map_or(if quick { 2 << 20 } else { 256 << 20 }, |v| v.parse().expect("--bulk BYTES"));
     let mut goodput = vec![Vec::new(); rows.len()];
+    // Host CPU (this process and the daemon) per MiB moved, per round.
+    let mut bulk_cpu = vec![Vec::new(); rows.len()];
     // [row][size] -> per-round medians, wake-ups
     let mut rtt = vec![vec![Vec::new(); SIZES.len()]; rows.len()];
     let mut wakes = vec![vec![(0.0, 0.0, 0.0, 0.0); SIZES.len()]; rows.len()];
     for _ in 0..rounds {
         for (r, row) in rows.iter().enumerate() {
+            if bulk_only && row.base != 0 {
+                continue;
+            }
             let daemon = row.daemon.map(|busy| DaemonChild::start(&socket, busy, pins.map(|p| p.1)));
             let daemon_pid = daemon.as_ref().map(|d| d.0.id());
-            let mut s = Xtp::new(row.mode.clone()).connect(addr, PORT).expect("connect");
-            for (k, &size) in SIZES.iter().enumerate() {
-                let (m, app, eng, copies, cpu) = ping(&mut s, size, count, daemon_pid);
-                rtt[r][k].push(m);
-                wakes[r][k] = (app, eng, copies, cpu);
+            if !bulk_only {
+                let mut s = Xtp::new(row.mode.clone()).connect(addr, PORT).expect("connect");
+                for (k, &size) in SIZES.iter().enumerate() {
+                    let (m, app, eng, copies, cpu) = ping(&mut s, size, count, daemon_pid);
+                    rtt[r][k].push(m);
+                    wakes[r][k] = (app, eng, copies, cpu);
+                }
+                s.close().expect("close");
             }
-            s.close().expect("close");
             // Bulk in the blocking modes (busy-poll rows would only add
             // spinners competing for the two cores).
             if row.base == 0 {
+                let cpu = host_cpu_ns(daemon_pid);
                 goodput[r].push(bulk(&row.mode, sink_addr, bulk_bytes));
+                bulk_cpu[r].push((host_cpu_ns(daemon_pid) - cpu) / 1e3 / (bulk_bytes >> 20).max(1) as f64);
             }
         }
+    }
+    if bulk_only {
+        return print_bulk(&rows, &goodput, &bulk_cpu, rounds, bulk_bytes);
     }
     println!("ping-pong RTT on loopback, median of {rounds} round medians of {count} round trips (µs)");
     println!(
@@ -305,12 +319,27 @@ fn main() {
             );
         }
     }
+    print_bulk(&rows, &goodput, &bulk_cpu, rounds, bulk_bytes);
+}
+
+/// The bulk rows: median goodput per blocking mode and its ratio to
+/// integrated's, and the host CPU time (user + system of this process —
+/// client, engine thread, sink — and the daemon's) per MiB moved.
+fn print_bulk(rows: &[Row], goodput: &[Vec<f64>], cpu: &[Vec<f64>], rounds: usize, bulk_bytes: u64) {
     println!(
         "\nbulk goodput one way on loopback, {} MiB in 64 KiB writes, median of {rounds} (Mbit/s)",
         bulk_bytes >> 20
     );
+    println!("{:<26} {:>10} {:>8} {:>12} {:>8}", "client mode", "Mbit/s", "ratio", "CPU µs/MiB", "ratio");
     for (r, row) in rows.iter().enumerate().filter(|(_, row)| row.base == 0) {
-        let g = median(&goodput[r]);
-        println!("{:<26} {:>10.0} {:>8.3}", row.name, g, g / median(&goodput[0]));
+        let (g, c) = (median(&goodput[r]), median(&cpu[r]));
+        println!(
+            "{:<26} {:>10.0} {:>8.3} {:>12.0} {:>8.3}",
+            row.name,
+            g,
+            g / median(&goodput[0]),
+            c,
+            c / median(&cpu[0])
+        );
     }
 }

@@ -10,7 +10,9 @@
 //! * one write far larger than the write bound waits for acknowledgements
 //!   between its pieces and arrives whole;
 //! * client B cannot use client A's context handle: the block is refused
-//!   to B, and A's context carries on untouched.
+//!   to B, and A's context carries on untouched;
+//! * a client cannot take another client's wake-ups of the daemon (each
+//!   has an eventfd of its own).
 //!
 //! The daemon is this test binary in the daemon role (`common`); the
 //! crashing client is this test binary in the client role.
@@ -509,4 +511,84 @@ fn stranger_role() {
         Ok(_) => println!("stranger admitted"),
         Err(e) => println!("stranger refused: {e}"),
     }
+}
+
+/// Echoes every message until the peer finishes.
+fn echo_all(s: &mut XtpStream) -> bool {
+    while let Ok(Some(m)) = s.recv_message() {
+        if s.send_message(&m.data, m.btag).is_err() {
+            break;
+        }
+    }
+    false
+}
+
+/// The kernel's name of the eventfd behind `fd` (`eventfd-id` in
+/// `/proc/self/fdinfo`, Linux 5.19 and later).
+fn eventfd_id(fd: &std::os::fd::OwnedFd) -> Option<String> {
+    use std::os::fd::AsRawFd;
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+    info.lines().find_map(|l| l.strip_prefix("eventfd-id:")).map(|v| v.trim().to_string())
+}
+
+/// The daemon wakes for a client through an eventfd of that client's own:
+/// two clients are handed different eventfds (before session 13 every
+/// client got the same one, so a client could take the daemon's wake-ups
+/// meant for another by reading it, or keep it readable for all). Then a
+/// hostile client reads the eventfd it was given as fast as it can and
+/// rings it now and then, while another client makes 200 message round
+/// trips through the same daemon: each stays well under the daemon's 50 ms
+/// sleep (a taken wake-up would show as that wait).
+#[test]
+fn a_client_cannot_take_another_clients_wakeups() {
+    const ROUNDS: u32 = 200;
+    let d = DaemonChild::start(&Settings::default());
+    let addr = server(1, echo_all);
+    let hostile = RawClient::register(&d.socket);
+    let other = RawClient::register(&d.socket);
+    match (eventfd_id(&hostile.daemon_bell), eventfd_id(&other.daemon_bell)) {
+        (Some(a), Some(b)) => assert_ne!(a, b, "two clients were given the same eventfd of the daemon"),
+        _ => eprintln!("identity check skipped: this kernel shows no eventfd-id in fdinfo"),
+    }
+    drop(other);
+    let bell = hostile.daemon_bell.try_clone().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let thief = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let (mut taken, mut rung) = (0u64, 0u64);
+            let end = Instant::now() + Duration::from_secs(30);
+            let mut b = [0u8; 8];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < end {
+                if rustix::io::read(&bell, &mut b).is_ok() {
+                    taken += 1;
+                }
+                if (taken + rung) % 64 == 0 && rustix::io::write(&bell, &1u64.to_ne_bytes()).is_ok() {
+                    rung += 1;
+                }
+                std::thread::yield_now();
+            }
+            (taken, rung)
+        })
+    };
+    let mut s = Xtp::new(Mode::daemon(&d.socket)).connect(addr, PORT).unwrap();
+    let t = Instant::now();
+    for i in 0..ROUNDS {
+        let m = pattern(100 + i as usize, i as u64);
+        s.send_message(&m, Some(u64::from(i))).unwrap();
+        let echo = s.recv_message().unwrap().expect("the echo");
+        assert_eq!(echo.data, m, "message {i}");
+    }
+    let took = t.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (taken, rung) = thief.join().unwrap();
+    s.close().unwrap();
+    drop(hostile);
+    eprintln!(
+        "{ROUNDS} round trips in {took:?} while the hostile client read its eventfd {taken} times and rang it {rung} times"
+    );
+    assert!(
+        took < Duration::from_millis(15) * ROUNDS,
+        "{ROUNDS} round trips took {took:?} beside a client reading its daemon eventfd"
+    );
 }

@@ -10,7 +10,8 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use xk_driver::aio::{AsyncXtpListener, AsyncXtpStream};
+use xk_driver::aio::AsyncXtpListener;
+use xk_driver::api::{Mode, Xtp};
 
 /// XTP port of the control connection (FTP's well-known port).
 pub const XTP_CONTROL_PORT: u16 = 21;
@@ -29,6 +30,24 @@ pub enum Net {
     Tcp,
     /// XTP over UDP.
     Xtp,
+    /// XTP over UDP with each endpoint on an engine thread of its own
+    /// (issue #17's deployment mode; the rest of FTP is the same).
+    XtpEngine,
+}
+
+impl Net {
+    /// Whether this is XTP (in either mode).
+    pub fn is_xtp(self) -> bool {
+        self != Net::Tcp
+    }
+
+    /// How XTP objects are made in this transport's mode.
+    fn xtp(self) -> Xtp {
+        match self {
+            Net::XtpEngine => Xtp::new(Mode::engine_thread()),
+            Net::Tcp | Net::Xtp => Xtp::default(),
+        }
+    }
 }
 
 impl std::str::FromStr for Net {
@@ -37,7 +56,8 @@ impl std::str::FromStr for Net {
         match s {
             "tcp" => Ok(Net::Tcp),
             "xtp" => Ok(Net::Xtp),
-            _ => Err(format!("{s:?}: the transport is tcp or xtp")),
+            "xtp-engine" => Ok(Net::XtpEngine),
+            _ => Err(format!("{s:?}: the transport is tcp, xtp or xtp-engine")),
         }
     }
 }
@@ -64,7 +84,9 @@ impl Listener {
     pub async fn control(net: Net, addr: SocketAddr) -> io::Result<Listener> {
         match net {
             Net::Tcp => Ok(Listener::TcpControl(TcpListener::bind(addr).await?)),
-            Net::Xtp => Ok(Listener::Xtp(AsyncXtpListener::bind(addr, XTP_CONTROL_PORT).await?)),
+            Net::Xtp | Net::XtpEngine => {
+                Ok(Listener::Xtp(net.xtp().bind_async(addr, XTP_CONTROL_PORT).await?))
+            }
         }
     }
 
@@ -73,7 +95,7 @@ impl Listener {
         let addr = SocketAddr::new(ip, 0);
         match net {
             Net::Tcp => Ok(Listener::Tcp(TcpListener::bind(addr).await?)),
-            Net::Xtp => Ok(Listener::Xtp(AsyncXtpListener::bind(addr, XTP_DATA_PORT).await?)),
+            Net::Xtp | Net::XtpEngine => Ok(Listener::Xtp(net.xtp().bind_async(addr, XTP_DATA_PORT).await?)),
         }
     }
 
@@ -124,7 +146,7 @@ async fn connect(net: Net, addr: SocketAddr, xtp_port: u16) -> io::Result<Conn> 
             s.set_nodelay(true)?;
             Ok((Box::pin(s), addr))
         }
-        Net::Xtp => Ok((Box::pin(AsyncXtpStream::connect(addr, xtp_port).await?), addr)),
+        Net::Xtp | Net::XtpEngine => Ok((Box::pin(net.xtp().connect_async(addr, xtp_port).await?), addr)),
     }
 }
 

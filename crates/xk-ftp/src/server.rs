@@ -602,7 +602,7 @@ impl Session {
                 }
             }
             "PORT" | "EPRT" => {
-                if self.cfg.net == Net::Xtp {
+                if self.cfg.net.is_xtp() {
                     return ok(502, "active mode is not offered over XTP; use EPSV or PASV");
                 }
                 let addr = if verb == "PORT" { proto::parse_hostport(arg) } else { proto::parse_eprt(arg) };

@@ -67,6 +67,13 @@ async fn files_round_trip_over_xtp() {
     round_trip(Net::Xtp).await;
 }
 
+/// The same with every XTP endpoint (client's and server's, control and
+/// data) on an engine thread: the async API in that mode under FTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_round_trip_over_xtp_on_engine_threads() {
+    round_trip(Net::XtpEngine).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paths_cannot_leave_the_root() {
     let base = tempdir("escape");

@@ -30,7 +30,7 @@ pub(crate) struct ServeArgs {
     /// Control address (over XTP: the UDP address; the control connection is XTP port 21 there).
     #[arg(long, default_value = "127.0.0.1:2121")]
     listen: String,
-    /// tcp or xtp.
+    /// tcp, xtp, or xtp-engine (XTP with the endpoint on an engine thread).
     #[arg(long, default_value = "tcp")]
     transport: Net,
     /// An account's user name (with --password).
@@ -85,7 +85,7 @@ pub(crate) struct GetArgs {
     /// Resume: fetch from this byte on, appending to FILE.
     #[arg(long)]
     resume: bool,
-    /// tcp or xtp.
+    /// tcp, xtp, or xtp-engine (XTP with the endpoint on an engine thread).
     #[arg(long, default_value = "tcp")]
     transport: Net,
     #[command(flatten)]
@@ -101,7 +101,7 @@ pub(crate) struct PutArgs {
     /// Append to the remote file (APPE) instead of replacing it.
     #[arg(long)]
     append: bool,
-    /// tcp or xtp.
+    /// tcp, xtp, or xtp-engine (XTP with the endpoint on an engine thread).
     #[arg(long, default_value = "tcp")]
     transport: Net,
     #[command(flatten)]
@@ -112,7 +112,7 @@ pub(crate) struct PutArgs {
 pub(crate) struct LsArgs {
     /// ftp://[USER[:PASS]@]HOST[:PORT]/DIR, or ftps://
     url: String,
-    /// tcp or xtp.
+    /// tcp, xtp, or xtp-engine (XTP with the endpoint on an engine thread).
     #[arg(long, default_value = "tcp")]
     transport: Net,
     #[command(flatten)]
@@ -229,7 +229,7 @@ pub(crate) fn run(cmd: FtpCommand) -> Result<(), String> {
             let cfg_tls = cfg.tls.clone();
             let server = server::bind(cfg).await.map_err(|e| e.to_string())?;
             let addr = server.local_addr().map_err(|e| e.to_string())?;
-            let how = if a.transport == Net::Xtp { " (XTP port 21 at this UDP address)" } else { "" };
+            let how = if a.transport.is_xtp() { " (XTP port 21 at this UDP address)" } else { "" };
             let tls = match &cfg_tls {
                 Some(t) if t.required => ", FTPS required",
                 Some(_) => ", FTPS offered",

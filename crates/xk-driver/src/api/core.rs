@@ -31,6 +31,15 @@ pub(crate) enum Cid {
 /// same by itself.)
 pub(crate) struct Linger(Option<UdpDriver>);
 
+impl Linger {
+    /// The driver, for a caller that keeps it turning itself (the async
+    /// API's driver task, which lingers by itself).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn into_driver(mut self) -> Option<UdpDriver> {
+        self.0.take()
+    }
+}
+
 impl std::ops::Deref for Linger {
     type Target = UdpDriver;
     fn deref(&self) -> &UdpDriver {
@@ -174,7 +183,7 @@ impl Core {
     pub(crate) fn write(
         &mut self,
         ctx: Cid,
-        data: Bytes,
+        data: &[u8],
         eom: bool,
         btag: Option<u64>,
         deadline: Option<Instant>,
@@ -182,7 +191,7 @@ impl Core {
         match (self, ctx) {
             (Core::Integrated(d), Cid::Local(id)) => {
                 let now = d.now();
-                d.endpoint().write(now, id, data, eom, btag).map_err(|e| match e {
+                d.endpoint().write(now, id, Bytes::copy_from_slice(data), eom, btag).map_err(|e| match e {
                     xtp_proto::WriteError::WouldBlock => {
                         io::Error::new(io::ErrorKind::WouldBlock, e.to_string())
                     }
@@ -192,7 +201,7 @@ impl Core {
                     ),
                 })
             }
-            (Core::Engine(e), Cid::Remote(h)) => e.write_until(h, data, eom, btag, deadline),
+            (Core::Engine(e), Cid::Remote(h)) => e.write_slice_until(h, data, eom, btag, deadline),
             _ => Err(mismatch()),
         }
     }

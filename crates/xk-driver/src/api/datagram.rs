@@ -96,7 +96,7 @@ pub(super) fn request(
         let ctx = s.core.connect(peer, port, ContextConfig::new(Service::Transaction))?;
         let ctx = s.opened(ctx);
         let deadline = Some(s.now() + xk_time::Duration::from_nanos(timeout.as_nanos() as u64));
-        s.write(ctx, Bytes::copy_from_slice(request), true, None, deadline)?;
+        s.write(ctx, request, true, None, deadline)?;
         s.core.close(ctx)?;
         ctx
     };

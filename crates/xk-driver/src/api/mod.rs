@@ -44,12 +44,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
-use bytes::Bytes;
 use xk_time::{Duration, Instant};
 use xtp_proto::{CloseReason, ContextConfig, EndpointConfig, Event, Service};
 
 pub(crate) use core::Cid;
-use core::Core;
+pub(crate) use core::Core;
 pub use datagram::{send_datagram, transaction};
 pub use listener::XtpListener;
 pub use reaper::{LingerCounts, linger_counts, max_lingering};
@@ -191,7 +190,7 @@ impl Shared {
     fn write(
         &mut self,
         ctx: Cid,
-        data: Bytes,
+        data: &[u8],
         eom: bool,
         btag: Option<u64>,
         deadline: Option<Instant>,
@@ -238,11 +237,11 @@ impl Xtp {
         Xtp { mode, client: None, server: None }
     }
 
-    fn client_endpoint(&self) -> EndpointConfig {
+    pub(crate) fn client_endpoint(&self) -> EndpointConfig {
         self.client.clone().unwrap_or_else(client_config)
     }
 
-    fn server_endpoint(&self) -> EndpointConfig {
+    pub(crate) fn server_endpoint(&self) -> EndpointConfig {
         self.server.clone().unwrap_or_default()
     }
 
@@ -314,7 +313,7 @@ pub(crate) fn reason_error(reason: &CloseReason) -> io::Error {
 pub(crate) use crate::clock::time_seed;
 
 /// The wildcard address of `peer`'s family, any port: where a client binds.
-fn any_local(peer: SocketAddr) -> SocketAddr {
+pub(crate) fn any_local(peer: SocketAddr) -> SocketAddr {
     if peer.is_ipv4() {
         SocketAddr::from(([0, 0, 0, 0], 0))
     } else {

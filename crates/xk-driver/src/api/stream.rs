@@ -172,12 +172,11 @@ impl XtpStream {
     pub fn send_message(&mut self, data: &[u8], btag: Option<u64>) -> io::Result<()> {
         let t0 = trace::span_start();
         let len = data.len();
-        let data = Bytes::copy_from_slice(data);
         loop {
             self.wait_for_room()?;
             let mut s = self.shared.borrow_mut();
             let deadline = self.deadline(s.now());
-            match s.write(self.ctx, data.clone(), true, btag, deadline) {
+            match s.write(self.ctx, data, true, btag, deadline) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 r => r?,
             }
@@ -292,12 +291,11 @@ impl Write for XtpStream {
             return Ok(0);
         }
         let t0 = trace::span_start();
-        let data = Bytes::copy_from_slice(buf);
         loop {
             self.wait_for_room()?;
             let mut s = self.shared.borrow_mut();
             let deadline = self.deadline(s.now());
-            match s.write(self.ctx, data.clone(), false, None, deadline) {
+            match s.write(self.ctx, buf, false, None, deadline) {
                 // Full again between the wait and the write: wait more.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 r => r?,

@@ -306,6 +306,17 @@ fn static_limit(s: &str) -> &'static str {
 }
 
 /// A block as a record: its kind, its fields, its payload.
+/// The fields of a `Write` block (its payload follows them to the end of
+/// the record): kind [`WRITE`].
+pub(crate) fn write_fields(ctx: CtxHandle, eom: bool, btag: Option<u64>) -> Writer {
+    let mut w = Writer::default();
+    w.u64(ctx.0).bool(eom).opt_u64(btag);
+    w
+}
+
+/// The record kind of a `Write` block.
+pub(crate) const WRITE_KIND: u32 = WRITE;
+
 pub(crate) fn encode_to_engine(b: &ToEngine) -> (u32, Writer, Option<&Bytes>) {
     let mut w = Writer::default();
     let (kind, payload) = match b {
@@ -322,7 +333,7 @@ pub(crate) fn encode_to_engine(b: &ToEngine) -> (u32, Writer, Option<&Bytes>) {
             (DATAGRAM, Some(data))
         }
         ToEngine::Write { ctx, data, eom, btag } => {
-            w.u64(ctx.0).bool(*eom).opt_u64(*btag);
+            w = write_fields(*ctx, *eom, *btag);
             (WRITE, Some(data))
         }
         ToEngine::Credit { ctx, bytes } => {

@@ -15,8 +15,9 @@
 //! ```
 //!
 //! Doorbells follow the one protocol of `engine::doorbell`, with the
-//! words in the segment. The daemon has one eventfd for all its clients
-//! and parks in every client's segment before sleeping.
+//! words in the segment. The daemon has one eventfd per client (a client
+//! can ring only its own, and reading it takes only its own wake-ups) and
+//! parks in every client's segment before sleeping on all of them.
 //!
 //! The daemon trusts nothing in the segment: the client may write any
 //! word. Ring positions are checked ([`xk_shm::Corrupt`] ends the
@@ -121,6 +122,11 @@ impl Bell {
     pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()
     }
+
+    /// Empties the eventfd after a wake-up (EAGAIN when nobody rang).
+    pub(crate) fn drain(&self) {
+        let _ = rustix::io::read(&self.fd, &mut [0u8; 8]);
+    }
 }
 
 fn stats(client: &Bell, daemon: &Bell) -> RingStats {
@@ -142,7 +148,7 @@ fn push(
     tx: &mut Producer,
     kind: u32,
     w: &codec::Writer,
-    payload: Option<&bytes::Bytes>,
+    payload: Option<&[u8]>,
     bell: &Bell,
 ) -> Result<bool, Corrupt> {
     match payload {
@@ -230,26 +236,45 @@ impl ShmLink {
     }
 }
 
-impl AppLink for ShmLink {
-    fn try_send(&mut self, b: ToEngine, urgent: bool) -> Result<(), ToEngine> {
-        let (kind, w, payload) = codec::encode_to_engine(&b);
-        match push(&mut self.tx, kind, &w, payload, &self.mine) {
+impl ShmLink {
+    /// Pushes one record on TN and rings the daemon if it sleeps for it;
+    /// false if TN is full (or broken: then the link is gone).
+    fn push_block(&mut self, kind: u32, w: &codec::Writer, payload: Option<&[u8]>, urgent: bool) -> bool {
+        match push(&mut self.tx, kind, w, payload, &self.mine) {
             Ok(true) => {
                 self.need = codec::META_MAX + 64;
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
-                Ok(())
+                true
             }
             Ok(false) => {
                 // Twice the record: room for it even behind a pad.
                 self.need = 2 * (16 + w.0.len() + payload.map_or(0, |p| p.len()));
                 self.mine.count(2);
-                Err(b)
+                false
             }
             Err(e) => {
                 self.set_gone(e.to_string());
-                Err(b)
+                false
             }
         }
+    }
+}
+
+impl AppLink for ShmLink {
+    fn try_send(&mut self, b: ToEngine, urgent: bool) -> Result<(), ToEngine> {
+        let (kind, w, payload) = codec::encode_to_engine(&b);
+        if self.push_block(kind, &w, payload.map(|p| &p[..]), urgent) { Ok(()) } else { Err(b) }
+    }
+
+    /// The caller's bytes go into the ring directly: the one copy this
+    /// mode makes of a write, in place of the one into a `Bytes`.
+    fn try_send_write(&mut self, ctx: CtxHandle, data: &[u8], eom: bool, btag: Option<u64>) -> bool {
+        let w = codec::write_fields(ctx, eom, btag);
+        self.push_block(codec::WRITE_KIND, &w, Some(data), true)
+    }
+
+    fn copies_payload(&self) -> bool {
+        true
     }
 
     fn try_recv(&mut self) -> Option<FromEngine> {
@@ -315,6 +340,37 @@ impl AppLink for ShmLink {
         stats(&self.mine, &self.theirs)
     }
 
+    #[cfg(feature = "tokio")]
+    fn bell_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.mine.fd()
+    }
+
+    #[cfg(feature = "tokio")]
+    fn gone_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        Some(self.sock.as_fd())
+    }
+
+    #[cfg(feature = "tokio")]
+    fn arm(&mut self, space: bool) -> bool {
+        let want = doorbell::want(true, false, space);
+        let ready = || self.rx.has_input() || (space && !self.is_full());
+        if doorbell::announce(self.mine.parked(), want, || ready() || self.peer_gone()) {
+            return false;
+        }
+        self.mine.count(1);
+        true
+    }
+
+    #[cfg(feature = "tokio")]
+    fn disarm(&mut self) {
+        doorbell::woken(self.mine.parked(), self.mine.fd());
+    }
+
+    #[cfg(feature = "tokio")]
+    fn look_gone(&self) -> bool {
+        self.look_at_socket(None).unwrap_or(false) || self.peer_gone()
+    }
+
     fn gone_error(&self) -> io::Error {
         let why = self.gone.take();
         self.gone.set(why.clone());
@@ -343,8 +399,8 @@ impl Drop for ShmLink {
 pub(crate) struct ShmPort {
     rx: Consumer,
     tx: Producer,
-    /// The daemon's bell in this client's segment (its eventfd is the
-    /// daemon's one).
+    /// The daemon's bell in this client's segment, with the eventfd the
+    /// daemon keeps for this client alone.
     pub(crate) mine: Arc<Bell>,
     theirs: Arc<Bell>,
     cap: usize,
@@ -434,7 +490,7 @@ impl Port for ShmPort {
             return Ok(()); // the session is being ended
         }
         let (kind, w, payload) = codec::encode_from_engine(&b);
-        match push(&mut self.tx, kind, &w, payload, &self.mine) {
+        match push(&mut self.tx, kind, &w, payload.map(|p| &p[..]), &self.mine) {
             Ok(true) => {
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 Ok(())

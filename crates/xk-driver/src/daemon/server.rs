@@ -4,8 +4,9 @@
 //! Each pass: look at the Unix sockets when they have something (a new
 //! client, a hello, a client's socket closing), apply what the clients
 //! posted, end the sessions of clients that went away, send and deliver,
-//! then sleep on everything at once — the daemon's eventfd (rung by any
-//! client), the UDP socket, the Unix sockets — until the next timer.
+//! then sleep on everything at once — each client's eventfd for the
+//! daemon (one per client, rung by that client only), the UDP socket, the
+//! Unix sockets — until the next timer.
 //!
 //! A client that went away in order (its side marked itself gone before
 //! closing) has its contexts closed gracefully; one that died (the socket
@@ -56,7 +57,6 @@ pub(super) struct Daemon<T: Transport> {
     engine: Engine<T, ShmPort>,
     cfg: DaemonConfig,
     listener: UnixListener,
-    bell: EventFd,
     pending: Vec<Pending>,
     next_session: SessionId,
     /// Clients served since the start (for the status).
@@ -91,13 +91,11 @@ impl Daemon<crate::batch::BatchSocket> {
             io::Error::new(e.kind(), format!("xpress daemon: cannot bind {}: {e}", cfg.socket.display()))
         })?;
         listener.set_nonblocking(true)?;
-        let bell = EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?;
         let engine_cfg = cfg.engine;
         Ok(Daemon {
             engine: Engine::new(d, engine_cfg),
             cfg,
             listener,
-            bell,
             pending: Vec::new(),
             next_session: 1,
             served: 0,
@@ -140,8 +138,9 @@ impl<T: Transport> Daemon<T> {
         Ok(())
     }
 
-    /// Parks in every client's segment and sleeps on all the descriptors;
-    /// true if a Unix socket is readable.
+    /// Parks in every client's segment and sleeps on all the descriptors
+    /// (each client's own eventfd among them); true if a Unix socket is
+    /// readable.
     fn sleep(&mut self, sleep: Duration) -> io::Result<bool> {
         // Each session waits for room only if its own backlog needs it: an
         // idle session's free ring would otherwise count as "ready" and the
@@ -150,23 +149,37 @@ impl<T: Transport> Daemon<T> {
         for (id, p) in self.engine.ports() {
             ready |= p.park(self.engine.session_backlogged(id), self.engine.session_paused(id));
         }
-        let mut r = Ok(vec![]);
         let partial = self.pending.iter().any(|p| p.partial);
+        let mut look = partial;
+        let mut r = Ok(());
         if !ready {
             let (udp, ports) = self.engine.split_all();
-            let mut fds: Vec<BorrowedFd<'_>> = vec![self.bell.as_fd(), udp];
+            let ports: Vec<&ShmPort> = ports.map(|(_, p)| p).collect();
+            let mut fds: Vec<BorrowedFd<'_>> = vec![udp];
             if self.accept_rest.is_none() {
                 fds.push(self.listener.as_fd());
             }
             fds.extend(self.pending.iter().filter(|p| !p.partial).map(|p| p.sock.as_fd()));
-            fds.extend(ports.map(|(_, p)| p.sock.as_fd()));
-            r = wait_readable(&fds, if partial { sleep.min(LOOK_EVERY) } else { sleep });
+            fds.extend(ports.iter().map(|p| p.sock.as_fd()));
+            let bells = fds.len();
+            // One eventfd per client, not one shared by all: a client can
+            // then neither take another's wake-up (by reading a shared
+            // eventfd) nor be woken for another's blocks.
+            fds.extend(ports.iter().map(|p| p.mine.fd()));
+            match wait_readable(&fds, if partial { sleep.min(LOOK_EVERY) } else { sleep }) {
+                Ok(rd) => {
+                    look |= rd[1..bells].iter().any(|&b| b);
+                    for (p, _) in ports.iter().zip(&rd[bells..]).filter(|(_, rung)| **rung) {
+                        p.mine.drain();
+                    }
+                }
+                Err(e) => r = Err(e),
+            }
         }
         for (_, p) in self.engine.ports() {
             p.unpark();
         }
-        let _ = self.bell.read();
-        Ok(partial || r?.iter().skip(2).any(|&b| b))
+        r.map(|()| look)
     }
 
     /// Accepts new connections, reads hellos, notices closed sockets.
@@ -294,7 +307,8 @@ impl<T: Transport> Daemon<T> {
         link::init_segment(&seg, cap);
         let client_bell: OwnedFd =
             EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?.into();
-        let daemon_bell = self.bell.as_fd().try_clone_to_owned()?;
+        let daemon_bell: OwnedFd =
+            EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?.into();
         let session = self.next_session;
         let welcome = Welcome {
             session,

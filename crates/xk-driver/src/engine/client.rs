@@ -6,6 +6,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
+#[cfg(feature = "tokio")]
+use std::os::fd::BorrowedFd;
 
 use bytes::Bytes;
 use xk_time::{Duration, Instant};
@@ -38,6 +40,40 @@ pub(crate) trait AppLink {
     fn gone_error(&self) -> io::Error;
     /// Largest payload one block may carry (larger writes are split).
     fn max_payload(&self) -> usize;
+    /// Whether payload is copied to cross (the daemon's rings): then a
+    /// write is best posted from the caller's slice
+    /// ([`AppLink::try_send_write`]), not from a `Bytes` made for it.
+    fn copies_payload(&self) -> bool {
+        false
+    }
+    /// Posts a `Write` block whose payload is copied from `data`; false
+    /// when TN is full. (The in-process ring needs a `Bytes`, made here.)
+    fn try_send_write(&mut self, ctx: CtxHandle, data: &[u8], eom: bool, btag: Option<u64>) -> bool {
+        self.try_send(ToEngine::Write { ctx, data: Bytes::copy_from_slice(data), eom, btag }, true).is_ok()
+    }
+    /// The eventfd this side sleeps on (the async API waits for it in
+    /// tokio's reactor instead of calling `park`).
+    #[cfg(feature = "tokio")]
+    fn bell_fd(&self) -> BorrowedFd<'_>;
+    /// A descriptor that becomes readable when the engine goes away, if
+    /// `peer_gone` needs a look at one (the daemon's registration socket).
+    #[cfg(feature = "tokio")]
+    fn gone_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+    /// `park` in two halves, for a caller that waits for `bell_fd` itself:
+    /// announces a sleep for FN data (and TN room if `space`); false if it
+    /// must not sleep after all. An announced sleep ends with `disarm`.
+    #[cfg(feature = "tokio")]
+    fn arm(&mut self, space: bool) -> bool;
+    /// Ends a sleep announced by `arm` (clears it, empties the eventfd).
+    #[cfg(feature = "tokio")]
+    fn disarm(&mut self);
+    /// Whether the engine has gone, looking at `gone_fd` now.
+    #[cfg(feature = "tokio")]
+    fn look_gone(&self) -> bool {
+        self.peer_gone()
+    }
 }
 
 impl AppLink for Link<ToEngine, FromEngine> {
@@ -67,6 +103,18 @@ impl AppLink for Link<ToEngine, FromEngine> {
     }
     fn max_payload(&self) -> usize {
         usize::MAX
+    }
+    #[cfg(feature = "tokio")]
+    fn bell_fd(&self) -> BorrowedFd<'_> {
+        Link::bell_fd(self)
+    }
+    #[cfg(feature = "tokio")]
+    fn arm(&mut self, space: bool) -> bool {
+        Link::arm(self, space)
+    }
+    #[cfg(feature = "tokio")]
+    fn disarm(&mut self) {
+        Link::disarm(self)
     }
 }
 
@@ -123,7 +171,7 @@ struct Mirror {
 
 /// The application's end of an engine thread or of a daemon.
 pub struct EngineClient {
-    link: Box<dyn AppLink>,
+    link: Box<dyn AppLink + Send>,
     clock: Clock,
     local: SocketAddr,
     cfg: EngineConfig,
@@ -134,7 +182,7 @@ pub struct EngineClient {
 }
 
 impl EngineClient {
-    pub(crate) fn new(link: Box<dyn AppLink>, local: SocketAddr, cfg: EngineConfig) -> Self {
+    pub(crate) fn new(link: Box<dyn AppLink + Send>, local: SocketAddr, cfg: EngineConfig) -> Self {
         EngineClient {
             link,
             clock: Clock::new(),
@@ -169,11 +217,26 @@ impl EngineClient {
 
     /// Posts a block, waiting while the TN ring is full (backpressure: the
     /// block is never dropped). Fails only if the engine has ended.
-    pub fn post(&mut self, mut block: ToEngine) -> io::Result<()> {
+    pub fn post(&mut self, block: ToEngine) -> io::Result<()> {
+        let mut block = Some(block);
+        self.post_with(|link| {
+            let Some(b) = block.take() else { return true };
+            match link.try_send(b, true) {
+                Ok(()) => true,
+                Err(b) => {
+                    block = Some(b);
+                    false
+                }
+            }
+        })
+    }
+
+    /// Makes `attempt` post until it succeeds (true), waiting for TN room
+    /// in between. Fails only if the engine has ended.
+    fn post_with(&mut self, mut attempt: impl FnMut(&mut (dyn AppLink + Send)) -> bool) -> io::Result<()> {
         loop {
-            match self.try_post(block) {
-                Ok(()) => return Ok(()),
-                Err(b) => block = b,
+            if attempt(&mut *self.link) {
+                return Ok(());
             }
             if self.link.peer_gone() {
                 return Err(self.link.gone_error());
@@ -242,12 +305,19 @@ impl EngineClient {
     pub fn listen(&mut self, port: u16, cfg: ContextConfig) -> io::Result<()> {
         self.post(ToEngine::Listen { port, cfg })?;
         loop {
-            if let Some(i) = self.listening.iter().position(|(p, _)| *p == port) {
-                let (_, r) = self.listening.remove(i).expect("found");
-                return r.map_err(|e| io::Error::new(io::ErrorKind::AddrInUse, e));
+            if let Some(r) = self.listen_answer(port) {
+                return r;
             }
             self.wait(SPACE_WAIT)?;
         }
+    }
+
+    /// The engine's answer to a `Listen` on `port`, if it has come (taken
+    /// by [`EngineClient::collect`]).
+    pub(crate) fn listen_answer(&mut self, port: u16) -> Option<io::Result<()>> {
+        let i = self.listening.iter().position(|(p, _)| *p == port)?;
+        let (_, r) = self.listening.remove(i)?;
+        Some(r.map_err(|e| io::Error::new(io::ErrorKind::AddrInUse, e)))
     }
 
     /// Posts a write (no copy in the engine-thread mode: `data` crosses
@@ -266,26 +336,55 @@ impl EngineClient {
     pub fn write_until(
         &mut self,
         ctx: CtxHandle,
-        mut data: Bytes,
+        data: Bytes,
         eom: bool,
         btag: Option<u64>,
         deadline: Option<Instant>,
     ) -> io::Result<()> {
+        if self.link.copies_payload() {
+            // Copied into the ring anyway, in blocks of the ring's size.
+            return self.write_slice_until(ctx, &data, eom, btag, deadline);
+        }
+        // In process: the block carries `data` itself, whatever its size
+        // (nothing to split; the API keeps within the write bound).
+        if let Some(m) = self.ctxs.get_mut(&ctx) {
+            m.posted += data.len() as u64;
+        }
+        self.post(ToEngine::Write { ctx, data, eom, btag })
+    }
+
+    /// As [`EngineClient::write_until`], from the caller's slice. In the
+    /// daemon mode the bytes are copied once, into the ring — the copy the
+    /// mode adds replaces the one into a `Bytes` the API would otherwise
+    /// make, so a write costs the daemon mode no copy more than integrated
+    /// on this side; in the engine-thread mode they are copied into a
+    /// `Bytes` that crosses the ring as it is.
+    pub fn write_slice_until(
+        &mut self,
+        ctx: CtxHandle,
+        data: &[u8],
+        eom: bool,
+        btag: Option<u64>,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        if !self.link.copies_payload() {
+            return self.write_until(ctx, Bytes::copy_from_slice(data), eom, btag, deadline);
+        }
         let max = self.link.max_payload().max(1);
-        let mut btag = btag;
+        let (mut rest, mut btag) = (data, btag);
         loop {
-            let last = data.len() <= max;
-            let piece = if last { std::mem::take(&mut data) } else { data.split_to(max) };
-            if max != usize::MAX {
-                self.wait_for_bound(ctx, deadline)?;
-            }
+            let (piece, tail) = rest.split_at(rest.len().min(max));
+            let last = tail.is_empty();
+            self.wait_for_bound(ctx, deadline)?;
             if let Some(m) = self.ctxs.get_mut(&ctx) {
                 m.posted += piece.len() as u64;
             }
-            self.post(ToEngine::Write { ctx, data: piece, eom: eom && last, btag: btag.take() })?;
+            let (e, b) = (eom && last, btag.take());
+            self.post_with(|link| link.try_send_write(ctx, piece, e, b))?;
             if last {
                 return Ok(());
             }
+            rest = tail;
         }
     }
 
@@ -428,5 +527,75 @@ impl EngineClient {
                 FromEngine::Listening { port, result } => self.listening.push_back((port, result)),
             }
         }
+    }
+}
+
+/// What the async API ([`crate::aio`]) needs beyond the blocking API's calls.
+#[cfg(feature = "tokio")]
+impl EngineClient {
+    /// Posts one `Write` block of `data` if the TN ring has room, counting
+    /// it against the write bound; false (nothing posted) otherwise. The
+    /// caller keeps within [`EngineClient::has_room`] and
+    /// [`EngineClient::max_payload`] (the non-blocking form of
+    /// [`EngineClient::write_slice_until`], for the async API; one copy of
+    /// `data` either way: into the daemon's ring, or into a `Bytes`).
+    pub(crate) fn try_write(&mut self, ctx: CtxHandle, data: &[u8]) -> bool {
+        if !self.link.try_send_write(ctx, data, false, None) {
+            return false;
+        }
+        if let Some(m) = self.ctxs.get_mut(&ctx) {
+            m.posted += data.len() as u64;
+        }
+        true
+    }
+
+    /// Largest payload of one block (a larger write goes as several).
+    pub(crate) fn max_payload(&self) -> usize {
+        self.link.max_payload().max(1)
+    }
+
+    /// Whether a delivered chunk of `ctx` waits to be read.
+    pub(crate) fn has_chunk(&self, ctx: CtxHandle) -> bool {
+        self.ctxs.get(&ctx).is_some_and(|m| !m.chunks.is_empty())
+    }
+
+    /// Whether a block waits in FN.
+    pub(crate) fn has_input(&self) -> bool {
+        self.link.has_input()
+    }
+
+    /// Whether the engine has ended (or the daemon went away).
+    pub(crate) fn peer_gone(&self) -> bool {
+        self.link.peer_gone()
+    }
+
+    /// The error a call gets once the engine is gone.
+    pub(crate) fn gone_error(&self) -> io::Error {
+        self.link.gone_error()
+    }
+
+    /// See [`AppLink::bell_fd`].
+    pub(crate) fn bell_fd(&self) -> BorrowedFd<'_> {
+        self.link.bell_fd()
+    }
+
+    /// See [`AppLink::gone_fd`].
+    pub(crate) fn gone_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.link.gone_fd()
+    }
+
+    /// See [`AppLink::arm`].
+    pub(crate) fn arm(&mut self, space: bool) -> bool {
+        self.link.arm(space)
+    }
+
+    /// See [`AppLink::disarm`].
+    pub(crate) fn disarm(&mut self) {
+        self.link.disarm()
+    }
+
+    /// See [`AppLink::look_gone`].
+    pub(crate) fn look_gone(&self) -> bool {
+        self.link.look_gone()
     }
 }

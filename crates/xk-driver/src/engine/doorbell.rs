@@ -70,6 +70,16 @@ pub(crate) fn announce(parked: &AtomicU32, want: u32, ready: impl FnOnce() -> bo
     ready
 }
 
+/// The sleeper's half after it woke (or gave up waiting): clears `parked`
+/// and empties the eventfd (EAGAIN when nobody rang). [`sleep`] ends with
+/// it; the async API, which waits for the eventfd in tokio's reactor
+/// instead of `ppoll`, calls it itself.
+pub(crate) fn woken(parked: &AtomicU32, bell: BorrowedFd<'_>) {
+    parked.store(0, Ordering::SeqCst);
+    let mut b = [0u8; 8];
+    let _ = rustix::io::read(bell, &mut b);
+}
+
 /// Sleeps (after [`announce`]) until the eventfd `bell` or one of `extra`
 /// is readable or `timeout` passes (nanosecond resolution: the engine's
 /// timers, pacing among them, need better than poll's milliseconds); then
@@ -87,10 +97,7 @@ pub(crate) fn sleep(
         .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
         .collect();
     let r = ppoll(&mut fds, ts, None);
-    parked.store(0, Ordering::SeqCst);
-    // Reset the eventfd (EAGAIN when nobody rang).
-    let mut b = [0u8; 8];
-    let _ = rustix::io::read(bell, &mut b);
+    woken(parked, bell);
     match r {
         Ok(_) => Ok(fds[1..].iter().map(|p| p.any().unwrap_or(false)).collect()),
         Err(Errno::EINTR) => Ok(vec![false; extra.len()]),

@@ -220,6 +220,34 @@ impl<O, I> Link<O, I> {
         Ok(r.first().copied().unwrap_or(false))
     }
 
+    /// The first half of [`Link::park`] for a caller that waits for
+    /// [`Link::bell_fd`] itself (the async API, in tokio's reactor):
+    /// announces a sleep for data (and `space`); false if it must not sleep
+    /// after all (a condition holds, or the engine is gone). A sleep that
+    /// was announced ends with [`Link::disarm`].
+    #[cfg(feature = "tokio")]
+    pub(crate) fn arm(&mut self, space: bool) -> bool {
+        let want = doorbell::want(true, false, space);
+        let ready = || !self.rx.is_empty() || (space && !self.tx.is_full());
+        if doorbell::announce(&self.mine.parked, want, || ready() || (self.app && self.peer_gone())) {
+            return false;
+        }
+        self.mine.sleeps.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Ends a sleep announced by [`Link::arm`].
+    #[cfg(feature = "tokio")]
+    pub(crate) fn disarm(&self) {
+        doorbell::woken(&self.mine.parked, self.mine.fd.as_fd());
+    }
+
+    /// The eventfd this side sleeps on.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn bell_fd(&self) -> BorrowedFd<'_> {
+        self.mine.fd.as_fd()
+    }
+
     /// The wake-up counters of both sides.
     pub(crate) fn stats(&self) -> RingStats {
         let (app, engine) = if self.app { (&self.mine, &self.theirs) } else { (&self.theirs, &self.mine) };
