@@ -7,12 +7,18 @@
 //! an interaction point copied the whole record, used or not (seed 000,
 //! §4.1.2 and Tables 2–3). [`Limit<L>`] reproduces that cost inside this
 //! framework so it can be measured beside the zero-copy forms (experiment
-//! E10): it is a [`Contig`] inside a protocol, and at every crossing between
-//! an application, a protocol and the device — a message made from a
-//! payload, a shared chunk or a received buffer, and a message turned into
-//! `Bytes` — it copies a record of `max(L, len)` bytes: the message's own
-//! bytes and then the unused rest of the record. Nothing else differs, so
-//! the packets on the wire are those of the other forms.
+//! E10): it is a [`Contig`] inside a protocol, and each time a message is
+//! made from a payload, a shared chunk or a received buffer
+//! (`from_payload`, `from_shared`, `from_received`) or turned into `Bytes`
+//! (`into_bytes`) it copies a record of `max(L, len)` bytes: the message's
+//! own bytes and then the unused rest of the record. With XTP in the graph
+//! (`xtp_proto::layer`) that makes two records per message going into XTP
+//! — from the application (made by `from_shared`, then `into_bytes` when
+//! XTP takes it) and from the device (`from_received`, then `into_bytes`)
+//! — and one per message coming out of XTP, to the device
+//! (`from_received` of the frame) and to the application (`from_shared` of
+//! the delivered chunk). Nothing else differs, so the packets on the wire
+//! are those of the other forms.
 //!
 //! Every record copy is counted ([`crate::copy_stats`]) at its full size.
 
