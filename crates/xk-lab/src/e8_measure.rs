@@ -977,7 +977,6 @@ mod tests {
         assert!(p.protocol_cpu_per_rt_ns > 0.0, "{p:?}");
         assert!(p.phases.iter().any(|ph| ph.phase.starts_with("FN crossing") && ph.per_rt > 0.5), "{p:?}");
         let q = profile(ModeName::Integrated, Mode::integrated(), echo.addr, 1, 30, None).unwrap();
-        assert_eq!(q.protocol_cpu_per_rt_ns, 0.0);
         assert!(q.phases.iter().any(|ph| ph.phase.starts_with("send system call (application)")), "{q:?}");
     }
 }
