@@ -175,11 +175,10 @@ impl Core {
         }
     }
 
-    /// Queues data. Integrated: `WouldBlock` when the engine's send buffer
-    /// is full (the caller waits for room and retries). Engine thread: posts
-    /// (waiting while the TN ring is full).
-    /// Writes `data` (in the ring modes, waiting for acknowledgements
-    /// between blocks no later than `deadline`).
+    /// Queues `data`. Integrated: `WouldBlock` when the engine's send buffer
+    /// is full (the caller waits for room and retries). Ring modes: posts
+    /// (waiting while the TN ring is full), and between blocks waits for
+    /// acknowledgements no later than `deadline`.
     pub(crate) fn write(
         &mut self,
         ctx: Cid,
