@@ -115,6 +115,16 @@ impl<Q: TimerQueue<ArenaId> + Default> Pair<Q> {
         }
         (s, c)
     }
+
+    /// One timed round trip: the client writes `msg` as a message and the
+    /// server echoes it back whole.
+    fn round_trip(&mut self, msg: &Bytes) -> usize {
+        self.w.a.write(self.w.now, self.client, msg.clone(), true, None).unwrap();
+        let n = msg.len();
+        let (s, c) = self.exchange(true, (n, n));
+        assert_eq!((s, c), (n, n));
+        c
+    }
 }
 
 fn pingpong(c: &mut Criterion) {
@@ -123,14 +133,7 @@ fn pingpong(c: &mut Criterion) {
         let mut p = Pair::new(ContextConfig::stream());
         let msg = Bytes::from(vec![0x42u8; size]);
         group.throughput(Throughput::Elements(1));
-        group.bench_function(BenchmarkId::from_parameter(size), |b| {
-            b.iter(|| {
-                p.w.a.write(p.w.now, p.client, msg.clone(), true, None).unwrap();
-                let (s, c) = p.exchange(true, (size, size));
-                assert_eq!((s, c), (size, size));
-                black_box(c)
-            })
-        });
+        group.bench_function(BenchmarkId::from_parameter(size), |b| b.iter(|| black_box(p.round_trip(&msg))));
     }
     group.finish();
 }
@@ -159,14 +162,7 @@ fn among_many<Q: TimerQueue<ArenaId> + Default>(group: &mut Group<'_>, name: &st
     assert_eq!(p.w.a.context_count(), 10_001);
     assert_eq!(p.w.b.context_count(), 10_001);
     let msg = Bytes::from(vec![0x42u8; 10]);
-    group.bench_function(name, |b| {
-        b.iter(|| {
-            p.w.a.write(p.w.now, p.client, msg.clone(), true, None).unwrap();
-            let (s, c) = p.exchange(true, (10, 10));
-            assert_eq!((s, c), (10, 10));
-            black_box(c)
-        })
-    });
+    group.bench_function(name, |b| b.iter(|| black_box(p.round_trip(&msg))));
     black_box(others);
 }
 
@@ -244,14 +240,7 @@ fn pingpong_timers(c: &mut Criterion) {
     fn one<Q: TimerQueue<ArenaId> + Default>(group: &mut Group<'_>, name: &str) {
         let mut p = Pair::<Q>::with_timers(ContextConfig::stream());
         let msg = Bytes::from(vec![0x42u8; 10]);
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                p.w.a.write(p.w.now, p.client, msg.clone(), true, None).unwrap();
-                let (s, c) = p.exchange(true, (10, 10));
-                assert_eq!((s, c), (10, 10));
-                black_box(c)
-            })
-        });
+        group.bench_function(name, |b| b.iter(|| black_box(p.round_trip(&msg))));
     }
     let mut group = c.benchmark_group("engine/pingpong-timers");
     group.throughput(Throughput::Elements(1));
