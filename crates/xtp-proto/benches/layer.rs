@@ -72,20 +72,6 @@ impl Direct {
             }
         }
     }
-
-    fn exchange(&mut self, data: &Bytes, echo: bool) -> (usize, usize) {
-        self.w.a.write(self.w.now, self.client, data.clone(), true, None).unwrap();
-        let (mut s, mut c) = self.pump(echo);
-        let want = (data.len(), if echo { data.len() } else { 0 });
-        for _ in 0..10_000 {
-            if s >= want.0 && c >= want.1 || !self.w.fire_next_timer(None) {
-                break;
-            }
-            let (ds, dc) = self.pump(echo);
-            (s, c) = (s + ds, c + dc);
-        }
-        (s, c)
-    }
 }
 
 /// The framework pair: XTP in two graphs.
@@ -136,14 +122,26 @@ impl<M: Msg + 'static> Framework<M> {
             }
         }
     }
+}
 
+/// One path of the comparison: the application's write, one round of
+/// delivery, and a jump to the next timer.
+trait Exchange {
+    fn send(&mut self, data: &Bytes);
+    /// Delivers what is in flight; the bytes the server and the client read.
+    fn pump(&mut self, echo: bool) -> (usize, usize);
+    /// Fires the next timer (false: none left).
+    fn fire_next_timer(&mut self) -> bool;
+
+    /// A transfer of `data`, echoed or not: pumps until both sides have
+    /// read what they should, firing timers when the path falls quiet
+    /// first. The bytes the server and the client read.
     fn exchange(&mut self, data: &Bytes, echo: bool) -> (usize, usize) {
-        // The application hands a shared payload: no copy in either form.
-        self.w.a.push(self.client, M::from_shared(data.clone())).unwrap();
+        self.send(data);
         let (mut s, mut c) = self.pump(echo);
         let want = (data.len(), if echo { data.len() } else { 0 });
         for _ in 0..10_000 {
-            if s >= want.0 && c >= want.1 || !self.w.fire_next_timer(None) {
+            if s >= want.0 && c >= want.1 || !self.fire_next_timer() {
                 break;
             }
             let (ds, dc) = self.pump(echo);
@@ -153,21 +151,28 @@ impl<M: Msg + 'static> Framework<M> {
     }
 }
 
-/// One path of the comparison: a transfer of `data`, echoed or not, and
-/// the bytes the server and the client received.
-trait Exchange {
-    fn exchange(&mut self, data: &Bytes, echo: bool) -> (usize, usize);
-}
-
 impl Exchange for Direct {
-    fn exchange(&mut self, data: &Bytes, echo: bool) -> (usize, usize) {
-        Direct::exchange(self, data, echo)
+    fn send(&mut self, data: &Bytes) {
+        self.w.a.write(self.w.now, self.client, data.clone(), true, None).unwrap();
+    }
+    fn pump(&mut self, echo: bool) -> (usize, usize) {
+        Direct::pump(self, echo)
+    }
+    fn fire_next_timer(&mut self) -> bool {
+        self.w.fire_next_timer(None)
     }
 }
 
 impl<M: Msg + 'static> Exchange for Framework<M> {
-    fn exchange(&mut self, data: &Bytes, echo: bool) -> (usize, usize) {
-        Framework::exchange(self, data, echo)
+    fn send(&mut self, data: &Bytes) {
+        // The application hands a shared payload: no copy in either form.
+        self.w.a.push(self.client, M::from_shared(data.clone())).unwrap();
+    }
+    fn pump(&mut self, echo: bool) -> (usize, usize) {
+        Framework::pump(self, echo)
+    }
+    fn fire_next_timer(&mut self) -> bool {
+        self.w.fire_next_timer(None)
     }
 }
 
