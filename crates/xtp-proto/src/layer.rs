@@ -216,9 +216,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> Protocol<M> for XtpProto
         upper: Upper,
         parts: &Participants,
     ) -> Result<(), OpenError> {
-        let Some(Addr::Port(port)) = parts.local.peek().copied() else {
-            return Err(OpenError::MissingAddr("local XTP port"));
-        };
+        let port = local_port(parts)?;
         self.ep.listen(port, self.ctx_cfg.clone()).map_err(|_| OpenError::InUse(Addr::Port(port)))?;
         self.listeners.push((port, upper));
         Ok(())
@@ -230,9 +228,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> Protocol<M> for XtpProto
         upper: Upper,
         parts: &Participants,
     ) -> Result<(), OpenError> {
-        let Some(Addr::Port(port)) = parts.local.peek().copied() else {
-            return Err(OpenError::MissingAddr("local XTP port"));
-        };
+        let port = local_port(parts)?;
         let Some(i) = self.listeners.iter().position(|l| *l == (port, upper)) else {
             return Err(OpenError::NotEnabled(Addr::Port(port)));
         };
@@ -340,5 +336,13 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> Protocol<M> for XtpProto
     fn handle_timeout(&mut self, cx: &mut Ctx<'_, M>, now: Instant) {
         self.ep.handle_timeout(now);
         self.drain_events(cx);
+    }
+}
+
+/// The local XTP port an open-enable or open-disable names.
+fn local_port(parts: &Participants) -> Result<u16, OpenError> {
+    match parts.local.peek().copied() {
+        Some(Addr::Port(port)) => Ok(port),
+        _ => Err(OpenError::MissingAddr("local XTP port")),
     }
 }
