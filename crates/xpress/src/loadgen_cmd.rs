@@ -268,11 +268,17 @@ fn run_model(a: &RunArgs) -> Result<(), String> {
         eprintln!("  {:>6.1} s  {:>12} requests  {}", ns as f64 / 1e9, n, rate(n as f64 / (ns as f64 / 1e9)));
     };
     let progress: Option<xk_loadgen::run::Progress<'_>> = if a.json { None } else { Some(&mut line) };
-    let r = xk_loadgen::run(&model, &cfg, stop, progress)?;
+    let r = xk_loadgen::run(&model, &cfg, stop.clone(), progress)?;
     if a.json {
         println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
     } else {
         print_run(&r);
+    }
+    // A run cut short by Ctrl-C did not do what was asked: the summary
+    // above says what ran, and the exit status says it was cut (issue #13,
+    // as `ping -c`). A sink has no end of its own: Ctrl-C is how it ends.
+    if stop.load(Ordering::Relaxed) {
+        return Err(format!("interrupted (Ctrl-C) after {} requests", r.requests));
     }
     Ok(())
 }

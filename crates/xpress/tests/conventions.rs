@@ -333,6 +333,15 @@ fn ctrl_c_prints_the_summary_so_far() {
     let (st, out) = interrupt(&["ping", "--to", &to, "-i", "0.2", "-c", "100"], Duration::from_millis(1000));
     assert!(!st.success(), "an interrupted ping -c exits non-zero: {out}");
     assert!(out.contains("(interrupted)"), "{out}");
+    // A load run asked for 30 s, cut after about one: the summary of what
+    // ran, and a non-zero exit. (The null adapter: nothing is sent.)
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/../../models/cbr.toml");
+    let (st, out) = interrupt(
+        &["loadgen", "run", model, "--adapter", "null", "--duration", "30"],
+        Duration::from_millis(1500),
+    );
+    assert!(!st.success(), "an interrupted loadgen run exits non-zero: {out}");
+    assert!(out.contains("requests in") && out.contains("ended: stopped"), "{out}");
 }
 
 #[test]
