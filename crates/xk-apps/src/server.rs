@@ -67,6 +67,10 @@ pub struct ServeConfig {
     /// spoofed flood's way (`DriverConfig::peer_lanes`; 0: none). Not over
     /// `--raw`.
     pub peer_lanes: usize,
+    /// With peer lanes: datagrams from unvalidated sources read per second
+    /// while validated clients have traffic (`DriverConfig::unvalidated_rate`;
+    /// 0: no limit).
+    pub unvalidated_rate: u64,
     /// SO_RCVBUF of the TCP floor's connections.
     pub tcp_rcvbuf: Option<usize>,
     /// XTP over IP protocol 36 instead of UDP (root; no floors then).
@@ -95,6 +99,7 @@ impl ServeConfig {
             mss: None,
             no_offload: false,
             peer_lanes: DEFAULT_PEER_LANES,
+            unvalidated_rate: xk_driver::intake::DEFAULT_UNVALIDATED_RATE,
             tcp_rcvbuf: None,
             raw: false,
             udp_echo_port: None,
@@ -175,6 +180,7 @@ impl Server {
             return Ok(Server { driver: AnyDriver::Raw(d), services, cfg: cfg.clone(), done });
         }
         dc.peer_lanes = cfg.peer_lanes;
+        dc.unvalidated_rate = cfg.unvalidated_rate;
         let (mut d, tcp, udp) = bind_ports(cfg, dc)?;
         if let Some(p) = &cfg.pcap {
             crate::capture::install(&mut d, p, None)?;
@@ -332,18 +338,32 @@ pub struct PeerLanes {
     pub at_limit: u64,
     /// Lanes the system refused.
     pub failed: u64,
+    /// Datagrams read from the shared socket (unvalidated sources, and
+    /// validated clients beyond `--peer-lanes`).
+    pub shared_read: u64,
+    /// Times the shared socket was set aside because `--unvalidated-rate`
+    /// was spent beside busy lanes.
+    pub unvalidated_deferred: u64,
 }
 
 impl EngineReport {
     fn of<T: Io>(d: &mut Driver<T>, start: StdInstant, open_in_app: usize) -> Self {
         let l = d.lane_counters();
+        let i = d.intake_counters();
         let ep = d.endpoint();
         EngineReport {
             seconds: start.elapsed().as_secs_f64(),
             contexts: ep.context_count(),
             open_in_app,
             counters: ep.stats().into(),
-            peer_lanes: PeerLanes { open: l.open, opened: l.opened, at_limit: l.at_limit, failed: l.failed },
+            peer_lanes: PeerLanes {
+                open: l.open,
+                opened: l.opened,
+                at_limit: l.at_limit,
+                failed: l.failed,
+                shared_read: i.shared_read,
+                unvalidated_deferred: i.deferred,
+            },
         }
     }
 }

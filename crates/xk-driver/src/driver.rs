@@ -25,6 +25,7 @@ use xtp_proto::{CopyCount, Endpoint, EndpointConfig, PeerChange};
 
 use crate::batch::{BatchSocket, IoCounters, Outgoing, TICK};
 use crate::clock::Clock;
+use crate::intake::{Intake, IntakeCounters};
 use crate::lanes::{LaneCounters, Lanes};
 use crate::raw::RawSocket;
 use crate::trace::{EngineTrace, span_end, span_start};
@@ -60,11 +61,19 @@ pub struct DriverConfig {
     /// flood's way ([`crate::lanes`]); 0: none, every peer shares the
     /// bound socket. Over UDP only; servers want it, clients need not.
     pub peer_lanes: usize,
+    /// With peer lanes: datagrams from unvalidated sources read per second
+    /// while validated peers have traffic ([`crate::intake`]); 0: no limit.
+    pub unvalidated_rate: u64,
 }
 
 impl Default for DriverConfig {
     fn default() -> Self {
-        DriverConfig { wait: WaitMode::Blocking, offload: true, peer_lanes: 0 }
+        DriverConfig {
+            wait: WaitMode::Blocking,
+            offload: true,
+            peer_lanes: 0,
+            unvalidated_rate: crate::intake::DEFAULT_UNVALIDATED_RATE,
+        }
     }
 }
 
@@ -85,6 +94,8 @@ pub struct Driver<T: Transport> {
     tap: Option<Box<Tap>>,
     /// Validated peers' own sockets (`DriverConfig::peer_lanes`).
     lanes: Option<Lanes<T>>,
+    /// How much of the shared socket is read beside busy lanes.
+    intake: Intake,
     /// Payload copies on this side of the socket (see [`PathCopies`]).
     copies: PathCopies,
 }
@@ -228,12 +239,26 @@ impl<T: Transport> Driver<T> {
             tap: None,
             copies: PathCopies::default(),
             lanes: None,
+            intake: Intake::new(driver.unvalidated_rate),
         }
     }
 
     /// What the peer lanes did (all zero without `DriverConfig::peer_lanes`).
     pub fn lane_counters(&self) -> LaneCounters {
         self.lanes.as_ref().map(Lanes::counters).unwrap_or_default()
+    }
+
+    /// What the intake budget did (all zero without peer lanes).
+    pub fn intake_counters(&self) -> IntakeCounters {
+        self.intake.counters()
+    }
+
+    /// The endpoint's next timer, or the intake budget's refill if sooner.
+    fn next_deadline(&mut self) -> Option<Instant> {
+        match (self.ep.poll_timeout(), self.intake.resume_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Opens and closes lanes as the endpoint validates peers and frees
@@ -432,7 +457,8 @@ impl<T: Transport> Driver<T> {
             // under a flood it is always full, and draining it would put the
             // lanes behind it again. A lane is drained (bounded) only under
             // bulk load, as the shared socket is below; a lone datagram ends
-            // its turn.
+            // its turn. Beside busy lanes the shared socket is read within
+            // the intake budget ([`crate::intake`]).
             let mut n = 0;
             let shared_ready = lanes.read_ready(|lane| {
                 for _ in 0..crate::batch::BATCH {
@@ -449,14 +475,21 @@ impl<T: Transport> Driver<T> {
                 }
                 Ok(())
             })?;
-            if shared_ready {
-                stamp.set(None);
-                let t0 = span_start();
-                let k = self.sock.recv(false, &mut feed)?;
-                if k > 0 {
-                    span_end(t0, Point::RecvCall, k as u64, 0);
+            let now = clock.now();
+            self.intake.lanes_read(now, n);
+            if shared_ready || lanes.shared_aside() {
+                let may = self.intake.may_read(now);
+                lanes.set_aside(&self.sock, !may)?;
+                if may {
+                    stamp.set(None);
+                    let t0 = span_start();
+                    let k = self.sock.recv(false, &mut feed)?;
+                    if k > 0 {
+                        span_end(t0, Point::RecvCall, k as u64, 0);
+                    }
+                    self.intake.charge(now, k);
+                    n += k;
                 }
-                n += k;
             }
             return Ok(n);
         }
@@ -498,7 +531,7 @@ impl<T: Transport> Driver<T> {
     /// Time left until the endpoint's next timer (None: no timer).
     pub fn until_timeout(&mut self) -> Option<Duration> {
         let now = self.clock.now();
-        self.ep.poll_timeout().map(|t| t.saturating_since(now))
+        self.next_deadline().map(|t| t.saturating_since(now))
     }
 
     /// For a loop that waits elsewhere ([`crate::engine`]): takes what is
@@ -526,7 +559,7 @@ impl<T: Transport> Driver<T> {
     pub fn turn(&mut self, max_wait: Duration) -> io::Result<()> {
         self.flush()?;
         let now = self.clock.now();
-        let deadline = match self.ep.poll_timeout() {
+        let deadline = match self.next_deadline() {
             Some(t) => t.min(now + max_wait),
             None => now + max_wait,
         };
@@ -542,7 +575,9 @@ impl<T: Transport> Driver<T> {
                     self.receive(false)?;
                 } else if wait >= TICK + Duration::from_millis(5) && self.lanes.is_none() {
                     self.receive(true)?;
-                } else if self.wait_input(Some(wait))? {
+                } else if self.wait_input(Some(wait))? || self.intake.resume_at().is_some() {
+                    // A set-aside shared socket is not in the wait: read it
+                    // when its budget refills.
                     self.receive(false)?;
                 }
             }

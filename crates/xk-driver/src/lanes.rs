@@ -64,6 +64,8 @@ pub(crate) struct Lanes<T> {
     /// `epoll_wait`'s output, kept between calls.
     events: Vec<EpollEvent>,
     counters: LaneCounters,
+    /// The shared socket is out of the epoll set ([`crate::intake`]).
+    shared_aside: bool,
 }
 
 /// The shared socket's epoll token.
@@ -82,6 +84,7 @@ impl<T: Transport> Lanes<T> {
             waiting: VecDeque::new(),
             events: vec![EpollEvent::empty(); max + 1],
             counters: LaneCounters::default(),
+            shared_aside: false,
         })
     }
 
@@ -153,6 +156,23 @@ impl<T: Transport> Lanes<T> {
             }
         }
         Ok(shared)
+    }
+
+    /// Whether the shared socket is set aside (see [`Lanes::set_aside`]).
+    pub(crate) fn shared_aside(&self) -> bool {
+        self.shared_aside
+    }
+
+    /// Takes the shared socket out of the epoll set (`aside`) or puts it
+    /// back: while the intake budget is spent, its level-triggered
+    /// readiness would otherwise wake every wait at once.
+    pub(crate) fn set_aside(&mut self, shared: &T, aside: bool) -> io::Result<()> {
+        if aside != self.shared_aside {
+            let flags = if aside { EpollFlags::empty() } else { EpollFlags::EPOLLIN };
+            self.epoll.modify(shared.fd(), &mut EpollEvent::new(flags, SHARED)).map_err(io::Error::from)?;
+            self.shared_aside = aside;
+        }
+        Ok(())
     }
 
     pub(crate) fn counters(&self) -> LaneCounters {

@@ -41,6 +41,7 @@ pub mod daemon;
 pub mod driver;
 pub mod engine;
 pub mod graph_udp;
+pub mod intake;
 pub mod lanes;
 pub mod netns;
 pub mod pacer;

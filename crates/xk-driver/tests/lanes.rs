@@ -2,11 +2,12 @@
 //! datagrams reach the server on a socket of their own, out of the way of
 //! junk flooding the shared socket; the lane closes with the client's last
 //! context and goes to a client refused one at the limit; a second server
-//! cannot bind the port the lanes share.
+//! cannot bind the port the lanes share; beside a busy lane the shared
+//! socket is read within the intake budget.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use bytes::Bytes;
@@ -17,7 +18,16 @@ use xtp_proto::{ContextConfig, EndpointConfig, Event};
 /// Serves port 9 (discard) with lanes until `stop` is set and every context
 /// is freed (at most 30 s); returns the driver.
 fn server(stop: Arc<AtomicBool>, peer_lanes: usize) -> (SocketAddr, std::thread::JoinHandle<UdpDriver>) {
-    let cfg = DriverConfig { peer_lanes, ..DriverConfig::default() };
+    server_with(stop, DriverConfig { peer_lanes, ..DriverConfig::default() }, None)
+}
+
+/// As [`server`], with driver settings; `shared_read` follows the intake
+/// budget's count of datagrams read from the shared socket, turn by turn.
+fn server_with(
+    stop: Arc<AtomicBool>,
+    cfg: DriverConfig,
+    shared_read: Option<Arc<AtomicU64>>,
+) -> (SocketAddr, std::thread::JoinHandle<UdpDriver>) {
     let mut d = UdpDriver::bind_with("127.0.0.1:0", EndpointConfig::default(), 1, cfg).unwrap();
     d.endpoint().listen(9, ContextConfig::stream()).unwrap();
     let addr = d.local_addr().unwrap();
@@ -27,6 +37,9 @@ fn server(stop: Arc<AtomicBool>, peer_lanes: usize) -> (SocketAddr, std::thread:
             && StdInstant::now() < deadline
         {
             d.turn(Duration::from_millis(5)).unwrap();
+            if let Some(r) = &shared_read {
+                r.store(d.intake_counters().shared_read, Ordering::Relaxed);
+            }
             let now = d.now();
             let ep = d.endpoint();
             while let Some(ev) = ep.poll_event() {
@@ -175,4 +188,77 @@ fn a_client_refused_a_lane_at_the_limit_gets_the_next_one() {
     assert_eq!(l.at_limit, 1, "B was refused a lane while A had the only one");
     assert_eq!(l.opened, 2, "B got the lane when A's context was freed");
     assert_eq!(l.open, 0);
+}
+
+/// A client sends 1 MB every 20 ms for about a second (its lane busy the
+/// whole time) while one thread floods the shared socket with junk: the
+/// server reads the shared socket at the budget's rate, not at the flood's
+/// (without the budget it reads tens of thousands of junk datagrams a
+/// second here), and still reads it.
+#[test]
+fn beside_a_busy_lane_the_shared_socket_is_read_within_the_budget() {
+    const RATE: u64 = 2_000;
+    let stop = Arc::new(AtomicBool::new(false));
+    let read = Arc::new(AtomicU64::new(0));
+    let cfg = DriverConfig { peer_lanes: 4, unvalidated_rate: RATE, ..DriverConfig::default() };
+    let (addr, h) = server_with(stop.clone(), cfg, Some(read.clone()));
+    let mut c = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 3).unwrap();
+    let now = c.now();
+    let ctx = c.endpoint().connect(now, addr, 9, ContextConfig::stream()).unwrap();
+    let chunk = Bytes::from(vec![5u8; 1 << 20]);
+    let junk_stop = Arc::new(AtomicBool::new(false));
+    let mut junk = None;
+    let mut window = None;
+    for i in 0..60 {
+        let now = c.now();
+        c.endpoint().write(now, ctx, chunk.clone(), false, None).unwrap();
+        let next = StdInstant::now() + StdDuration::from_millis(20);
+        while StdInstant::now() < next {
+            c.turn(Duration::from_millis(2)).unwrap();
+            while c.endpoint().poll_event().is_some() {}
+        }
+        if i == 5 {
+            // The lane is open and busy: flood from now on (bounded: 5 s
+            // or 3 M sends), and count from a moment later.
+            let js = junk_stop.clone();
+            junk = Some(std::thread::spawn(move || {
+                let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                let end = StdInstant::now() + StdDuration::from_secs(5);
+                let mut n = 0u64;
+                while !js.load(Ordering::Relaxed) && StdInstant::now() < end && n < 3_000_000 {
+                    let _ = s.send_to(&[0xa5u8; 64], addr);
+                    n += 1;
+                }
+                n
+            }));
+        }
+        if i == 10 {
+            window = Some((StdInstant::now(), read.load(Ordering::Relaxed)));
+        }
+    }
+    let (t0, r0) = window.unwrap();
+    let (secs, during) = (t0.elapsed().as_secs_f64(), read.load(Ordering::Relaxed) - r0);
+    junk_stop.store(true, Ordering::Relaxed);
+    let junk_sent = junk.unwrap().join().unwrap();
+    let acked = c.endpoint().context_stats(ctx).map_or(0, |s| s.bytes_acked);
+    let now = c.now();
+    c.endpoint().close(now, ctx);
+    stop.store(true, Ordering::Relaxed);
+    while !h.is_finished() {
+        c.turn(Duration::from_millis(5)).unwrap();
+        while c.endpoint().poll_event().is_some() {}
+    }
+    let d = h.join().unwrap();
+    let intake = d.intake_counters();
+    println!(
+        "junk sent {junk_sent}; {during} datagrams read from the shared socket in {secs:.2} s; {intake:?}"
+    );
+    // All but the last megabyte, written 20 ms before, was acknowledged.
+    assert!(acked >= 59 << 20, "the transfer went on under the flood: {acked} B acknowledged");
+    // The budget's rate, plus its depth and one batch of slack for the
+    // turn the counter lags by.
+    let most = RATE as f64 * secs + 64.0 + 64.0;
+    assert!((during as f64) <= most, "{during} read in {secs:.2} s, budget {most:.0}");
+    assert!((during as f64) >= RATE as f64 * secs / 4.0, "the shared socket was still read: {during}");
+    assert!(intake.deferred > 0, "the budget was spent and the socket set aside");
 }

@@ -54,6 +54,11 @@ pub struct Params {
     /// setting runs with every flood rate and pace.
     #[serde(default = "default_lanes")]
     pub peer_lanes: Vec<usize>,
+    /// The server's `--unvalidated-rate` (datagrams a second read from
+    /// unvalidated sources while validated clients have traffic; 0: no
+    /// limit). Each setting runs with every other point.
+    #[serde(default = "default_intake")]
+    pub unvalidated_rate: Vec<u64>,
 }
 
 fn unpaced() -> Vec<u64> {
@@ -64,8 +69,13 @@ fn default_lanes() -> Vec<usize> {
     vec![xk_apps::server::DEFAULT_PEER_LANES]
 }
 
-/// A step: (FIRSTs/s, legitimate Mbit/s, the server's peer lanes).
-pub type Point = (u64, u64, usize);
+fn default_intake() -> Vec<u64> {
+    vec![xk_driver::intake::DEFAULT_UNVALIDATED_RATE]
+}
+
+/// A step: (FIRSTs/s, legitimate Mbit/s, the server's peer lanes, its
+/// unvalidated rate).
+pub type Point = (u64, u64, usize, u64);
 
 /// One run: the bulk without and with the flood.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -79,6 +89,13 @@ pub struct Row {
     /// is what those servers did).
     #[serde(default)]
     pub peer_lanes: usize,
+    /// The server's `--unvalidated-rate` (results from before it read 0,
+    /// which is what those servers did: no limit).
+    #[serde(default)]
+    pub unvalidated_rate: u64,
+    /// Times the server set its shared socket aside, the budget spent.
+    #[serde(default)]
+    pub unvalidated_deferred: u64,
     /// Goodput of the bulk alone, Mbit/s.
     pub alone_mbit_per_s: f64,
     /// Goodput of the same bulk under the flood, Mbit/s.
@@ -150,16 +167,28 @@ fn bulk(exe: &Path, to: SocketAddr, seconds: f64, mbit: u64) -> Result<(f64, boo
 pub fn flood(
     exe: &Path,
     p: &Params,
-    (rate, legit_mbit, peer_lanes): Point,
+    (rate, legit_mbit, peer_lanes, unvalidated_rate): Point,
     seed: u64,
 ) -> Result<Row, String> {
     let mut spoofer = Spoofer::new(seed)?;
-    let lanes = ["--peer-lanes".to_string(), peer_lanes.to_string()];
+    let lanes = [
+        "--peer-lanes".to_string(),
+        peer_lanes.to_string(),
+        "--unvalidated-rate".to_string(),
+        unvalidated_rate.to_string(),
+    ];
     let server = ServeProcess::start(exe, 0.25, p.seconds * 2.0 + p.after_s + 60.0, &lanes)?;
     let addr = server.addr();
     let SocketAddr::V4(to) = addr else { return Err("the server is not on IPv4".into()) };
     std::thread::sleep(Duration::from_millis(300));
-    let mut row = Row { rate, legit_mbit, peer_lanes, rss_before_kb: server.rss_kb(), ..Row::default() };
+    let mut row = Row {
+        rate,
+        legit_mbit,
+        peer_lanes,
+        unvalidated_rate,
+        rss_before_kb: server.rss_kb(),
+        ..Row::default()
+    };
     let (alone, ok1) = bulk(exe, addr, p.seconds, legit_mbit)?;
     row.alone_mbit_per_s = alone;
     let first = spoof::first_packet(addr, VERIFY_PORT, p.first_data);
@@ -214,6 +243,7 @@ pub fn flood(
     row.spoofed_bytes = e1.get("unvalidated_bytes_out") - e0.get("unvalidated_bytes_out");
     row.spoofed_datagrams_after = e2.get("unvalidated_datagrams_out") - e1.get("unvalidated_datagrams_out");
     row.half_open_evicted = e1.get("half_open_evicted") - e0.get("half_open_evicted");
+    row.unvalidated_deferred = e1.deferred.saturating_sub(e0.deferred);
     row.contexts_at_flood_end = e1.contexts;
     row.contexts_after = e2.contexts;
     Ok(row)
@@ -239,6 +269,7 @@ impl Experiment for Flood {
                 rates: vec![20_000, 0],
                 legit_mbit: vec![0],
                 peer_lanes: default_lanes(),
+                unvalidated_rate: default_intake(),
             }
         } else {
             // A transfer at 1 Gbit/s (one that leaves the machine room)
@@ -253,6 +284,7 @@ impl Experiment for Flood {
                 rates: vec![20_000, 0],
                 legit_mbit: vec![1000],
                 peer_lanes: default_lanes(),
+                unvalidated_rate: default_intake(),
             }
         }
     }
@@ -267,6 +299,9 @@ impl Experiment for Flood {
         if p.peer_lanes.is_empty() || p.peer_lanes.iter().any(|&l| l > 4096) {
             return Err("peer_lanes: at least one, each 0 (none) to 4,096".into());
         }
+        if p.unvalidated_rate.is_empty() {
+            return Err("unvalidated_rate: at least one (0: no limit)".into());
+        }
         Ok(())
     }
     fn new(p: Params) -> Self {
@@ -280,19 +315,21 @@ impl Experiment for Flood {
             return Vec::new();
         }
         let p = &self.0;
-        p.peer_lanes
+        p.unvalidated_rate
             .iter()
-            .flat_map(|&l| p.legit_mbit.iter().map(move |&m| (m, l)))
-            .flat_map(|(m, l)| p.rates.iter().map(move |&r| (r, m, l)))
-            .map(|(r, m, l)| Step {
+            .flat_map(|&u| p.peer_lanes.iter().map(move |&l| (l, u)))
+            .flat_map(|(l, u)| p.legit_mbit.iter().map(move |&m| (m, l, u)))
+            .flat_map(|(m, l, u)| p.rates.iter().map(move |&r| (r, m, l, u)))
+            .map(|(r, m, l, u)| Step {
                 label: format!(
-                    "bulk --verify {} s{} alone, then under spoofed FIRSTs at {}{}",
+                    "bulk --verify {} s{} alone, then under spoofed FIRSTs at {}{}{}",
                     p.seconds,
                     legit_text(m),
                     rate_text(r),
-                    lanes_text(l)
+                    lanes_text(l),
+                    intake_text(u)
                 ),
-                point: (r, m, l),
+                point: (r, m, l, u),
             })
             .collect()
     }
@@ -308,7 +345,7 @@ impl Experiment for Flood {
         Ok(vec![flood(&exe, &self.0, point, env.seed)?])
     }
     fn csv_key() -> &'static [&'static str] {
-        &["peer_lanes", "legit_mbit", "rate"]
+        &["unvalidated_rate", "peer_lanes", "legit_mbit", "rate"]
     }
     fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page) {
         let t: Vec<Vec<String>> = rows
@@ -318,8 +355,13 @@ impl Experiment for Flood {
                     rate_text(r.rate),
                     if r.peer_lanes == 0 {
                         "shared socket".into()
+                    } else if r.unvalidated_rate == 0 {
+                        format!("{} lanes, unvalidated input unlimited", r.peer_lanes)
                     } else {
-                        format!("{} lanes", r.peer_lanes)
+                        format!(
+                            "{} lanes, unvalidated input ≤ {}/s beside them (set aside {} times)",
+                            r.peer_lanes, r.unvalidated_rate, r.unvalidated_deferred
+                        )
                     },
                     if r.legit_mbit == 0 { "unpaced".into() } else { format!("{} Mbit/s", r.legit_mbit) },
                     format!("{} ({:.0}/s, {} B each)", r.firsts_sent, r.firsts_per_s, r.first_bytes),
@@ -374,7 +416,7 @@ impl Experiment for Flood {
         }
         for r in rows {
             page.reading(&format!(
-                "At {}: goals: legitimate goodput ≥ 90 % of the run without the flood — {:.0} %, {}; sent to spoofed sources ≤ 3× the bytes received from them — {:.2}×, {} ({:.2} datagrams per FIRST accepted); nothing sent to them after the flood — {} datagrams, {}. Server memory {} kB before, {} kB at the peak (the half-open table is bounded: 16,384 contexts, 64 MiB), {} kB after. The flood and the bulk share this machine's two cores with the server, so part of any goodput lost is CPU taken by the flooding thread, not the protocol.",
+                "At {}: goals: legitimate goodput ≥ 90 % of the run without the flood — {:.0} %, {}; sent to spoofed sources ≤ 3× the bytes received from them — {:.2}×, {} ({:.2} datagrams per FIRST accepted); nothing sent to them after the flood — {} datagrams, {}. Server memory {} kB before, {} kB at the peak (the half-open table is bounded: 16,384 contexts, 64 MiB), {} kB after. The flood and the bulk share this machine's two cores with the server, so part of any goodput lost is CPU taken by the flooding thread, not the protocol{}.",
                 case(r),
                 r.kept() * 100.0,
                 if r.kept() >= 0.9 { "met" } else { "not met" },
@@ -385,7 +427,12 @@ impl Experiment for Flood {
                 if r.spoofed_datagrams_after == 0 { "met" } else { "not met" },
                 r.rss_before_kb,
                 r.rss_during_kb,
-                r.rss_after_kb
+                r.rss_after_kb,
+                if r.legit_mbit == 0 {
+                    " (the unpaced bulk used both cores without the flood; the flooding thread and the kernel's delivery of its datagrams take one of them, so this row measures the machine as much as the protocol)"
+                } else {
+                    ""
+                }
             ));
             if let Some(e) = &r.flood_bulk_error {
                 page.reading(&format!(
@@ -428,7 +475,19 @@ fn legit_text(m: u64) -> String {
 
 /// A row's flood rate, the bulk's pace and the server's lanes, for readings.
 fn case(r: &Row) -> String {
-    format!("{}{}{}", rate_text(r.rate), legit_text(r.legit_mbit), lanes_text(r.peer_lanes))
+    format!(
+        "{}{}{}{}",
+        rate_text(r.rate),
+        legit_text(r.legit_mbit),
+        lanes_text(r.peer_lanes),
+        intake_text(r.unvalidated_rate)
+    )
+}
+
+/// ` (unvalidated input unlimited)` when the server ran without the
+/// budget.
+fn intake_text(u: u64) -> String {
+    if u == 0 { " (unvalidated input unlimited)".into() } else { String::new() }
 }
 
 /// ` (no peer lanes)` when the server ran without them.

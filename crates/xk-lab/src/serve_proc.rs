@@ -34,6 +34,8 @@ pub struct EngineState {
     pub contexts: u64,
     /// The counters of `xtp_proto::EndpointStats`, by name.
     pub counters: Value,
+    /// Times the shared socket was set aside, `--unvalidated-rate` spent.
+    pub deferred: u64,
 }
 
 impl EngineState {
@@ -87,6 +89,7 @@ impl ServeProcess {
                         seconds: e["seconds"].as_f64().unwrap_or(0.0),
                         contexts: e["contexts"].as_u64().unwrap_or(0),
                         counters: e["counters"].clone(),
+                        deferred: e["peer_lanes"]["unvalidated_deferred"].as_u64().unwrap_or(0),
                     };
                     sink.lock().expect("reader").push(s);
                 }

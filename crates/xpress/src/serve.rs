@@ -44,6 +44,13 @@ pub(crate) struct ServeArgs {
     /// Not over --raw.
     #[arg(long, value_name = "N", default_value_t = xk_apps::server::DEFAULT_PEER_LANES)]
     peer_lanes: usize,
+    /// While validated clients have traffic on their own sockets, read at
+    /// most N datagrams per second from everyone else (the shared socket:
+    /// unvalidated sources, spoofed floods), so that a flood cannot take the
+    /// CPU the served clients need; 0: no limit. Without lane traffic the
+    /// shared socket is read without limit.
+    #[arg(long, value_name = "N", default_value_t = xk_driver::intake::DEFAULT_UNVALIDATED_RATE)]
+    unvalidated_rate: u64,
     /// Receive buffer of the TCP floor server's connections (SO_RCVBUF; Linux
     /// then offers a window of about this size and stops auto-tuning): 65536
     /// gives the classic 64 KB TCP window of seed 002.
@@ -119,6 +126,12 @@ fn lanes_text(l: &xk_apps::server::PeerLanes) -> String {
     if l.failed > 0 {
         t += &format!(", {} the system refused", format::count(l.failed, "peer lane", "peer lanes"));
     }
+    if l.unvalidated_deferred > 0 {
+        t += &format!(
+            ", unvalidated input set aside {} (--unvalidated-rate reached)",
+            format::count(l.unvalidated_deferred, "time", "times")
+        );
+    }
     t
 }
 
@@ -152,6 +165,7 @@ fn run_traced(a: &ServeArgs) -> Result<(), String> {
         mss: a.mss,
         no_offload: a.no_offload,
         peer_lanes: a.peer_lanes,
+        unvalidated_rate: a.unvalidated_rate,
         tcp_rcvbuf: a.tcp_rcvbuf,
         raw: a.raw,
         udp_echo_port: a.udp_echo_port,

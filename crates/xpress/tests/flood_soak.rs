@@ -27,8 +27,9 @@ fn spoofed_firsts_during_a_verified_bulk() {
         rates: vec![0],
         legit_mbit: vec![0],
         peer_lanes: vec![64],
+        unvalidated_rate: vec![20_000],
     };
-    let r = flood::flood(exe(), &p, (0, 0, 64), 13).expect("the flood runs");
+    let r = flood::flood(exe(), &p, (0, 0, 64, 20_000), 13).expect("the flood runs");
     println!("{r:?}");
     assert!(r.verified, "both bulks verified");
     assert_eq!(r.firsts_sent, 5_000);

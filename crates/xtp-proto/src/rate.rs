@@ -79,6 +79,17 @@ impl TokenBucket {
         }
     }
 
+    /// Takes `n` tokens, or all there are if fewer: for a cost known only
+    /// after the fact (a read of however many datagrams were waiting), after
+    /// [`TokenBucket::ready_at`] said the usual cost could be met.
+    pub fn spend(&mut self, now: Instant, n: usize) {
+        if self.rate == 0 {
+            return;
+        }
+        self.refill(now);
+        self.tokens_nb = self.tokens_nb.saturating_sub(n as u128 * 1_000_000_000);
+    }
+
     /// When `bytes` can next be taken (now, if already possible).
     pub fn ready_at(&mut self, now: Instant, bytes: usize) -> Instant {
         if self.rate == 0 {
