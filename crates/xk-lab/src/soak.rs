@@ -84,6 +84,9 @@ impl Row {
     }
 }
 
+/// The churn issue #13 judges RSS flatness on: a million contexts.
+pub const GOAL_CONTEXTS: u64 = 1_000_000;
+
 /// SOAK.
 pub struct Soak(Params);
 
@@ -236,13 +239,23 @@ impl Experiment for Soak {
         for n in notes {
             page.note(n);
         }
+        let ep = xtp_proto::EndpointConfig::default();
+        let hold = ep.recent_key_hold.as_secs_f64();
         for r in rows {
-            let flat = r.rss_spread() <= 0.10;
+            let flat = if r.opened < GOAL_CONTEXTS {
+                format!(
+                    "not judged: the goal is for a churn of at least {GOAL_CONTEXTS} contexts (plans/soak-1m.toml), and this shorter one is measured while the server still grows to its steady state (the contexts of 2 s of linger, the recent-key table)"
+                )
+            } else if r.rss_spread() <= 0.10 {
+                "met".into()
+            } else {
+                "not met".into()
+            };
             let clean = r.contexts_left == 0;
             page.reading(&format!(
-                "Goals: server RSS flat within 10 % from 10 % to 100 % of the churn — {:.1} %, {}; 0 contexts left — {}, {}. {} contexts ended gracefully, {} otherwise{}. Limits hit: {} FIRSTs refused by max_contexts_per_peer; {} keys forgotten before 120 s because the recent-key table (65,536) was full — a churn above 546 contexts/s outruns it, and then exactly-once across context reuse rests on the 32 random key bits alone.",
+                "Goals: server RSS flat within 10 % from 10 % to 100 % of the churn — {:.1} %, {}; 0 contexts left — {}, {}. {} contexts ended gracefully, {} otherwise{}. Limits hit: {} FIRSTs refused by max_contexts_per_peer; {} keys forgotten before {hold:.0} s because the recent-key table ({}) was full — a churn above {:.0} contexts/s outruns it, and then exactly-once across context reuse rests on the 32 random key bits alone.",
                 r.rss_spread() * 100.0,
-                if flat { "met" } else { "not met" },
+                flat,
                 r.contexts_left,
                 if clean { "met" } else { "not met" },
                 r.completed,
@@ -250,6 +263,8 @@ impl Experiment for Soak {
                 if r.cut_short { " (the time limit cut the churn short)" } else { "" },
                 r.refused_peer_limit,
                 r.recent_keys_forgotten,
+                ep.recent_keys_max,
+                ep.recent_keys_max as f64 / hold,
             ));
         }
     }
