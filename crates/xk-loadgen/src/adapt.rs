@@ -181,6 +181,9 @@ pub trait Adapter {
     fn begin(&mut self, _realtime_ns: i128) {}
     /// Housekeeping while idle (the XTP driver's timers).
     fn idle(&mut self) {}
+    /// Called shortly before a request's time: read what `execute` will
+    /// touch first, so that a long wait's cache losses are not in the miss.
+    fn warm(&mut self) {}
     /// Ends the adapter (flushes, closes) and returns its counts.
     fn finish(self: Box<Self>) -> Counts;
 }
@@ -224,6 +227,9 @@ impl Adapter for Null {
         std::hint::black_box(batch);
         self.0.sent += batch.len() as u64;
         Ok(())
+    }
+    fn warm(&mut self) {
+        std::hint::black_box(self.0.sent);
     }
     fn finish(self: Box<Self>) -> Counts {
         self.0

@@ -179,6 +179,8 @@ struct Measured {
     dropped: u64,
     early: u64,
     last_ns: u64,
+    /// The last miss recorded (the next one usually falls in its bucket).
+    last_miss: u64,
     wall_stop: bool,
     counts: Counts,
     fatal: Option<String>,
@@ -214,6 +216,7 @@ fn execute<S: Source>(
         dropped: 0,
         early: 0,
         last_ns: 0,
+        last_miss: 0,
         wall_stop: false,
         counts: Counts::default(),
         fatal: None,
@@ -233,7 +236,13 @@ fn execute<S: Source>(
             if first.t_ns > now + 1_000_000 {
                 adapter.idle();
             }
-            now = cfg.wait.until(start, first.t_ns);
+            now = cfg.wait.until_warm(start, first.t_ns, || {
+                batch.push(first);
+                batch.clear();
+                std::hint::black_box(cfg.drop_late_ns);
+                m.hist.touch(m.last_miss);
+                adapter.warm();
+            });
         }
         if now > wall_limit {
             m.wall_stop = true;
@@ -268,7 +277,10 @@ fn execute<S: Source>(
         now = start.elapsed().as_nanos() as u64;
         for r in &batch {
             match now.checked_sub(r.t_ns) {
-                Some(miss) => m.hist.record(miss),
+                Some(miss) => {
+                    m.hist.record(miss);
+                    m.last_miss = miss;
+                }
                 None => m.early += 1,
             }
         }

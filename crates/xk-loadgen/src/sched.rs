@@ -63,12 +63,26 @@ impl Wait {
     /// Waits until `t_ns` after `start`; returns the time then (≥ `t_ns`).
     #[inline]
     pub fn until(&self, start: Instant, t_ns: u64) -> u64 {
+        self.until_warm(start, t_ns, || {})
+    }
+
+    /// As [`Wait::until`], calling `warm` once when [`WARM_NS`] are left
+    /// (or at once if less are): a rehearsal of what follows the release,
+    /// which brings its lines back into the cache after a long wait.
+    #[inline]
+    pub fn until_warm(&self, start: Instant, t_ns: u64, mut warm: impl FnMut()) -> u64 {
+        let mut warmed = false;
         loop {
             let now = start.elapsed().as_nanos() as u64;
             if now >= t_ns {
                 return now;
             }
             let left = t_ns - now;
+            if !warmed && left <= WARM_NS {
+                warm();
+                warmed = true;
+                continue;
+            }
             match *self {
                 // No `spin_loop()` hint: on this machine the PAUSE it emits
                 // costs more than the clock read, and it widened the
@@ -88,6 +102,10 @@ impl Wait {
         }
     }
 }
+
+/// How long before a request's time SCHED rehearses what follows its
+/// release ([`Wait::until_warm`]).
+pub const WARM_NS: u64 = 2_000;
 
 /// The real-time measures asked for one thread.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
