@@ -95,7 +95,7 @@ pub async fn bind(cfg: Config) -> io::Result<Server> {
             format!("root {}: not a directory", root.display()),
         ));
     }
-    let listener = Listener::control(cfg.net, cfg.listen).await?;
+    let listener = Listener::control(&cfg.net, cfg.listen).await?;
     Ok(Server { listener, cfg: Arc::new(cfg), root, sessions: Arc::default() })
 }
 
@@ -588,7 +588,7 @@ impl Session {
                 // The data listener on the address the client reached us at.
                 let ip = self.cfg.listen.ip();
                 let ip = if ip.is_unspecified() { self.peer.ip() } else { ip };
-                let l = Listener::data(self.cfg.net, ip).await?;
+                let l = Listener::data(&self.cfg.net, ip).await?;
                 let addr = l.local_addr()?;
                 self.passive = Some(l);
                 self.active = None;
@@ -770,7 +770,7 @@ impl Session {
             }
         } else if let Some(addr) = self.active.take() {
             send(w, reply(150, &format!("connecting to {addr} for {what}"))).await?;
-            match connect_data(self.cfg.net, addr).await {
+            match connect_data(&self.cfg.net, addr).await {
                 Ok(c) => c,
                 Err(e) => return ok(425, format!("cannot connect to {addr}: {e}")),
             }

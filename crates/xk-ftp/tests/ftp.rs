@@ -1,6 +1,7 @@
-//! Our server with our client over TCP and XTP, and one test per attack
-//! the server refuses. Everything on loopback; 127.0.0.2 is the "third
-//! party". Outside clients and servers are in `interop.rs`.
+//! Our server with our client over TCP, XTP and XTP in the simulator, and
+//! one test per attack the server refuses. Everything on loopback (or the
+//! simulated network); 127.0.0.2 is the "third party". Outside clients and
+//! servers are in `interop.rs`.
 
 mod common;
 
@@ -9,23 +10,58 @@ use std::time::Duration;
 
 use common::{pattern, sha, start, tempdir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use xk_driver::aio::{SimNet, SimReport};
 use xk_ftp::client::Client;
 use xk_ftp::net::Net;
+use xk_netemu::{LinkParams, Loss};
+
+/// One step of a round trip: what, how long it took (virtual time over the
+/// simulator), and over the simulator the network's counters after it.
+#[derive(Debug)]
+struct Step {
+    what: String,
+    took: Duration,
+    after: Option<SimReport>,
+}
+
+/// Records steps of a round trip.
+struct Steps(Vec<Step>, Net, tokio::time::Instant);
+
+impl Steps {
+    fn new(net: &Net) -> Steps {
+        Steps(Vec::new(), net.clone(), tokio::time::Instant::now())
+    }
+    /// Ends the step begun at the last call.
+    fn done(&mut self, what: impl Into<String>) {
+        let after = match &self.1 {
+            Net::Sim(s) => Some(s.report()),
+            _ => None,
+        };
+        let now = tokio::time::Instant::now();
+        self.0.push(Step { what: what.into(), took: now - self.2, after });
+        self.2 = now;
+    }
+}
 
 /// Uploads and downloads files of 0 B, 1 B, 1 MB and 8 MB byte-exact,
 /// resumes a download (REST) and an upload (APPE), lists, renames, deletes.
-async fn round_trip(net: Net) {
-    let root = tempdir(&format!("rt-{net:?}"));
-    let (addr, _stop) = start(net, &root, |_| {}).await;
-    let mut c = Client::connect(net, addr).await.unwrap();
+/// Returns each step's time (and the simulator's counters after it).
+async fn round_trip(net: Net, label: &str) -> Vec<Step> {
+    let root = tempdir(&format!("rt-{label}"));
+    let (addr, _stop) = start(net.clone(), &root, |_| {}).await;
+    let mut t = Steps::new(&net);
+    let mut c = Client::connect(net.clone(), addr).await.unwrap();
     c.login("alice", "secret").await.unwrap();
+    t.done("login");
     for (i, n) in [0usize, 1, 1 << 20, 8 << 20].into_iter().enumerate() {
         let data = pattern(n, i as u8);
         let name = format!("f{n}");
         assert_eq!(c.stor(&name, false, &mut &data[..]).await.unwrap(), n as u64);
+        t.done(format!("STOR {n}"));
         assert_eq!(sha(&std::fs::read(root.join(&name)).unwrap()), sha(&data), "{net:?} upload of {n} B");
         let mut back = Vec::new();
         assert_eq!(c.retr(&name, 0, &mut back).await.unwrap(), n as u64);
+        t.done(format!("RETR {n}"));
         assert_eq!(sha(&back), sha(&data), "{net:?} download of {n} B");
         assert_eq!(c.size(&name).await.unwrap(), n as u64);
     }
@@ -38,9 +74,13 @@ async fn round_trip(net: Net) {
     c.stor("half", false, &mut &data[..400_000]).await.unwrap();
     c.stor("half", true, &mut &data[400_000..]).await.unwrap();
     assert_eq!(std::fs::read(root.join("half")).unwrap(), data, "STOR then APPE");
+    t.done("REST, APPE");
     // Directories and names.
     c.simple("MKD sub").await.unwrap();
     c.rename("half", "sub/whole").await.unwrap();
+    // The listings carry modification times: fixed, so that they are the
+    // same bytes every run (the simulator's trace hash covers them).
+    freeze_mtimes(&root);
     let names = c.listing("NLST", "sub").await.unwrap();
     assert_eq!(names.trim(), "whole");
     let list = c.listing("LIST", "").await.unwrap();
@@ -54,35 +94,62 @@ async fn round_trip(net: Net) {
     c.simple("RMD sub").await.unwrap();
     assert!(!root.join("sub").exists());
     c.quit().await.unwrap();
+    t.done("listings, names");
     let _ = std::fs::remove_dir_all(&root);
+    t.0
+}
+
+/// Sets the modification time of `dir` and everything under it to one
+/// fixed instant.
+fn freeze_mtimes(dir: &std::path::Path) {
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            freeze_mtimes(&p);
+        } else {
+            std::fs::File::options().write(true).open(&p).unwrap().set_modified(at).unwrap();
+        }
+    }
+    std::fs::File::open(dir).unwrap().set_modified(at).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_round_trip_over_tcp() {
-    round_trip(Net::Tcp).await;
+    round_trip(Net::Tcp, "tcp").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_round_trip_over_xtp() {
-    round_trip(Net::Xtp).await;
+    round_trip(Net::Xtp, "xtp").await;
 }
 
 /// The same with every XTP endpoint (client's and server's, control and
 /// data) on an engine thread: the async API in that mode under FTP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_round_trip_over_xtp_on_engine_threads() {
-    round_trip(Net::XtpEngine).await;
+    round_trip(Net::XtpEngine, "xtp-engine").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paths_cannot_leave_the_root() {
-    let base = tempdir("escape");
+    escape(Net::Tcp, "tcp").await;
+}
+
+#[test]
+fn paths_cannot_leave_the_root_over_xtp_in_the_simulator() {
+    in_sim(sim_seed(), 0.0, |net| escape(net, "sim"));
+}
+
+/// Paths out of the root, refused.
+async fn escape(net: Net, label: &str) {
+    let base = tempdir(&format!("escape-{label}"));
     let root = base.join("root");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(base.join("secret"), "secret").unwrap();
     std::os::unix::fs::symlink(base.join("secret"), root.join("link")).unwrap();
-    let (addr, _stop) = start(Net::Tcp, &root, |_| {}).await;
-    let mut c = Client::connect(Net::Tcp, addr).await.unwrap();
+    let (addr, _stop) = start(net.clone(), &root, |_| {}).await;
+    let mut c = Client::connect(net, addr).await.unwrap();
     c.login("alice", "secret").await.unwrap();
     for bad in ["../secret", "/../secret", "link", "../../../../etc/passwd", "a/../../secret"] {
         let r = c.cmd(&format!("SIZE {bad}")).await.unwrap();
@@ -129,15 +196,26 @@ async fn no_ftp_bounce_and_no_pasv_theft() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logins_sessions_and_bad_input_are_limited() {
-    let root = tempdir("limits");
-    let (addr, _stop) = start(Net::Tcp, &root, |c| {
+    limits(Net::Tcp, "tcp").await;
+}
+
+#[test]
+fn logins_sessions_and_bad_input_are_limited_over_xtp_in_the_simulator() {
+    in_sim(sim_seed(), 0.0, |net| limits(net, "sim"));
+}
+
+/// Failed logins, anonymous users, bad input, sessions per address and
+/// idle sessions, each limited.
+async fn limits(net: Net, label: &str) {
+    let root = tempdir(&format!("limits-{label}"));
+    let (addr, _stop) = start(net.clone(), &root, |c| {
         c.max_per_addr = 2;
         c.anonymous = true;
         c.idle = Duration::from_millis(500);
     })
     .await;
     // Failed logins: 530, then closed after the third.
-    let mut c = Client::connect(Net::Tcp, addr).await.unwrap();
+    let mut c = Client::connect(net.clone(), addr).await.unwrap();
     c.cmd("USER alice").await.unwrap();
     assert_eq!(c.cmd("PASS wrong").await.unwrap().code, 530);
     assert_eq!(c.cmd("PASS wrong").await.unwrap().code, 530);
@@ -145,7 +223,7 @@ async fn logins_sessions_and_bad_input_are_limited() {
     assert_eq!(r.code, 421, "{r:?}");
     assert!(c.cmd("NOOP").await.is_err(), "closed after the limit");
     // Before login nothing but login.
-    let mut c = Client::connect(Net::Tcp, addr).await.unwrap();
+    let mut c = Client::connect(net.clone(), addr).await.unwrap();
     assert_eq!(c.cmd("RETR x").await.unwrap().code, 530);
     // Anonymous: read-only.
     c.login("anonymous", "me@example").await.unwrap();
@@ -160,8 +238,8 @@ async fn logins_sessions_and_bad_input_are_limited() {
     assert_eq!(c.reply().await.unwrap().code, 501);
     assert_eq!(c.cmd("NOOP").await.unwrap().code, 200, "the session survives bad input");
     // Sessions per address: the third is refused, naming the limit.
-    let _second = Client::connect(Net::Tcp, addr).await.unwrap();
-    let third = Client::connect(Net::Tcp, addr).await;
+    let _second = Client::connect(net.clone(), addr).await.unwrap();
+    let third = Client::connect(net.clone(), addr).await;
     let e = third.err().expect("refused").to_string();
     assert!(e.contains("421") && e.contains("limit 2 per address"), "{e}");
     // Idle sessions are closed.
@@ -180,10 +258,19 @@ async fn logins_sessions_and_bad_input_are_limited() {
 /// address, the fifth session in a row is still admitted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_that_quit_frees_its_slot_even_if_the_client_vanishes() {
-    let root = tempdir("vanish");
-    let (addr, _stop) = start(Net::Xtp, &root, |c| c.max_per_addr = 2).await;
+    vanish(Net::Xtp, "xtp").await;
+}
+
+#[test]
+fn a_session_that_quit_frees_its_slot_even_if_the_client_vanishes_in_the_simulator() {
+    in_sim(sim_seed(), 0.0, |net| vanish(net, "sim"));
+}
+
+async fn vanish(net: Net, label: &str) {
+    let root = tempdir(&format!("vanish-{label}"));
+    let (addr, _stop) = start(net.clone(), &root, |c| c.max_per_addr = 2).await;
     for i in 0..5 {
-        let mut c = Client::connect(Net::Xtp, addr).await.unwrap_or_else(|e| panic!("session {i}: {e}"));
+        let mut c = Client::connect(net.clone(), addr).await.unwrap_or_else(|e| panic!("session {i}: {e}"));
         c.login("alice", "secret").await.unwrap();
         assert_eq!(c.cmd("QUIT").await.unwrap().code, 221);
         std::mem::forget(c);
@@ -203,5 +290,85 @@ impl Raw for Client {
     }
     async fn w_raw(&mut self, bytes: &[u8]) {
         self.raw_writer().write_all(bytes).await.unwrap();
+    }
+}
+
+/// The simulated link of one direction: 100 Mbit/s, 10 ms (a 20 ms round
+/// trip), Ethernet + IP + UDP framing (42 B a packet), a 1,000-packet
+/// queue, and `loss` of the packets lost at random.
+fn sim_link(loss: f64) -> LinkParams {
+    LinkParams {
+        delay: xk_time::Duration::from_millis(10),
+        rate_bps: 100_000_000,
+        overhead: 42,
+        limit_packets: 1000,
+        loss: if loss > 0.0 { Loss::Bernoulli(loss) } else { Loss::None },
+        ..LinkParams::default()
+    }
+}
+
+/// The seed of the simulator tests: `XPRESS_SIM_SEED` or a fixed one.
+fn sim_seed() -> u64 {
+    std::env::var("XPRESS_SIM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(19)
+}
+
+/// Runs `f` on a simulated network of `seed` with `loss` each way, on a
+/// runtime of its own whose clock is paused (virtual time, see
+/// `xk_driver::aio::sim`). Prints the seed.
+fn in_sim<F: std::future::Future>(seed: u64, loss: f64, f: impl FnOnce(Net) -> F) -> F::Output {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+    rt.block_on(async {
+        let net = SimNet::new(seed, sim_link(loss), sim_link(loss)).unwrap();
+        eprintln!("simulated network: seed {seed} (set XPRESS_SIM_SEED to change it), loss {loss} each way");
+        f(Net::Sim(net)).await
+    })
+}
+
+/// The round trip over a simulated network (see [`in_sim`]); prints each
+/// step's virtual time and what the network did.
+fn sim_round_trip(seed: u64, loss: f64, label: &str) -> (Vec<Step>, SimReport) {
+    in_sim(seed, loss, async |net| {
+        let Net::Sim(sim) = net.clone() else { unreachable!() };
+        let wall = std::time::Instant::now();
+        let steps = round_trip(net, label).await;
+        let r = sim.report();
+        for s in &steps {
+            eprintln!("  {}: {:?} virtual", s.what, s.took);
+        }
+        eprintln!("{label}: {r}; {:?} of wall time", wall.elapsed());
+        (steps, r)
+    })
+}
+
+/// The counters of `what` (a step of the round trip): the step's own
+/// packets and bytes in the direction the data went.
+fn step_traffic(steps: &[Step], what: &str) -> (Duration, u64, u64, u64) {
+    let i = steps.iter().position(|s| s.what == what).unwrap_or_else(|| panic!("no step {what}"));
+    let (before, after) = (steps[i - 1].after.unwrap(), steps[i].after.unwrap());
+    let (b, a) = if what.starts_with("STOR") {
+        (before.to_server, after.to_server)
+    } else {
+        (before.to_client, after.to_client)
+    };
+    (steps[i].took, a.offered - b.offered, a.offered_bytes - b.offered_bytes, a.drop_loss - b.drop_loss)
+}
+
+#[test]
+fn files_round_trip_over_xtp_in_the_simulator() {
+    let (steps, r) = sim_round_trip(sim_seed(), 0.0, "sim-lossless");
+    assert!(!r.failed);
+    for w in ["STOR 8388608", "RETR 8388608"] {
+        let t = step_traffic(&steps, w);
+        eprintln!("{w}: {t:?}");
+    }
+}
+
+#[test]
+fn files_round_trip_over_xtp_in_the_simulator_with_loss() {
+    let (steps, r) = sim_round_trip(sim_seed(), 0.01, "sim-lossy");
+    assert!(!r.failed);
+    for w in ["STOR 8388608", "RETR 8388608"] {
+        let t = step_traffic(&steps, w);
+        eprintln!("{w}: {t:?}");
     }
 }

@@ -23,8 +23,8 @@ fn server_tls(required: bool) -> (ServerTls, String) {
 async fn round_trip(net: Net) {
     let root = tempdir(&format!("tls-{net:?}"));
     let (tls, _) = server_tls(true);
-    let (addr, _stop) = start(net, &root, |c| c.tls = Some(tls)).await;
-    let mut c = Client::connect(net, addr).await.unwrap();
+    let (addr, _stop) = start(net.clone(), &root, |c| c.tls = Some(tls)).await;
+    let mut c = Client::connect(net.clone(), addr).await.unwrap();
     c.auth_tls(&ClientTls::new(None, true).unwrap(), server_name("127.0.0.1").unwrap()).await.unwrap();
     c.login("alice", "secret").await.unwrap();
     for (i, n) in [0usize, 1, 1 << 20, 8 << 20].into_iter().enumerate() {

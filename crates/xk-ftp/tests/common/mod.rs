@@ -63,8 +63,12 @@ pub fn len(p: &Path) -> u64 {
 /// a short delay after a failed login; `tweak` changes the rest.
 pub fn config(net: Net, root: &Path, tweak: impl FnOnce(&mut Config)) -> Config {
     let mut cfg = Config::new(root.to_path_buf());
+    // A simulated network's server host; loopback otherwise.
+    cfg.listen = match &net {
+        Net::Sim(s) => SocketAddr::new(s.server_ip(), 21),
+        _ => "127.0.0.1:0".parse().unwrap(),
+    };
     cfg.net = net;
-    cfg.listen = "127.0.0.1:0".parse().unwrap();
     cfg.users = vec![("alice".into(), "secret".into())];
     cfg.login_delay = Duration::from_millis(50);
     tweak(&mut cfg);
