@@ -109,6 +109,9 @@ impl Server {
     pub async fn run(self, mut stop: watch::Receiver<bool>) -> io::Result<()> {
         loop {
             let (stream, peer) = tokio::select! {
+                // In order, not at random (tokio's default): the same run
+                // every time over the simulator.
+                biased;
                 c = self.listener.accept() => c?,
                 _ = stop.changed() => return Ok(()),
             };
@@ -794,6 +797,8 @@ impl Session {
             let reading = control_open && !self.line.ends_with(b"\n") && self.line.len() <= MAX_LINE;
             let mut limited = (&mut *r).take(MAX_LINE as u64 + 1);
             tokio::select! {
+                // In order (see `run`): a transfer done is taken first.
+                biased;
                 done = &mut body => break done,
                 got = limited.read_until(b'\n', &mut self.line), if reading => {
                     match got {

@@ -281,16 +281,15 @@ impl<N: Node> Sim<N> {
         Ok(())
     }
 
-    /// When the next event is due (after taking what the nodes have to
-    /// send now): what a driver that runs the simulator alongside other
-    /// work in virtual time sleeps until. None: nothing is left to do.
-    pub fn next_event_at(&mut self) -> Result<Option<Instant>, SimError> {
-        self.collect_transmits()?;
-        Ok(self.next_event())
-    }
-
     /// The next event time: the earliest link arrival or node timeout.
-    fn next_event(&mut self) -> Option<Instant> {
+    ///
+    /// Public for a driver that runs the simulator alongside other work
+    /// in virtual time (the async API's simulated backend): it sleeps until
+    /// then. What the nodes have queued to send since the last run is not
+    /// taken here but at the start of the next run, at the time the
+    /// simulator stands at: so when it is taken does not depend on when
+    /// the driver happened to look.
+    pub fn next_event(&mut self) -> Option<Instant> {
         let links = self.wires.iter().filter_map(|w| w.path.next_event());
         let timers = self.nodes.iter_mut().filter_map(|(_, n)| n.poll_timeout());
         links.chain(timers).min()

@@ -391,13 +391,14 @@ async fn drive(net: Weak<Net>, nudge: Arc<Notify>) {
         let wake = {
             let Some(net) = net.upgrade() else { return };
             let mut w = net.lock();
-            let next = match w.sim.next_event_at() {
-                Ok(n) => n,
-                Err(e) => return fail(&mut w, e.to_string()),
-            };
-            let next = next.map(|t| w.epoch + std::time::Duration::from_nanos(t.as_nanos()));
-            let tick = nudged.then(|| tokio::time::Instant::now() + TICK);
-            [next, tick].into_iter().flatten().min()
+            // Not `run_until`'s first step, which also takes what the
+            // sockets have queued: that waits for the pass (see above).
+            let next = w.sim.next_event().map(|t| w.epoch + std::time::Duration::from_nanos(t.as_nanos()));
+            // Never at the current tick, even for an event due now: the
+            // application's work at this instant (and the file I/O it
+            // waits for) is taken whole, at the next one.
+            let tick = tokio::time::Instant::now() + TICK;
+            [next, nudged.then_some(tick)].into_iter().flatten().min().map(|t| t.max(tick))
         };
         tokio::select! {
             // Fixed order (tokio's default picks at random): reproducible.
