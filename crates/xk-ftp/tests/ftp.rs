@@ -12,7 +12,7 @@ use common::{pattern, sha, start, tempdir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use xk_driver::aio::{SimNet, SimReport};
 use xk_ftp::client::Client;
-use xk_ftp::net::Net;
+use xk_ftp::net::{Net, XTP_DATA_PORT};
 use xk_netemu::{LinkParams, Loss};
 
 /// One step of a round trip: what, how long it took (virtual time over the
@@ -194,6 +194,50 @@ async fn no_ftp_bounce_and_no_pasv_theft() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// Over XTP: no active mode at all (so no bounce, to the third party or
+/// anyone), and a passive data port taken first by the third party
+/// (another host of the simulated network, joined to the server as the
+/// client is) is dropped while the client's own connection gets the file.
+#[test]
+fn no_ftp_bounce_and_no_pasv_theft_over_xtp_in_the_simulator() {
+    in_sim(sim_seed(), 0.0, async |net| {
+        let Net::Sim(sim) = net.clone() else { unreachable!() };
+        let root = tempdir("bounce-sim");
+        std::fs::write(root.join("f"), pattern(100_000, 1)).unwrap();
+        let (addr, _stop) = start(net.clone(), &root, |_| {}).await;
+        let mut c = Client::connect(net, addr).await.unwrap();
+        c.login("alice", "secret").await.unwrap();
+        let (third, client) = (sim.third_ip(), sim.client_ip());
+        for to in [third, client] {
+            let r = c.cmd(&format!("EPRT |1|{to}|51210|")).await.unwrap();
+            assert_eq!(r.code, 502, "EPRT to {to}: {r:?}");
+        }
+        let r = c.cmd("EPSV").await.unwrap();
+        let port = xk_ftp::proto::parse_epsv(&format!("229 {}", r.text)).unwrap();
+        let data = SocketAddr::new(addr.ip(), port);
+        let mut thief = sim.connect_from(third, data, XTP_DATA_PORT).await.unwrap();
+        thief.write_all(b"hello").await.unwrap();
+        c.cmd("TYPE I").await.unwrap();
+        let mut ours = sim.connect(data, XTP_DATA_PORT).await.unwrap();
+        c.w_line("RETR f").await;
+        let mut got = Vec::new();
+        ours.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, pattern(100_000, 1));
+        // Our side closed too: the server's close completes, then its 226.
+        drop(ours);
+        assert_eq!(c.reply().await.unwrap().code, 150);
+        assert_eq!(c.reply().await.unwrap().code, 226);
+        let mut stolen = Vec::new();
+        let ended = tokio::time::timeout(Duration::from_secs(2), thief.read_to_end(&mut stolen)).await;
+        assert!(stolen.is_empty(), "the third party got {} bytes", stolen.len());
+        // Its connection reached the server, which closed it.
+        assert!(ended.is_ok(), "the third party's connection was left open");
+        let r = sim.report();
+        assert_eq!(r.strays, 0, "{r}");
+        let _ = std::fs::remove_dir_all(&root);
+    });
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logins_sessions_and_bad_input_are_limited() {
     limits(Net::Tcp, "tcp").await;
@@ -312,6 +356,10 @@ fn sim_seed() -> u64 {
     std::env::var("XPRESS_SIM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(19)
 }
 
+/// Virtual time a simulator test may take (the lossy round trip takes
+/// about 20 s).
+const SIM_LIMIT: Duration = Duration::from_secs(300);
+
 /// Runs `f` on a simulated network of `seed` with `loss` each way, on a
 /// runtime of its own whose clock is paused (virtual time, see
 /// `xk_driver::aio::sim`). Prints the seed.
@@ -320,7 +368,12 @@ fn in_sim<F: std::future::Future>(seed: u64, loss: f64, f: impl FnOnce(Net) -> F
     rt.block_on(async {
         let net = SimNet::new(seed, sim_link(loss), sim_link(loss)).unwrap();
         eprintln!("simulated network: seed {seed} (set XPRESS_SIM_SEED to change it), loss {loss} each way");
-        f(Net::Sim(net)).await
+        // A test stuck in virtual time would spin through it for ever
+        // (timers keep firing): bounded, naming the seed.
+        match tokio::time::timeout(SIM_LIMIT, f(Net::Sim(net.clone()))).await {
+            Ok(r) => r,
+            Err(_) => panic!("seed {seed}: not done within {SIM_LIMIT:?} of virtual time; {}", net.report()),
+        }
     })
 }
 

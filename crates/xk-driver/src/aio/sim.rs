@@ -5,14 +5,19 @@
 //!
 //! # How it works
 //!
-//! A [`SimNet`] is two simulator nodes, a server host and a client host,
-//! joined by one path (a link per direction, seeded from the net's seed).
+//! A [`SimNet`] is three simulator nodes — a server host, a client host and
+//! a third party (for the attacks a server must refuse: another host taking
+//! a passive data port) — the client and the third party each joined to
+//! the server by a path (a link per direction, seeded from the net's seed;
+//! the third party's path has the client's parameters).
 //! A node is a *host*: it holds the sockets made on it — each a sans-I/O
 //! [`xtp_proto::Endpoint`] inside the same per-socket state the integrated
 //! backend uses — by UDP port, and demultiplexes the datagrams the
 //! simulator delivers by destination port (the simulator routes by IP).
 //! `bind` makes a socket on the host with the address's IP; `connect` one
-//! on the other host, so a stream always crosses the link.
+//! on the other end of the server's path (the client to reach the server,
+//! the server to reach the others), so a stream always crosses a link;
+//! `connect_from` one on a host named.
 //!
 //! One task drives the whole network. It runs the simulator up to the
 //! runtime's current time (every delivery and endpoint timer at its own
@@ -195,6 +200,7 @@ struct World {
     sim: Sim<Host>,
     server: NodeId,
     client: NodeId,
+    third: NodeId,
     /// Tokio's instant of virtual time zero.
     epoch: tokio::time::Instant,
     /// Sockets made so far: each endpoint's seed derives from its number.
@@ -210,7 +216,22 @@ impl World {
 
     /// The node whose IP is `ip`.
     fn node_at(&self, ip: IpAddr) -> Option<NodeId> {
-        [self.server, self.client].into_iter().find(|&n| self.sim.node(n).ip == ip)
+        self.nodes().into_iter().find(|&n| self.sim.node(n).ip == ip)
+    }
+
+    fn nodes(&self) -> [NodeId; 3] {
+        [self.server, self.client, self.third]
+    }
+
+    /// The hosts' addresses, for messages.
+    fn named(&self) -> String {
+        let ip = |n| self.sim.node(n).ip;
+        format!(
+            "the server is {}, the client {}, the third party {}",
+            ip(self.server),
+            ip(self.client),
+            ip(self.third)
+        )
     }
 }
 
@@ -270,8 +291,9 @@ impl fmt::Display for SimReport {
 }
 
 impl SimNet {
-    /// A network of a server host and a client host, `to_server` carrying
-    /// client → server and `to_client` the other way; every random choice
+    /// A network of a server host, a client host and a third party,
+    /// `to_server` carrying client → server and `to_client` the other way
+    /// (the third party's path the same); every random choice
     /// derives from `seed`. Starts its task: call it inside a tokio runtime
     /// (a paused `current_thread` one for virtual time).
     pub fn new(seed: u64, to_server: LinkParams, to_client: LinkParams) -> io::Result<SimNet> {
@@ -279,13 +301,17 @@ impl SimNet {
             .map_err(|_| io::Error::other("a simulated network needs a tokio runtime"))?;
         let mut sim = Sim::new(seed);
         // Placeholders until the addresses are known (`add_node` names them).
-        let (server, sa) = sim.add_node(Host::new(IpAddr::from([0, 0, 0, 0])));
-        let (client, ca) = sim.add_node(Host::new(IpAddr::from([0, 0, 0, 0])));
-        sim.node_mut(server).ip = sa.ip();
-        sim.node_mut(client).ip = ca.ip();
-        sim.connect(client, server, to_server, to_client)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        let world = World { sim, server, client, epoch: tokio::time::Instant::now(), made: 0, failed: None };
+        let mut host = || {
+            let (n, a) = sim.add_node(Host::new(IpAddr::from([0, 0, 0, 0])));
+            sim.node_mut(n).ip = a.ip();
+            n
+        };
+        let (server, client, third) = (host(), host(), host());
+        let bad = |e: xk_sim::SimError| io::Error::new(io::ErrorKind::InvalidInput, e.to_string());
+        sim.connect(client, server, to_server.clone(), to_client.clone()).map_err(bad)?;
+        sim.connect(third, server, to_server, to_client).map_err(bad)?;
+        let epoch = tokio::time::Instant::now();
+        let world = World { sim, server, client, third, epoch, made: 0, failed: None };
         let net = Arc::new(Net {
             world: Mutex::new(world),
             nudge: Arc::new(Notify::new()),
@@ -318,6 +344,12 @@ impl SimNet {
         w.sim.node(w.client).ip
     }
 
+    /// The third party's IP address (joined to the server only).
+    pub fn third_ip(&self) -> IpAddr {
+        let w = self.0.lock();
+        w.sim.node(w.third).ip
+    }
+
     /// Virtual time now (as the sockets see it).
     pub fn now(&self) -> Instant {
         self.0.clock.now()
@@ -331,7 +363,7 @@ impl SimNet {
             run: w.sim.report(),
             to_server: stats(w.client, w.server),
             to_client: stats(w.server, w.client),
-            strays: w.sim.node(w.server).strays + w.sim.node(w.client).strays,
+            strays: w.nodes().iter().map(|&n| w.sim.node(n).strays).sum(),
             failed: w.failed.is_some(),
         }
     }
@@ -343,27 +375,55 @@ impl SimNet {
         super::listener(shared, port).await
     }
 
-    /// As [`Xtp::connect_async`], from the host that `peer` is not on.
+    /// As [`Xtp::connect_async`]: from the client host to the server, from
+    /// the server to the others.
     pub async fn connect(&self, peer: SocketAddr, port: u16) -> io::Result<AsyncXtpStream> {
-        let shared = self.socket(peer, Some(()), Xtp::default().client_endpoint())?;
+        let shared = self.socket(peer, Some(None), Xtp::default().client_endpoint())?;
         super::open(shared, peer, port)
     }
 
-    /// Makes a socket: on `addr`'s host (`bind`), or with `other`, on the
-    /// other host, any port, to reach `addr` (`connect`).
-    fn socket(&self, addr: SocketAddr, other: Option<()>, cfg: EndpointConfig) -> io::Result<Arc<Shared>> {
+    /// As [`SimNet::connect`], from the host at `from` (the server, or a
+    /// host joined to it reaching the server).
+    pub async fn connect_from(
+        &self,
+        from: IpAddr,
+        peer: SocketAddr,
+        port: u16,
+    ) -> io::Result<AsyncXtpStream> {
+        let shared = self.socket(peer, Some(Some(from)), Xtp::default().client_endpoint())?;
+        super::open(shared, peer, port)
+    }
+
+    /// Makes a socket: on `addr`'s host (`bind`: `from` None), or on a
+    /// host that reaches `addr`, any port (`connect`: `from` Some, naming
+    /// the host or leaving it to the topology).
+    fn socket(
+        &self,
+        addr: SocketAddr,
+        from: Option<Option<IpAddr>>,
+        cfg: EndpointConfig,
+    ) -> io::Result<Arc<Shared>> {
         let mut w = self.0.lock();
         if let Some(why) = &w.failed {
             return Err(io::Error::other(why.clone()));
         }
-        let Some(at) = w.node_at(addr.ip()) else {
-            let (s, c) = (w.sim.node(w.server).ip, w.sim.node(w.client).ip);
-            let why = format!("no simulated host at {} (the server is {s}, the client {c})", addr.ip());
-            return Err(io::Error::new(io::ErrorKind::AddrNotAvailable, why));
+        let unknown = |w: &World, ip: IpAddr| {
+            let why = format!("no simulated host at {ip} ({})", w.named());
+            io::Error::new(io::ErrorKind::AddrNotAvailable, why)
         };
-        let (node, want) = match other {
+        let Some(at) = w.node_at(addr.ip()) else { return Err(unknown(&w, addr.ip())) };
+        let (node, want) = match from {
             None => (at, addr.port()),
-            Some(()) => (if at == w.server { w.client } else { w.server }, 0),
+            Some(None) => (if at == w.server { w.client } else { w.server }, 0),
+            Some(Some(ip)) => {
+                let Some(n) = w.node_at(ip) else { return Err(unknown(&w, ip)) };
+                // Only the server's paths exist.
+                if n == at || (n != w.server && at != w.server) {
+                    let why = format!("no simulated link from {ip} to {} ({})", addr.ip(), w.named());
+                    return Err(io::Error::new(io::ErrorKind::AddrNotAvailable, why));
+                }
+                (n, 0)
+            }
         };
         w.made += 1;
         // Distinct, reproducible endpoint seeds (keys, jitter).
@@ -419,9 +479,9 @@ async fn drive(net: Weak<Net>, nudge: Arc<Notify>) {
             return fail(&mut w, e.to_string());
         }
         net.clock.set(w.sim.now());
-        let (s, c) = (w.server, w.client);
-        w.host(s).tidy();
-        w.host(c).tidy();
+        for n in w.nodes() {
+            w.host(n).tidy();
+        }
     }
 }
 
@@ -437,8 +497,7 @@ async fn sleep_until(t: Option<tokio::time::Instant>) {
 /// the seed), and whoever waits is woken to see it.
 fn fail(w: &mut World, why: String) {
     w.failed = Some(why.clone());
-    let (s, c) = (w.server, w.client);
-    for n in [s, c] {
+    for n in w.nodes() {
         for sock in w.host(n).sockets.values() {
             let mut st = sock.lock();
             st.gone = Some((io::ErrorKind::Other, format!("simulated network: {why}")));
