@@ -8,12 +8,11 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{pattern, sha, start, tempdir};
+use common::{in_sim, pattern, sha, sim_seed, start, tempdir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use xk_driver::aio::{SimNet, SimReport};
+use xk_driver::aio::SimReport;
 use xk_ftp::client::Client;
 use xk_ftp::net::{Net, XTP_DATA_PORT};
-use xk_netemu::{LinkParams, Loss};
 
 /// One step of a round trip: what, how long it took (virtual time over the
 /// simulator), and over the simulator the network's counters after it.
@@ -337,46 +336,6 @@ impl Raw for Client {
     }
 }
 
-/// The simulated link of one direction: 100 Mbit/s, 10 ms (a 20 ms round
-/// trip), Ethernet + IP + UDP framing (42 B a packet), a 1,000-packet
-/// queue, and `loss` of the packets lost at random.
-fn sim_link(loss: f64) -> LinkParams {
-    LinkParams {
-        delay: xk_time::Duration::from_millis(10),
-        rate_bps: 100_000_000,
-        overhead: 42,
-        limit_packets: 1000,
-        loss: if loss > 0.0 { Loss::Bernoulli(loss) } else { Loss::None },
-        ..LinkParams::default()
-    }
-}
-
-/// The seed of the simulator tests: `XPRESS_SIM_SEED` or a fixed one.
-fn sim_seed() -> u64 {
-    std::env::var("XPRESS_SIM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(19)
-}
-
-/// Virtual time a simulator test may take (the lossy round trip takes
-/// about 20 s).
-const SIM_LIMIT: Duration = Duration::from_secs(300);
-
-/// Runs `f` on a simulated network of `seed` with `loss` each way, on a
-/// runtime of its own whose clock is paused (virtual time, see
-/// `xk_driver::aio::sim`). Prints the seed.
-fn in_sim<F: std::future::Future>(seed: u64, loss: f64, f: impl FnOnce(Net) -> F) -> F::Output {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
-    rt.block_on(async {
-        let net = SimNet::new(seed, sim_link(loss), sim_link(loss)).unwrap();
-        eprintln!("simulated network: seed {seed} (set XPRESS_SIM_SEED to change it), loss {loss} each way");
-        // A test stuck in virtual time would spin through it for ever
-        // (timers keep firing): bounded, naming the seed.
-        match tokio::time::timeout(SIM_LIMIT, f(Net::Sim(net.clone()))).await {
-            Ok(r) => r,
-            Err(_) => panic!("seed {seed}: not done within {SIM_LIMIT:?} of virtual time; {}", net.report()),
-        }
-    })
-}
-
 /// The round trip over a simulated network (see [`in_sim`]); prints each
 /// step's virtual time and what the network did.
 fn sim_round_trip(seed: u64, loss: f64, label: &str) -> (Vec<Step>, SimReport) {
@@ -407,7 +366,7 @@ fn step_traffic(steps: &[Step], what: &str) -> (Duration, u64, u64, u64) {
 }
 
 /// Rate of the simulated link (bit/s) and framing per packet (bytes), as
-/// [`sim_link`] sets them.
+/// `common::sim_link` sets them.
 const SIM_RATE: f64 = 100e6;
 const SIM_FRAMING: u64 = 42;
 
