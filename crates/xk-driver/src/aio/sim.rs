@@ -371,14 +371,14 @@ impl SimNet {
     /// As [`Xtp::bind_async`], on the host whose IP is `addr`'s (port 0: a
     /// free one).
     pub async fn bind(&self, addr: SocketAddr, port: u16) -> io::Result<AsyncXtpListener> {
-        let shared = self.socket(addr, None, Xtp::default().server_endpoint())?;
+        let shared = self.socket(addr, Place::At, Xtp::default().server_endpoint())?;
         super::listener(shared, port).await
     }
 
     /// As [`Xtp::connect_async`]: from the client host to the server, from
     /// the server to the others.
     pub async fn connect(&self, peer: SocketAddr, port: u16) -> io::Result<AsyncXtpStream> {
-        let shared = self.socket(peer, Some(None), Xtp::default().client_endpoint())?;
+        let shared = self.socket(peer, Place::Reaching(None), Xtp::default().client_endpoint())?;
         super::open(shared, peer, port)
     }
 
@@ -390,19 +390,12 @@ impl SimNet {
         peer: SocketAddr,
         port: u16,
     ) -> io::Result<AsyncXtpStream> {
-        let shared = self.socket(peer, Some(Some(from)), Xtp::default().client_endpoint())?;
+        let shared = self.socket(peer, Place::Reaching(Some(from)), Xtp::default().client_endpoint())?;
         super::open(shared, peer, port)
     }
 
-    /// Makes a socket: on `addr`'s host (`bind`: `from` None), or on a
-    /// host that reaches `addr`, any port (`connect`: `from` Some, naming
-    /// the host or leaving it to the topology).
-    fn socket(
-        &self,
-        addr: SocketAddr,
-        from: Option<Option<IpAddr>>,
-        cfg: EndpointConfig,
-    ) -> io::Result<Arc<Shared>> {
+    /// Makes a socket where `place` says, relative to `addr`.
+    fn socket(&self, addr: SocketAddr, place: Place, cfg: EndpointConfig) -> io::Result<Arc<Shared>> {
         let mut w = self.0.lock();
         if let Some(why) = &w.failed {
             return Err(io::Error::other(why.clone()));
@@ -412,10 +405,10 @@ impl SimNet {
             io::Error::new(io::ErrorKind::AddrNotAvailable, why)
         };
         let Some(at) = w.node_at(addr.ip()) else { return Err(unknown(&w, addr.ip())) };
-        let (node, want) = match from {
-            None => (at, addr.port()),
-            Some(None) => (if at == w.server { w.client } else { w.server }, 0),
-            Some(Some(ip)) => {
+        let (node, want) = match place {
+            Place::At => (at, addr.port()),
+            Place::Reaching(None) => (if at == w.server { w.client } else { w.server }, 0),
+            Place::Reaching(Some(ip)) => {
                 let Some(n) = w.node_at(ip) else { return Err(unknown(&w, ip)) };
                 // Only the server's paths exist.
                 if n == at || (n != w.server && at != w.server) {
@@ -440,6 +433,15 @@ impl SimNet {
         host.sockets.insert(port, shared.clone());
         Ok(shared)
     }
+}
+
+/// Where [`SimNet::socket`] makes a socket.
+enum Place {
+    /// At the address given (`bind`).
+    At,
+    /// On a host that reaches the address, any port (`connect`): the one
+    /// named, or the other end of the server's path.
+    Reaching(Option<IpAddr>),
 }
 
 /// The network's task: see the module documentation. Ends with the last
