@@ -52,7 +52,7 @@ pub struct Client {
 impl Client {
     /// Connects to a server and reads its greeting.
     pub async fn connect(net: Net, addr: SocketAddr) -> io::Result<Client> {
-        let (s, peer): Conn = connect_control(net, addr).await?;
+        let (s, peer): Conn = connect_control(&net, addr).await?;
         let (r, w) = halves(s);
         let mut c = Client { net, peer, r, w, tls: None };
         let hello = c.reply().await?;
@@ -147,7 +147,7 @@ impl Client {
                 .ok_or_else(|| r.error("PASV reply"))?;
             SocketAddr::new(self.peer.ip(), a.port())
         };
-        connect_data(self.net, addr).await
+        connect_data(&self.net, addr).await
     }
 
     /// Runs a transfer command: opens the data connection, sends `line`,

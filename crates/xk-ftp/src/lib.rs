@@ -37,6 +37,11 @@
 //! and the client opens XTP port 20 (ftp-data) at that UDP port on the
 //! control connection's host. PASV names the same UDP port in its six-number
 //! form. Active mode (PORT/EPRT) is TCP only.
+//!
+//! [`net::Net::Sim`] runs the same server and client over XTP on a simulated
+//! network in virtual time (`xk_driver::aio::SimNet`: seeded loss, delay and
+//! rate limits; the same seed, the same run), which is how the conformance
+//! tests run over XTP in the simulator (`tests/ftp.rs`).
 
 pub mod client;
 pub mod fuzzing;

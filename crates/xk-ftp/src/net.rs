@@ -10,7 +10,7 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use xk_driver::aio::AsyncXtpListener;
+use xk_driver::aio::{AsyncXtpListener, SimNet};
 use xk_driver::api::{Mode, Xtp};
 
 /// XTP port of the control connection (FTP's well-known port).
@@ -24,7 +24,7 @@ pub const XTP_DATA_PORT: u16 = 20;
 pub const COPY_BUF: usize = 256 * 1024;
 
 /// Which transport carries FTP.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Net {
     /// Kernel TCP.
     Tcp,
@@ -33,19 +33,44 @@ pub enum Net {
     /// XTP over UDP with each endpoint on an engine thread of its own
     /// (issue #17's deployment mode; the rest of FTP is the same).
     XtpEngine,
+    /// XTP on the hosts of a simulated network, in virtual time (tests:
+    /// the same server and client over a seeded lossy link,
+    /// reproducibly). Addresses are the network's hosts': the server
+    /// listens on its server host, and the client connects from the other.
+    Sim(SimNet),
 }
 
 impl Net {
-    /// Whether this is XTP (in either mode).
-    pub fn is_xtp(self) -> bool {
-        self != Net::Tcp
+    /// Whether this is XTP (in any mode).
+    pub fn is_xtp(&self) -> bool {
+        !matches!(self, Net::Tcp)
     }
 
-    /// How XTP objects are made in this transport's mode.
-    fn xtp(self) -> Xtp {
+    /// How XTP objects are made in this transport's mode (not the
+    /// simulated one, which makes them on its network).
+    fn xtp(&self) -> Xtp {
         match self {
             Net::XtpEngine => Xtp::new(Mode::engine_thread()),
-            Net::Tcp | Net::Xtp => Xtp::default(),
+            Net::Tcp | Net::Xtp | Net::Sim(_) => Xtp::default(),
+        }
+    }
+
+    /// An XTP listener on `port` at `addr`.
+    async fn bind_xtp(&self, addr: SocketAddr, port: u16) -> io::Result<AsyncXtpListener> {
+        match self {
+            Net::Sim(s) => s.bind(addr, port).await,
+            _ => self.xtp().bind_async(addr, port).await,
+        }
+    }
+}
+
+impl PartialEq for Net {
+    /// The same transport (two simulated networks are the same if they are
+    /// one network).
+    fn eq(&self, other: &Net) -> bool {
+        match (self, other) {
+            (Net::Sim(a), Net::Sim(b)) => a.same(b),
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         }
     }
 }
@@ -81,21 +106,19 @@ pub enum Listener {
 
 impl Listener {
     /// Binds the control listener at `addr`.
-    pub async fn control(net: Net, addr: SocketAddr) -> io::Result<Listener> {
+    pub async fn control(net: &Net, addr: SocketAddr) -> io::Result<Listener> {
         match net {
             Net::Tcp => Ok(Listener::TcpControl(TcpListener::bind(addr).await?)),
-            Net::Xtp | Net::XtpEngine => {
-                Ok(Listener::Xtp(net.xtp().bind_async(addr, XTP_CONTROL_PORT).await?))
-            }
+            _ => Ok(Listener::Xtp(net.bind_xtp(addr, XTP_CONTROL_PORT).await?)),
         }
     }
 
     /// A passive data listener on `ip`, any port.
-    pub async fn data(net: Net, ip: std::net::IpAddr) -> io::Result<Listener> {
+    pub async fn data(net: &Net, ip: std::net::IpAddr) -> io::Result<Listener> {
         let addr = SocketAddr::new(ip, 0);
         match net {
             Net::Tcp => Ok(Listener::Tcp(TcpListener::bind(addr).await?)),
-            Net::Xtp | Net::XtpEngine => Ok(Listener::Xtp(net.xtp().bind_async(addr, XTP_DATA_PORT).await?)),
+            _ => Ok(Listener::Xtp(net.bind_xtp(addr, XTP_DATA_PORT).await?)),
         }
     }
 
@@ -130,22 +153,23 @@ impl Listener {
 }
 
 /// Opens the control connection to `addr`.
-pub async fn connect_control(net: Net, addr: SocketAddr) -> io::Result<Conn> {
+pub async fn connect_control(net: &Net, addr: SocketAddr) -> io::Result<Conn> {
     connect(net, addr, XTP_CONTROL_PORT).await
 }
 
 /// Opens a data connection to `addr` (XTP: port 20 at that UDP address).
-pub async fn connect_data(net: Net, addr: SocketAddr) -> io::Result<Conn> {
+pub async fn connect_data(net: &Net, addr: SocketAddr) -> io::Result<Conn> {
     connect(net, addr, XTP_DATA_PORT).await
 }
 
-async fn connect(net: Net, addr: SocketAddr, xtp_port: u16) -> io::Result<Conn> {
+async fn connect(net: &Net, addr: SocketAddr, xtp_port: u16) -> io::Result<Conn> {
     match net {
         Net::Tcp => {
             let s = TcpStream::connect(addr).await?;
             s.set_nodelay(true)?;
             Ok((Box::pin(s), addr))
         }
+        Net::Sim(s) => Ok((Box::pin(s.connect(addr, xtp_port).await?), addr)),
         Net::Xtp | Net::XtpEngine => Ok((Box::pin(net.xtp().connect_async(addr, xtp_port).await?), addr)),
     }
 }

@@ -95,7 +95,7 @@ pub async fn bind(cfg: Config) -> io::Result<Server> {
             format!("root {}: not a directory", root.display()),
         ));
     }
-    let listener = Listener::control(cfg.net, cfg.listen).await?;
+    let listener = Listener::control(&cfg.net, cfg.listen).await?;
     Ok(Server { listener, cfg: Arc::new(cfg), root, sessions: Arc::default() })
 }
 
@@ -109,6 +109,9 @@ impl Server {
     pub async fn run(self, mut stop: watch::Receiver<bool>) -> io::Result<()> {
         loop {
             let (stream, peer) = tokio::select! {
+                // In order, not at random (tokio's default): the same run
+                // every time over the simulator.
+                biased;
                 c = self.listener.accept() => c?,
                 _ = stop.changed() => return Ok(()),
             };
@@ -588,7 +591,7 @@ impl Session {
                 // The data listener on the address the client reached us at.
                 let ip = self.cfg.listen.ip();
                 let ip = if ip.is_unspecified() { self.peer.ip() } else { ip };
-                let l = Listener::data(self.cfg.net, ip).await?;
+                let l = Listener::data(&self.cfg.net, ip).await?;
                 let addr = l.local_addr()?;
                 self.passive = Some(l);
                 self.active = None;
@@ -770,7 +773,7 @@ impl Session {
             }
         } else if let Some(addr) = self.active.take() {
             send(w, reply(150, &format!("connecting to {addr} for {what}"))).await?;
-            match connect_data(self.cfg.net, addr).await {
+            match connect_data(&self.cfg.net, addr).await {
                 Ok(c) => c,
                 Err(e) => return ok(425, format!("cannot connect to {addr}: {e}")),
             }
@@ -794,6 +797,8 @@ impl Session {
             let reading = control_open && !self.line.ends_with(b"\n") && self.line.len() <= MAX_LINE;
             let mut limited = (&mut *r).take(MAX_LINE as u64 + 1);
             tokio::select! {
+                // In order (see `run`): a transfer done is taken first.
+                biased;
                 done = &mut body => break done,
                 got = limited.read_until(b'\n', &mut self.line), if reading => {
                     match got {

@@ -3,7 +3,7 @@
 use core::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-use xk_netemu::{ConfigError, LinkParams, LinkSpec, LinkStats, Path};
+use xk_netemu::{ConfigError, LinkPacket, LinkParams, LinkSpec, LinkStats, Path};
 use xk_time::{Duration, Instant};
 
 /// A node's network address in the simulation (`10.0.x.y:port`, never used
@@ -26,6 +26,42 @@ pub trait Node {
     fn poll_transmit(&mut self, now: Instant) -> Option<(Addr, Vec<u8>)>;
     /// When the node next wants `handle_timeout`.
     fn poll_timeout(&mut self) -> Option<Instant>;
+
+    /// As `poll_transmit`, with the source address: a node that is a host
+    /// with several sockets (one per port, as the async API's simulated
+    /// backend) says which one sent. `own` is the node's address, what
+    /// every single-socket node sends from (the default).
+    fn poll_transmit_from(&mut self, now: Instant, own: Addr) -> Option<(Addr, Addr, Vec<u8>)> {
+        self.poll_transmit(now).map(|(to, data)| (own, to, data))
+    }
+
+    /// As `handle_datagram`, with the destination address, which a host
+    /// with several sockets demultiplexes by port (the simulator routes by
+    /// IP address). Default: `handle_datagram`.
+    fn handle_datagram_to(&mut self, now: Instant, from: Addr, to: Addr, data: Vec<u8>) {
+        let _ = to;
+        self.handle_datagram(now, from, data);
+    }
+}
+
+/// A datagram on a link: its bytes and both socket addresses (a node's
+/// sockets share its IP address; the ports say which of them).
+struct Datagram {
+    from: Addr,
+    to: Addr,
+    data: Vec<u8>,
+}
+
+impl LinkPacket for Datagram {
+    fn len(&self) -> usize {
+        self.data.len()
+    }
+    fn flip_bit(&mut self, bit: usize) {
+        self.data.flip_bit(bit);
+    }
+    fn duplicate(&self) -> Self {
+        Datagram { from: self.from, to: self.to, data: self.data.clone() }
+    }
 }
 
 /// A 64-bit FNV-1a accumulator over the events of a run.
@@ -124,7 +160,7 @@ impl fmt::Display for RunReport {
 /// Two nodes joined by a path; direction 0 carries `ends[0]` → `ends[1]`.
 struct Wire {
     ends: [NodeId; 2],
-    path: Path<Vec<u8>>,
+    path: Path<Datagram>,
 }
 
 impl Wire {
@@ -175,7 +211,8 @@ impl<N: Node> Sim<N> {
         self.now
     }
 
-    /// Adds a node; its address is `10.0.(i/250).(i%250+1):4000`.
+    /// Adds a node; its address is `10.0.(i/250).(i%250+1):4000`. Datagrams
+    /// are routed by IP address: a node answers for every port of its own.
     pub fn add_node(&mut self, node: N) -> (NodeId, Addr) {
         let i = self.nodes.len();
         let ip = Ipv4Addr::new(10, 0, (i / 250) as u8, (i % 250 + 1) as u8);
@@ -221,9 +258,9 @@ impl<N: Node> Sim<N> {
         for i in 0..self.nodes.len() {
             loop {
                 let now = self.now;
-                let Some((to, data)) = self.nodes[i].1.poll_transmit(now) else { break };
-                let from = self.nodes[i].0;
-                let Some(dst) = self.nodes.iter().position(|(a, _)| *a == to) else {
+                let own = self.nodes[i].0;
+                let Some((from, to, data)) = self.nodes[i].1.poll_transmit_from(now, own) else { break };
+                let Some(dst) = self.nodes.iter().position(|(a, _)| a.ip() == to.ip()) else {
                     return Err(SimError::NoRoute { seed: self.seed, from, to });
                 };
                 let (src, dst) = (NodeId(i as u16), NodeId(dst as u16));
@@ -236,15 +273,23 @@ impl<N: Node> Sim<N> {
                 self.hash.u64(1);
                 self.hash.u64(now.as_nanos());
                 self.hash.u64(i as u64);
+                self.hash.u64(u64::from(from.port()) << 16 | u64::from(to.port()));
                 self.hash.bytes(&data);
-                wire.path.send(now, dir, data);
+                wire.path.send(now, dir, Datagram { from, to, data });
             }
         }
         Ok(())
     }
 
     /// The next event time: the earliest link arrival or node timeout.
-    fn next_event(&mut self) -> Option<Instant> {
+    ///
+    /// Public for a driver that runs the simulator alongside other work
+    /// in virtual time (the async API's simulated backend): it sleeps until
+    /// then. What the nodes have queued to send since the last run is not
+    /// taken here but at the start of the next run, at the time the
+    /// simulator stands at: so when it is taken does not depend on when
+    /// the driver happened to look.
+    pub fn next_event(&mut self) -> Option<Instant> {
         let links = self.wires.iter().filter_map(|w| w.path.next_event());
         let timers = self.nodes.iter_mut().filter_map(|(_, n)| n.poll_timeout());
         links.chain(timers).min()
@@ -259,15 +304,16 @@ impl<N: Node> Sim<N> {
         let now = self.now;
         for (w, dir) in (0..self.wires.len()).flat_map(|w| [(w, 0), (w, 1)]) {
             while let Some(d) = self.wires[w].path.poll(now, dir) {
-                let (from, to) = (self.wires[w].ends[dir], self.wires[w].ends[1 - dir]);
-                let from_addr = self.nodes[from.0 as usize].0;
+                let to = self.wires[w].ends[1 - dir];
+                let Datagram { from: src, to: dst, data } = d.packet;
                 self.events += 1;
                 self.delivered += 1;
                 self.hash.u64(2);
                 self.hash.u64(now.as_nanos());
                 self.hash.u64(u64::from(to.0));
-                self.hash.bytes(&d.packet);
-                self.nodes[to.0 as usize].1.handle_datagram(now, from_addr, d.packet);
+                self.hash.u64(u64::from(src.port()) << 16 | u64::from(dst.port()));
+                self.hash.bytes(&data);
+                self.nodes[to.0 as usize].1.handle_datagram_to(now, src, dst, data);
             }
         }
         for i in 0..self.nodes.len() {

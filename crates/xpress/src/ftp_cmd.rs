@@ -195,7 +195,7 @@ pub(crate) fn run(cmd: FtpCommand) -> Result<(), String> {
                 .next()
                 .ok_or_else(|| format!("--listen {}: no address", a.listen))?;
             let mut cfg = Config::new(a.root.clone());
-            cfg.net = a.transport;
+            cfg.net = a.transport.clone();
             cfg.listen = listen;
             cfg.anonymous = a.anonymous;
             cfg.max_sessions = a.max_sessions;

@@ -18,7 +18,11 @@
 //!   same [`EngineClient`] as the blocking API, and the task waits in
 //!   tokio's reactor for the FN ring's doorbell — the eventfd the engine
 //!   rings only when the application side has announced a sleep, so one
-//!   wake-up per batch of completions — then files what came by context.
+//!   wake-up per batch of completions — then files what came by context;
+//! * simulated (`sim.rs`, [`SimNet`]): the endpoints sit on hosts of the
+//!   deterministic simulator, joined by the link model, in virtual time;
+//!   one task per simulated network drives every endpoint on it through
+//!   the same state, events and wake-ups as the integrated mode.
 //!
 //! The state sits behind a mutex shared with the handles; nobody holds the
 //! lock across an `.await`. A handle that cannot progress registers its
@@ -38,7 +42,10 @@
 //! mode's error ("xpress daemon at PATH went away"), not a hang.
 
 mod ring;
+mod sim;
 mod udp;
+
+pub use sim::{SimNet, SimReport};
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -52,12 +59,13 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::ToSocketAddrs;
 use tokio::sync::Notify;
 use xk_time::Instant;
-use xtp_proto::{Chunk, CloseReason, ContextConfig, EndpointConfig};
+use xtp_proto::{Chunk, CloseReason, ContextConfig, Endpoint, EndpointConfig};
 
 use crate::api::{Cid, Core, Mode, Xtp, reason_error};
-use crate::clock::Clock;
+use crate::clock::TimeSource;
 use crate::driver::UdpDriver;
 use crate::engine::{EngineClient, ToEngine};
+use crate::trace::EngineTrace;
 
 /// Unsent bytes above which `poll_write` waits in the integrated mode (see
 /// [`xtp_proto::Endpoint::writable`]); the ring modes wait on the engine's
@@ -85,6 +93,20 @@ enum Backend {
     Udp(UdpDriver),
     /// On an engine thread or in a daemon, behind the rings.
     Ring(EngineClient),
+    /// On a simulated host, driven by its network's task in virtual time.
+    Sim(sim::SimSocket),
+}
+
+impl Backend {
+    /// The endpoint, where it runs in this process's tasks (integrated
+    /// and simulated; None in the ring modes).
+    fn local_ep(&mut self) -> Option<&mut Endpoint<EngineTrace>> {
+        match self {
+            Backend::Udp(d) => Some(d.endpoint()),
+            Backend::Sim(s) => Some(&mut s.ep),
+            Backend::Ring(_) => None,
+        }
+    }
 }
 
 struct State {
@@ -105,8 +127,10 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
-    nudge: Notify,
-    clock: Clock,
+    /// Wakes the task that drives the endpoint (in the simulated backend,
+    /// one notifier for the whole network: its one task drives them all).
+    nudge: Arc<Notify>,
+    clock: TimeSource,
 }
 
 impl Shared {
@@ -146,6 +170,21 @@ impl State {
         ring::pump(self);
     }
 
+    /// Wakes everyone waiting (the engine, or the simulated network, has
+    /// gone: each sees the error).
+    // The order of the wake-ups does not matter (each waker only schedules).
+    #[allow(clippy::iter_over_hash_type)]
+    fn wake_all(&mut self) {
+        for cs in self.ctxs.values_mut() {
+            for w in [cs.reader.take(), cs.writer.take()].into_iter().flatten() {
+                w.wake();
+            }
+        }
+        if let Some(w) = self.acceptor.take() {
+            w.wake();
+        }
+    }
+
     /// The engine's end as the error every call now gets.
     fn gone_error(&self) -> Option<io::Error> {
         self.gone.as_ref().map(|(k, t)| io::Error::new(*k, t.clone()))
@@ -153,8 +192,8 @@ impl State {
 
     fn read_chunk(&mut self, now: Instant, ctx: Cid) -> Option<Chunk> {
         match (&mut self.core, ctx) {
-            (Backend::Udp(d), Cid::Local(id)) => d.endpoint().read(now, id),
             (Backend::Ring(c), Cid::Remote(h)) => c.read_chunk(h),
+            (b, Cid::Local(id)) => b.local_ep()?.read(now, id),
             _ => None,
         }
     }
@@ -163,11 +202,13 @@ impl State {
     /// again once it has room).
     fn try_close(&mut self, now: Instant, ctx: Cid) -> bool {
         match (&mut self.core, ctx) {
-            (Backend::Udp(d), Cid::Local(id)) => {
-                d.endpoint().close(now, id);
+            (Backend::Ring(c), Cid::Remote(h)) => c.try_post(ToEngine::Close { ctx: h }).is_ok(),
+            (b, Cid::Local(id)) => {
+                if let Some(ep) = b.local_ep() {
+                    ep.close(now, id);
+                }
                 true
             }
-            (Backend::Ring(c), Cid::Remote(h)) => c.try_post(ToEngine::Close { ctx: h }).is_ok(),
             _ => true,
         }
     }
@@ -200,44 +241,58 @@ impl Xtp {
     pub async fn connect_async(&self, addr: impl ToSocketAddrs, port: u16) -> io::Result<AsyncXtpStream> {
         let peer = resolve(addr, "connect to").await?;
         let shared = spawn(self.mode.clone(), crate::api::any_local(peer), self.client_endpoint())?;
-        let opened = {
-            let mut st = shared.lock();
-            let now = shared.now();
-            let r = match &mut st.core {
-                Backend::Udp(d) => d
-                    .endpoint()
-                    .connect(now, peer, port, ContextConfig::stream())
-                    .map(Cid::Local)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}"))),
-                // A fresh ring: the post does not wait.
-                Backend::Ring(c) => c.connect(peer, port, ContextConfig::stream()).map(Cid::Remote),
-            };
-            if let Ok(ctx) = r {
-                st.ctxs.entry(ctx).or_default();
-            }
-            r
-        };
-        let stream = opened.map(|ctx| AsyncXtpStream::new(shared.clone(), ctx, peer));
-        shared.lock().handles -= 1; // the stream's handle replaces the reservation
-        shared.nudge.notify_one();
-        stream
+        open(shared, peer, port)
     }
 
     /// As [`AsyncXtpListener::bind`], in this mode.
     pub async fn bind_async(&self, addr: impl ToSocketAddrs, port: u16) -> io::Result<AsyncXtpListener> {
         let addr = resolve(addr, "bind").await?;
         let shared = spawn(self.mode.clone(), addr, self.server_endpoint())?;
-        let r = listen(&shared, port).await;
-        let local = shared.lock().local_addr();
-        match r.and(local) {
-            // The listener's handle is the creator's reservation.
-            Ok(local) => Ok(AsyncXtpListener { shared, local }),
-            Err(e) => {
-                // Released so the driver ends.
-                shared.lock().handles -= 1;
-                shared.nudge.notify_one();
-                Err(e)
-            }
+        listener(shared, port).await
+    }
+}
+
+/// Opens a stream to XTP `port` at `peer` on a fresh socket's state, whose
+/// creator's reservation it takes over (every backend).
+fn open(shared: Arc<Shared>, peer: SocketAddr, port: u16) -> io::Result<AsyncXtpStream> {
+    let opened = {
+        let mut st = shared.lock();
+        let now = shared.now();
+        let r = match &mut st.core {
+            // A fresh ring: the post does not wait.
+            Backend::Ring(c) => c.connect(peer, port, ContextConfig::stream()).map(Cid::Remote),
+            b => match b.local_ep() {
+                Some(ep) => ep
+                    .connect(now, peer, port, ContextConfig::stream())
+                    .map(Cid::Local)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}"))),
+                None => Err(io::Error::other("internal: no endpoint")),
+            },
+        };
+        if let Ok(ctx) = r {
+            st.ctxs.entry(ctx).or_default();
+        }
+        r
+    };
+    let stream = opened.map(|ctx| AsyncXtpStream::new(shared.clone(), ctx, peer));
+    shared.lock().handles -= 1; // the stream's handle replaces the reservation
+    shared.nudge.notify_one();
+    stream
+}
+
+/// Listens on XTP `port` on a fresh socket's state, whose creator's
+/// reservation becomes the listener's handle (every backend).
+async fn listener(shared: Arc<Shared>, port: u16) -> io::Result<AsyncXtpListener> {
+    let r = listen(&shared, port).await;
+    let local = shared.lock().local_addr();
+    match r.and(local) {
+        // The listener's handle is the creator's reservation.
+        Ok(local) => Ok(AsyncXtpListener { shared, local }),
+        Err(e) => {
+            // Released so the driver ends.
+            shared.lock().handles -= 1;
+            shared.nudge.notify_one();
+            Err(e)
         }
     }
 }
@@ -247,6 +302,7 @@ impl State {
         match &self.core {
             Backend::Udp(d) => d.local_addr(),
             Backend::Ring(c) => Ok(c.local_addr()),
+            Backend::Sim(s) => Ok(s.local),
         }
     }
 }
@@ -257,14 +313,12 @@ async fn listen(shared: &Arc<Shared>, port: u16) -> io::Result<()> {
     {
         let mut st = shared.lock();
         match &mut st.core {
-            Backend::Udp(d) => {
-                return d
-                    .endpoint()
-                    .listen(port, ContextConfig::stream())
-                    .map_err(|e| refused(format!("{e:?}")));
-            }
             // A fresh ring: the post does not wait.
             Backend::Ring(c) => c.post(ToEngine::Listen { port, cfg: ContextConfig::stream() })?,
+            b => {
+                let ep = b.local_ep().ok_or_else(|| io::Error::other("internal: no endpoint"))?;
+                return ep.listen(port, ContextConfig::stream()).map_err(|e| refused(format!("{e:?}")));
+            }
         }
     }
     std::future::poll_fn(|cx| {
@@ -319,7 +373,7 @@ impl AsyncXtpStream {
     /// integrated mode).
     pub fn ring_stats(&self) -> Option<crate::engine::RingStats> {
         match &self.shared.lock().core {
-            Backend::Udp(_) => None,
+            Backend::Udp(_) | Backend::Sim(_) => None,
             Backend::Ring(c) => Some(c.stats()),
         }
     }
@@ -381,9 +435,9 @@ impl AsyncRead for AsyncXtpStream {
             }
             // Reading freed window space: let the driver tell the peer
             // (the ring modes returned read credit to the engine already).
-            let udp = matches!(st.core, Backend::Udp(_));
+            let local = !matches!(st.core, Backend::Ring(_));
             drop(st);
-            if udp {
+            if local {
                 this.shared.nudge.notify_one();
             }
             return Poll::Ready(Ok(()));
@@ -424,20 +478,21 @@ impl AsyncWrite for AsyncXtpStream {
         }
         let State { core, ctxs, unsent_waiters, .. } = &mut *st;
         match (core, ctx) {
-            (Backend::Udp(d), Cid::Local(id)) => {
+            (b @ (Backend::Udp(_) | Backend::Sim(_)), Cid::Local(id)) => {
+                let Some(ep) = b.local_ep() else { unreachable!("a local backend") };
                 // Wait while the engine's send buffer is full (woken on
                 // Acked; the engine would refuse the write with WouldBlock)
                 // or our bound on unsent bytes is reached (woken once they
                 // have left).
-                if !d.endpoint().writable(id, WRITE_BUFFER) {
+                if !ep.writable(id, WRITE_BUFFER) {
                     ctxs.entry(ctx).or_default().writer = Some(cx.waker().clone());
-                    if d.endpoint().can_write(id) && !unsent_waiters.contains(&ctx) {
+                    if ep.can_write(id) && !unsent_waiters.contains(&ctx) {
                         unsent_waiters.push(ctx);
                     }
                     return Poll::Pending;
                 }
                 let now = self.shared.now();
-                let r = d.endpoint().write(now, id, Bytes::copy_from_slice(data), false, None);
+                let r = ep.write(now, id, Bytes::copy_from_slice(data), false, None);
                 drop(st);
                 self.shared.nudge.notify_one();
                 Poll::Ready(

@@ -26,7 +26,7 @@ use tokio::sync::Notify;
 
 use super::{Backend, Shared, State};
 use crate::api::Cid;
-use crate::clock::Clock;
+use crate::clock::{Clock, TimeSource};
 use crate::engine::{BlockError, EngineClient, Notice};
 
 /// Longest wait before the task looks around anyway (the engine's end is
@@ -44,8 +44,8 @@ pub(super) fn spawn(c: EngineClient) -> io::Result<Arc<Shared>> {
     };
     let shared = Arc::new(Shared {
         state: Mutex::new(State::new(Backend::Ring(c))),
-        nudge: Notify::new(),
-        clock: Clock::new(),
+        nudge: Arc::new(Notify::new()),
+        clock: TimeSource::Wall(Clock::new()),
     });
     tokio::spawn(drive(shared.clone(), bell, gone));
     Ok(shared)
@@ -182,13 +182,6 @@ pub(super) fn pump(st: &mut State) {
     if gone.is_none() && !c.has_input() && c.peer_gone() {
         let e = c.gone_error();
         *gone = Some((e.kind(), e.to_string()));
-        for cs in ctxs.values_mut() {
-            for w in [cs.reader.take(), cs.writer.take()].into_iter().flatten() {
-                w.wake();
-            }
-        }
-        if let Some(w) = acceptor.take() {
-            w.wake();
-        }
+        st.wake_all();
     }
 }

@@ -14,6 +14,7 @@ use xtp_proto::Event;
 
 use super::{Backend, Shared, State, WRITE_BUFFER};
 use crate::api::Cid;
+use crate::clock::TimeSource;
 use crate::driver::UdpDriver;
 
 /// Starts the driver task for a bound driver.
@@ -28,8 +29,11 @@ pub(super) fn spawn(d: UdpDriver) -> io::Result<Arc<Shared>> {
     dup.set_nonblocking(true)?;
     let ready = UdpSocket::from_std(dup)?;
     let clock = d.clock();
-    let shared =
-        Arc::new(Shared { state: Mutex::new(State::new(Backend::Udp(d))), nudge: Notify::new(), clock });
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::new(Backend::Udp(d))),
+        nudge: Arc::new(Notify::new()),
+        clock: TimeSource::Wall(clock),
+    });
     tokio::spawn(drive(ready, shared.clone()));
     Ok(shared)
 }
@@ -87,10 +91,10 @@ async fn drive(ready: UdpSocket, shared: Arc<Shared>) {
 }
 
 /// Wakes the writers whose unsent bytes have left (and who have room).
-fn wake_unsent_waiters(st: &mut State) {
+/// The endpoint's own backends (integrated, simulated).
+pub(super) fn wake_unsent_waiters(st: &mut State) {
     let State { core, ctxs, unsent_waiters, .. } = st;
-    let Backend::Udp(d) = core else { return };
-    let ep = d.endpoint();
+    let Some(ep) = core.local_ep() else { return };
     unsent_waiters.retain(|cid| {
         let Cid::Local(ctx) = *cid else { return false };
         if ep.writable(ctx, WRITE_BUFFER) || !ep.can_write(ctx) {
@@ -107,10 +111,11 @@ fn wake_unsent_waiters(st: &mut State) {
 }
 
 /// Files the endpoint's events by context and wakes whoever waits on them.
-fn dispatch(st: &mut State) {
+/// The endpoint's own backends (integrated, simulated).
+pub(super) fn dispatch(st: &mut State) {
     loop {
-        let Backend::Udp(d) = &mut st.core else { return };
-        let Some(ev) = d.endpoint().poll_event() else { return };
+        let Some(ep) = st.core.local_ep() else { return };
+        let Some(ev) = ep.poll_event() else { return };
         let (ctx, wake_all) = match ev {
             Event::Incoming { ctx, peer, .. } => {
                 st.ctxs.entry(Cid::Local(ctx)).or_default();

@@ -1,6 +1,7 @@
 //! What the FTP tests share: scratch directories, test files and their
-//! SHA-256, our server on loopback, and outside programs run with a time
-//! limit and ended by their id when dropped.
+//! SHA-256, our server on loopback (or a simulated network's server host),
+//! a simulated network to run a test on in virtual time, and outside
+//! programs run with a time limit and ended by their id when dropped.
 
 // Each test binary uses a different part of these helpers.
 #![allow(dead_code, unreachable_pub)]
@@ -13,8 +14,10 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
+use xk_driver::aio::SimNet;
 use xk_ftp::net::Net;
 use xk_ftp::server::{self, Config};
+use xk_netemu::{LinkParams, Loss};
 
 /// A fresh, empty directory for this test process.
 pub fn tempdir(name: &str) -> PathBuf {
@@ -63,8 +66,12 @@ pub fn len(p: &Path) -> u64 {
 /// a short delay after a failed login; `tweak` changes the rest.
 pub fn config(net: Net, root: &Path, tweak: impl FnOnce(&mut Config)) -> Config {
     let mut cfg = Config::new(root.to_path_buf());
+    // A simulated network's server host; loopback otherwise.
+    cfg.listen = match &net {
+        Net::Sim(s) => SocketAddr::new(s.server_ip(), 21),
+        _ => "127.0.0.1:0".parse().unwrap(),
+    };
     cfg.net = net;
-    cfg.listen = "127.0.0.1:0".parse().unwrap();
     cfg.users = vec![("alice".into(), "secret".into())];
     cfg.login_delay = Duration::from_millis(50);
     tweak(&mut cfg);
@@ -193,4 +200,44 @@ pub fn run_ok(what: &str, cmd: &mut Command, limit: Duration) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The simulated link of one direction: 100 Mbit/s, 10 ms (a 20 ms round
+/// trip), Ethernet + IP + UDP framing (42 B a packet), a 1,000-packet
+/// queue, and `loss` of the packets lost at random.
+pub fn sim_link(loss: f64) -> LinkParams {
+    LinkParams {
+        delay: xk_time::Duration::from_millis(10),
+        rate_bps: 100_000_000,
+        overhead: 42,
+        limit_packets: 1000,
+        loss: if loss > 0.0 { Loss::Bernoulli(loss) } else { Loss::None },
+        ..LinkParams::default()
+    }
+}
+
+/// The seed of the simulator tests: `XPRESS_SIM_SEED` or a fixed one.
+pub fn sim_seed() -> u64 {
+    std::env::var("XPRESS_SIM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(19)
+}
+
+/// Virtual time a simulator test may take (the lossy round trip takes
+/// about 20 s).
+pub const SIM_LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs `f` on a simulated network of `seed` with `loss` each way, on a
+/// runtime of its own whose clock is paused (virtual time, see
+/// `xk_driver::aio::sim`). Prints the seed.
+pub fn in_sim<F: std::future::Future>(seed: u64, loss: f64, f: impl FnOnce(Net) -> F) -> F::Output {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+    rt.block_on(async {
+        let net = SimNet::new(seed, sim_link(loss), sim_link(loss)).unwrap();
+        eprintln!("simulated network: seed {seed} (set XPRESS_SIM_SEED to change it), loss {loss} each way");
+        // A test stuck in virtual time would spin through it for ever
+        // (timers keep firing): bounded, naming the seed.
+        match tokio::time::timeout(SIM_LIMIT, f(Net::Sim(net.clone()))).await {
+            Ok(r) => r,
+            Err(_) => panic!("seed {seed}: not done within {SIM_LIMIT:?} of virtual time; {}", net.report()),
+        }
+    })
 }
