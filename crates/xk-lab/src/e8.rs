@@ -11,11 +11,12 @@
 //!   and daemon modes against one echo server thread on loopback, recorded
 //!   by the monitor (`xk-trace`): per phase min / median / p99 / max, the
 //!   host's CPU time per call, the CPU time of the engine thread or daemon,
-//!   the application thread's wake-ups and preemptions per round trip, and
-//!   round trips over 5× the median set apart as disturbed.
+//!   the application thread's wake-ups and preemptions per round trip.
 //!   Each round trip is bracketed by the application thread's preemption,
 //!   page-fault and CPU-migration counters; a disturbed one is counted per
-//!   cause and kept out of the statistics ([`crate::e8_disturb`]).
+//!   cause and kept out of the statistics ([`crate::e8_disturb`]);
+//!   undisturbed round trips over 5× the median are counted as unexplained
+//!   outliers.
 //! * **Calibration** steps, one per message length, engine-thread mode
 //!   (the engine thread is the "protocol processor", the rings and shared
 //!   buffers the "bus"), between two applications each on its engine
@@ -214,7 +215,7 @@ impl Experiment for E8 {
                     self.app_sink = Some(PeerApp::sink()?);
                 }
                 let echo = self.app_echo.as_ref().map(|e| e.addr).expect("just set");
-                let sink = self.app_sink.as_ref().map(|e| e.addr).expect("just set");
+                let sink = self.app_sink.as_ref().expect("just set");
                 let p = &self.p;
                 let rows = calibrate(echo, sink, sizes, p.count, p.stream_ms, p.rounds)?;
                 Ok(rows.into_iter().map(Row::Calibration).collect())

@@ -33,7 +33,8 @@
 //! application thread's preemption, page-fault and CPU counters
 //! ([`crate::e8_disturb`]): a disturbed one is counted per cause and kept
 //! out of every statistic. CPU and wall times are read together at the
-//! same boundaries ([`stamp`]).
+//! same boundaries ([`stamp`]). Every value of a row is a mean over the
+//! undisturbed operations ([`mean`] says why not a median).
 
 use std::net::SocketAddr;
 
@@ -49,6 +50,7 @@ use xtp_proto::{ContextConfig, EndpointConfig};
 use crate::e8_disturb::{Cause, Disturbed, Mark};
 use crate::e8_measure::{
     engine_of, engine_threads, instants, schedstat, thread_cpu_ns, thread_named, thread_switches,
+    threads_named,
 };
 
 /// One calibration point: every measured quantity at one message length.
@@ -74,8 +76,27 @@ pub struct CalibRow {
     /// acknowledgment block, ns — the extended model's C_0 + γ·l.
     pub proc_complete_ns: f64,
     /// Host write entry: copying the message into a buffer the engine owns
-    /// and posting its block, ns — δ_w + ρ_w·(l_c + l).
+    /// and posting its block (the write call's start to its ring push,
+    /// trace), ns — δ_w + ρ_w·(l_c + l).
     pub write_ns: f64,
+    /// The host CPU time of the rest of the write call: ringing the
+    /// sleeping engine's doorbell (the call's CPU time less the post), ns —
+    /// the extended model's δ_d.
+    #[serde(default)]
+    pub doorbell_ns: f64,
+    /// CPU time of every thread of the pipelined transfer (the sending
+    /// application and engine, the receiving engine and application) per
+    /// message over the steady-state windows, ns — the extended model's
+    /// U_0 + υ·l.
+    #[serde(default)]
+    pub all_cpu_ns: f64,
+    /// Processors this machine offers those threads.
+    #[serde(default)]
+    pub cores: usize,
+    /// Largest user data in one packet (the context's mss), bytes: where
+    /// the pipelined period's two regimes meet.
+    #[serde(default)]
+    pub mss: usize,
     /// Host read entry: from the first pop of the woken application to the
     /// message copied out, ns — δ_r + ρ_r·(l_a + l).
     pub read_ns: f64,
@@ -114,7 +135,7 @@ pub struct CalibRow {
     #[serde(default)]
     pub stream_ms: f64,
     /// Round trips and synchronous sends measured and disturbed by the
-    /// operating system, per cause (kept out of the medians).
+    /// operating system, per cause (kept out of the means).
     #[serde(default)]
     pub disturbed: Disturbed,
 }
@@ -125,8 +146,14 @@ pub(crate) fn stamp() -> (u64, u64) {
     (mono_ns(), thread_cpu_ns())
 }
 
-fn median(v: &[u64]) -> f64 {
-    xk_stats::median(v.iter().map(|&x| x as f64))
+/// The mean of the samples (NaN for none). The model adds times along a
+/// path, and the mean of a sum is the sum of the means while a median of a
+/// sum is not the sum of medians (a wake-up's latency is bimodal here: a
+/// few µs when a core is idle, tens when it is not); seed 004 too
+/// calibrated on time averages. The operating system's disturbances are
+/// already out of the samples.
+fn mean(v: &[u64]) -> f64 {
+    if v.is_empty() { f64::NAN } else { v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64 }
 }
 
 /// The samples of one calibration length, pooled over rounds.
@@ -134,8 +161,8 @@ fn median(v: &[u64]) -> f64 {
 struct Samples {
     proc_oneway: Vec<u64>,
     proc_complete: Vec<u64>,
-    proc_period: Vec<f64>,
     write: Vec<u64>,
+    doorbell: Vec<u64>,
     read: Vec<u64>,
     wake: Vec<u64>,
     wake_cpu: Vec<u64>,
@@ -144,9 +171,10 @@ struct Samples {
     host_recv: Vec<u64>,
     sync_period: Vec<u64>,
     host_send: Vec<u64>,
-    async_period: Vec<f64>,
     stream_msgs: usize,
     stream_ns: u64,
+    stream_cpu_ns: u64,
+    stream_all_cpu_ns: u64,
     /// The application thread's sleeps over `sync_sends` synchronous sends.
     sync_sleeps: u64,
     sync_sends: u64,
@@ -163,6 +191,8 @@ struct Engines {
     tx_ctx: CtxHandle,
     /// The sending engine thread's id (`/proc/self/task/<tid>`).
     tx_tid: Option<String>,
+    /// The receiving side's threads (its application and engine).
+    sink_tids: Vec<String>,
 }
 
 const WAIT: Duration = Duration::from_millis(50);
@@ -171,7 +201,7 @@ const FIVE_S: u64 = 5_000_000_000;
 const WARM_NS: u64 = 10_000_000;
 
 impl Engines {
-    fn new(echo: SocketAddr, sink: SocketAddr) -> Result<Engines, String> {
+    fn new(echo: SocketAddr, sink: &PeerApp) -> Result<Engines, String> {
         let e = |e: std::io::Error| format!("E8 engine thread: {e}");
         let d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 82).map_err(e)?;
         let mut pp = engine::spawn(d, EngineConfig::default()).map_err(e)?;
@@ -186,16 +216,17 @@ impl Engines {
         let mut tx =
             engine::spawn(d, EngineConfig { write_bound: 2, ..EngineConfig::default() }).map_err(e)?;
         let tx_tid = engine_threads().difference(&before).next().cloned();
-        let tx_ctx = tx.connect(sink, 7, ContextConfig::stream()).map_err(e)?;
-        Ok(Engines { pp, pp_ctx, tx, tx_ctx, tx_tid })
+        let tx_ctx = tx.connect(sink.addr, 7, ContextConfig::stream()).map_err(e)?;
+        Ok(Engines { pp, pp_ctx, tx, tx_ctx, tx_tid, sink_tids: sink.tids.clone() })
     }
 
-    /// The sending engine thread's CPU time, ns (0 when unknown).
-    fn tx_cpu(&self) -> u64 {
-        self.tx_tid
-            .as_ref()
-            .and_then(|t| schedstat(&std::path::Path::new("/proc/self/task").join(t).join("schedstat")))
-            .unwrap_or(0)
+    /// CPU time, ns: (the sending engine thread's, every thread's of the
+    /// transfer — this one, the sending engine, the receiving side's).
+    fn cpu(&self) -> (u64, u64) {
+        let task = |t: &String| schedstat(&std::path::Path::new("/proc/self/task").join(t).join("schedstat"));
+        let eng = self.tx_tid.as_ref().and_then(task).unwrap_or(0);
+        let sink: u64 = self.sink_tids.iter().filter_map(task).sum();
+        (eng, eng + sink + thread_cpu_ns())
     }
 
     /// `n` ping-pongs of `msg`, traced; into `s` when `keep`.
@@ -205,15 +236,17 @@ impl Engines {
         let e = |e: std::io::Error| format!("{what}: {e}");
         let (c, ctx) = (&mut self.pp, self.pp_ctx);
         let mut out = Vec::with_capacity(size);
-        // (t0, t1, t2) of the undisturbed round trips.
+        // (t0, t1, t2) of the undisturbed round trips, and the CPU time of
+        // their write calls.
         let mut marks = Vec::with_capacity(n);
+        let mut write_cpu = Vec::with_capacity(n);
         if keep {
             xk_trace::start(xk_trace::Config::default());
             xk_trace::name_thread("e8-app");
         }
         for _ in 0..n {
             let m0 = Mark::now();
-            let (t0, _) = stamp();
+            let (t0, c0) = stamp();
             c.write(ctx, Bytes::copy_from_slice(msg), true, None).map_err(e)?;
             let (t1, c1) = stamp();
             out.clear();
@@ -239,7 +272,7 @@ impl Engines {
             }
             if keep && !s.disturbed.count(cause) {
                 marks.push((t0, t1, t2));
-                s.write.push(t1 - t0);
+                write_cpu.push(c1 - c0);
                 s.rtt.push(t2 - t0);
                 s.host_recv.push(c2 - c1);
                 s.wake_cpu.push(wait_cpu);
@@ -251,29 +284,26 @@ impl Engines {
         let rec = xk_trace::finish();
         let Some(app) = thread_named(&rec, "e8-app") else { return Ok(()) };
         let Some(eng) = engine_of(&rec, app) else { return Ok(()) };
-        let peer = thread_named(&rec, "e8-echo-app").and_then(|p| engine_of(&rec, p).map(|e| (p, e)));
-        // Per round trip: the application's first pop after its write
-        // (woken) and the engine's last push before it; the engine's first
-        // pop after the application's push.
-        let app_pops = instants(&rec, app, Point::RingPop, 1);
-        let eng_pushes = instants(&rec, eng, Point::RingPush, 1);
-        let app_pushes = instants(&rec, app, Point::RingPush, 0);
-        let eng_pops = instants(&rec, eng, Point::RingPop, 0);
-        for &(t0, t1, t2) in &marks {
-            if let Some(&pop) = app_pops.iter().find(|&&p| p > t1 && p <= t2) {
-                s.read.push(t2 - pop);
-                if let Some(&push) = eng_pushes.iter().rev().find(|&&p| p <= pop && p > t1) {
-                    s.wake.push(pop - push);
-                }
-            }
-            if let Some(&push) = app_pushes.iter().find(|&&p| p >= t0 && p <= t1)
-                && let Some(&pop) = eng_pops.iter().find(|&&p| p >= push && p <= t2)
-            {
-                s.engine_wake.push(pop - push);
-            }
-        }
-        if let Some((_, peer_eng)) = peer {
-            s.proc_oneway.extend(one_way(&rec, eng, peer_eng, &marks));
+        let Some((pa, pe)) =
+            thread_named(&rec, "e8-echo-app").and_then(|p| engine_of(&rec, p).map(|e| (p, e)))
+        else {
+            return Ok(());
+        };
+        // Both directions of every round trip: the latency is half a round
+        // trip, so each of δ_e, δ_0 and δ_i is the mean of its two
+        // crossings (the seed too measured round trips and halved them),
+        // and the pieces of a round trip add up to it.
+        let ev = Crossings::new(&rec, app, eng, pa, pe);
+        for (&(t0, t1, t2), &cpu) in marks.iter().zip(&write_cpu) {
+            let Some(c) = ev.chain(t0, t1, t2) else { continue };
+            s.write.push(c.a_push - t0);
+            // The doorbell's host CPU: the write call's CPU time less the
+            // post (copying and pushing, all on the CPU).
+            s.doorbell.push(cpu.saturating_sub(c.a_push - t0));
+            s.read.push(t2 - c.a_pop);
+            s.engine_wake.extend([c.e_pop - c.a_push, c.pe_pop - c.pa_push]);
+            s.proc_oneway.extend([c.delivered - c.e_pop, c.back - c.pe_pop]);
+            s.wake.extend([c.pa_pop - c.delivered, c.a_pop - c.back]);
         }
         Ok(())
     }
@@ -338,9 +368,9 @@ impl Engines {
     /// A pipelined run of `msg` to the sink in steady state: the host keeps
     /// up to `outstanding` messages unacknowledged; after `WARM_NS` the
     /// window opens at a completion and closes at the first completion
-    /// `min_ns` later. Returns (wall ns per message, the engine thread's CPU
-    /// ns per message, messages, window ns) over the window.
-    fn pipelined(&mut self, msg: &[u8], min_ns: u64) -> Result<(f64, f64, usize, u64), String> {
+    /// `min_ns` later. Returns (messages, wall ns, the engine thread's CPU
+    /// ns, every thread's CPU ns) over the window.
+    fn pipelined(&mut self, msg: &[u8], min_ns: u64) -> Result<(usize, u64, u64, u64), String> {
         let what = format!("E8 engine thread pipelined {} B", msg.len());
         let l = msg.len() as u64;
         // Enough in flight that the engine never waits for the host, few
@@ -353,13 +383,13 @@ impl Engines {
         let data = Bytes::copy_from_slice(msg);
         let t_start = mono_ns();
         let mut written = 0u64;
-        let mut first: Option<(u64, u64, u64)> = None;
+        let mut first: Option<(u64, (u64, u64), u64)> = None;
         let last = loop {
             let done = written - self.tx.unacked_bytes(self.tx_ctx).div_ceil(l);
             let now = mono_ns();
             match first {
-                None if now - t_start >= WARM_NS && done >= 8 => first = Some((now, self.tx_cpu(), done)),
-                Some(f) if now - f.0 >= min_ns && done >= f.2 + 8 => break (now, self.tx_cpu(), done),
+                None if now - t_start >= WARM_NS && done >= 8 => first = Some((now, self.cpu(), done)),
+                Some(f) if now - f.0 >= min_ns && done >= f.2 + 8 => break (now, self.cpu(), done),
                 _ => {}
             }
             if now > t_start + 4 * FIVE_S {
@@ -378,13 +408,8 @@ impl Engines {
         };
         self.drain(t_start, &what)?;
         let f = first.expect("the window opened before it closed");
-        let k = (last.2 - f.2) as f64;
-        Ok((
-            (last.0 - f.0) as f64 / k,
-            last.1.saturating_sub(f.1) as f64 / k,
-            (last.2 - f.2) as usize,
-            last.0 - f.0,
-        ))
+        let cpu = |i: fn(&(u64, u64)) -> u64| i(&last.1).saturating_sub(i(&f.1));
+        Ok(((last.2 - f.2) as usize, last.0 - f.0, cpu(|c| c.0), cpu(|c| c.1)))
     }
 
     fn end(mut self) {
@@ -395,23 +420,74 @@ impl Engines {
     }
 }
 
-/// The processor's one-way times of the round trips `marks` (t0, t1, t2):
-/// the sending engine `eng`'s first pop of the application's block after
-/// t0, to the receiving engine `peer`'s last push to its application
-/// before it takes the echo's write block (the message delivered whole).
-fn one_way(rec: &Recording, eng: u32, peer: u32, marks: &[(u64, u64, u64)]) -> Vec<u64> {
-    let pops = instants(rec, eng, Point::RingPop, 0);
-    let peer_pushes = instants(rec, peer, Point::RingPush, 1);
-    let peer_pops = instants(rec, peer, Point::RingPop, 0);
-    let mut out = Vec::with_capacity(marks.len());
-    for &(t0, _, t2) in marks {
-        let Some(&took) = pops.iter().find(|&&p| p >= t0 && p <= t2) else { continue };
-        let Some(&echo) = peer_pops.iter().find(|&&p| p > took && p <= t2) else { continue };
-        if let Some(&delivered) = peer_pushes.iter().rev().find(|&&p| p > took && p <= echo) {
-            out.push(delivered - took);
+/// The ring crossings of a traced ping-pong: the application (`a`), its
+/// engine (`e`), the echo application (`pa`) and its engine (`pe`); ring
+/// 0 towards an engine, 1 from it.
+struct Crossings {
+    a_push: Vec<u64>,
+    a_pop: Vec<u64>,
+    e_pop: Vec<u64>,
+    e_push: Vec<u64>,
+    pa_pop: Vec<u64>,
+    pa_push: Vec<u64>,
+    pe_pop: Vec<u64>,
+    pe_push: Vec<u64>,
+}
+
+/// One round trip's crossings, in time order (ns on `CLOCK_MONOTONIC`).
+#[derive(Debug, PartialEq, Eq)]
+struct Chain {
+    /// The application posts its message.
+    a_push: u64,
+    /// Its engine takes it (woken by the doorbell: δ_e).
+    e_pop: u64,
+    /// The echo's engine posts the message's last block (δ_0 since e_pop).
+    delivered: u64,
+    /// The echo application takes it (woken: δ_i).
+    pa_pop: u64,
+    /// The echo application posts the echo.
+    pa_push: u64,
+    /// Its engine takes it (δ_e).
+    pe_pop: u64,
+    /// The application's engine posts the echo's last block (δ_0).
+    back: u64,
+    /// The application takes it (δ_i).
+    a_pop: u64,
+}
+
+impl Crossings {
+    fn new(rec: &Recording, a: u32, e: u32, pa: u32, pe: u32) -> Crossings {
+        Crossings {
+            a_push: instants(rec, a, Point::RingPush, 0),
+            a_pop: instants(rec, a, Point::RingPop, 1),
+            e_pop: instants(rec, e, Point::RingPop, 0),
+            e_push: instants(rec, e, Point::RingPush, 1),
+            pa_pop: instants(rec, pa, Point::RingPop, 1),
+            pa_push: instants(rec, pa, Point::RingPush, 0),
+            pe_pop: instants(rec, pe, Point::RingPop, 0),
+            pe_push: instants(rec, pe, Point::RingPush, 1),
         }
     }
-    out
+
+    /// The crossings of the round trip that began at `t0`, whose write
+    /// returned at `t1` and whose echo was read whole at `t2`; None when
+    /// one is missing (the round trip is then not used for any crossing).
+    fn chain(&self, t0: u64, t1: u64, t2: u64) -> Option<Chain> {
+        let first = |v: &[u64], after: u64| v.iter().copied().find(|&p| p >= after && p <= t2);
+        let last =
+            |v: &[u64], after: u64, upto: u64| v.iter().rev().copied().find(|&p| p > after && p <= upto);
+        let a_push = first(&self.a_push, t0).filter(|&p| p <= t1)?;
+        let e_pop = first(&self.e_pop, a_push)?;
+        // The echo's engine takes the echo's write only once the message
+        // was delivered whole: its last push before that is the delivery.
+        let pe_pop = first(&self.pe_pop, e_pop + 1)?;
+        let pa_push = last(&self.pa_push, e_pop, pe_pop)?;
+        let delivered = last(&self.pe_push, e_pop, pa_push)?;
+        let pa_pop = first(&self.pa_pop, delivered).filter(|&p| p <= pa_push)?;
+        let a_pop = first(&self.a_pop, t1.max(pe_pop))?;
+        let back = last(&self.e_push, pe_pop, a_pop)?;
+        Some(Chain { a_push, e_pop, delivered, pa_pop, pa_push, pe_pop, back, a_pop })
+    }
 }
 
 /// The calibration sweep against two applications on their own engine
@@ -423,7 +499,7 @@ fn one_way(rec: &Recording, eng: u32, peer: u32, marks: &[(u64, u64, u64)]) -> V
 /// all; then three pipelined windows per length of ≥ `stream_ms` / 3 each.
 pub(crate) fn calibrate(
     echo: SocketAddr,
-    sink: SocketAddr,
+    sink: &PeerApp,
     sizes: &[usize],
     count: usize,
     stream_ms: u64,
@@ -452,16 +528,17 @@ pub(crate) fn calibrate(
         let order: Vec<usize> =
             if w % 2 == 0 { (0..sizes.len()).collect() } else { (0..sizes.len()).rev().collect() };
         for i in order {
-            let (wall, cpu, k, ns) = eng.pipelined(&msgs[i], window_ns)?;
+            let (k, ns, cpu, all) = eng.pipelined(&msgs[i], window_ns)?;
             let s = &mut samples[i];
-            s.async_period.push(wall);
-            s.proc_period.push(cpu);
             s.stream_msgs += k;
             s.stream_ns += ns;
+            s.stream_cpu_ns += cpu;
+            s.stream_all_cpu_ns += all;
         }
     }
     eng.end();
-    let medf = |v: &[f64]| xk_stats::median(v.iter().copied());
+    // Pipelined: pooled over the windows, time over messages.
+    let per_msg = |ns: u64, k: usize| if k == 0 { f64::NAN } else { ns as f64 / k as f64 };
     Ok(sizes
         .iter()
         .zip(samples)
@@ -470,20 +547,24 @@ pub(crate) fn calibrate(
             size,
             l_c: std::mem::size_of::<ToEngine>(),
             l_a: std::mem::size_of::<FromEngine>(),
-            proc_delay_ns: median(&s.proc_oneway),
-            proc_period_ns: medf(&s.proc_period),
-            proc_complete_ns: median(&s.proc_complete),
-            write_ns: median(&s.write),
-            read_ns: median(&s.read),
-            wake_ns: median(&s.wake),
-            wake_cpu_ns: median(&s.wake_cpu),
-            engine_wake_ns: median(&s.engine_wake),
-            delay_ns: median(&s.rtt) / 2.0,
-            sync_period_ns: median(&s.sync_period),
-            async_period_ns: medf(&s.async_period),
-            host_send_ns: median(&s.host_send),
+            proc_delay_ns: mean(&s.proc_oneway),
+            proc_period_ns: per_msg(s.stream_cpu_ns, s.stream_msgs),
+            proc_complete_ns: mean(&s.proc_complete),
+            write_ns: mean(&s.write),
+            doorbell_ns: mean(&s.doorbell),
+            all_cpu_ns: per_msg(s.stream_all_cpu_ns, s.stream_msgs),
+            cores: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            mss: ContextConfig::stream().mss,
+            read_ns: mean(&s.read),
+            wake_ns: mean(&s.wake),
+            wake_cpu_ns: mean(&s.wake_cpu),
+            engine_wake_ns: mean(&s.engine_wake),
+            delay_ns: mean(&s.rtt) / 2.0,
+            sync_period_ns: mean(&s.sync_period),
+            async_period_ns: per_msg(s.stream_ns, s.stream_msgs),
+            host_send_ns: mean(&s.host_send),
             sync_wakeups: s.sync_sleeps as f64 / s.sync_sends.max(1) as f64,
-            host_recv_ns: median(&s.host_recv),
+            host_recv_ns: mean(&s.host_recv),
             count: s.rtt.len(),
             stream: s.stream_msgs,
             stream_ms: s.stream_ns as f64 / 1e6,
@@ -499,6 +580,8 @@ pub(crate) fn calibrate(
 /// back (copying it in); as the sink, drops it. Until dropped.
 pub(crate) struct PeerApp {
     pub(crate) addr: SocketAddr,
+    /// Its thread's and its engine thread's ids.
+    tids: Vec<String>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -520,6 +603,9 @@ impl PeerApp {
         let halt = stop.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let name = if echo { "e8-echo-app" } else { "e8-sink-app" };
+        // Its engine: the engine thread that appears while it starts (E8
+        // starts one thing at a time).
+        let before = engine_threads();
         let thread = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
@@ -568,7 +654,9 @@ impl PeerApp {
             })
             .map_err(|e| format!("E8: start {name}: {e}"))?;
         let addr = rx.recv().map_err(|_| format!("E8: {name} ended before it started"))??;
-        Ok(PeerApp { addr, stop, thread: Some(thread) })
+        let mut tids: Vec<String> = engine_threads().difference(&before).cloned().collect();
+        tids.extend(threads_named(name));
+        Ok(PeerApp { addr, tids, stop, thread: Some(thread) })
     }
 }
 
@@ -587,26 +675,57 @@ mod tests {
     use xk_trace::{Event, ThreadEvents};
 
     #[test]
-    fn one_way_runs_from_the_senders_pop_to_the_receivers_last_delivery() {
-        let mk = |tid: u32, evs: Vec<Event>| ThreadEvents { tid, name: "xtp-engine".into(), events: evs };
+    fn a_round_trip_is_cut_at_its_ring_crossings() {
+        let ev = |t: u64, point: Point, ring: u32| Event::instant(t, point, 0, 0, ring);
+        let mk = |tid: u32, evs: Vec<Event>| ThreadEvents { tid, name: "t".into(), events: evs };
         let rec = Recording {
             threads: vec![
-                mk(1, vec![Event::instant(110, Point::RingPop, 0, 0, 0)]),
+                // The application: posts at 101, takes the echo at 400.
+                mk(1, vec![ev(101, Point::RingPush, 0), ev(400, Point::RingPop, 1)]),
+                // Its engine: takes at 120, an acknowledgement at 200 (not
+                // the echo), the echo's two blocks at 350 and 380.
                 mk(
                     2,
                     vec![
-                        Event::instant(150, Point::RingPush, 0, 0, 1),
-                        Event::instant(170, Point::RingPush, 0, 0, 1),
-                        Event::instant(200, Point::RingPop, 0, 0, 0),
-                        Event::instant(230, Point::RingPush, 0, 0, 1),
+                        ev(120, Point::RingPop, 0),
+                        ev(200, Point::RingPush, 1),
+                        ev(350, Point::RingPush, 1),
+                        ev(380, Point::RingPush, 1),
+                    ],
+                ),
+                // The echo application: takes at 240 (and a second block
+                // at 241), posts the echo at 250.
+                mk(
+                    3,
+                    vec![ev(240, Point::RingPop, 1), ev(241, Point::RingPop, 1), ev(250, Point::RingPush, 0)],
+                ),
+                // Its engine: delivers in two blocks (150, 220), takes the
+                // echo at 270.
+                mk(
+                    4,
+                    vec![
+                        ev(150, Point::RingPush, 1),
+                        ev(220, Point::RingPush, 1),
+                        ev(270, Point::RingPop, 0),
                     ],
                 ),
             ],
             dropped: 0,
         };
-        assert_eq!(one_way(&rec, 1, 2, &[(100, 105, 300)]), vec![60]);
-        // No echo taken within the round trip: no sample.
-        assert!(one_way(&rec, 1, 2, &[(100, 105, 190)]).is_empty());
+        let c = Crossings::new(&rec, 1, 2, 3, 4);
+        let want = Chain {
+            a_push: 101,
+            e_pop: 120,
+            delivered: 220,
+            pa_pop: 240,
+            pa_push: 250,
+            pe_pop: 270,
+            back: 380,
+            a_pop: 400,
+        };
+        assert_eq!(c.chain(100, 110, 410), Some(want));
+        // The echo not read within the round trip: nothing.
+        assert_eq!(c.chain(100, 110, 390), None);
     }
 
     /// The real thing, small: every quantity measured and positive.
@@ -614,7 +733,8 @@ mod tests {
     fn calibration_measures_on_loopback() {
         let _one = crate::e8_measure::TRACE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (echo, sink) = (PeerApp::echo().unwrap(), PeerApp::sink().unwrap());
-        let rows = calibrate(echo.addr, sink.addr, &[1, 8_192], 20, 30, 2).unwrap();
+        assert_eq!(sink.tids.len(), 2, "{:?}", sink.tids);
+        let rows = calibrate(echo.addr, &sink, &[1, 8_192], 20, 30, 2).unwrap();
         assert_eq!(rows.len(), 2);
         for r in &rows {
             for (name, v) in [
@@ -622,6 +742,8 @@ mod tests {
                 ("proc_period", r.proc_period_ns),
                 ("proc_complete", r.proc_complete_ns),
                 ("write", r.write_ns),
+                ("doorbell", r.doorbell_ns),
+                ("all_cpu", r.all_cpu_ns),
                 ("read", r.read_ns),
                 ("wake", r.wake_ns),
                 ("engine_wake", r.engine_wake_ns),

@@ -58,10 +58,15 @@ fn process_cpu_ns(pid: &str, only: Option<&BTreeSet<String>>) -> u64 {
 
 /// Thread ids of this process's engine threads (named `xtp-engine`).
 pub(crate) fn engine_threads() -> BTreeSet<String> {
+    threads_named("xtp-engine")
+}
+
+/// Thread ids of this process's threads named `name` (`/proc/self/task/*/comm`).
+pub(crate) fn threads_named(name: &str) -> BTreeSet<String> {
     let Ok(entries) = std::fs::read_dir("/proc/self/task") else { return BTreeSet::new() };
     entries
         .filter_map(Result::ok)
-        .filter(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "xtp-engine"))
+        .filter(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == name))
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect()
 }
