@@ -701,7 +701,7 @@ fn reading(profile: &[&ProfileRow], cal_rows: &[&CalibRow], cal: &Calibration, c
         (busy.iter().map(|b| b.1).reduce(f64::min), busy.iter().map(|b| b.1).reduce(f64::max))
     {
         s += &format!(
-            "Pipelined, the engine thread was on a CPU for {:.0}–{:.0} % of the steady-state window (its CPU time per message over the wall time per message, per length): where that is well under 100 % while the host keeps messages queued, the processor waits for a core shared with the two applications and the receiving engine, a term no constant of the model holds. ",
+            "Pipelined, the engine thread was on a CPU for {:.0}–{:.0} % of the steady-state window (its CPU time per message over the wall time per message, per length): where that is well under 100 % the processor spends the rest waiting — for a core, for the host's next message or to be woken — time no stage's constant holds. ",
             100.0 * lo,
             100.0 * hi
         );
