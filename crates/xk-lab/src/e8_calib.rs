@@ -47,7 +47,7 @@ use xk_time::Duration;
 use xk_trace::{Point, Recording};
 use xtp_proto::{ContextConfig, EndpointConfig};
 
-use crate::e8_disturb::{Cause, Disturbed, Mark};
+use crate::e8_disturb::{Cause, Disturbed, Mark, settle};
 use crate::e8_measure::{
     engine_of, engine_threads, instants, schedstat, thread_cpu_ns, thread_named, thread_switches,
     threads_named,
@@ -240,6 +240,8 @@ impl Engines {
         // their write calls.
         let mut marks = Vec::with_capacity(n);
         let mut write_cpu = Vec::with_capacity(n);
+        let mut ops = Vec::with_capacity(n);
+        let mut causes = Vec::with_capacity(n);
         if keep {
             xk_trace::start(xk_trace::Config::default());
             xk_trace::name_thread("e8-app");
@@ -266,20 +268,23 @@ impl Engines {
                 }
             }
             let (t2, c2) = stamp();
-            let cause = Cause::between(&m0, &Mark::now());
+            causes.push(Cause::between(&m0, &Mark::now()));
             if out.len() != size {
                 return Err(format!("{what}: echo of {} B", out.len()));
             }
-            if keep && !s.disturbed.count(cause) {
-                marks.push((t0, t1, t2));
-                write_cpu.push(c1 - c0);
-                s.rtt.push(t2 - t0);
-                s.host_recv.push(c2 - c1);
-                s.wake_cpu.push(wait_cpu);
-            }
+            ops.push((t0, t1, t2, c0, c1, c2, wait_cpu));
         }
         if !keep {
             return Ok(());
+        }
+        let (hit, d) = settle(&causes);
+        s.disturbed.add(&d);
+        for (&(t0, t1, t2, c0, c1, c2, wait_cpu), _) in ops.iter().zip(&hit).filter(|o| !o.1) {
+            marks.push((t0, t1, t2));
+            write_cpu.push(c1 - c0);
+            s.rtt.push(t2 - t0);
+            s.host_recv.push(c2 - c1);
+            s.wake_cpu.push(wait_cpu);
         }
         let rec = xk_trace::finish();
         let Some(app) = thread_named(&rec, "e8-app") else { return Ok(()) };
@@ -329,6 +334,8 @@ impl Engines {
         }
         let (v0, _) = thread_switches();
         let mut marks = Vec::with_capacity(n);
+        let mut ops = Vec::with_capacity(n);
+        let mut causes = Vec::with_capacity(n);
         for _ in 0..n {
             let m0 = Mark::now();
             let (t0, c0) = stamp();
@@ -337,14 +344,18 @@ impl Engines {
                 .map_err(|e| format!("{what}: {e}"))?;
             self.drain(t0, &what)?;
             let (t1, c1) = stamp();
-            if keep && !s.disturbed.count(Cause::between(&m0, &Mark::now())) {
-                marks.push((t0, t1));
-                s.sync_period.push(t1 - t0);
-                s.host_send.push(c1 - c0);
-            }
+            causes.push(Cause::between(&m0, &Mark::now()));
+            ops.push((t0, t1, c0, c1));
         }
         if !keep {
             return Ok(());
+        }
+        let (hit, d) = settle(&causes);
+        s.disturbed.add(&d);
+        for (&(t0, t1, c0, c1), _) in ops.iter().zip(&hit).filter(|o| !o.1) {
+            marks.push((t0, t1));
+            s.sync_period.push(t1 - t0);
+            s.host_send.push(c1 - c0);
         }
         s.sync_sleeps += thread_switches().0 - v0;
         s.sync_sends += n as u64;

@@ -24,7 +24,7 @@ use xk_driver::api::{Mode, Xtp};
 use xk_driver::trace::mono_ns;
 use xk_trace::{Phase, Point, Recording, ThreadEvents};
 
-use crate::e8_disturb::{Cause, Disturbed, Mark};
+use crate::e8_disturb::{Cause, Disturbed, Mark, settle};
 
 /// The calling thread's CPU time, ns.
 pub(crate) fn thread_cpu_ns() -> u64 {
@@ -311,8 +311,8 @@ pub(crate) fn profile(
     let mut cpu_recv = Vec::with_capacity(count);
     let mut wait_recv = Vec::with_capacity(count);
     let mut rtt = Vec::with_capacity(count);
-    let mut windows = Vec::with_capacity(count);
-    let mut disturbed = Disturbed::default();
+    let mut spans_of_rt = Vec::with_capacity(count);
+    let mut causes = Vec::with_capacity(count);
     for _ in 0..count {
         let m0 = Mark::now();
         let (t0, a) = (mono_ns(), thread_cpu_ns());
@@ -320,10 +320,15 @@ pub(crate) fn profile(
         let (t1, b) = (mono_ns(), thread_cpu_ns());
         let m = s.recv_message().map_err(|e| format!("{what}: {e}"))?;
         let (t2, c) = (mono_ns(), thread_cpu_ns());
-        let hit = disturbed.count(Cause::between(&m0, &Mark::now()));
+        causes.push(Cause::between(&m0, &Mark::now()));
         if m.map(|m| m.data.len()) != Some(size) {
             return Err(format!("{what}: the echo was cut short"));
         }
+        spans_of_rt.push((t0, t1, t2, a, b, c));
+    }
+    let (hit, disturbed) = settle(&causes);
+    let mut windows = Vec::with_capacity(count);
+    for (&(t0, t1, t2, a, b, c), &hit) in spans_of_rt.iter().zip(&hit) {
         windows.push((t0, t2, hit));
         if !hit {
             cpu_send.push(b - a);
