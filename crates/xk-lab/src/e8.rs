@@ -3,7 +3,8 @@
 //! 004's analytic model of off-host protocol processing calibrated here and
 //! checked against measurement.
 //!
-//! Method (see [`crate::e8_measure`] for each measurement):
+//! Method (see [`crate::e8_measure`] and [`crate::e8_calib`] for each
+//! measurement):
 //!
 //! * **Profile** steps, one per (mode, size): a ping-pong of `size`-byte
 //!   messages through the blocking API (`send_message` / `recv_message`, the
