@@ -21,8 +21,7 @@ use xtp_proto::{ContextConfig, EndpointConfig, Event};
 use crate::e1::Row;
 
 /// The echo server of these rows: a driver on its own thread echoing
-/// every chunk (EOM kept), until dropped; E8's sink is the same server
-/// reading and discarding.
+/// every chunk (EOM kept), until dropped (E8's profiles use it too).
 pub(crate) struct EchoThread {
     pub(crate) addr: SocketAddr,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -31,15 +30,6 @@ pub(crate) struct EchoThread {
 
 impl EchoThread {
     pub(crate) fn start() -> Result<EchoThread, String> {
-        EchoThread::serve(true)
-    }
-
-    /// Reads and discards (E8's receiver of one-way streams).
-    pub(crate) fn sink() -> Result<EchoThread, String> {
-        EchoThread::serve(false)
-    }
-
-    fn serve(echo: bool) -> Result<EchoThread, String> {
         let mut d =
             UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 15).map_err(|e| e.to_string())?;
         let addr = d.local_addr().map_err(|e| e.to_string())?;
@@ -47,7 +37,7 @@ impl EchoThread {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let halt = stop.clone();
         // Named: E8 finds the peer's events in a trace by thread name.
-        let builder = std::thread::Builder::new().name(if echo { "lab-echo" } else { "lab-sink" }.into());
+        let builder = std::thread::Builder::new().name("lab-echo".into());
         let thread = builder.spawn(move || {
             while !halt.load(std::sync::atomic::Ordering::Relaxed) {
                 if d.turn(Duration::from_millis(20)).is_err() {
@@ -58,9 +48,7 @@ impl EchoThread {
                 while let Some(ev) = ep.poll_event() {
                     if let Event::Readable { ctx } = ev {
                         while let Some(c) = ep.read(now, ctx) {
-                            if echo {
-                                let _ = ep.write(now, ctx, c.data, c.eom, None);
-                            }
+                            let _ = ep.write(now, ctx, c.data, c.eom, None);
                         }
                     }
                 }

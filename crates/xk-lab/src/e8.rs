@@ -3,7 +3,8 @@
 //! 004's analytic model of off-host protocol processing calibrated here and
 //! checked against measurement.
 //!
-//! Method (see [`crate::e8_measure`] for each measurement):
+//! Method (see [`crate::e8_measure`] and [`crate::e8_calib`] for each
+//! measurement):
 //!
 //! * **Profile** steps, one per (mode, size): a ping-pong of `size`-byte
 //!   messages through the blocking API (`send_message` / `recv_message`, the
@@ -11,23 +12,33 @@
 //!   and daemon modes against one echo server thread on loopback, recorded
 //!   by the monitor (`xk-trace`): per phase min / median / p99 / max, the
 //!   host's CPU time per call, the CPU time of the engine thread or daemon,
-//!   the application thread's wake-ups and preemptions per round trip, and
-//!   round trips over 5× the median set apart as disturbed.
+//!   the application thread's wake-ups and preemptions per round trip.
+//!   Each round trip is bracketed by the application thread's preemption,
+//!   page-fault and CPU-migration counters; a disturbed one is counted per
+//!   cause and kept out of the statistics ([`crate::e8_disturb`]);
+//!   undisturbed round trips over 5× the median are counted as unexplained
+//!   outliers.
 //! * **Calibration** steps, one per message length, engine-thread mode
 //!   (the engine thread is the "protocol processor", the rings and shared
-//!   buffers the "bus"): the model's eleven parameters are fitted over the
-//!   lengths (xk-model's least squares, residuals shown) from measurements
-//!   of each part alone — the host's write and read entries, the wake-up,
-//!   the protocol processor (the driver, no rings) ping-ponging and
-//!   streaming — and the model's predictions (δ, τ_s, τ_a, H_t, H_r) are
-//!   compared with the same quantities measured end to end.
+//!   buffers the "bus"), between two applications each on its engine
+//!   thread: the model's eleven parameters are fitted over the lengths
+//!   (xk-model's relative-error least squares, residuals shown) from
+//!   measurements of each part alone — the host's write and read entries,
+//!   the wake-ups, and the processor's one-way time, period and completion
+//!   from the engine threads' trace and CPU clocks — and the model's
+//!   predictions (δ, τ_s, τ_a, H_t, H_r) are compared with the same
+//!   quantities measured end to end (pipelined throughput in steady state);
+//!   see [`crate::e8_calib`].
 
 use serde::{Deserialize, Serialize};
 use xk_driver::api::Mode;
 
 use crate::e1_modes::{DaemonProcess, EchoThread};
-pub use crate::e8_measure::{CalibRow, ModeName, PhaseStat, ProfileRow};
-use crate::e8_measure::{EngineEcho, calibrate, profile};
+pub use crate::e8_calib::CalibRow;
+use crate::e8_calib::{PeerApp, calibrate};
+pub use crate::e8_disturb::Disturbed;
+use crate::e8_measure::profile;
+pub use crate::e8_measure::{ModeName, PhaseStat, ProfileRow};
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
 
@@ -55,8 +66,10 @@ pub struct Params {
     pub sizes: Vec<usize>,
     /// Round trips (and synchronous sends) per calibration length, in all.
     pub count: usize,
-    /// Pipelined (asynchronous) messages per calibration length, in all.
-    pub stream: usize,
+    /// Steady-state time of the pipelined (asynchronous) runs per
+    /// calibration length, in all (three windows of a third each, after
+    /// 10 ms of start-up each), ms.
+    pub stream_ms: u64,
     /// Rounds the calibration lengths are interleaved in (each round
     /// measures every length with 1/rounds of the counts).
     pub rounds: usize,
@@ -84,8 +97,8 @@ pub enum Point {
 pub struct E8 {
     p: Params,
     echo: Option<EchoThread>,
-    sink: Option<EchoThread>,
-    app_echo: Option<EngineEcho>,
+    app_echo: Option<PeerApp>,
+    app_sink: Option<PeerApp>,
     daemon: Option<DaemonProcess>,
 }
 
@@ -95,13 +108,6 @@ impl E8 {
             self.echo = Some(EchoThread::start()?);
         }
         Ok(self.echo.as_ref().map(|e| e.addr).expect("just set"))
-    }
-
-    fn sink(&mut self) -> Result<std::net::SocketAddr, String> {
-        if self.sink.is_none() {
-            self.sink = Some(EchoThread::sink()?);
-        }
-        Ok(self.sink.as_ref().map(|e| e.addr).expect("just set"))
     }
 }
 
@@ -120,7 +126,7 @@ impl Experiment for E8 {
                 profile_round_trips: 100,
                 sizes: vec![1, 4_096, 65_536],
                 count: 60,
-                stream: 60,
+                stream_ms: 30,
                 rounds: 3,
             }
         } else {
@@ -129,7 +135,7 @@ impl Experiment for E8 {
                 profile_round_trips: 3_000,
                 sizes: vec![1, 64, 256, 1_024, 4_096, 8_192, 16_384, 32_768, 65_536],
                 count: 3_000,
-                stream: 3_000,
+                stream_ms: 150,
                 rounds: 20,
             }
         }
@@ -151,8 +157,8 @@ impl Experiment for E8 {
         if !(10..=100_000).contains(&p.count) {
             return Err("count: 10 to 100,000".into());
         }
-        if !(10..=100_000).contains(&p.stream) {
-            return Err("stream: 10 to 100,000".into());
+        if !(15..=60_000).contains(&p.stream_ms) {
+            return Err("stream_ms: 15 to 60,000 (three windows of at least 5 ms)".into());
         }
         if !(1..=100).contains(&p.rounds) || p.rounds > p.count {
             return Err("rounds: 1 to 100, and at most count".into());
@@ -161,7 +167,7 @@ impl Experiment for E8 {
     }
 
     fn new(p: Params) -> Self {
-        E8 { p, echo: None, sink: None, app_echo: None, daemon: None }
+        E8 { p, echo: None, app_echo: None, app_sink: None, daemon: None }
     }
 
     fn params(&self) -> &Params {
@@ -203,13 +209,16 @@ impl Experiment for E8 {
                 Ok(vec![Row::Profile(profile(mode, m, to, size, self.p.profile_round_trips, pid)?)])
             }
             Point::Calibration { sizes } => {
-                let (echo, sink) = (self.echo()?, self.sink()?);
                 if self.app_echo.is_none() {
-                    self.app_echo = Some(EngineEcho::start()?);
+                    self.app_echo = Some(PeerApp::echo()?);
                 }
-                let app_echo = self.app_echo.as_ref().map(|e| e.addr).expect("just set");
+                if self.app_sink.is_none() {
+                    self.app_sink = Some(PeerApp::sink()?);
+                }
+                let echo = self.app_echo.as_ref().map(|e| e.addr).expect("just set");
+                let sink = self.app_sink.as_ref().expect("just set");
                 let p = &self.p;
-                let rows = calibrate(echo, app_echo, sink, sizes, p.count, p.stream, p.rounds)?;
+                let rows = calibrate(echo, sink, sizes, p.count, p.stream_ms, p.rounds)?;
                 Ok(rows.into_iter().map(Row::Calibration).collect())
             }
         }

@@ -33,6 +33,8 @@ pub mod e5;
 pub mod e6;
 pub mod e7;
 pub mod e8;
+mod e8_calib;
+mod e8_disturb;
 mod e8_measure;
 pub mod e9;
 pub mod experiment;

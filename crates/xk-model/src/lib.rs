@@ -9,7 +9,8 @@
 //! processor" the engine thread (or the daemon) and the "bus" the ring and
 //! shared memory between them; the formulas are the seed's, unchanged.
 //! [`Extended`] adds the terms an engine thread on a general-purpose
-//! machine needs (the processor's wake-up, the pipeline's slowest stage),
+//! machine needs (the processor's wake-up, its completion of a synchronous
+//! send, the pipeline's slowest stage),
 //! each named, so that the seed's form and the extended form can be shown
 //! side by side.
 //!
@@ -34,5 +35,5 @@ mod fit;
 mod params;
 
 pub use extended::Extended;
-pub use fit::{LineFit, fit_line};
+pub use fit::{LineFit, fit_line, fit_line_relative};
 pub use params::{Params, Prediction};

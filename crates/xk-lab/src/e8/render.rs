@@ -4,9 +4,9 @@
 //! in the seed's form and the extended form (xk-model), figures like the
 //! seed's Figs. 5–6, and the reading.
 
-use xk_model::{Extended, LineFit, Params as Model, fit_line};
+use xk_model::{Extended, LineFit, Params as Model, fit_line_relative};
 
-use super::{CalibRow, Params, ProfileRow, Row};
+use super::{CalibRow, Disturbed, Params, ProfileRow, Row};
 use crate::html::Page;
 use crate::svg::plot;
 
@@ -66,21 +66,35 @@ pub(crate) struct Calibration {
 }
 
 /// Fits every parameter over the calibration lengths: each pair from the
-/// measurement of that part alone (see `CalibRow`).
+/// measurement of that part alone (see `CalibRow`), by relative-error least
+/// squares (xk-model's `fit_line_relative`): the model is judged by its
+/// relative error at every length, and an unweighted line would let the
+/// 64-KB points set the fixed costs.
 pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
     let first = rows.first()?;
     let (l_c, l_a) = (first.l_c as f64, first.l_a as f64);
-    let fit = |f: fn(&CalibRow) -> f64| {
-        let pts: Vec<(f64, f64)> = rows.iter().map(|r| (r.size as f64, f(r) * 1e-9)).collect();
-        fit_line(&pts)
+    let fit_over = |f: fn(&CalibRow) -> f64, keep: &dyn Fn(usize) -> bool| {
+        let pts: Vec<(f64, f64)> =
+            rows.iter().filter(|r| keep(r.size)).map(|r| (r.size as f64, f(r) * 1e-9)).collect();
+        fit_line_relative(&pts)
     };
+    let fit = |f: fn(&CalibRow) -> f64| fit_over(f, &|_| true);
+    // The pipelined quantities per regime: one packet (l ≤ mss) and more;
+    // a regime with fewer than two lengths takes the line over all.
+    let mss = first.mss;
+    let one = |l: usize| mss == 0 || l <= mss;
+    let regime = |f: fn(&CalibRow) -> f64, multi: bool| fit_over(f, &|l| one(l) != multi).or_else(|| fit(f));
     let write = fit(|r| r.write_ns)?;
     let read = fit(|r| r.read_ns)?;
     let wake = fit(|r| r.wake_ns)?;
     let delay = fit(|r| r.proc_delay_ns)?;
-    let period = fit(|r| r.proc_period_ns)?;
+    let period = regime(|r| r.proc_period_ns, false)?;
+    let period_m = regime(|r| r.proc_period_ns, true)?;
     let ewake = fit(|r| r.engine_wake_ns)?;
-    let stream = fit(|r| r.proc_stream_ns)?;
+    let complete = fit(|r| r.proc_complete_ns)?;
+    let doorbell = fit(|r| r.doorbell_ns)?;
+    let all_cpu = regime(|r| r.all_cpu_ns, false)?;
+    let all_cpu_m = regime(|r| r.all_cpu_ns, true)?;
     let wake_cpu = fit(|r| r.wake_cpu_ns)?;
     let mut clamped = Vec::new();
     let mut pos = |name: &'static str, v: f64| {
@@ -111,19 +125,48 @@ pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
     let model = Extended {
         seed,
         delta_e: pos("delta_e", ewake.intercept),
-        s_0: pos("s_0", stream.intercept),
-        sigma: pos("sigma", stream.slope),
+        c_0: pos("c_0", complete.intercept),
+        gamma: pos("gamma", complete.slope),
         delta_i_cpu: pos("delta_i_cpu", wake_cpu.intercept),
+        delta_d: pos("delta_d", doorbell.intercept),
+        u_0: pos("u_0", all_cpu.intercept),
+        upsilon: pos("upsilon", all_cpu.slope),
+        cores: first.cores as f64,
+        mss: mss as f64,
+        t_0_multi: pos("t_0_multi", period_m.intercept),
+        rho_t_multi: pos("rho_t_multi", period_m.slope),
+        u_0_multi: pos("u_0_multi", all_cpu_m.intercept),
+        upsilon_multi: pos("upsilon_multi", all_cpu_m.slope),
     };
     let fits = vec![
         ("δ_w, ρ_w", "host write entry (copy in, post the block)", write),
         ("δ_r, ρ_r", "host read entry (woken: pop, copy out)", read),
         ("δ_i", "application wake-up (engine push → application pop)", wake),
-        ("δ_0, ρ_δ", "processor alone, one way (half a ping-pong)", delay),
-        ("T_0, ρ_T", "processor alone, synchronous send period", period),
+        (
+            "δ_0, ρ_δ",
+            "processor one way: sending engine takes the write block → receiving engine posts the message's last block (engine threads' trace, ping-pong)",
+            delay,
+        ),
+        (
+            "T_0, ρ_T",
+            "processor period, one packet (l ≤ mss): the engine thread's CPU time per message, pipelined, steady-state window",
+            period,
+        ),
+        ("T_0^m, ρ_T^m (added)", "processor period, several packets (l > mss), fitted separately", period_m),
         ("δ_e (added)", "engine wake-up (application push → engine pop)", ewake),
-        ("S_0, σ (added)", "processor alone, pipelined time per message", stream),
+        (
+            "C_0, γ (added)",
+            "processor completion of a synchronous send: engine takes the write block → posts its acknowledgment block (engine thread's trace)",
+            complete,
+        ),
         ("δ_i^cpu (added)", "host CPU time of waiting for a message (sleep, wake, take)", wake_cpu),
+        ("δ_d (added)", "host doorbell: CPU time of the write call less the post", doorbell),
+        (
+            "U_0, υ (added)",
+            "CPU time of the four threads of a pipelined transfer per message (both applications, both engines), steady-state window, one packet",
+            all_cpu,
+        ),
+        ("U_0^m, υ^m (added)", "the same, several packets (fitted separately)", all_cpu_m),
     ];
     Some(Calibration { model, fits, clamped })
 }
@@ -265,40 +308,78 @@ fn host_table(rows: &[&ProfileRow], page: &mut Page) {
                 us(r.protocol_cpu_per_rt_ns),
                 format!("{:.2}", r.wakeups_per_rt),
                 format!("{:.3}", r.preemptions_per_rt),
-                format!("{} of {}", r.outliers, r.round_trips),
+                r.disturbed.describe(),
+                format!("{} of {}", r.outliers, r.round_trips - r.disturbed.disturbed),
             ]
         })
         .collect();
-    for (size, send, total, wait) in [(1, "2,216", "6,097", "3,881"), (65_536, "21,393", "44,848", "23,455")]
+    let mut seed_row = |label: &str, size: &str, wake: &str| {
+        let mut row = vec![label.to_string(), size.to_string()];
+        row.extend((0..5).map(|_| String::new()));
+        row.push(wake.to_string());
+        row.extend((0..3).map(|_| String::new()));
+        t.push(row);
+    };
+    seed_row("seed 004 off-host (1993)", "1 and 65536", "1 interrupt per message");
+    seed_row("seed 004 in-host UNIX XTP (1993)", "65536", "26 interrupts per message");
+    page.table(
+        "Host overhead per mode: the application thread's CPU time per call (CLOCK_THREAD_CPUTIME_ID; send_message is an asynchronous post: it returns once the message is queued) and per round trip, the engine thread's or daemon's CPU time per round trip (/proc schedstat), the application thread's sleeps (voluntary context switches, each ended by a wake-up) and preemptions per round trip; µs. Round trips the operating system disturbed (the application thread preempted, page-faulted or moved to another CPU during it) are counted per cause and kept out of the medians and phases; unexplained outliers are undisturbed round trips over 5× the median. Seed rows: §5's interrupt counts",
+        &["mode", "bytes", "one-way latency (½ median round trip)", "host CPU / send (post)", "host CPU / receive", "host CPU / round trip (mean)", "engine or daemon CPU / round trip (mean)", "wake-ups / round trip", "preemptions / round trip", "disturbed by the OS", "unexplained outliers"],
+        &t,
+    );
+}
+
+/// The seed's synchronous SEND_MESSAGE (Tables 1–2 totals) beside ours: a
+/// write that waits for the local completion (the peer's acknowledgement),
+/// measured in the calibration sweep, engine-thread mode.
+fn sync_send_table(cal: &[&CalibRow], page: &mut Page) {
+    let mut t: Vec<Vec<String>> = Vec::new();
+    for (size, total, host, wait) in
+        [(1usize, "6,097", "2,216", "3,881"), (65_536, "44,848", "21,393", "23,455")]
     {
         t.push(vec![
             "seed 004 off-host (1993)".into(),
             size.to_string(),
-            String::new(),
-            format!("{send} ({total} total − {wait} waiting)"),
-            String::new(),
-            String::new(),
-            String::new(),
-            "1 interrupt per message".into(),
-            String::new(),
-            String::new(),
+            total.into(),
+            host.into(),
+            wait.into(),
+            "1 interrupt".into(),
         ]);
+        if let Some(r) = cal.iter().find(|r| r.size == size) {
+            t.push(vec![
+                "here: engine thread".into(),
+                size.to_string(),
+                us(r.sync_period_ns),
+                us(r.host_send_ns),
+                us(r.sync_period_ns - r.host_send_ns),
+                format!("{:.2} sleeps", r.sync_wakeups),
+            ]);
+        }
     }
-    t.push(vec![
-        "seed 004 in-host UNIX XTP (1993)".into(),
-        "65536".into(),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-        "26 interrupts per message".into(),
-        String::new(),
-        String::new(),
-    ]);
     page.table(
-        "Host overhead per mode: the application thread's CPU time per call (CLOCK_THREAD_CPUTIME_ID) and per round trip, the engine thread's or daemon's CPU time per round trip (/proc schedstat), the application thread's sleeps (voluntary context switches, each ended by a wake-up) and preemptions per round trip, round trips over 5× the median; µs. Seed rows: the seed's numbers (Table 1–2 totals less the wait; §5's interrupt counts), per one-way SEND_MESSAGE",
-        &["mode", "bytes", "one-way latency (½ median round trip)", "host CPU / send", "host CPU / receive", "host CPU / round trip (mean)", "engine or daemon CPU / round trip (mean)", "wake-ups / round trip", "preemptions / round trip", "outliers"],
+        "Synchronous SEND_MESSAGE: the seed's (Tables 1–2: the call's total, its host processor time, the wait for completion) beside ours measured the same way — write, then wait for the completion (the sink application's engine has acknowledged it); means over the undisturbed sends, µs",
+        &["", "bytes", "total (period)", "host CPU", "waiting (total − host)", "wake-ups per send"],
+        &t,
+    );
+}
+
+/// The operating system's disturbances of the calibration's round trips
+/// and synchronous sends, per length, and the pipelined windows' extent.
+fn disturbance_table(cal: &[&CalibRow], page: &mut Page) {
+    let t: Vec<Vec<String>> = cal
+        .iter()
+        .map(|r| {
+            vec![
+                r.size.to_string(),
+                r.count.to_string(),
+                r.disturbed.describe(),
+                format!("{} messages in {:.0} ms", r.stream, r.stream_ms),
+            ]
+        })
+        .collect();
+    page.table(
+        "Calibration sweep: undisturbed round trips kept; round trips and synchronous sends the operating system disturbed, per cause (kept out of every mean; the calibration uses means over the undisturbed operations, as the seed used time averages, because the model adds times along a path and medians do not add); the pipelined runs' steady-state windows (three per length, start-up discarded, from the k-th to the n-th completion)",
+        &["bytes", "round trips kept", "disturbed (round trips + synchronous sends)", "pipelined windows"],
         &t,
     );
 }
@@ -308,9 +389,11 @@ fn model_tables(cal: &Calibration, rows: &[&CalibRow], page: &mut Page) -> Vec<C
     let seed = Model::SEED_004;
     let sym = ["δ_w", "δ_r", "δ_i", "l_c", "l_a", "ρ_w", "ρ_r", "δ_0", "ρ_δ", "T_0", "ρ_T"];
     let show = |name: &str, v: f64| -> String {
-        if name.starts_with("rho") || name == "sigma" {
+        if name == "cores" || name == "mss" {
+            format!("{v:.0}")
+        } else if name.starts_with("rho") || name == "gamma" || name.starts_with("upsilon") {
             format!("{:.4} ns/B", v * 1e9)
-        } else if name.starts_with('l') {
+        } else if name.starts_with("l_") {
             format!("{v:.0} B")
         } else {
             format!("{:.2} µs", v * 1e6)
@@ -324,8 +407,22 @@ fn model_tables(cal: &Calibration, rows: &[&CalibRow], page: &mut Page) -> Vec<C
         .zip(sym)
         .map(|(((name, here), (_, then)), s)| vec![s.to_string(), show(name, *here), show(name, then)])
         .collect();
-    for ((name, v), s) in m.named().iter().zip(["δ_e (added)", "S_0 (added)", "σ (added)", "δ_i^cpu (added)"])
-    {
+    let added = [
+        "δ_e (added)",
+        "C_0 (added)",
+        "γ (added)",
+        "δ_i^cpu (added)",
+        "δ_d (added)",
+        "U_0 (added)",
+        "υ (added)",
+        "cores (added)",
+        "mss: one packet's data, B (added)",
+        "T_0^m (added)",
+        "ρ_T^m (added)",
+        "U_0^m (added)",
+        "υ^m (added)",
+    ];
+    for ((name, v), s) in m.named().iter().zip(added) {
         t.push(vec![s.to_string(), show(name, *v), "—".into()]);
     }
     page.table(
@@ -354,7 +451,7 @@ fn model_tables(cal: &Calibration, rows: &[&CalibRow], page: &mut Page) -> Vec<C
         })
         .collect();
     page.table(
-        "The fits (least squares over the lengths): intercept µs, slope ns per byte, R², largest residual relative to the measurement",
+        "The fits (relative-error least squares over the lengths, weights 1/y²): intercept µs, slope ns per byte, weighted R², largest residual relative to the measurement",
         &["parameters", "measured", "intercept", "slope", "R²", "max |residual|"],
         &t,
     );
@@ -468,7 +565,9 @@ pub(super) fn render(_p: &Params, rows: &[Row], notes: &[String], page: &mut Pag
     profiles(&profile, page);
     page.push("<h3>Host overhead and wake-ups per message</h3>");
     host_table(&profile, page);
+    sync_send_table(&cal_rows, page);
     page.push("<h3>The model calibrated here and checked (seed 004 §4, Figs. 5–6)</h3>");
+    disturbance_table(&cal_rows, page);
     let Some(cal) = calibrate(&cal_rows) else {
         page.note("No calibration rows (or fewer than two lengths): the model is not calibrated.");
         return;
@@ -505,10 +604,30 @@ fn reading(profile: &[&ProfileRow], cal_rows: &[&CalibRow], cal: &Calibration, c
             us(e.latency_ns)
         );
     }
+    let (mut measured, mut hit) = (0, Disturbed::default());
+    for r in profile {
+        measured += r.disturbed.measured;
+        hit.add(&r.disturbed);
+    }
+    for r in cal_rows {
+        hit.add(&r.disturbed);
+    }
+    measured += cal_rows.iter().map(|r| r.disturbed.measured).sum::<usize>();
+    if measured > 0 {
+        s += &format!(
+            "The operating system disturbed {} of the {measured} measured round trips and synchronous sends (the application thread preempted {} times, minor page faults in {}, major in {}, moved to another CPU in {}); they are counted per row and kept out of every statistic rather than averaged in; {} undisturbed profile round trips still took over 5× the median — outliers the application thread's counters do not explain (the engine thread's and the peer's scheduling are not watched per operation). ",
+            hit.disturbed,
+            hit.preempted,
+            hit.minor_faults,
+            hit.major_faults,
+            hit.migrated,
+            profile.iter().map(|r| r.outliers).sum::<usize>(),
+        );
+    }
     let m = &cal.model;
     let then = Model::SEED_004;
     s += &format!(
-        "Calibrated for the engine thread: δ_w {:.2} µs, δ_r {:.2} µs, δ_i {:.2} µs, δ_0 {:.2} µs, T_0 {:.2} µs, ρ_w {:.3} ns/B, ρ_r {:.3} ns/B, ρ_δ {:.3} ns/B, ρ_T {:.3} ns/B: the fixed costs {} times smaller than the seed's, the per-byte costs {} times smaller, so that a message must now be far longer before its bytes cost more than its fixed overheads. ",
+        "Calibrated for the engine thread (relative-error fits; residuals above): δ_w {:.2} µs, δ_r {:.2} µs, δ_i {:.2} µs, δ_0 {:.2} µs, T_0 {:.2} µs, ρ_w {:.3} ns/B, ρ_r {:.3} ns/B, ρ_δ {:.3} ns/B, ρ_T {:.3} ns/B: the fixed costs {} times smaller than the seed's, the per-byte costs {} times smaller. δ_0 and T_0 have the seed's meaning and come from the engine threads themselves: δ_0 from the sending engine taking the write block to the receiving engine posting the message to its application (trace), T_0 + ρ_T·l the engine thread's CPU time per message streaming (T_0 {} δ_0 here; the seed's 2.06 ms was below its 3.11 ms). ",
         m.seed.delta_w * 1e6,
         m.seed.delta_r * 1e6,
         m.seed.delta_i * 1e6,
@@ -531,6 +650,7 @@ fn reading(profile: &[&ProfileRow], cal_rows: &[&CalibRow], cal: &Calibration, c
             (then.rho_delta, m.seed.rho_delta),
             (then.rho_t, m.seed.rho_t)
         ]),
+        if m.seed.t_0 < m.seed.delta_0 { "below" } else { "not below" },
     );
     for c in checks {
         s += &format!(
@@ -545,10 +665,17 @@ fn reading(profile: &[&ProfileRow], cal_rows: &[&CalibRow], cal: &Calibration, c
         );
     }
     s += &format!(
-        "The added terms, each measured on its own rather than fitted to the errors: δ_e = {:.2} µs, the engine thread's wake-up by the application's doorbell, which the seed's dedicated processor did not pay and which enters every path that starts with a write; the pipeline's slowest stage, the host's per-message write and completion read (H_p) or the processor's own pipelined period (S_0 = {:.2} µs, σ = {:.3} ns/B), where the seed's τ_a keeps only per-byte bus terms — the same structural gap the seed saw as over-estimated short-message throughput; and δ_i^cpu = {:.2} µs, the host's CPU time for a wake-up, in host times in place of the wake-up's latency δ_i (the seed's interrupt ran a handler on the host; a woken thread is off the CPU for most of δ_i) — measured, not fitted, but inside the same receive loop whose host time H_r it then predicts, so H_r's check is not independent of it. ",
+        "The added terms, each measured on its own rather than fitted to the errors: δ_e = {:.2} µs, the engine thread's wake-up by the application's doorbell (post to the engine taking the block), which the seed's dedicated processor did not pay and which enters every path that starts with a write; δ_d = {:.2} µs, the doorbell's system call itself (host CPU), host time of every send that wakes the engine; C_0 = {:.2} µs and γ = {:.3} ns/B, the engine's time from taking a synchronous send to posting its acknowledgment block — our local completion is the peer's acknowledgement, a network round trip, where the seed's T_t has the processor's period; in τ_a the slowest of the host's per-message post and completion read (H_p), the processor's own period T_0 + ρ_T·l (which the seed assumed hidden behind bus transfers but an engine thread doing protocol and copies on one CPU cannot hide) and the CPU time all four threads of the transfer spend per message over the {:.0} cores they share (U_0 = {:.2} µs, υ = {:.3} ns/B) — the seed's host and processors were separate CPUs; the pipelined period T and U each fitted separately for messages of one packet (l ≤ {:.0} B, where T_0 keeps the seed's meaning) and of several (T_0^m = {:.2} µs, ρ_T^m = {:.3} ns/B), because the processor's cost per message changes regime there (segmenting, trains of datagrams), which one line cannot follow; in H_r no receive command (an engine delivers unasked, the seed's receive posted a control block); and δ_i^cpu = {:.2} µs, the host's CPU time for a wake-up, in host times in place of the wake-up's latency δ_i (the seed's interrupt ran a handler on the host; a woken thread is off the CPU for most of δ_i) — measured inside the same receive loop whose host time H_r it then predicts, so H_r's check is not independent of it. ",
         m.delta_e * 1e6,
-        m.s_0 * 1e6,
-        m.sigma * 1e9,
+        m.delta_d * 1e6,
+        m.c_0 * 1e6,
+        m.gamma * 1e9,
+        m.cores,
+        m.u_0 * 1e6,
+        m.upsilon * 1e9,
+        m.mss,
+        m.t_0_multi * 1e6,
+        m.rho_t_multi * 1e9,
         m.delta_i_cpu * 1e6,
     );
     let sleeps = xk_stats::median(cal_rows.iter().map(|r| r.sync_wakeups));
@@ -563,7 +690,47 @@ fn reading(profile: &[&ProfileRow], cal_rows: &[&CalibRow], cal: &Calibration, c
             cal_rows.len()
         );
     }
-    s += "What the extended form still misses, it misses for reasons no constant parameter captures on this machine: a wake-up's latency depends on how many threads are runnable against the cores (the ping-pong keeps four threads busy — two applications, two engines — on two cores shared with other work, the synchronous sends three), so δ_i and δ_e measured on one path are not those of another, and the overlap of host and processor the seed's parallelism assumes (separate CPUs) holds only partly. Errors are from one run under the machine's load at the time (see the header's load average); the tables keep every measured value.";
+    // The pipelined runs: how much of the window the engine thread was on a
+    // CPU. Well under 1 means it waited — for the host, or for a core.
+    let busy: Vec<(usize, f64)> = cal_rows
+        .iter()
+        .filter(|r| r.async_period_ns > 0.0)
+        .map(|r| (r.size, r.proc_period_ns / r.async_period_ns))
+        .collect();
+    if let (Some(lo), Some(hi)) =
+        (busy.iter().map(|b| b.1).reduce(f64::min), busy.iter().map(|b| b.1).reduce(f64::max))
+    {
+        s += &format!(
+            "Pipelined, the engine thread was on a CPU for {:.0}–{:.0} % of the steady-state window (its CPU time per message over the wall time per message, per length): where that is well under 100 % the processor spends the rest waiting — for a core, for the host's next message or to be woken — time no stage's constant holds. ",
+            100.0 * lo,
+            100.0 * hi
+        );
+    }
+    let missed: Vec<&str> = checks.iter().filter(|c| c.worst(true) > 0.10).map(|c| c.name).collect();
+    if missed.is_empty() {
+        s += "Every prediction of the extended form is within 10 % at every length in this run. ";
+    } else {
+        s += &format!("Still beyond 10 % with the extended form: {}. ", missed.join(", "));
+        for c in checks.iter().filter(|c| c.worst(true) > 0.10) {
+            // The term each misses, by what the rows show rather than a
+            // fixed story: a throughput over-estimated means a period too
+            // short, a host time over-estimated means terms borrowed from
+            // another path.
+            let over = c.errors(true).into_iter().filter(|e| *e > 0.10).count();
+            let under = c.errors(true).into_iter().filter(|e| *e < -0.10).count();
+            let why = if c.name.starts_with("asynchronous") && over > 0 {
+                "the pipeline's period is longer than its slowest stage and than its threads' CPU time over the cores: the cores sit idle while a thread waits to be woken by the next (four hand-offs per message between threads that sleep), a cost of the hand-offs that no per-stage constant holds"
+            } else if c.name.starts_with("host time per send") && over > 0 {
+                "its wake-up and doorbell terms (δ_i^cpu, δ_d) are measured in the ping-pong, where the application sleeps for a data block; a synchronous send sleeps for an acknowledgment block and its wake-up costs the host less CPU"
+            } else if c.name.starts_with("host time per receive") {
+                "likely counted twice: δ_i^cpu (the CPU of the waits, which take the blocks off the ring) and the read entry (timed from the first pop) overlap by the taking of the blocks, more of them the longer the message"
+            } else {
+                "wake-up latencies that depend on how many threads are runnable on the two cores, not on the message alone"
+            };
+            s += &format!("{} ({over} lengths over-, {under} under-predicted beyond 10 %): {why}. ", c.name);
+        }
+    }
+    s += "Errors are from one run under the machine's load at the time (see the header's load average); the tables keep every measured value.";
     s
 }
 
@@ -615,7 +782,22 @@ mod tests {
     #[test]
     fn calibration_recovers_a_model_it_was_given() {
         let seed = Model { l_c: 128.0, l_a: 72.0, ..Model::SEED_004 };
-        let x = Extended { seed, delta_e: 9e-6, s_0: 700e-9, sigma: 0.3e-9, delta_i_cpu: 2e-6 };
+        let x = Extended {
+            seed,
+            delta_e: 9e-6,
+            c_0: 30e-6,
+            gamma: 0.3e-9,
+            delta_i_cpu: 2e-6,
+            delta_d: 3e-6,
+            u_0: 5e-3,
+            upsilon: 1e-6,
+            cores: 2.0,
+            mss: 0.0,
+            t_0_multi: seed.t_0,
+            rho_t_multi: seed.rho_t,
+            u_0_multi: 5e-3,
+            upsilon_multi: 1e-6,
+        };
         let ns = |v: f64| v * 1e9;
         let rows: Vec<CalibRow> = [1usize, 1024, 16_384, 65_536]
             .iter()
@@ -628,8 +810,12 @@ mod tests {
                     l_a: 72,
                     proc_delay_ns: ns(seed.delta_0 + seed.rho_delta * l),
                     proc_period_ns: ns(seed.t_0 + seed.rho_t * l),
-                    proc_stream_ns: ns(x.s_0 + x.sigma * l),
+                    proc_complete_ns: ns(x.completion(l)),
                     write_ns: ns(seed.delta_w + seed.rho_w * (seed.l_c + l)),
+                    doorbell_ns: ns(x.delta_d),
+                    all_cpu_ns: ns(x.u_0 + x.upsilon * l),
+                    cores: 2,
+                    mss: 0,
                     read_ns: ns(seed.delta_r + seed.rho_r * (seed.l_a + l)),
                     wake_ns: ns(seed.delta_i),
                     wake_cpu_ns: ns(x.delta_i_cpu),
@@ -642,6 +828,8 @@ mod tests {
                     host_recv_ns: ns(x.host_recv(l)),
                     count: 1,
                     stream: 1,
+                    stream_ms: 50.0,
+                    disturbed: Disturbed::default(),
                 }
             })
             .collect();

@@ -1,0 +1,778 @@
+//! E8's calibration sweep: every quantity seed 004's model is calibrated
+//! on and checked against, per message length, in engine-thread mode (the
+//! "protocol processor" is the engine thread, the "bus" its rings and
+//! buffers), between two applications each on its own engine thread.
+//!
+//! What is measured, and how (issue #18's review fixed the method):
+//!
+//! * **Ping-pong** with an echo application, traced: the host's write and
+//!   read entries (δ_w, ρ_w, δ_r, ρ_r), the application's and the engine's
+//!   wake-ups (δ_i, δ_e), the host CPU time of a receive (H_r) and of a
+//!   wake-up (δ_i^cpu), the user-level latency δ(l) — and, from the two
+//!   engine threads' trace, the **processor's one-way time δ_0 + ρ_δ·l**:
+//!   from the sending engine taking the write block off its ring to the
+//!   receiving engine posting the message's last data block to its
+//!   application (seed 004: "the protocol processor transmits a message end
+//!   to end", top-level interface to top-level interface).
+//! * **Synchronous sends** to a sink application (it reads and copies out
+//!   every message, as GET_MESSAGE does), traced: the user-level period
+//!   T_t(l) (write, wait for the local completion), the host's CPU time
+//!   (H_t) and, from the engine thread's trace, the processor's completion
+//!   C(l): taking the write block to posting its acknowledgment block.
+//! * **Pipelined sends** to the sink application, in steady state: the
+//!   host keeps 4–64 messages outstanding; the first ≥ 10 ms are discarded
+//!   (start-up), and the period is the time between the k-th and the n-th
+//!   completion over (n − k), the window ≥ `stream_ms` / 3 long — so
+//!   neither the pipeline's filling nor the final acknowledgement is in it.
+//!   The **processor's period T_0 + ρ_T·l** (seed 004's meaning: its time
+//!   per message when streaming, below δ_0) is the engine thread's CPU time
+//!   (`/proc/…/schedstat`) over the same window per message: the period it
+//!   would have with a processor of its own, as the seed's was.
+//!
+//! Each ping-pong round trip and synchronous send is bracketed by the
+//! application thread's preemption, page-fault and CPU counters
+//! ([`crate::e8_disturb`]): a disturbed one is counted per cause and kept
+//! out of every statistic. CPU and wall times are read together at the
+//! same boundaries ([`stamp`]). Every value of a row is a mean over the
+//! undisturbed operations ([`mean`] says why not a median).
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use xk_driver::driver::UdpDriver;
+use xk_driver::engine::{self, CtxHandle, EngineClient, EngineConfig, FromEngine, Notice, ToEngine};
+use xk_driver::trace::mono_ns;
+use xk_time::Duration;
+use xk_trace::{Point, Recording};
+use xtp_proto::{ContextConfig, EndpointConfig};
+
+use crate::e8_disturb::{Cause, Disturbed, Mark, settle};
+use crate::e8_measure::{
+    engine_of, engine_threads, instants, schedstat, thread_cpu_ns, thread_named, thread_switches,
+    threads_named,
+};
+
+/// One calibration point: every measured quantity at one message length.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CalibRow {
+    /// "calibration".
+    pub kind: String,
+    /// Message length l, bytes.
+    pub size: usize,
+    /// l_c: bytes of a control block (`ToEngine`).
+    pub l_c: usize,
+    /// l_a: bytes of an acknowledgment block (`FromEngine`).
+    pub l_a: usize,
+    /// The processor's one-way time, from the engine thread's trace: the
+    /// sending engine's pop of the write block to the receiving engine's
+    /// push of the message's last data block, ns — δ_0 + ρ_δ·l.
+    pub proc_delay_ns: f64,
+    /// The processor's period: the engine thread's CPU time per message
+    /// in the pipelined run's steady-state window, ns — T_0 + ρ_T·l.
+    pub proc_period_ns: f64,
+    /// The processor's completion of a synchronous send, from the engine
+    /// thread's trace: pop of the write block to push of its
+    /// acknowledgment block, ns — the extended model's C_0 + γ·l.
+    pub proc_complete_ns: f64,
+    /// Host write entry: copying the message into a buffer the engine owns
+    /// and posting its block (the write call's start to its ring push,
+    /// trace), ns — δ_w + ρ_w·(l_c + l).
+    pub write_ns: f64,
+    /// The host CPU time of the rest of the write call: ringing the
+    /// sleeping engine's doorbell (the call's CPU time less the post), ns —
+    /// the extended model's δ_d.
+    #[serde(default)]
+    pub doorbell_ns: f64,
+    /// CPU time of every thread of the pipelined transfer (the sending
+    /// application and engine, the receiving engine and application) per
+    /// message over the steady-state windows, ns — the extended model's
+    /// U_0 + υ·l.
+    #[serde(default)]
+    pub all_cpu_ns: f64,
+    /// Processors this machine offers those threads.
+    #[serde(default)]
+    pub cores: usize,
+    /// Largest user data in one packet (the context's mss), bytes: where
+    /// the pipelined period's two regimes meet.
+    #[serde(default)]
+    pub mss: usize,
+    /// Host read entry: from the first pop of the woken application to the
+    /// message copied out, ns — δ_r + ρ_r·(l_a + l).
+    pub read_ns: f64,
+    /// Wake-up of the application: the engine's last push to the
+    /// application's first pop after sleeping, ns — δ_i.
+    pub wake_ns: f64,
+    /// The application thread's CPU time in waiting for the echo (going
+    /// to sleep on the doorbell, being woken, taking the blocks): the
+    /// host's cost of a wake-up, the extended model's δ_i^cpu, ns.
+    pub wake_cpu_ns: f64,
+    /// Wake-up of the engine: the application's push to the engine's pop
+    /// (not in the seed's model), ns.
+    pub engine_wake_ns: f64,
+    /// User-level one-way latency (half a round trip between two
+    /// applications, each on its engine thread), ns — δ(l).
+    pub delay_ns: f64,
+    /// User-level synchronous send to a receiving application: write and
+    /// wait for the engine to report it acknowledged, ns — T_t(l).
+    pub sync_period_ns: f64,
+    /// User-level asynchronous (pipelined) time per message in steady
+    /// state, ns.
+    pub async_period_ns: f64,
+    /// Host CPU time of a synchronous send, ns — H_t(l).
+    pub host_send_ns: f64,
+    /// The application thread's sleeps (each ended by a wake-up) per
+    /// synchronous send.
+    #[serde(default)]
+    pub sync_wakeups: f64,
+    /// Host CPU time of a receive (wake-up, read, copy out), ns — H_r(l).
+    pub host_recv_ns: f64,
+    /// Undisturbed round trips kept.
+    pub count: usize,
+    /// Messages in the pipelined runs' steady-state windows, in all.
+    pub stream: usize,
+    /// Length of those windows, in all, ms.
+    #[serde(default)]
+    pub stream_ms: f64,
+    /// Round trips and synchronous sends measured and disturbed by the
+    /// operating system, per cause (kept out of the means).
+    #[serde(default)]
+    pub disturbed: Disturbed,
+}
+
+/// Wall and CPU time of the calling thread, read together (the same
+/// boundary for both windows), ns.
+pub(crate) fn stamp() -> (u64, u64) {
+    (mono_ns(), thread_cpu_ns())
+}
+
+/// The mean of the samples (NaN for none). The model adds times along a
+/// path, and the mean of a sum is the sum of the means while a median of a
+/// sum is not the sum of medians (a wake-up's latency is bimodal here: a
+/// few µs when a core is idle, tens when it is not); seed 004 too
+/// calibrated on time averages. The operating system's disturbances are
+/// already out of the samples.
+fn mean(v: &[u64]) -> f64 {
+    if v.is_empty() { f64::NAN } else { v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64 }
+}
+
+/// The samples of one calibration length, pooled over rounds.
+#[derive(Default)]
+struct Samples {
+    proc_oneway: Vec<u64>,
+    proc_complete: Vec<u64>,
+    write: Vec<u64>,
+    doorbell: Vec<u64>,
+    read: Vec<u64>,
+    wake: Vec<u64>,
+    wake_cpu: Vec<u64>,
+    engine_wake: Vec<u64>,
+    rtt: Vec<u64>,
+    host_recv: Vec<u64>,
+    sync_period: Vec<u64>,
+    host_send: Vec<u64>,
+    stream_msgs: usize,
+    stream_ns: u64,
+    stream_cpu_ns: u64,
+    stream_all_cpu_ns: u64,
+    /// The application thread's sleeps over `sync_sends` synchronous sends.
+    sync_sleeps: u64,
+    sync_sends: u64,
+    disturbed: Disturbed,
+}
+
+/// The engine thread's clients: one with the default settings (the
+/// ping-pong, as the API uses it) and one that hears of every
+/// acknowledgement (synchronous and pipelined sends).
+struct Engines {
+    pp: EngineClient,
+    pp_ctx: CtxHandle,
+    tx: EngineClient,
+    tx_ctx: CtxHandle,
+    /// The sending engine thread's id (`/proc/self/task/<tid>`).
+    tx_tid: Option<String>,
+    /// The receiving side's threads (its application and engine).
+    sink_tids: Vec<String>,
+}
+
+const WAIT: Duration = Duration::from_millis(50);
+const FIVE_S: u64 = 5_000_000_000;
+/// Start-up of a pipelined run discarded before its window opens, ns.
+const WARM_NS: u64 = 10_000_000;
+
+impl Engines {
+    fn new(echo: SocketAddr, sink: &PeerApp) -> Result<Engines, String> {
+        let e = |e: std::io::Error| format!("E8 engine thread: {e}");
+        let d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 82).map_err(e)?;
+        let mut pp = engine::spawn(d, EngineConfig::default()).map_err(e)?;
+        let pp_ctx = pp.connect(echo, 7, ContextConfig::stream()).map_err(e)?;
+        // A write bound of 2 bytes: the engine reports every
+        // acknowledgement (it reports once half the bound is outstanding),
+        // the seed's one acknowledgment block per message — the local
+        // completion a synchronous send waits for. In-process writes are
+        // never held at the bound, so the pipelined run is not throttled.
+        let before = engine_threads();
+        let d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 83).map_err(e)?;
+        let mut tx =
+            engine::spawn(d, EngineConfig { write_bound: 2, ..EngineConfig::default() }).map_err(e)?;
+        let tx_tid = engine_threads().difference(&before).next().cloned();
+        let tx_ctx = tx.connect(sink.addr, 7, ContextConfig::stream()).map_err(e)?;
+        Ok(Engines { pp, pp_ctx, tx, tx_ctx, tx_tid, sink_tids: sink.tids.clone() })
+    }
+
+    /// CPU time, ns: (the sending engine thread's, every thread's of the
+    /// transfer — this one, the sending engine, the receiving side's).
+    fn cpu(&self) -> (u64, u64) {
+        let task = |t: &String| schedstat(&std::path::Path::new("/proc/self/task").join(t).join("schedstat"));
+        let eng = self.tx_tid.as_ref().and_then(task).unwrap_or(0);
+        let sink: u64 = self.sink_tids.iter().filter_map(task).sum();
+        (eng, eng + sink + thread_cpu_ns())
+    }
+
+    /// `n` ping-pongs of `msg`, traced; into `s` when `keep`.
+    fn ping_pong(&mut self, msg: &[u8], n: usize, s: &mut Samples, keep: bool) -> Result<(), String> {
+        let size = msg.len();
+        let what = format!("E8 engine thread {size} B");
+        let e = |e: std::io::Error| format!("{what}: {e}");
+        let (c, ctx) = (&mut self.pp, self.pp_ctx);
+        let mut out = Vec::with_capacity(size);
+        // (t0, t1, t2) of the undisturbed round trips, and the CPU time of
+        // their write calls.
+        let mut marks = Vec::with_capacity(n);
+        let mut write_cpu = Vec::with_capacity(n);
+        let mut ops = Vec::with_capacity(n);
+        let mut causes = Vec::with_capacity(n);
+        if keep {
+            xk_trace::start(xk_trace::Config::default());
+            xk_trace::name_thread("e8-app");
+        }
+        for _ in 0..n {
+            let m0 = Mark::now();
+            let (t0, c0) = stamp();
+            c.write(ctx, Bytes::copy_from_slice(msg), true, None).map_err(e)?;
+            let (t1, c1) = stamp();
+            out.clear();
+            let mut wait_cpu = 0;
+            'echo: loop {
+                let w0 = thread_cpu_ns();
+                c.wait_for(WAIT, true).map_err(e)?;
+                wait_cpu += thread_cpu_ns() - w0;
+                while let Some(ch) = c.read_chunk(ctx) {
+                    out.extend_from_slice(&ch.data);
+                    if ch.eom {
+                        break 'echo;
+                    }
+                }
+                if mono_ns() > t0 + FIVE_S {
+                    return Err(format!("{what}: no echo within 5 s"));
+                }
+            }
+            let (t2, c2) = stamp();
+            causes.push(Cause::between(&m0, &Mark::now()));
+            if out.len() != size {
+                return Err(format!("{what}: echo of {} B", out.len()));
+            }
+            ops.push((t0, t1, t2, c0, c1, c2, wait_cpu));
+        }
+        if !keep {
+            return Ok(());
+        }
+        let (hit, d) = settle(&causes);
+        s.disturbed.add(&d);
+        for (&(t0, t1, t2, c0, c1, c2, wait_cpu), _) in ops.iter().zip(&hit).filter(|o| !o.1) {
+            marks.push((t0, t1, t2));
+            write_cpu.push(c1 - c0);
+            s.rtt.push(t2 - t0);
+            s.host_recv.push(c2 - c1);
+            s.wake_cpu.push(wait_cpu);
+        }
+        let rec = xk_trace::finish();
+        let Some(app) = thread_named(&rec, "e8-app") else { return Ok(()) };
+        let Some(eng) = engine_of(&rec, app) else { return Ok(()) };
+        let Some((pa, pe)) =
+            thread_named(&rec, "e8-echo-app").and_then(|p| engine_of(&rec, p).map(|e| (p, e)))
+        else {
+            return Ok(());
+        };
+        // Both directions of every round trip: the latency is half a round
+        // trip, so each of δ_e, δ_0 and δ_i is the mean of its two
+        // crossings (the seed too measured round trips and halved them),
+        // and the pieces of a round trip add up to it.
+        let ev = Crossings::new(&rec, app, eng, pa, pe);
+        for (&(t0, t1, t2), &cpu) in marks.iter().zip(&write_cpu) {
+            let Some(c) = ev.chain(t0, t1, t2) else { continue };
+            s.write.push(c.a_push - t0);
+            // The doorbell's host CPU: the write call's CPU time less the
+            // post (copying and pushing, all on the CPU).
+            s.doorbell.push(cpu.saturating_sub(c.a_push - t0));
+            s.read.push(t2 - c.a_pop);
+            s.engine_wake.extend([c.e_pop - c.a_push, c.pe_pop - c.pa_push]);
+            s.proc_oneway.extend([c.delivered - c.e_pop, c.back - c.pe_pop]);
+            s.wake.extend([c.pa_pop - c.delivered, c.a_pop - c.back]);
+        }
+        Ok(())
+    }
+
+    /// Waits until the sink acknowledged everything written.
+    fn drain(&mut self, t0: u64, what: &str) -> Result<(), String> {
+        while self.tx.unacked_bytes(self.tx_ctx) > 0 {
+            self.tx.wait(WAIT).map_err(|e| format!("{what}: {e}"))?;
+            if mono_ns() > t0 + 4 * FIVE_S {
+                return Err(format!("{what}: not acknowledged within 20 s"));
+            }
+        }
+        Ok(())
+    }
+
+    /// `n` synchronous sends (write, wait for the acknowledgement), traced
+    /// when `keep`.
+    fn sync_sends(&mut self, msg: &[u8], n: usize, s: &mut Samples, keep: bool) -> Result<(), String> {
+        let what = format!("E8 engine thread synchronous {} B", msg.len());
+        if keep {
+            xk_trace::start(xk_trace::Config::default());
+            xk_trace::name_thread("e8-app");
+        }
+        let (v0, _) = thread_switches();
+        let mut marks = Vec::with_capacity(n);
+        let mut ops = Vec::with_capacity(n);
+        let mut causes = Vec::with_capacity(n);
+        for _ in 0..n {
+            let m0 = Mark::now();
+            let (t0, c0) = stamp();
+            self.tx
+                .write(self.tx_ctx, Bytes::copy_from_slice(msg), true, None)
+                .map_err(|e| format!("{what}: {e}"))?;
+            self.drain(t0, &what)?;
+            let (t1, c1) = stamp();
+            causes.push(Cause::between(&m0, &Mark::now()));
+            ops.push((t0, t1, c0, c1));
+        }
+        if !keep {
+            return Ok(());
+        }
+        let (hit, d) = settle(&causes);
+        s.disturbed.add(&d);
+        for (&(t0, t1, c0, c1), _) in ops.iter().zip(&hit).filter(|o| !o.1) {
+            marks.push((t0, t1));
+            s.sync_period.push(t1 - t0);
+            s.host_send.push(c1 - c0);
+        }
+        s.sync_sleeps += thread_switches().0 - v0;
+        s.sync_sends += n as u64;
+        let rec = xk_trace::finish();
+        if let Some(app) = thread_named(&rec, "e8-app")
+            && let Some(eng) = engine_of(&rec, app)
+        {
+            let pops = instants(&rec, eng, Point::RingPop, 0);
+            let pushes = instants(&rec, eng, Point::RingPush, 1);
+            for &(t0, t1) in &marks {
+                if let Some(&pop) = pops.iter().find(|&&p| p >= t0 && p <= t1)
+                    && let Some(&push) = pushes.iter().rev().find(|&&p| p >= pop && p <= t1)
+                {
+                    s.proc_complete.push(push - pop);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A pipelined run of `msg` to the sink in steady state: the host keeps
+    /// up to `outstanding` messages unacknowledged; after `WARM_NS` the
+    /// window opens at a completion and closes at the first completion
+    /// `min_ns` later. Returns (messages, wall ns, the engine thread's CPU
+    /// ns, every thread's CPU ns) over the window.
+    fn pipelined(&mut self, msg: &[u8], min_ns: u64) -> Result<(usize, u64, u64, u64), String> {
+        let what = format!("E8 engine thread pipelined {} B", msg.len());
+        let l = msg.len() as u64;
+        // Enough in flight that the engine never waits for the host, few
+        // enough that the queue drains quickly after the window.
+        let outstanding = (1u64 << 20).div_ceil(l).clamp(4, 64);
+        let base = self.tx.unacked_bytes(self.tx_ctx);
+        if base != 0 {
+            return Err(format!("{what}: {base} B unacknowledged before the run"));
+        }
+        let data = Bytes::copy_from_slice(msg);
+        let t_start = mono_ns();
+        let mut written = 0u64;
+        let mut first: Option<(u64, (u64, u64), u64)> = None;
+        let last = loop {
+            let done = written - self.tx.unacked_bytes(self.tx_ctx).div_ceil(l);
+            let now = mono_ns();
+            match first {
+                None if now - t_start >= WARM_NS && done >= 8 => first = Some((now, self.cpu(), done)),
+                Some(f) if now - f.0 >= min_ns && done >= f.2 + 8 => break (now, self.cpu(), done),
+                _ => {}
+            }
+            if now > t_start + 4 * FIVE_S {
+                return Err(format!("{what}: no steady state within 20 s"));
+            }
+            if written - done < outstanding {
+                // Each write its own buffer, as an application's would be.
+                self.tx
+                    .write(self.tx_ctx, Bytes::copy_from_slice(&data), true, None)
+                    .map_err(|e| format!("{what}: {e}"))?;
+                written += 1;
+                self.tx.collect();
+            } else {
+                self.tx.wait(WAIT).map_err(|e| format!("{what}: {e}"))?;
+            }
+        };
+        self.drain(t_start, &what)?;
+        let f = first.expect("the window opened before it closed");
+        let cpu = |i: fn(&(u64, u64)) -> u64| i(&last.1).saturating_sub(i(&f.1));
+        Ok(((last.2 - f.2) as usize, last.0 - f.0, cpu(|c| c.0), cpu(|c| c.1)))
+    }
+
+    fn end(mut self) {
+        let _ = self.pp.abort(self.pp_ctx);
+        let _ = self.tx.abort(self.tx_ctx);
+        let _ = self.pp.wait(Duration::from_millis(1));
+        let _ = self.tx.wait(Duration::from_millis(1));
+    }
+}
+
+/// The ring crossings of a traced ping-pong: the application (`a`), its
+/// engine (`e`), the echo application (`pa`) and its engine (`pe`); ring
+/// 0 towards an engine, 1 from it.
+struct Crossings {
+    a_push: Vec<u64>,
+    a_pop: Vec<u64>,
+    e_pop: Vec<u64>,
+    e_push: Vec<u64>,
+    pa_pop: Vec<u64>,
+    pa_push: Vec<u64>,
+    pe_pop: Vec<u64>,
+    pe_push: Vec<u64>,
+}
+
+/// One round trip's crossings, in time order (ns on `CLOCK_MONOTONIC`).
+#[derive(Debug, PartialEq, Eq)]
+struct Chain {
+    /// The application posts its message.
+    a_push: u64,
+    /// Its engine takes it (woken by the doorbell: δ_e).
+    e_pop: u64,
+    /// The echo's engine posts the message's last block (δ_0 since e_pop).
+    delivered: u64,
+    /// The echo application takes it (woken: δ_i).
+    pa_pop: u64,
+    /// The echo application posts the echo.
+    pa_push: u64,
+    /// Its engine takes it (δ_e).
+    pe_pop: u64,
+    /// The application's engine posts the echo's last block (δ_0).
+    back: u64,
+    /// The application takes it (δ_i).
+    a_pop: u64,
+}
+
+impl Crossings {
+    fn new(rec: &Recording, a: u32, e: u32, pa: u32, pe: u32) -> Crossings {
+        Crossings {
+            a_push: instants(rec, a, Point::RingPush, 0),
+            a_pop: instants(rec, a, Point::RingPop, 1),
+            e_pop: instants(rec, e, Point::RingPop, 0),
+            e_push: instants(rec, e, Point::RingPush, 1),
+            pa_pop: instants(rec, pa, Point::RingPop, 1),
+            pa_push: instants(rec, pa, Point::RingPush, 0),
+            pe_pop: instants(rec, pe, Point::RingPop, 0),
+            pe_push: instants(rec, pe, Point::RingPush, 1),
+        }
+    }
+
+    /// The crossings of the round trip that began at `t0`, whose write
+    /// returned at `t1` and whose echo was read whole at `t2`; None when
+    /// one is missing (the round trip is then not used for any crossing).
+    fn chain(&self, t0: u64, t1: u64, t2: u64) -> Option<Chain> {
+        let first = |v: &[u64], after: u64| v.iter().copied().find(|&p| p >= after && p <= t2);
+        let last =
+            |v: &[u64], after: u64, upto: u64| v.iter().rev().copied().find(|&p| p > after && p <= upto);
+        let a_push = first(&self.a_push, t0).filter(|&p| p <= t1)?;
+        let e_pop = first(&self.e_pop, a_push)?;
+        // The echo's engine takes the echo's write only once the message
+        // was delivered whole: its last push before that is the delivery.
+        let pe_pop = first(&self.pe_pop, e_pop + 1)?;
+        let pa_push = last(&self.pa_push, e_pop, pe_pop)?;
+        let delivered = last(&self.pe_push, e_pop, pa_push)?;
+        let pa_pop = first(&self.pa_pop, delivered).filter(|&p| p <= pa_push)?;
+        let a_pop = first(&self.a_pop, t1.max(pe_pop))?;
+        let back = last(&self.e_push, pe_pop, a_pop)?;
+        Some(Chain { a_push, e_pop, delivered, pa_pop, pa_push, pe_pop, back, a_pop })
+    }
+}
+
+/// The calibration sweep against two applications on their own engine
+/// threads, `echo` (the ping-pong's far end) and `sink` (the synchronous
+/// and pipelined sends' receiver): every length of `sizes` measured in
+/// each of `rounds` rounds (lengths interleaved, in alternating order, so
+/// that a change of the machine's load falls on all of them alike rather
+/// than on a few), `count` round trips and synchronous sends per length in
+/// all; then three pipelined windows per length of ≥ `stream_ms` / 3 each.
+pub(crate) fn calibrate(
+    echo: SocketAddr,
+    sink: &PeerApp,
+    sizes: &[usize],
+    count: usize,
+    stream_ms: u64,
+    rounds: usize,
+) -> Result<Vec<CalibRow>, String> {
+    let mut eng = Engines::new(echo, sink)?;
+    let msgs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0x42u8; l]).collect();
+    let mut samples: Vec<Samples> = sizes.iter().map(|_| Samples::default()).collect();
+    let rounds = rounds.max(1);
+    let per = count.div_ceil(rounds);
+    for round in 0..=rounds {
+        // Round 0 warms every path up and is not kept.
+        let keep = round > 0;
+        let n = if keep { per } else { 5 };
+        let order: Vec<usize> =
+            if round % 2 == 0 { (0..sizes.len()).collect() } else { (0..sizes.len()).rev().collect() };
+        for i in order {
+            let (m, s) = (&msgs[i], &mut samples[i]);
+            eng.ping_pong(m, n, s, keep)?;
+            eng.sync_sends(m, n, s, keep)?;
+        }
+    }
+    const WINDOWS: usize = 3;
+    let window_ns = (stream_ms * 1_000_000).div_ceil(WINDOWS as u64);
+    for w in 0..WINDOWS {
+        let order: Vec<usize> =
+            if w % 2 == 0 { (0..sizes.len()).collect() } else { (0..sizes.len()).rev().collect() };
+        for i in order {
+            let (k, ns, cpu, all) = eng.pipelined(&msgs[i], window_ns)?;
+            let s = &mut samples[i];
+            s.stream_msgs += k;
+            s.stream_ns += ns;
+            s.stream_cpu_ns += cpu;
+            s.stream_all_cpu_ns += all;
+        }
+    }
+    eng.end();
+    // Pipelined: pooled over the windows, time over messages.
+    let per_msg = |ns: u64, k: usize| if k == 0 { f64::NAN } else { ns as f64 / k as f64 };
+    Ok(sizes
+        .iter()
+        .zip(samples)
+        .map(|(&size, s)| CalibRow {
+            kind: "calibration".into(),
+            size,
+            l_c: std::mem::size_of::<ToEngine>(),
+            l_a: std::mem::size_of::<FromEngine>(),
+            proc_delay_ns: mean(&s.proc_oneway),
+            proc_period_ns: per_msg(s.stream_cpu_ns, s.stream_msgs),
+            proc_complete_ns: mean(&s.proc_complete),
+            write_ns: mean(&s.write),
+            doorbell_ns: mean(&s.doorbell),
+            all_cpu_ns: per_msg(s.stream_all_cpu_ns, s.stream_msgs),
+            cores: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            mss: ContextConfig::stream().mss,
+            read_ns: mean(&s.read),
+            wake_ns: mean(&s.wake),
+            wake_cpu_ns: mean(&s.wake_cpu),
+            engine_wake_ns: mean(&s.engine_wake),
+            delay_ns: mean(&s.rtt) / 2.0,
+            sync_period_ns: mean(&s.sync_period),
+            async_period_ns: per_msg(s.stream_ns, s.stream_msgs),
+            host_send_ns: mean(&s.host_send),
+            sync_wakeups: s.sync_sleeps as f64 / s.sync_sends.max(1) as f64,
+            host_recv_ns: mean(&s.host_recv),
+            count: s.rtt.len(),
+            stream: s.stream_msgs,
+            stream_ms: s.stream_ns as f64 / 1e6,
+            disturbed: s.disturbed,
+        })
+        .collect())
+}
+
+/// An application on its own engine thread, the far host of the
+/// user-level measurements (seed 004 measured between two applications,
+/// each with its protocol processor): it reads each whole message
+/// (copying it out, as `recv_message` does) and, as the echo, writes it
+/// back (copying it in); as the sink, drops it. Until dropped.
+pub(crate) struct PeerApp {
+    pub(crate) addr: SocketAddr,
+    /// Its thread's and its engine thread's ids.
+    tids: Vec<String>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PeerApp {
+    /// The echo (thread `e8-echo-app`, found by name in traces).
+    pub(crate) fn echo() -> Result<PeerApp, String> {
+        PeerApp::start(true)
+    }
+
+    /// The sink (thread `e8-sink-app`).
+    pub(crate) fn sink() -> Result<PeerApp, String> {
+        PeerApp::start(false)
+    }
+
+    fn start(echo: bool) -> Result<PeerApp, String> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let halt = stop.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let name = if echo { "e8-echo-app" } else { "e8-sink-app" };
+        // Its engine: the engine thread that appears while it starts (E8
+        // starts one thing at a time).
+        let before = engine_threads();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let e = |e: std::io::Error| format!("E8 {name}: {e}");
+                let made = (|| {
+                    let d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 85).map_err(e)?;
+                    let addr = d.local_addr().map_err(e)?;
+                    let mut c = engine::spawn(d, EngineConfig::default()).map_err(e)?;
+                    c.listen(7, ContextConfig::stream()).map_err(e)?;
+                    Ok::<_, String>((c, addr))
+                })();
+                let mut c = match made {
+                    Ok((c, addr)) => {
+                        let _ = tx.send(Ok(addr));
+                        c
+                    }
+                    Err(err) => {
+                        let _ = tx.send(Err(err));
+                        return;
+                    }
+                };
+                let mut open: Vec<(CtxHandle, Vec<u8>)> = Vec::new();
+                while !halt.load(Ordering::Relaxed) {
+                    if c.wait_for(Duration::from_millis(20), true).is_err() {
+                        return;
+                    }
+                    while let Some(n) = c.next_notice() {
+                        match n {
+                            Notice::Incoming { ctx, .. } => open.push((ctx, Vec::new())),
+                            Notice::Closed { ctx, .. } => open.retain(|o| o.0 != ctx),
+                            _ => {}
+                        }
+                    }
+                    for (ctx, buf) in &mut open {
+                        while let Some(ch) = c.read_chunk(*ctx) {
+                            buf.extend_from_slice(&ch.data);
+                            if ch.eom {
+                                if echo {
+                                    let _ = c.write(*ctx, Bytes::copy_from_slice(buf), true, None);
+                                }
+                                buf.clear();
+                            }
+                        }
+                    }
+                }
+            })
+            .map_err(|e| format!("E8: start {name}: {e}"))?;
+        let addr = rx.recv().map_err(|_| format!("E8: {name} ended before it started"))??;
+        let mut tids: Vec<String> = engine_threads().difference(&before).cloned().collect();
+        tids.extend(threads_named(name));
+        Ok(PeerApp { addr, tids, stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for PeerApp {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xk_trace::{Event, ThreadEvents};
+
+    #[test]
+    fn a_round_trip_is_cut_at_its_ring_crossings() {
+        let ev = |t: u64, point: Point, ring: u32| Event::instant(t, point, 0, 0, ring);
+        let mk = |tid: u32, evs: Vec<Event>| ThreadEvents { tid, name: "t".into(), events: evs };
+        let rec = Recording {
+            threads: vec![
+                // The application: posts at 101, takes the echo at 400.
+                mk(1, vec![ev(101, Point::RingPush, 0), ev(400, Point::RingPop, 1)]),
+                // Its engine: takes at 120, an acknowledgement at 200 (not
+                // the echo), the echo's two blocks at 350 and 380.
+                mk(
+                    2,
+                    vec![
+                        ev(120, Point::RingPop, 0),
+                        ev(200, Point::RingPush, 1),
+                        ev(350, Point::RingPush, 1),
+                        ev(380, Point::RingPush, 1),
+                    ],
+                ),
+                // The echo application: takes at 240 (and a second block
+                // at 241), posts the echo at 250.
+                mk(
+                    3,
+                    vec![ev(240, Point::RingPop, 1), ev(241, Point::RingPop, 1), ev(250, Point::RingPush, 0)],
+                ),
+                // Its engine: delivers in two blocks (150, 220), takes the
+                // echo at 270.
+                mk(
+                    4,
+                    vec![
+                        ev(150, Point::RingPush, 1),
+                        ev(220, Point::RingPush, 1),
+                        ev(270, Point::RingPop, 0),
+                    ],
+                ),
+            ],
+            dropped: 0,
+        };
+        let c = Crossings::new(&rec, 1, 2, 3, 4);
+        let want = Chain {
+            a_push: 101,
+            e_pop: 120,
+            delivered: 220,
+            pa_pop: 240,
+            pa_push: 250,
+            pe_pop: 270,
+            back: 380,
+            a_pop: 400,
+        };
+        assert_eq!(c.chain(100, 110, 410), Some(want));
+        // The echo not read within the round trip: nothing.
+        assert_eq!(c.chain(100, 110, 390), None);
+    }
+
+    /// The real thing, small: every quantity measured and positive.
+    #[test]
+    fn calibration_measures_on_loopback() {
+        let _one = crate::e8_measure::TRACE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (echo, sink) = (PeerApp::echo().unwrap(), PeerApp::sink().unwrap());
+        assert_eq!(sink.tids.len(), 2, "{:?}", sink.tids);
+        let rows = calibrate(echo.addr, &sink, &[1, 8_192], 20, 30, 2).unwrap();
+        assert_eq!(rows.len(), 2);
+        for r in &rows {
+            for (name, v) in [
+                ("proc_delay", r.proc_delay_ns),
+                ("proc_period", r.proc_period_ns),
+                ("proc_complete", r.proc_complete_ns),
+                ("write", r.write_ns),
+                ("doorbell", r.doorbell_ns),
+                ("all_cpu", r.all_cpu_ns),
+                ("read", r.read_ns),
+                ("wake", r.wake_ns),
+                ("engine_wake", r.engine_wake_ns),
+                ("delay", r.delay_ns),
+                ("sync", r.sync_period_ns),
+                ("async", r.async_period_ns),
+                ("host_send", r.host_send_ns),
+                ("host_recv", r.host_recv_ns),
+            ] {
+                assert!(v > 0.0 && v < 1e9, "{} B {name}: {v}", r.size);
+            }
+            // Every round trip measured, disturbed or kept.
+            assert_eq!(r.disturbed.measured, 2 * 20);
+            assert!(r.count <= 20 && r.count + r.disturbed.disturbed >= 20, "{r:?}");
+            // Application to application costs more than processor to
+            // processor; a window of ≥ 10 ms of pipelined messages.
+            assert!(r.delay_ns > r.proc_delay_ns, "{r:?}");
+            assert!(r.stream > 8 && r.stream_ms >= 9.0, "{r:?}");
+        }
+    }
+}
