@@ -3,16 +3,18 @@
 //! socket, the framework path end to end.
 //!
 //! The server echoes on XTP port 7 ([`crate::server::ECHO_PORT`]) like
-//! `xpress serve`, so either client works against either server. Only the
-//! `udp` device runs on real sockets so far; `ip36` and `link` are refused
-//! by name (the simulator's `link` runs in `xtp-testkit`).
+//! `xpress serve`, so either client works against either server. The `udp`
+//! and `ip36` devices run on real sockets (`ip36` as root, on a local
+//! address of its own: `ping --raw IP`, the server's `--listen` address);
+//! `link` is refused by name (the simulator's `link` runs in
+//! `xtp-testkit`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 use xk_core::{Addr, Event, Part, Participants};
-use xk_driver::graph_udp::{DeviceStats, GraphUdp};
+use xk_driver::graph_udp::{DeviceStats, FrameSocket, GraphDevice, GraphIp36, GraphUdp};
 use xk_msg::{Bytes, Msg, Rope};
 use xk_time::{Duration, HeapQueue, Instant};
 use xtp_proto::stack::XtpStack;
@@ -57,10 +59,21 @@ fn stack(text: &str, seed: u64) -> Result<XtpStack<Rope>, String> {
     )
     .map_err(|e| e.to_string())?;
     match s.device.name {
-        "udp" => Ok(s),
+        "udp" | "ip36" => Ok(s),
         other => Err(format!(
-            "graph description: device `{other}` is not yet driven on real sockets by --graph (only `udp`); {}",
-            if s.device.needs_root { "it would also need root" } else { "it runs in the simulator" }
+            "graph description: device `{other}` is not driven on real sockets by --graph (`udp` and `ip36` are); it runs in the simulator"
+        )),
+    }
+}
+
+/// The IPv4 address an `ip36` device binds: `local`, or the error that
+/// names the flag that gives it.
+fn ip36_local(local: Option<std::net::IpAddr>, flag: &str) -> Result<std::net::Ipv4Addr, String> {
+    match local {
+        Some(std::net::IpAddr::V4(ip)) => Ok(ip),
+        Some(ip) => Err(format!("{flag} {ip}: the ip36 device is IPv4 only")),
+        None => Err(format!(
+            "the graph's ip36 device needs a local IPv4 address of its own ({flag} 127.0.0.1, say; the peer on another, e.g. 127.0.0.2)"
         )),
     }
 }
@@ -75,7 +88,32 @@ fn graph_line(text: &str) -> String {
 
 /// Ping-pong over the described stack: `count` requests of `length` bytes to
 /// the XTP echo at `to`, one at a time, each waited for at most `timeout`.
+/// Over `ip36` the client binds `raw_local` (`ping --raw IP`) and the port
+/// of `to` is ignored.
 pub fn ping(
+    text: &str,
+    to: SocketAddr,
+    raw_local: Option<std::net::IpAddr>,
+    length: usize,
+    count: u64,
+    timeout: std::time::Duration,
+    stop: &AtomicBool,
+) -> Result<GraphPingResult, String> {
+    let s = stack(text, xk_driver::clock::time_seed())?;
+    if s.device.name == "ip36" {
+        let local = ip36_local(raw_local, "--raw")?;
+        let dev = GraphIp36::bind(local).map_err(|e| format!("raw IP 36 on {local}: {e}"))?;
+        return ping_on(s, dev, text, SocketAddr::new(to.ip(), 0), length, count, timeout, stop);
+    }
+    let bind: SocketAddr = if to.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }.parse().expect("literal");
+    let dev = GraphUdp::bind(bind).map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
+    ping_on(s, dev, text, to, length, count, timeout, stop)
+}
+
+#[allow(clippy::too_many_arguments)] // ping's own, with the stack and device made
+fn ping_on<S: FrameSocket>(
+    mut s: XtpStack<Rope>,
+    mut dev: GraphDevice<S>,
     text: &str,
     to: SocketAddr,
     length: usize,
@@ -83,9 +121,6 @@ pub fn ping(
     timeout: std::time::Duration,
     stop: &AtomicBool,
 ) -> Result<GraphPingResult, String> {
-    let mut s = stack(text, xk_driver::clock::time_seed())?;
-    let bind: SocketAddr = if to.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }.parse().expect("literal");
-    let mut dev = GraphUdp::bind(bind).map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
     s.graph.advance(dev.now());
     let parts = Participants::new(Part::new(), Part::top_first([Addr::Port(ECHO_PORT), Addr::Inet(to)]));
     let session =
@@ -145,6 +180,7 @@ pub fn ping(
 
 /// An XTP echo on port 7 over the described stack at `listen`; `ready` is
 /// called with the bound address. Runs for `duration` or until `stop`.
+/// Over `ip36` it binds `listen`'s address (its port is ignored).
 pub fn serve(
     text: &str,
     listen: SocketAddr,
@@ -152,8 +188,23 @@ pub fn serve(
     stop: &AtomicBool,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<GraphServeResult, String> {
-    let mut s = stack(text, xk_driver::clock::time_seed())?;
-    let mut dev = GraphUdp::bind(listen).map_err(|e| format!("cannot bind {listen}: {e}"))?;
+    let s = stack(text, xk_driver::clock::time_seed())?;
+    if s.device.name == "ip36" {
+        let local = ip36_local(Some(listen.ip()), "--listen")?;
+        let dev = GraphIp36::bind(local).map_err(|e| format!("raw IP 36 on {local}: {e}"))?;
+        return serve_on(s, dev, duration, stop, ready);
+    }
+    let dev = GraphUdp::bind(listen).map_err(|e| format!("cannot bind {listen}: {e}"))?;
+    serve_on(s, dev, duration, stop, ready)
+}
+
+fn serve_on<S: FrameSocket>(
+    mut s: XtpStack<Rope>,
+    mut dev: GraphDevice<S>,
+    duration: Option<std::time::Duration>,
+    stop: &AtomicBool,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<GraphServeResult, String> {
     s.graph.advance(dev.now());
     s.graph
         .open_enable(s.xtp, &Participants::local(Part::top_first([Addr::Port(ECHO_PORT)])))

@@ -1,16 +1,19 @@
-//! A protocol graph on a real UDP socket (issue #16): the datagram device of
-//! `app -> xtp -> udp`. Blocking, one socket, one thread: the framework
-//! path's first real driver, without the batching of `batch.rs` (one
-//! `recv_from` / `send_to` per datagram).
+//! A protocol graph on a real socket (issue #16): the datagram device of
+//! `app -> xtp -> udp` (a UDP socket) and `app -> xtp -> ip36` (a raw IP
+//! socket, protocol 36, root only). Blocking, one socket, one thread: the
+//! framework path's real driver, without the batching of `batch.rs` (one
+//! receive / send call per datagram).
 //!
 //! Frames to and from the graph carry the peer's address in the device
-//! header (`xk_core::device`). Received datagrams land in a shared zeroed
-//! arena behind room for that header, so the graph gets them without a copy
-//! after the kernel's; frames leave through one `send_to` of the message
-//! (a gather into the send buffer when the message is in pieces).
+//! header (`xk_core::device`; over raw IP the port is 0). Received
+//! datagrams land in a shared zeroed arena behind room for that header, so
+//! over UDP the graph gets them without a copy after the kernel's; over raw
+//! IP the payload is moved once past the IPv4 header the kernel hands over.
+//! Frames leave through one send of the message (a gather into the send
+//! buffer when the message is in pieces).
 
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 
 use bytes::BytesMut;
 use xk_core::device::{ADDR_HEADER, read_addr, write_addr};
@@ -39,9 +42,85 @@ pub struct DeviceStats {
     pub send_errors: u64,
 }
 
-/// A graph's device: a UDP socket and the clock that drives the graph.
-pub struct GraphUdp {
-    sock: UdpSocket,
+/// A datagram socket a graph device runs on.
+pub trait FrameSocket {
+    /// Sends one datagram to `dst`.
+    fn send_frame(&mut self, buf: &[u8], dst: SocketAddr) -> io::Result<()>;
+    /// Receives one datagram's payload into `buf` (waiting at most the
+    /// read timeout): its length and source.
+    fn recv_frame(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)>;
+    /// Bounds the next receive's wait.
+    fn set_read_timeout(&self, wait: std::time::Duration) -> io::Result<()>;
+    /// The local address.
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+}
+
+impl FrameSocket for UdpSocket {
+    fn send_frame(&mut self, buf: &[u8], dst: SocketAddr) -> io::Result<()> {
+        self.send_to(buf, dst).map(|_| ())
+    }
+    fn recv_frame(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.recv_from(buf)
+    }
+    fn set_read_timeout(&self, wait: std::time::Duration) -> io::Result<()> {
+        UdpSocket::set_read_timeout(self, Some(wait))
+    }
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        UdpSocket::local_addr(self)
+    }
+}
+
+/// A raw IPv4 socket for protocol 36 bound to one address, as a graph's
+/// device (peers are `IP:0`; see [`crate::raw`] for why two endpoints on
+/// one host need different addresses).
+pub struct Ip36Socket {
+    sock: socket2::Socket,
+    local: Ipv4Addr,
+    /// What the kernel hands over: the IPv4 header, then XTP.
+    scratch: Vec<u8>,
+    /// Packets that were not IPv4 or were cut short (counted, dropped).
+    pub malformed: u64,
+}
+
+impl Ip36Socket {
+    /// Opens and binds a protocol-36 socket on `local` (root only; the
+    /// error says so).
+    pub fn bind(local: Ipv4Addr) -> io::Result<Self> {
+        let sock = crate::raw::open_ip36(local)?;
+        Ok(Ip36Socket { sock, local, scratch: vec![0; MAX_DATAGRAM], malformed: 0 })
+    }
+}
+
+impl FrameSocket for Ip36Socket {
+    fn send_frame(&mut self, buf: &[u8], dst: SocketAddr) -> io::Result<()> {
+        let dst = socket2::SockAddr::from(SocketAddr::new(dst.ip(), 0));
+        self.sock.send_to(buf, &dst).map(|_| ())
+    }
+    fn recv_frame(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        loop {
+            let n = std::io::Read::read(&mut self.sock, &mut self.scratch)?;
+            let p = &self.scratch[..n];
+            let ihl = usize::from(p.first().copied().unwrap_or(0) & 0x0f) * 4;
+            if n < 20 || p[0] >> 4 != 4 || ihl < 20 || ihl > n || n - ihl > buf.len() {
+                self.malformed += 1;
+                continue;
+            }
+            let src = Ipv4Addr::new(p[12], p[13], p[14], p[15]);
+            buf[..n - ihl].copy_from_slice(&p[ihl..]);
+            return Ok((n - ihl, SocketAddr::new(IpAddr::V4(src), 0)));
+        }
+    }
+    fn set_read_timeout(&self, wait: std::time::Duration) -> io::Result<()> {
+        self.sock.set_read_timeout(Some(wait))
+    }
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(SocketAddr::V4(SocketAddrV4::new(self.local, 0)))
+    }
+}
+
+/// A graph's device: a socket and the clock that drives the graph.
+pub struct GraphDevice<S> {
+    sock: S,
     clock: Clock,
     rx: BytesMut,
     tx: Vec<u8>,
@@ -49,17 +128,35 @@ pub struct GraphUdp {
     pub stats: DeviceStats,
 }
 
+/// The `udp` device.
+pub type GraphUdp = GraphDevice<UdpSocket>;
+/// The `ip36` device.
+pub type GraphIp36 = GraphDevice<Ip36Socket>;
+
 impl GraphUdp {
     /// Binds a UDP socket at `bind`.
     pub fn bind(bind: SocketAddr) -> io::Result<Self> {
-        let sock = UdpSocket::bind(bind)?;
-        Ok(GraphUdp {
+        Ok(GraphDevice::on(UdpSocket::bind(bind)?))
+    }
+}
+
+impl GraphIp36 {
+    /// Opens a raw IP protocol-36 socket on `local` (root only).
+    pub fn bind(local: Ipv4Addr) -> io::Result<Self> {
+        Ok(GraphDevice::on(Ip36Socket::bind(local)?))
+    }
+}
+
+impl<S: FrameSocket> GraphDevice<S> {
+    /// A device on `sock`.
+    pub fn on(sock: S) -> Self {
+        GraphDevice {
             sock,
             clock: Clock::new(),
             rx: BytesMut::new(),
             tx: Vec::new(),
             stats: DeviceStats::default(),
-        })
+        }
     }
 
     /// The socket's address.
@@ -82,8 +179,8 @@ impl GraphUdp {
             };
             self.tx.clear();
             frame.for_each_chunk(|c| self.tx.extend_from_slice(c));
-            match self.sock.send_to(&self.tx, dst) {
-                Ok(_) => self.stats.sent += 1,
+            match self.sock.send_frame(&self.tx, dst) {
+                Ok(()) => self.stats.sent += 1,
                 Err(_) => self.stats.send_errors += 1,
             }
             g.advance(self.clock.now());
@@ -118,11 +215,11 @@ impl GraphUdp {
             }
             // Whole microseconds, at least one: a zero timeout would block.
             let wait = Duration::from_nanos((wake - now).as_nanos().max(1_000) as u64);
-            self.sock.set_read_timeout(Some(wait))?;
+            self.sock.set_read_timeout(std::time::Duration::from_nanos(wait.as_nanos() as u64))?;
             if self.rx.len() < ADDR_HEADER + MAX_DATAGRAM {
                 self.rx = BytesMut::zeroed(RX_ARENA);
             }
-            match self.sock.recv_from(&mut self.rx[ADDR_HEADER..ADDR_HEADER + MAX_DATAGRAM]) {
+            match self.sock.recv_frame(&mut self.rx[ADDR_HEADER..ADDR_HEADER + MAX_DATAGRAM]) {
                 Ok((n, from)) => {
                     write_addr(&mut self.rx[..ADDR_HEADER], from);
                     let frame = self.rx.split_to(ADDR_HEADER + n);

@@ -40,20 +40,27 @@ pub struct RawSocket {
 impl RawSocket {
     /// Opens and binds a protocol-36 socket on `local`.
     pub fn bind(local: Ipv4Addr) -> io::Result<Self> {
-        let sock = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(IPPROTO_XTP))).map_err(|e| {
-            if e.kind() == io::ErrorKind::PermissionDenied {
-                io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    "raw IP protocol 36 needs root (CAP_NET_RAW): run as root, or use XTP over UDP (the default)",
-                )
-            } else {
-                e
-            }
-        })?;
-        sock.bind(&SockAddr::from(SocketAddrV4::new(local, 0)))?;
+        let sock = open_ip36(local)?;
         sock.set_read_timeout(Some(std::time::Duration::from_nanos(TICK.as_nanos() as u64)))?;
         Ok(RawSocket { sock, local, rx: BytesMut::new(), counters: IoCounters::default(), malformed: 0 })
     }
+}
+
+/// A raw IPv4 protocol-36 socket bound to `local`; without root the error
+/// says what to do instead.
+pub(crate) fn open_ip36(local: Ipv4Addr) -> io::Result<Socket> {
+    let sock = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(IPPROTO_XTP))).map_err(|e| {
+        if e.kind() == io::ErrorKind::PermissionDenied {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "raw IP protocol 36 needs root (CAP_NET_RAW): run as root, or use XTP over UDP (the default)",
+            )
+        } else {
+            e
+        }
+    })?;
+    sock.bind(&SockAddr::from(SocketAddrV4::new(local, 0)))?;
+    Ok(sock)
 }
 
 impl Transport for RawSocket {

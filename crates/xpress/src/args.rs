@@ -66,6 +66,11 @@ pub(crate) struct PathArgs {
 }
 
 impl PathArgs {
+    /// `--raw`'s local address, if given.
+    pub(crate) fn raw_local(&self) -> Option<std::net::IpAddr> {
+        self.raw.map(Into::into)
+    }
+
     pub(crate) fn config(&self, busy_poll: bool) -> PathConfig {
         PathConfig {
             no_offload: self.no_offload,

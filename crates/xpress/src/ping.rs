@@ -61,9 +61,10 @@ pub(crate) struct PingArgs {
     #[command(flatten)]
     path: PathArgs,
     /// Run over the protocol graph described in FILE (e.g. one line
-    /// `app -> xtp -> udp`): XTP as an x-kernel-style framework protocol
-    /// instead of the direct engine. With it only --to, -l, -c, -W, -q and
-    /// -J apply; -c defaults to 10.
+    /// `app -> xtp -> udp`, or `app -> xtp -> ip36` with --raw LOCAL_IP, as
+    /// root): XTP as an x-kernel-style framework protocol instead of the
+    /// direct engine. With it only --to, --raw, -l, -c, -W, -q and -J
+    /// apply; -c defaults to 10.
     #[arg(long, value_name = "FILE")]
     graph: Option<std::path::PathBuf>,
 }
@@ -191,7 +192,7 @@ fn run_graph(
 ) -> Result<ExitCode, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("--graph {}: {e}", file.display()))?;
     let count = a.count.unwrap_or(10);
-    let r = xk_apps::graph_app::ping(&text, a.to, a.length, count, a.timeout, stop)
+    let r = xk_apps::graph_app::ping(&text, a.to, a.path.raw_local(), a.length, count, a.timeout, stop)
         .map_err(|e| format!("--graph {}: {e}", file.display()))?;
     if a.json {
         println!("{}", serde_json::to_string(&r).unwrap_or_default());

@@ -1,7 +1,8 @@
 //! `--graph FILE` (issue #16): `xpress serve` and `xpress ping` as two real
-//! processes over UDP on loopback, XTP running as an `xk-core` protocol in a
-//! graph built from a description; the direct engine's client against the
-//! graph's server; bad descriptions refused naming the line and the edge.
+//! processes over UDP on loopback, and over raw IP protocol 36 as root, XTP
+//! running as an `xk-core` protocol in a graph built from a description;
+//! the direct engine's client against the graph's server; bad descriptions
+//! refused naming the line and the edge.
 
 mod common;
 
@@ -22,19 +23,7 @@ fn graph_file(name: &str, text: &str) -> std::path::PathBuf {
 fn ping_over_a_described_graph_on_real_udp() {
     let g = graph_file("udp.graph", "# XTP over UDP\napp -> xtp -> udp\n");
     let g = g.to_str().unwrap();
-    let mut child = Command::new(X)
-        .args(["serve", "--graph", g, "--listen", "127.0.0.1:0", "--duration", "60"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start xpress serve --graph");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let _server = Reaped(child);
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let to = line.trim().strip_prefix("listening on ").expect("listening line").to_string();
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    assert!(line.contains("XTP echo over the graph"), "{line}");
+    let (_server, to, _out) = graph_server(g, "127.0.0.1:0");
     // Graph client against the graph server.
     let out = Command::new(X)
         .args(["ping", "--graph", g, "--to", &to, "-c", "50", "-i", "0", "-l", "1000", "-J"])
@@ -51,6 +40,69 @@ fn ping_over_a_described_graph_on_real_udp() {
     assert!(out.status.success() && text.contains("20 replies received"), "{text}");
 }
 
+/// Starts `serve --graph g --listen listen`; the server, the address it
+/// printed, and its output (kept open: a server whose stdout is closed
+/// dies at its next line).
+fn graph_server(g: &str, listen: &str) -> (Reaped, String, BufReader<std::process::ChildStdout>) {
+    let mut child = Command::new(X)
+        .args(["serve", "--graph", g, "--listen", listen, "--duration", "60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start xpress serve --graph");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let server = Reaped(child);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let to = line.trim().strip_prefix("listening on ").expect("listening line").to_string();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert!(line.contains("XTP echo over the graph"), "{line}");
+    (server, to, out)
+}
+
+#[test]
+fn ping_over_a_described_graph_on_raw_ip_36() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("skipped: raw IP protocol 36 needs root (CAP_NET_RAW)");
+        return;
+    }
+    let g = graph_file("ip36.graph", "app -> xtp -> ip36\n");
+    let g = g.to_str().unwrap();
+    // The server on 127.0.0.2, the clients on 127.0.0.1: a raw socket sees
+    // every protocol-36 packet to its address, so each side needs its own.
+    let (_server, to, _out) = graph_server(g, "127.0.0.2:0");
+    let out = Command::new(X)
+        .args([
+            "ping",
+            "--graph",
+            g,
+            "--raw",
+            "127.0.0.1",
+            "--to",
+            &to,
+            "-c",
+            "30",
+            "-i",
+            "0",
+            "-l",
+            "1000",
+            "-J",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["sent"].as_u64(), v["received"].as_u64()), (Some(30), Some(30)), "{v}");
+    assert_eq!(v["graph"], "app -> xtp -> ip36");
+    // The direct engine's raw-IP client against the graph server.
+    let out = Command::new(X)
+        .args(["ping", "--raw", "127.0.0.1", "--to", &to, "-c", "20", "-i", "0", "-q"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("20 replies received"), "{text}");
+}
+
 #[test]
 fn bad_descriptions_are_refused_by_line_and_edge() {
     for (text, want) in [
@@ -58,7 +110,8 @@ fn bad_descriptions_are_refused_by_line_and_edge() {
         ("app -> xtp -> mux -> loop\n", "edge `xtp -> mux`: `xtp` cannot sit above `mux`"),
         ("app -> xtp\n", "line 1: `xtp` has no lower layer"),
         ("app -> xtp -> udp -> ip36\n", "edge `udp -> ip36`: `udp` is a root"),
-        ("app -> xtp -> link\n", "device `link` is not yet driven on real sockets"),
+        ("app -> xtp -> link\n", "device `link` is not driven on real sockets"),
+        ("app -> xtp -> ip36\n", "the graph's ip36 device needs a local IPv4 address of its own (--raw"),
     ] {
         let g = graph_file("bad.graph", text);
         let out = Command::new(X)
