@@ -483,11 +483,17 @@ impl<T: Transport> Driver<T> {
                 if may {
                     stamp.set(None);
                     let t0 = span_start();
-                    let k = self.sock.recv(false, &mut feed)?;
+                    // Validated peers beyond the lane limit share this
+                    // socket; their datagrams are not charged.
+                    let mut validated = 0;
+                    let k = self.sock.recv(false, &mut |from, data| {
+                        validated += usize::from(lanes.is_waiting(&from));
+                        feed(from, data)
+                    })?;
                     if k > 0 {
                         span_end(t0, Point::RecvCall, k as u64, 0);
                     }
-                    self.intake.charge(now, k);
+                    self.intake.charge(now, k, k.saturating_sub(validated));
                     n += k;
                 }
             }

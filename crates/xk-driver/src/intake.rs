@@ -14,7 +14,9 @@
 //! So validated traffic comes first. While some lane has carried a datagram
 //! in the last [`BUSY_WINDOW`], the shared socket is read only when the
 //! budget holds a whole batch ([`crate::batch::BATCH`]), and each read is
-//! charged what it returned; when it does not, the shared socket leaves the
+//! charged the datagrams it returned from peers that are not validated
+//! (validated peers left on the shared socket at the lane limit share it,
+//! uncharged — though under a flood they wait with it); when it does not, the shared socket leaves the
 //! epoll set until it does (otherwise its level-triggered readiness would
 //! turn the wait into a spin), and the kernel drops what overflows its
 //! buffer — in the flooder's time, not ours. With no lane traffic the
@@ -103,11 +105,12 @@ impl Intake {
         }
     }
 
-    /// Charges a read of `n` datagrams.
-    pub(crate) fn charge(&mut self, now: Instant, n: usize) {
-        self.counters.shared_read += n as u64;
+    /// Charges a read of `read` datagrams, `unvalidated` of them from peers
+    /// not validated.
+    pub(crate) fn charge(&mut self, now: Instant, read: usize, unvalidated: usize) {
+        self.counters.shared_read += read as u64;
         if let Some(b) = self.bucket.as_mut() {
-            b.spend(now, n);
+            b.spend(now, unvalidated);
         }
     }
 
@@ -137,7 +140,7 @@ mod tests {
         while now < Instant::from_secs(1) {
             i.lanes_read(now, 1);
             if i.may_read(now) {
-                i.charge(now, BATCH);
+                i.charge(now, BATCH, BATCH);
                 read += BATCH as u64;
             } else {
                 assert!(i.resume_at().unwrap() > now);
@@ -159,7 +162,7 @@ mod tests {
                     i.lanes_read(now, 1);
                 }
                 assert!(i.may_read(now));
-                i.charge(now, BATCH);
+                i.charge(now, BATCH, BATCH);
                 now += Duration::from_micros(20);
             }
             assert_eq!(i.counters().deferred, 0);
@@ -173,7 +176,7 @@ mod tests {
         let mut i = Intake::new(1_000);
         i.lanes_read(Instant::ZERO, 5);
         while i.may_read(Instant::ZERO) {
-            i.charge(Instant::ZERO, BATCH);
+            i.charge(Instant::ZERO, BATCH, BATCH);
         }
         let later = Instant::ZERO + BUSY_WINDOW;
         assert!(i.may_read(later), "no lane traffic for BUSY_WINDOW: unlimited");

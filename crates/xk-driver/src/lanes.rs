@@ -158,6 +158,12 @@ impl<T: Transport> Lanes<T> {
         Ok(shared)
     }
 
+    /// Whether `peer` is validated but was left on the shared socket at the
+    /// lane limit (the most recent `max` such peers are remembered).
+    pub(crate) fn is_waiting(&self, peer: &SocketAddr) -> bool {
+        self.waiting.contains(peer)
+    }
+
     /// Whether the shared socket is set aside (see [`Lanes::set_aside`]).
     pub(crate) fn shared_aside(&self) -> bool {
         self.shared_aside

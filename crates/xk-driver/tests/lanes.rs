@@ -262,3 +262,67 @@ fn beside_a_busy_lane_the_shared_socket_is_read_within_the_budget() {
     assert!((during as f64) >= RATE as f64 * secs / 4.0, "the shared socket was still read: {during}");
     assert!(intake.deferred > 0, "the budget was spent and the socket set aside");
 }
+
+/// Two clients, one lane: A holds it and keeps it busy, B is validated but
+/// left on the shared socket. B's datagrams are not charged to the intake
+/// budget (a small one here), so with no flood the shared socket is never
+/// set aside and B's 8 MB go through at loopback speed.
+#[test]
+fn a_validated_client_beyond_the_lane_limit_is_not_charged() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let cfg = DriverConfig { peer_lanes: 1, unvalidated_rate: 500, ..DriverConfig::default() };
+    let (addr, h) = server_with(stop.clone(), cfg, None);
+    let mut a = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 4).unwrap();
+    let mut b = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 5).unwrap();
+    let now = a.now();
+    let ca = a.endpoint().connect(now, addr, 9, ContextConfig::stream()).unwrap();
+    // A first, until the server has validated it and given it the lane.
+    let t = StdInstant::now();
+    while t.elapsed() < StdDuration::from_millis(200) {
+        let now = a.now();
+        let _ = a.endpoint().write(now, ca, Bytes::from(vec![1u8; 1024]), false, None);
+        a.turn(Duration::from_millis(1)).unwrap();
+        while a.endpoint().poll_event().is_some() {}
+    }
+    let now = b.now();
+    let cb = b.endpoint().connect(now, addr, 9, ContextConfig::stream()).unwrap();
+    let total = 8u64 << 20;
+    let chunk = Bytes::from(vec![6u8; 64 << 10]);
+    let mut written = 0;
+    let end = StdInstant::now() + StdDuration::from_secs(20);
+    let mut acked = 0;
+    while acked < total && StdInstant::now() < end {
+        // A trickles 1 KB per turn on its lane: busy, never idle 100 ms.
+        let now = a.now();
+        let _ = a.endpoint().write(now, ca, Bytes::from(vec![1u8; 1024]), false, None);
+        a.turn(Duration::from_millis(1)).unwrap();
+        while a.endpoint().poll_event().is_some() {}
+        let now = b.now();
+        let ep = b.endpoint();
+        while written < total && ep.writable(cb, 1 << 20) {
+            ep.write(now, cb, chunk.clone(), false, None).unwrap();
+            written += chunk.len() as u64;
+        }
+        while ep.poll_event().is_some() {}
+        acked = ep.context_stats(cb).map_or(0, |s| s.bytes_acked);
+        b.turn(Duration::from_millis(1)).unwrap();
+    }
+    assert_eq!(acked, total, "B's transfer finished within 20 s");
+    for (c, ctx) in [(&mut a, ca), (&mut b, cb)] {
+        let now = c.now();
+        c.endpoint().close(now, ctx);
+    }
+    stop.store(true, Ordering::Relaxed);
+    while !h.is_finished() {
+        for c in [&mut a, &mut b] {
+            c.turn(Duration::from_millis(2)).unwrap();
+            while c.endpoint().poll_event().is_some() {}
+        }
+    }
+    let d = h.join().unwrap();
+    let (lanes, intake) = (d.lane_counters(), d.intake_counters());
+    println!("{lanes:?} {intake:?}");
+    assert_eq!(lanes.at_limit, 1, "B was left on the shared socket");
+    assert!(intake.shared_read > 1000, "B's datagrams came through the shared socket: {intake:?}");
+    assert_eq!(intake.deferred, 0, "no flood, so the shared socket was never set aside");
+}

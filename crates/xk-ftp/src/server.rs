@@ -111,9 +111,11 @@ impl Server {
             let (stream, peer) = tokio::select! {
                 // In order, not at random (tokio's default): the same run
                 // every time over the simulator.
+                // Stop first: connections that keep arriving must not
+                // hide it.
                 biased;
-                c = self.listener.accept() => c?,
                 _ = stop.changed() => return Ok(()),
+                c = self.listener.accept() => c?,
             };
             let admitted = {
                 let mut s = self.sessions.lock().expect("session table");

@@ -45,10 +45,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = xk_apps::server::DEFAULT_PEER_LANES)]
     peer_lanes: usize,
     /// While validated clients have traffic on their own sockets, read at
-    /// most N datagrams per second from everyone else (the shared socket:
-    /// unvalidated sources, spoofed floods), so that a flood cannot take the
-    /// CPU the served clients need; 0: no limit. Without lane traffic the
-    /// shared socket is read without limit.
+    /// most N datagrams per second from unvalidated sources (new clients,
+    /// spoofed floods), so that a flood cannot take the CPU the served
+    /// clients need; 0: no limit. Validated clients beyond --peer-lanes are
+    /// not counted but share the socket (and its pauses) with them. Without
+    /// lane traffic there is no limit.
     #[arg(long, value_name = "N", default_value_t = xk_driver::intake::DEFAULT_UNVALIDATED_RATE)]
     unvalidated_rate: u64,
     /// Receive buffer of the TCP floor server's connections (SO_RCVBUF; Linux
