@@ -12,9 +12,10 @@
 //! a microsecond, and `sched_getcpu`, a vDSO read) is not in the times.
 //!
 //! A cause that hits most operations of a run is not a disturbance but the
-//! operation's own cost: a 64-KB message assembled in fresh heap pages
-//! page-faults every time (the allocator gives the pages back between
-//! messages). Minor faults in more than half of a run's operations are
+//! operation's own cost: a 64-KB message assembled in fresh heap pages can
+//! page-fault on every round trip when the allocator gives the pages back
+//! between messages (a quick run saw it on all of them; a full run on 10 %,
+//! which then count as disturbances). Minor faults in more than half of a run's operations are
 //! therefore kept in the statistics and reported as the operation's own
 //! ([`settle`]); preemption, major faults and migration always disturb.
 //!
