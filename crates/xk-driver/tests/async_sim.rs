@@ -90,3 +90,19 @@ async fn addresses_outside_the_network_and_ports_in_use_are_refused() {
     let e = net.connect_from(net.client_ip(), SocketAddr::new(net.third_ip(), 1), 9).await.err().unwrap();
     assert!(e.to_string().contains("no simulated link"), "{e}");
 }
+
+/// A stream outliving its network fails with the reason, not a hang.
+#[tokio::test(start_paused = true)]
+async fn a_stream_whose_network_is_dropped_fails_instead_of_hanging() {
+    let net = SimNet::new(2, LinkParams::default(), LinkParams::default()).unwrap();
+    let at = SocketAddr::new(net.server_ip(), 7001);
+    let l = net.bind(at, 9).await.unwrap();
+    let mut c = net.connect(at, 9).await.unwrap();
+    c.write_all(b"hello").await.unwrap();
+    drop(net);
+    drop(l);
+    let mut buf = [0u8; 8];
+    let r = tokio::time::timeout(std::time::Duration::from_secs(30), c.read(&mut buf)).await;
+    let e = r.expect("the read ended, not hung").expect_err("the network is gone");
+    assert!(e.to_string().contains("SimNet was dropped"), "{e}");
+}

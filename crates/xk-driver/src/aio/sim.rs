@@ -235,6 +235,17 @@ impl World {
     }
 }
 
+/// The network ends with its last [`SimNet`] handle: sockets still held
+/// by streams or listeners then fail with the reason instead of waiting
+/// for a network that is gone (review, session 14).
+impl Drop for World {
+    fn drop(&mut self) {
+        if self.failed.is_none() {
+            fail(self, "the SimNet was dropped while its sockets were in use".into());
+        }
+    }
+}
+
 struct Net {
     world: Mutex<World>,
     nudge: Arc<Notify>,
@@ -445,7 +456,8 @@ enum Place {
 }
 
 /// The network's task: see the module documentation. Ends with the last
-/// [`SimNet`] handle, or when the simulator fails.
+/// [`SimNet`] handle (whose drop fails the sockets left), or when the
+/// simulator fails.
 async fn drive(net: Weak<Net>, nudge: Arc<Notify>) {
     // An application call is waiting to be taken at the next tick.
     let mut nudged = false;
