@@ -197,19 +197,33 @@ fn run_graph(
     if a.json {
         println!("{}", serde_json::to_string(&r).unwrap_or_default());
     } else {
+        // In the direct ping's words and units.
+        println!("PING {} (xtp over the graph {}): {} bytes per request", a.to, r.graph, a.length);
         if !a.quiet {
             for (i, us) in r.rtt_us.iter().enumerate() {
-                println!("{} bytes from {}: seq={} time={us:.1} us", a.length, a.to, i + 1);
+                println!("{} bytes from {}: seq={i} time={}", a.length, a.to, format::secs(us / 1e6));
             }
         }
-        let median = r.median_us;
-        println!("--- {} ping statistics (graph: {}) ---", a.to, r.graph);
+        println!("--- {} xtp ping statistics (graph: {}) ---", a.to, r.graph);
         println!(
-            "{} requests, {} replies, median {median:.1} us; {} datagrams sent, {} received",
-            r.sent, r.received, r.datagrams_sent, r.datagrams_received
+            "{} sent, {} received, median {}; {} sent, {} received",
+            format::count(r.sent, "request", "requests"),
+            format::count(r.received, "reply", "replies"),
+            if r.received > 0 { format::secs(r.median_us / 1e6) } else { "-".into() },
+            format::count(r.datagrams_sent, "datagram", "datagrams"),
+            format::count(r.datagrams_received, "datagram", "datagrams"),
         );
     }
-    Ok(if r.received == 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    // As the direct ping: an interrupted -c run did not do what was asked.
+    let cut_short = stop.load(std::sync::atomic::Ordering::Relaxed) && r.sent < count;
+    if cut_short {
+        eprintln!(
+            "xpress ping: interrupted after {} of {}",
+            r.sent,
+            format::count(count, "request", "requests")
+        );
+    }
+    Ok(if r.received == 0 || cut_short { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 #[cfg(test)]
