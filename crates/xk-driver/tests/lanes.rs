@@ -56,23 +56,28 @@ fn server_with(
     (addr, h)
 }
 
+/// One thread sending 64-byte junk datagrams at `addr` as fast as it can
+/// until `stop`, for at most `secs` seconds or `most` sends; the count.
+fn junk(addr: SocketAddr, stop: Arc<AtomicBool>, secs: u64, most: u64) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let end = StdInstant::now() + StdDuration::from_secs(secs);
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) && StdInstant::now() < end && n < most {
+            let _ = s.send_to(&[0xa5u8; 64], addr);
+            n += 1;
+        }
+        n
+    })
+}
+
 #[test]
 fn a_validated_client_gets_a_lane_out_of_a_floods_way() {
     let stop = Arc::new(AtomicBool::new(false));
     let (addr, h) = server(stop.clone(), 4);
     // Junk at the shared socket the whole time (bounded: 3 s or 2 M sends).
     let junk_stop = Arc::new(AtomicBool::new(false));
-    let js = junk_stop.clone();
-    let junk = std::thread::spawn(move || {
-        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let end = StdInstant::now() + StdDuration::from_secs(3);
-        let mut n = 0u64;
-        while !js.load(Ordering::Relaxed) && StdInstant::now() < end && n < 2_000_000 {
-            let _ = s.send_to(&[0xa5u8; 64], addr);
-            n += 1;
-        }
-        n
-    });
+    let junk = junk(addr, junk_stop.clone(), 3, 2_000_000);
     let mut c = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 2).unwrap();
     let now = c.now();
     let ctx = c.endpoint().connect(now, addr, 9, ContextConfig::stream()).unwrap();
@@ -207,7 +212,7 @@ fn beside_a_busy_lane_the_shared_socket_is_read_within_the_budget() {
     let ctx = c.endpoint().connect(now, addr, 9, ContextConfig::stream()).unwrap();
     let chunk = Bytes::from(vec![5u8; 1 << 20]);
     let junk_stop = Arc::new(AtomicBool::new(false));
-    let mut junk = None;
+    let mut flood = None;
     let mut window = None;
     for i in 0..60 {
         let now = c.now();
@@ -220,17 +225,7 @@ fn beside_a_busy_lane_the_shared_socket_is_read_within_the_budget() {
         if i == 5 {
             // The lane is open and busy: flood from now on (bounded: 5 s
             // or 3 M sends), and count from a moment later.
-            let js = junk_stop.clone();
-            junk = Some(std::thread::spawn(move || {
-                let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-                let end = StdInstant::now() + StdDuration::from_secs(5);
-                let mut n = 0u64;
-                while !js.load(Ordering::Relaxed) && StdInstant::now() < end && n < 3_000_000 {
-                    let _ = s.send_to(&[0xa5u8; 64], addr);
-                    n += 1;
-                }
-                n
-            }));
+            flood = Some(junk(addr, junk_stop.clone(), 5, 3_000_000));
         }
         if i == 10 {
             window = Some((StdInstant::now(), read.load(Ordering::Relaxed)));
@@ -239,7 +234,7 @@ fn beside_a_busy_lane_the_shared_socket_is_read_within_the_budget() {
     let (t0, r0) = window.unwrap();
     let (secs, during) = (t0.elapsed().as_secs_f64(), read.load(Ordering::Relaxed) - r0);
     junk_stop.store(true, Ordering::Relaxed);
-    let junk_sent = junk.unwrap().join().unwrap();
+    let junk_sent = flood.unwrap().join().unwrap();
     let acked = c.endpoint().context_stats(ctx).map_or(0, |s| s.bytes_acked);
     let now = c.now();
     c.endpoint().close(now, ctx);
