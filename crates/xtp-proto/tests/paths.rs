@@ -502,5 +502,5 @@ fn bbr_fills_a_short_lossy_path() {
         "{line}: {control} control packets beside {} data packets",
         r.stats.copied_into_packets.ops
     );
-    assert!(goodput >= 0.967 * rate as f64, "{line}: under 96.7 % of the bottleneck");
+    assert!(goodput >= 0.975 * rate as f64, "{line}: under 97.5 % of the bottleneck (ceiling 97.8 %)");
 }
