@@ -148,14 +148,26 @@ pub enum Batching {
 }
 
 impl Batching {
-    /// Whether `r` may join a batch that starts with `first` and holds `n`.
+    /// Most requests a batch that starts with `first` may hold, given the
+    /// adapter's `max_batch` (asked once per batch, not per request).
     #[inline]
-    pub fn joins(self, first: &Request, r: &Request, n: usize) -> bool {
+    pub fn limit(self, first: &Request, max_batch: usize) -> usize {
+        match self {
+            Batching::Any => max_batch,
+            Batching::SameSize { max_bytes } => match first.size as usize {
+                0 => max_batch,
+                size => max_batch.min(max_bytes / size).max(1),
+            },
+        }
+    }
+
+    /// Whether `r` may join a batch that starts with `first` (within
+    /// [`Batching::limit`]).
+    #[inline]
+    pub fn joins(self, first: &Request, r: &Request) -> bool {
         match self {
             Batching::Any => true,
-            Batching::SameSize { max_bytes } => {
-                r.size == first.size && (n + 1) * first.size as usize <= max_bytes
-            }
+            Batching::SameSize { .. } => r.size == first.size,
         }
     }
 }
@@ -192,8 +204,14 @@ pub trait Adapter {
 #[inline]
 fn stamp(buf: &mut [u8], r: &Request) {
     let seq = r.seq.to_le_bytes();
-    let n = buf.len().min(8);
-    buf[..n].copy_from_slice(&seq[..n]);
+    match buf.first_chunk_mut::<8>() {
+        // The usual case: one 8-byte store, not a copy of variable length.
+        Some(head) => *head = seq,
+        None => {
+            let n = buf.len();
+            buf.copy_from_slice(&seq[..n]);
+        }
+    }
 }
 
 impl AdapterSpec {
@@ -352,7 +370,25 @@ impl Udp {
         }
     }
 
+    /// Writes the batch's payloads back to back into the arena, each
+    /// stamped with its sequence number; returns the bytes in all.
     fn fill(&mut self, batch: &[Request]) -> usize {
+        let Some(first) = batch.first() else { return 0 };
+        let size = first.size as usize;
+        if self.kind == Kind::UdpGso && size > 0 {
+            // GSO batches are of one size (`Batching::SameSize`): each
+            // segment's stamp is at a multiple of the size — no
+            // per-request length or offset sum (docs/LOADGEN.md, Session 14).
+            let total = size * batch.len();
+            if self.arena.len() < total {
+                self.arena.resize(total, 0);
+            }
+            for (seg, r) in self.arena[..total].chunks_exact_mut(size).zip(batch) {
+                debug_assert_eq!(r.size as usize, size);
+                stamp(seg, r);
+            }
+            return total;
+        }
         let total: usize = batch.iter().map(|r| r.size as usize).sum();
         if self.arena.len() < total {
             self.arena.resize(total, 0);

@@ -261,9 +261,10 @@ fn execute<S: Source>(
         if !S::DRAW_BEFORE_WAIT {
             peek = src.next();
         }
-        while batch.len() < max_batch {
+        let limit = batching.limit(&first, max_batch);
+        while batch.len() < limit {
             match peek {
-                Some(r) if r.t_ns <= now && batching.joins(&batch[0], &r, batch.len()) => {
+                Some(r) if r.t_ns <= now && batching.joins(&first, &r) => {
                     batch.push(r);
                     peek = src.next();
                 }
@@ -275,14 +276,11 @@ fn execute<S: Source>(
             break;
         }
         now = start.elapsed().as_nanos() as u64;
-        for r in &batch {
-            match now.checked_sub(r.t_ns) {
-                Some(miss) => {
-                    m.hist.record(miss);
-                    m.last_miss = miss;
-                }
-                None => m.early += 1,
-            }
+        // Every request of the batch gets its own τ_i − t_i; they share
+        // τ_i, so the histogram keeps sum and maximum once per batch.
+        m.early += m.hist.record_since(now, batch.iter().map(|r| r.t_ns));
+        if let Some(last) = batch.last() {
+            m.last_miss = now.saturating_sub(last.t_ns);
         }
         m.requests += batch.len() as u64;
         m.last_ns = now;
