@@ -38,6 +38,9 @@ pub struct RunConfig {
     pub threads: u8,
     /// How SCHED waits.
     pub wait: Wait,
+    /// Rehearse the release path shortly before each request
+    /// ([`Wait::until_warm`]); off only to measure what it does.
+    pub warm: bool,
     /// Most requests taken from the model.
     pub count: u64,
     /// Model time bound, ns.
@@ -236,13 +239,17 @@ fn execute<S: Source>(
             if first.t_ns > now + 1_000_000 {
                 adapter.idle();
             }
-            now = cfg.wait.until_warm(start, first.t_ns, || {
-                batch.push(first);
-                batch.clear();
-                std::hint::black_box(cfg.drop_late_ns);
-                m.hist.touch(m.last_miss);
-                adapter.warm();
-            });
+            now = if cfg.warm {
+                cfg.wait.until_warm(start, first.t_ns, || {
+                    batch.push(first);
+                    batch.clear();
+                    std::hint::black_box(cfg.drop_late_ns);
+                    m.hist.touch(m.last_miss);
+                    adapter.warm();
+                })
+            } else {
+                cfg.wait.until(start, first.t_ns)
+            };
         }
         if now > wall_limit {
             m.wall_stop = true;
@@ -398,6 +405,7 @@ impl RunConfig {
             adapter,
             threads: 1,
             wait: Wait::Busy,
+            warm: true,
             count: 1_000_000,
             duration_ns: 10_000_000_000,
             late_ns: 1_000,

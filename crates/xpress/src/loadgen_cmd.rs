@@ -62,6 +62,10 @@ pub(crate) struct RunArgs {
     /// busy, sleep, hybrid or hybrid:MARGIN_US.
     #[arg(long, default_value = "busy")]
     wait: String,
+    /// Do not rehearse the release path 2 µs before each request (on by
+    /// default; off only to measure what it does to the miss times).
+    #[arg(long)]
+    no_warm: bool,
     /// SCHED_FIFO for the sending thread (refused with the reason if not permitted).
     #[arg(long)]
     fifo: bool,
@@ -244,6 +248,7 @@ fn run_model(a: &RunArgs) -> Result<(), String> {
         adapter: AdapterSpec { kind, to: a.to, xtp_port: a.xtp_port, tx_timestamps: a.tx_timestamps },
         threads: a.threads,
         wait,
+        warm: !a.no_warm,
         count: a.count,
         duration_ns: duration.as_nanos() as u64,
         late_ns: (a.late_us.max(0.0) * 1e3) as u64,
