@@ -118,6 +118,9 @@ pub struct Row {
     pub wait: String,
     /// What the real-time measures came to.
     pub scheduling: String,
+    /// The clock t_i and τ_i were read from (TSC or CLOCK_MONOTONIC).
+    #[serde(default)]
+    pub clock: String,
     /// Whether real-time measures were asked for.
     pub realtime: bool,
     /// Specified inter-arrival time (0 for P_max), ns.
@@ -160,6 +163,7 @@ fn row(kind: &str, r: &RunReport, gap_ns: u64, realtime: bool) -> Row {
         threads: r.threads,
         wait: r.wait.clone(),
         scheduling: r.scheduling.clone(),
+        clock: r.clock.clone(),
         realtime,
         gap_ns,
         requests: r.requests,
@@ -799,7 +803,8 @@ fn reading(rows: &[Row]) -> String {
         .max_by(|a, b| a.vz_ns.total_cmp(&b.vz_ns))
     {
         parts.push(format!(
-            "SCHED alone (null adapter, busy waiting, τ taken when the request is released) misses by a median of at most {} ns and a VZ of at most {:.0} ns at inter-arrival times of 10 µs and more (goal: 50 ns and 1 µs on a quiet core; the worst row is {} ns, {}, p99 {} ns)",
+            "SCHED alone (null adapter, busy waiting, τ taken when the request is released, both times read from the {}) misses by a median of at most {} ns and a VZ of at most {:.0} ns at inter-arrival times of 10 µs and more (goal: 50 ns and 1 µs on a quiet core; the worst row is {} ns, {}, p99 {} ns)",
+            esc(&m.clock),
             rows.iter()
                 .filter(|r| r.kind == "precision" && r.adapter == "null" && r.gap_ns >= 10_000)
                 .map(|r| r.median_ns)

@@ -25,6 +25,8 @@
 pub mod adapt;
 mod adapt_xtp;
 pub mod analytic;
+#[allow(unsafe_code)]
+pub mod clock;
 pub mod dist;
 pub mod floor;
 pub mod gar;

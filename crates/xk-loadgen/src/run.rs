@@ -16,11 +16,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use crate::adapt::{AdapterSpec, Counts};
+use crate::clock::RunClock;
 use crate::gar::{Gar, Request};
 use crate::model::Model;
 use crate::sched::{Realtime, Wait};
@@ -41,6 +41,9 @@ pub struct RunConfig {
     /// Rehearse the release path shortly before each request
     /// ([`Wait::until_warm`]); off only to measure what it does.
     pub warm: bool,
+    /// Time the run with `CLOCK_MONOTONIC` even where the TSC would do
+    /// ([`crate::clock`]); only to compare the two.
+    pub os_clock: bool,
     /// Most requests taken from the model.
     pub count: u64,
     /// Model time bound, ns.
@@ -99,6 +102,11 @@ pub struct RunReport {
     pub queue_empty: u64,
     /// The model walk's own error, if it stopped one.
     pub model_error: Option<String>,
+    /// The clock t_i and τ_i were read from ([`crate::clock`]).
+    pub clock: String,
+    /// That clock's reading minus `CLOCK_MONOTONIC`'s at the run's end, ns
+    /// (what kernel timestamps are off by when compared with τ_i).
+    pub clock_drift_ns: i64,
 }
 
 /// Where ADAPT takes requests from.
@@ -194,14 +202,14 @@ struct Measured {
 fn execute<S: Source>(
     src: &mut S,
     cfg: &RunConfig,
-    start: Instant,
+    clock: &RunClock,
     stop: &AtomicBool,
     mut progress: Option<Progress<'_>>,
 ) -> Result<Measured, String> {
     let mut adapter = cfg.adapter.open().map_err(|e| e.to_string())?;
     // The wall clock at t = 0, for kernel timestamps (CLOCK_REALTIME): read
     // next to `start`'s monotonic reading, shifted by the time since.
-    let since = start.elapsed().as_nanos() as i128;
+    let since = clock.stamp() as i128;
     let real = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i128);
@@ -240,7 +248,7 @@ fn execute<S: Source>(
                 adapter.idle();
             }
             now = if cfg.warm {
-                cfg.wait.until_warm(start, first.t_ns, || {
+                cfg.wait.until_warm(clock, first.t_ns, || {
                     batch.push(first);
                     batch.clear();
                     std::hint::black_box(cfg.drop_late_ns);
@@ -248,7 +256,7 @@ fn execute<S: Source>(
                     adapter.warm();
                 })
             } else {
-                cfg.wait.until(start, first.t_ns)
+                cfg.wait.until(clock, first.t_ns)
             };
         }
         if now > wall_limit {
@@ -282,7 +290,7 @@ fn execute<S: Source>(
             m.fatal = Some(e.to_string());
             break;
         }
-        now = start.elapsed().as_nanos() as u64;
+        now = clock.stamp();
         // Every request of the batch gets its own τ_i − t_i; they share
         // τ_i, so the histogram keeps sum and maximum once per batch.
         m.early += m.hist.record_since(now, batch.iter().map(|r| r.t_ns));
@@ -331,8 +339,9 @@ pub fn run(
     let (m, why, model_error) = if cfg.threads == 1 {
         report.scheduling = crate::sched::apply(&cfg.rt)?;
         let mut src = Bounded { gar, left: cfg.count, duration_ns: cfg.duration_ns, why: "" };
-        let start = Instant::now();
-        let m = execute(&mut src, cfg, start, &stop, progress)?;
+        let clock = RunClock::start(cfg.os_clock);
+        let m = execute(&mut src, cfg, &clock, &stop, progress)?;
+        (report.clock, report.clock_drift_ns) = (clock.name(), clock.drift_ns());
         (m, src.why.to_string(), src.gar.error().map(str::to_string))
     } else {
         let (mut tx, rx) = rtrb::RingBuffer::<Request>::new(QUEUE);
@@ -368,8 +377,9 @@ pub fn run(
             report.scheduling += &format!("; GAR on cpu {c}");
         }
         let mut src = Queue { rx, empty: 0 };
-        let start = Instant::now();
-        let m = execute(&mut src, cfg, start, &stop, progress);
+        let clock = RunClock::start(cfg.os_clock);
+        let m = execute(&mut src, cfg, &clock, &stop, progress);
+        (report.clock, report.clock_drift_ns) = (clock.name(), clock.drift_ns());
         // Whatever ended ADAPT, GAR must not wait on a full queue forever.
         gar_stop.store(true, Ordering::Relaxed);
         drop(src.rx);
@@ -406,6 +416,7 @@ impl RunConfig {
             threads: 1,
             wait: Wait::Busy,
             warm: true,
+            os_clock: false,
             count: 1_000_000,
             duration_ns: 10_000_000_000,
             late_ns: 1_000,

@@ -10,7 +10,9 @@
 //!
 //! A request is never executed early: every wait ends at or after t_i.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::RunClock;
 
 use serde::{Deserialize, Serialize};
 
@@ -62,18 +64,18 @@ impl Wait {
 
     /// Waits until `t_ns` after `start`; returns the time then (≥ `t_ns`).
     #[inline]
-    pub fn until(&self, start: Instant, t_ns: u64) -> u64 {
-        self.until_warm(start, t_ns, || {})
+    pub fn until(&self, clock: &RunClock, t_ns: u64) -> u64 {
+        self.until_warm(clock, t_ns, || {})
     }
 
     /// As [`Wait::until`], calling `warm` once when [`WARM_NS`] are left
     /// (or at once if less are): a rehearsal of what follows the release,
     /// which brings its lines back into the cache after a long wait.
     #[inline]
-    pub fn until_warm(&self, start: Instant, t_ns: u64, mut warm: impl FnMut()) -> u64 {
+    pub fn until_warm(&self, clock: &RunClock, t_ns: u64, mut warm: impl FnMut()) -> u64 {
         let mut warmed = false;
         loop {
-            let now = start.elapsed().as_nanos() as u64;
+            let now = clock.now();
             if now >= t_ns {
                 return now;
             }
@@ -145,12 +147,12 @@ mod tests {
     #[test]
     fn waits_are_never_early() {
         for w in [Wait::Busy, Wait::Sleep, Wait::Hybrid { margin_ns: 50_000 }] {
-            let start = Instant::now();
+            let clock = RunClock::start(false);
             for i in 1..50u64 {
                 let t = i * 20_000;
-                let now = w.until(start, t);
+                let now = w.until(&clock, t);
                 assert!(now >= t);
-                assert!(start.elapsed().as_nanos() as u64 >= t);
+                assert!(clock.stamp() >= t);
             }
         }
         assert_eq!(Wait::parse("hybrid:20").unwrap(), Wait::Hybrid { margin_ns: 20_000 });

@@ -66,6 +66,10 @@ pub(crate) struct RunArgs {
     /// default; off only to measure what it does to the miss times).
     #[arg(long)]
     no_warm: bool,
+    /// Time the run with CLOCK_MONOTONIC instead of the TSC (the TSC is
+    /// used where the kernel uses it; this is only to compare the two).
+    #[arg(long)]
+    os_clock: bool,
     /// SCHED_FIFO for the sending thread (refused with the reason if not permitted).
     #[arg(long)]
     fifo: bool,
@@ -249,6 +253,7 @@ fn run_model(a: &RunArgs) -> Result<(), String> {
         threads: a.threads,
         wait,
         warm: !a.no_warm,
+        os_clock: a.os_clock,
         count: a.count,
         duration_ns: duration.as_nanos() as u64,
         late_ns: (a.late_us.max(0.0) * 1e3) as u64,
@@ -316,7 +321,7 @@ fn print_run(r: &RunReport) {
             t.n, t.mean_ns, t.median_ns, t.p99_ns, t.max_ns
         );
     }
-    println!("  ended: {}", r.stopped);
+    println!("  clock: {}, {} ns off CLOCK_MONOTONIC at the end; ended: {}", r.clock, r.clock_drift_ns, r.stopped);
     if let Some(e) = &r.model_error {
         println!("  model: {e}");
     }
