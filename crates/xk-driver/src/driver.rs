@@ -328,6 +328,11 @@ impl<T: Transport> Driver<T> {
         &mut self.ep
     }
 
+    /// The engine, to look at.
+    pub fn endpoint_ref(&self) -> &Endpoint<EngineTrace> {
+        &self.ep
+    }
+
     /// What the socket did (datagrams, errors, system calls).
     pub fn counters(&self) -> IoCounters {
         self.sock.counters()

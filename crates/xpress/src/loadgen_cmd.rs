@@ -321,7 +321,10 @@ fn print_run(r: &RunReport) {
             t.n, t.mean_ns, t.median_ns, t.p99_ns, t.max_ns
         );
     }
-    println!("  clock: {}, {} ns off CLOCK_MONOTONIC at the end; ended: {}", r.clock, r.clock_drift_ns, r.stopped);
+    println!(
+        "  clock: {}, {} ns off CLOCK_MONOTONIC at the end; ended: {}",
+        r.clock, r.clock_drift_ns, r.stopped
+    );
     if let Some(e) = &r.model_error {
         println!("  model: {e}");
     }

@@ -441,6 +441,14 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CA
         self.contexts.len()
     }
 
+    /// Whether every context held has ended and only lingers (to answer a
+    /// peer that missed our last acknowledgement): closing the endpoint now
+    /// loses no data either way. A context still sending or receiving, or
+    /// waiting for its close to be acknowledged, makes this false.
+    pub fn only_lingering(&self) -> bool {
+        self.contexts.iter().all(|(_, c)| c.state == State::Inactive)
+    }
+
     /// Accepts FIRSTs addressed to XTP `port` (0 also catches null addresses),
     /// creating contexts configured by `cfg` (the FIRST's service and options
     /// take precedence).

@@ -22,8 +22,12 @@
 //! freed, or after ten minutes (the old bound).
 //!
 //! Each lingering endpoint holds its socket, so their number is bounded:
-//! beyond [`max_lingering`] the oldest is closed early and counted, as
-//! Linux destroys TIME_WAIT sockets beyond `tcp_max_tw_buckets`. Without
+//! beyond [`max_lingering`] one is closed early and counted, as Linux
+//! destroys TIME_WAIT sockets beyond `tcp_max_tw_buckets`: the oldest
+//! whose contexts have all ended ([`xtp_proto::Endpoint::only_lingering`]),
+//! so that an endpoint still delivering what a dropped stream wrote keeps
+//! its data; only when none of the oldest [`EVICT_SCAN`] has ended is the
+//! oldest closed whatever its state (counted apart: data lost). Without
 //! the bound, transactions at 12,000/s held 20,000 descriptors within two
 //! seconds and every later socket of the process failed with "Too many
 //! open files" (E7's transaction rows, and the rows after them). An early
@@ -58,6 +62,12 @@ pub fn max_lingering() -> usize {
 
 /// Lingering endpoints closed early because [`max_lingering`] were held.
 static EVICTED: AtomicU64 = AtomicU64::new(0);
+/// Of those, endpoints closed with a context that had not ended.
+static EVICTED_LIVE: AtomicU64 = AtomicU64::new(0);
+/// How many of the oldest endpoints are looked at for one whose contexts
+/// have all ended, before the oldest is taken whatever its state (bounds
+/// the work per adoption when all are still draining).
+const EVICT_SCAN: usize = 64;
 /// Lingering endpoints held now.
 static LINGERING: AtomicU64 = AtomicU64::new(0);
 /// Lingering endpoints dropped at once because no reaper could be had.
@@ -70,6 +80,9 @@ pub struct LingerCounts {
     pub lingering: u64,
     /// Closed early because [`max_lingering`] were held.
     pub evicted: u64,
+    /// Of `evicted`, closed while a context had not ended (still sending,
+    /// receiving or closing): what it had not delivered was lost.
+    pub evicted_live: u64,
     /// Dropped at once: no reaper thread could be started (descriptors or
     /// threads exhausted).
     pub lost: u64,
@@ -80,6 +93,7 @@ pub fn linger_counts() -> LingerCounts {
     LingerCounts {
         lingering: LINGERING.load(Ordering::Relaxed),
         evicted: EVICTED.load(Ordering::Relaxed),
+        evicted_live: EVICTED_LIVE.load(Ordering::Relaxed),
         lost: LOST.load(Ordering::Relaxed),
     }
 }
@@ -148,6 +162,26 @@ struct Adopted {
     scheduled: Option<Clock>,
 }
 
+/// Takes the endpoint to close early: the oldest of the first
+/// [`EVICT_SCAN`] in `order` whose contexts have all ended, else the oldest.
+fn evict(drivers: &mut HashMap<u64, Adopted>, order: &mut VecDeque<u64>) -> Option<Adopted> {
+    // Tokens of endpoints already gone are skipped (and dropped at the
+    // front); `run` prunes the rest now and then.
+    while order.front().is_some_and(|t| !drivers.contains_key(t)) {
+        order.pop_front();
+    }
+    let ended = order
+        .iter()
+        .take(EVICT_SCAN)
+        .position(|t| drivers.get(t).is_some_and(|a| a.d.endpoint_ref().only_lingering()));
+    let token = order.remove(ended.unwrap_or(0))?;
+    if ended.is_none() {
+        EVICTED_LIVE.fetch_add(1, Ordering::Relaxed);
+    }
+    EVICTED.fetch_add(1, Ordering::Relaxed);
+    drivers.remove(&token)
+}
+
 fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
     let mut drivers: HashMap<u64, Adopted> = HashMap::new();
     // (when, token): each driver's next wake-up (its next timer, or its end).
@@ -186,11 +220,8 @@ fn run(rx: Receiver<UdpDriver>, epoll: Epoll, bell: Arc<EventFd>) {
                     order.push_back(token);
                     due.push(token);
                     while drivers.len() > max_lingering() {
-                        let Some(old) = order.pop_front() else { break };
-                        if let Some(a) = drivers.remove(&old) {
-                            let _ = epoll.delete(a.d.input_fd());
-                            EVICTED.fetch_add(1, Ordering::Relaxed);
-                        }
+                        let Some(a) = evict(&mut drivers, &mut order) else { break };
+                        let _ = epoll.delete(a.d.input_fd());
                     }
                 }
             } else {
