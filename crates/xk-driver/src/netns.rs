@@ -646,3 +646,40 @@ pub fn leftover(prefix: &str) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::coalescable;
+
+    /// An IPv4 packet of protocol `proto` with `l4` bytes after the header.
+    fn v4(proto: u8, l4: &[u8]) -> Vec<u8> {
+        let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0, 10, 200, 0, 1, 10, 200, 0, 2];
+        p.extend_from_slice(l4);
+        p
+    }
+
+    #[test]
+    fn only_packets_that_can_join_a_super_packet_are_held() {
+        let mut tcp = vec![0u8; 20];
+        tcp[12] = 5 << 4; // a 20-byte header
+        assert!(!coalescable(&v4(6, &tcp)), "a pure ACK leaves at once");
+        let mut with_opts = vec![0u8; 32];
+        with_opts[12] = 8 << 4; // 32 bytes of header and options, no data
+        assert!(!coalescable(&v4(6, &with_opts)), "an ACK with timestamps leaves at once");
+        tcp.extend_from_slice(&[7; 100]);
+        assert!(coalescable(&v4(6, &tcp)), "TCP with data can be coalesced");
+        assert!(coalescable(&v4(17, &[0; 9])), "UDP with data can be coalesced");
+        assert!(!coalescable(&v4(36, &[0; 100])), "XTP over IP 36 has no GSO");
+        let mut v6 = vec![0x60, 0, 0, 0, 0, 21, 6, 64];
+        v6.extend_from_slice(&[0; 32]);
+        let mut seg = vec![0u8; 20];
+        seg[12] = 5 << 4;
+        seg.push(1);
+        v6.extend_from_slice(&seg);
+        assert!(coalescable(&v6), "IPv6 TCP with data can be coalesced");
+        // Malformed: counted nowhere, never a panic.
+        for bad in [&[][..], &[0x45, 0, 0][..], &v4(6, &[0; 5])[..], &[0x60; 39][..]] {
+            assert!(!coalescable(bad));
+        }
+    }
+}
