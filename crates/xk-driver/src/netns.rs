@@ -295,9 +295,7 @@ impl Netns {
                 }
                 let sent_at = clock.now();
                 let n = tx[d].held.len();
-                if tx[d].write(outs[d]).is_err() {
-                    send_errors[d] += n as u64;
-                }
+                send_errors[d] += tx[d].write(outs[d]);
                 // Stamped as the write starts: the batch is handed to the
                 // kernel. The write itself then runs the other namespace's
                 // stack (receive, and often the transmit an ACK releases)
@@ -385,9 +383,7 @@ impl Netns {
         for d in 0..2 {
             if !tx[d].held.is_empty() {
                 let sent_at = clock.now();
-                if tx[d].write(outs[d]).is_err() {
-                    send_errors[d] += tx[d].held.len() as u64;
-                }
+                send_errors[d] += tx[d].write(outs[d]);
                 for (p, _) in tx[d].held.drain(..) {
                     errors[d].push(duration_nanos(sent_at.saturating_since(p.at)));
                 }
@@ -456,22 +452,45 @@ struct Batch {
 
 impl Batch {
     /// Writes the held packets to `dev`, coalesced where they can be (one
-    /// write per GRO super-packet or lone packet). Leaves `held` as it is
-    /// (the caller accounts for each packet).
-    fn write(&mut self, dev: &SyncDevice) -> io::Result<()> {
+    /// write per GRO super-packet or lone packet); returns the writes the
+    /// kernel refused. Leaves `held` as it is (the caller accounts for each
+    /// packet).
+    fn write(&mut self, dev: &SyncDevice) -> u64 {
         let n = self.held.len();
         if self.bufs.len() < n {
             // GRO appends into the first packet's buffer and refuses to grow
             // one: each has room for a whole super-packet.
             self.bufs.resize_with(n, || Vec::with_capacity(2 * VIRTIO_NET_HDR_LEN + 65_536));
         }
-        for ((p, _), b) in self.held.iter().zip(&mut self.bufs) {
+        self.fill(0..n);
+        match dev.send_multiple(&mut self.gro, &mut self.bufs[..n], VIRTIO_NET_HDR_LEN) {
+            Ok(_) => 0,
+            // A write failed (the others were made): one refusal counted.
+            Err(e) if e.raw_os_error().is_some() || n == 1 => 1,
+            // Coalescing refused the batch before writing anything (a
+            // packet it could not parse, as a corrupted one can be): each
+            // packet goes alone, as it came (GRO may have merged buffers).
+            Err(_) => {
+                self.fill(0..n);
+                let mut refused = 0;
+                for i in 0..n {
+                    if dev.send_multiple(&mut self.gro, &mut self.bufs[i..=i], VIRTIO_NET_HDR_LEN).is_err() {
+                        refused += 1;
+                    }
+                }
+                refused
+            }
+        }
+    }
+
+    /// Copies held packets `range` into their buffers behind an empty
+    /// virtio-net header.
+    fn fill(&mut self, range: std::ops::Range<usize>) {
+        for ((p, _), b) in self.held[range.clone()].iter().zip(&mut self.bufs[range]) {
             b.clear();
             b.resize(VIRTIO_NET_HDR_LEN, 0);
             b.extend_from_slice(&p.packet);
         }
-        dev.send_multiple(&mut self.gro, &mut self.bufs[..n], VIRTIO_NET_HDR_LEN)?;
-        Ok(())
     }
 }
 

@@ -287,15 +287,18 @@ fn ftp_over_xtp_through_a_lossy_link_is_byte_exact() {
 }
 
 /// Batched forwarding (TUN segmentation offloads): 40 MB over kernel TCP
-/// (FTP) through a 1 Gbit/s link that loses 1 % of its packets. The sending
+/// (FTP) through a 1 Gbit/s link that loses 1 % of its packets and corrupts
+/// 0.5 % (one bit each). The sending
 /// stack hands the emulator 64 KB super-packets; each loss falls inside one
 /// (almost always in the middle), so the emulator must split it there and
 /// write the segments around the hole as separate coalesced packets, with
 /// lengths, sequence numbers and checksums right — the receiving stack
 /// trusts a coalesced packet's checksum, so a wrong split would corrupt the
-/// file rather than be retransmitted. Checks the file byte for byte, that
-/// segments were lost, and that the emulator wrote fewer times than it
-/// released packets (it does one write per packet without batching).
+/// file rather than be retransmitted. A corrupted segment must not be
+/// coalesced (its checksum would no longer be checked) but written alone.
+/// Checks the file byte for byte, that segments were lost and corrupted,
+/// and that the emulator wrote fewer times than it released packets (it
+/// does one write per packet without batching).
 #[test]
 fn kernel_tcp_through_a_lossy_gigabit_link_is_batched_and_byte_exact() {
     if !is_root() {
@@ -314,7 +317,17 @@ fn kernel_tcp_through_a_lossy_gigabit_link_is_batched_and_byte_exact() {
     let b = format!("{X} ftp get {url}/big {d}/got");
     let report = dir.join("report.json");
     let out = Command::new(X)
-        .args(["netns", "--link", "delay 1ms rate 1gbit loss 1%", "--a", &a, "--b", &b, "--duration", "120"])
+        .args([
+            "netns",
+            "--link",
+            "delay 1ms rate 1gbit loss 1% corrupt 0.5%",
+            "--a",
+            &a,
+            "--b",
+            &b,
+            "--duration",
+            "120",
+        ])
         .arg("--report")
         .arg(&report)
         .output()
@@ -332,11 +345,14 @@ fn kernel_tcp_through_a_lossy_gigabit_link_is_batched_and_byte_exact() {
     }
     // Data flows A -> B: the forward direction.
     let lost = r["forward"]["drop_loss"].as_u64().unwrap();
+    let corrupted = r["forward"]["corrupted"].as_u64().unwrap();
     let released = r["forward"]["delivered"].as_u64().unwrap() + r["reverse"]["delivered"].as_u64().unwrap();
     let writes = r["send_calls"].as_u64().unwrap();
     eprintln!(
-        "1 Gbit/s, 1 % loss: {lost} data segments lost, {released} packets released in {writes} writes"
+        "1 Gbit/s, 1 % loss, 0.5 % corruption: {lost} data segments lost, {corrupted} corrupted, \
+         {released} packets released in {writes} writes"
     );
     assert!(lost > 100, "too few losses to have split super-packets: {r}");
+    assert!(corrupted > 50, "too few corrupted segments to have tested them: {r}");
     assert!(writes * 2 < released, "{writes} writes for {released} packets: not batched: {r}");
 }
