@@ -53,7 +53,7 @@
 
 use std::io::{self, Write};
 use std::net::Ipv4Addr;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -263,7 +263,7 @@ impl Netns {
         for dev in ins {
             dev.set_nonblocking(true)?;
         }
-        let mut pacer = Pacer::new(&[ins[0].as_raw_fd(), ins[1].as_raw_fd()], spin)?;
+        let mut pacer = Pacer::new(&[ins[0].as_fd(), ins[1].as_fd()], spin)?;
         pacer.prepare(pacing);
         let mut rx = Segments::new(self.mtu);
         let mut tx = [Batch::default(), Batch::default()];
