@@ -45,13 +45,13 @@
 //! says where the time went.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use nix::errno::Errno;
-use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollOp, EpollTimeout};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use serde_json::json;
@@ -434,28 +434,17 @@ pub struct Pacer {
 
 impl Pacer {
     /// A pacer watching `inputs` for readability. The descriptors must stay
-    /// open as long as the pacer lives (the drivers own both).
-    pub fn new(inputs: &[RawFd], spin: Duration) -> io::Result<Pacer> {
+    /// open as long as the pacer lives (the drivers own both; the epoll set
+    /// drops a closed one by itself).
+    pub fn new(inputs: &[BorrowedFd<'_>], spin: Duration) -> io::Result<Pacer> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
         let timer =
             TimerFd::new(ClockId::CLOCK_MONOTONIC, TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC)
                 .map_err(io::Error::from)?;
         epoll.add(&timer, EpollEvent::new(EpollFlags::EPOLLIN, TIMER)).map_err(io::Error::from)?;
-        for (i, &fd) in inputs.iter().enumerate() {
-            let mut ev = EpollEvent::new(EpollFlags::EPOLLIN, i as u64 + 1);
-            // The TUN devices of the `tun` crate offer only a raw descriptor
-            // (no `AsFd`), and turning one into a borrowed descriptor takes
-            // `unsafe`, which this workspace forbids; nix's raw-descriptor
-            // `epoll_ctl` is deprecated in favour of `Epoll::add` for that
-            // reason only, and is otherwise the same call.
-            #[allow(deprecated)]
-            nix::sys::epoll::epoll_ctl(
-                std::os::fd::AsRawFd::as_raw_fd(&epoll.0),
-                EpollOp::EpollCtlAdd,
-                fd,
-                &mut ev,
-            )
-            .map_err(io::Error::from)?;
+        for (i, fd) in inputs.iter().enumerate() {
+            let ev = EpollEvent::new(EpollFlags::EPOLLIN, i as u64 + 1);
+            epoll.add(fd, ev).map_err(io::Error::from)?;
         }
         let spin = spin.min(MAX_SPIN);
         let stats = LoopStats { spin, ..LoopStats::default() };
@@ -590,7 +579,7 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use std::net::UdpSocket;
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
 
     use super::*;
 
@@ -641,7 +630,7 @@ mod tests {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let clock = Clock::new();
-        let mut p = Pacer::new(&[rx.as_raw_fd()], Duration::ZERO).unwrap();
+        let mut p = Pacer::new(&[rx.as_fd()], Duration::ZERO).unwrap();
         let to = rx.local_addr().unwrap();
         let sender = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(20));

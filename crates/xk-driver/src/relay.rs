@@ -33,7 +33,7 @@ use xk_netemu::{Fate, LinkSpec, LinkStats, Path};
 use xk_time::{Duration, Instant};
 use xk_trace::Point;
 
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 
 use crate::batch::{BATCH, BatchSocket, MAX_DATAGRAM, Outgoing, TICK, socket_drops};
 use crate::clock::Clock;
@@ -284,7 +284,7 @@ pub fn run_on_captured(
         Path::new(&cfg.forward, &cfg.reverse, start, cfg.seed, ["forward", "reverse"])
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let local = sock.local_addr()?;
-    let mut pacer = Pacer::new(&[sock.as_raw_fd()], cfg.spin)?;
+    let mut pacer = Pacer::new(&[sock.as_fd()], cfg.spin)?;
     pacer.prepare(pacing);
     // GSO for releases; no GRO: the link model needs every datagram as sent
     // (recv_gro would split them again, but recvmmsg batches small ones).

@@ -76,6 +76,16 @@ impl<P: LinkPacket> Path<P> {
         }
     }
 
+    /// When direction `dir`'s next packet arrives, on a duplex path (None on
+    /// a shared channel, whose releases depend on both directions' events):
+    /// the netns driver holds a batch back for a packet due soon after it.
+    pub fn next_arrival(&self, dir: usize) -> Option<Instant> {
+        match &self.0 {
+            Inner::Duplex(l) => l[dir].next_arrival(),
+            Inner::Shared(_) => None,
+        }
+    }
+
     /// Counters of direction `dir`.
     pub fn stats(&self, dir: usize) -> LinkStats {
         match &self.0 {

@@ -71,6 +71,14 @@ pub(crate) struct NetnsArgs {
     /// the run, up to 100 µs (a spin holds a core at real-time priority).
     #[arg(long, default_value_t = duration_micros(pacer::DEFAULT_SPIN))]
     spin_us: u64,
+    /// Longest a released packet is held back (µs) so that the packets due
+    /// after it leave in the same TUN write, coalesced (0: never hold).
+    #[arg(long, default_value_t = duration_micros(xk_driver::netns::DEFAULT_BATCH_SPAN))]
+    batch_span_us: u64,
+    /// Open the TUN devices without segmentation offloads: one packet per
+    /// read and per write (the emulator before batching; for comparison).
+    #[arg(long)]
+    no_offload: bool,
     /// Do not ask for SCHED_FIFO (by default the forwarding thread asks, and
     /// goes on at normal priority, saying so, where it is not permitted).
     #[arg(long)]
@@ -163,8 +171,9 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
             let _ = w.write_ip(base + t.as_nanos(), ip);
         }
     });
-    let ns = Netns::create_with_mtu(PREFIX, mtu).map_err(|e| format!("--link: {e}"))?;
+    let ns = Netns::create_with(PREFIX, mtu, !a.no_offload).map_err(|e| format!("--link: {e}"))?;
     eprintln!("xpress netns: {} ({ADDR_A}) <-> {} ({ADDR_B}), seed {}", ns.names.0, ns.names.1, a.seed);
+    eprintln!("xpress netns: {}", ns.offloads);
     // What was understood, in the link's own words.
     eprintln!("xpress netns: A -> B: {forward}");
     eprintln!("xpress netns: B -> A: {reverse}");
@@ -174,6 +183,7 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
                 spin: Duration::from_micros(a.spin_us),
                 max_p99_error: Duration::from_micros(a.max_p99_error_us),
                 pacing: pacing(a.no_realtime, a.no_keep_warm),
+                batch_span: Duration::from_micros(a.batch_span_us),
                 log: log.as_mut().map(|w| w as &mut dyn std::io::Write),
                 capture: pcap.as_mut().map(|c| c as &mut dyn FnMut(usize, xk_time::Instant, &[u8])),
             };
