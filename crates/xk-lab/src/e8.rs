@@ -73,6 +73,13 @@ pub struct Params {
     /// Rounds the calibration lengths are interleaved in (each round
     /// measures every length with 1/rounds of the counts).
     pub rounds: usize,
+    /// Before each calibration operation, read where its engine thread
+    /// last ran (`/proc`, some µs outside the timed window, but it
+    /// perturbs what follows), and split the write calls that rang the
+    /// doorbell by whether the wake-up crossed CPUs. Off by default;
+    /// `plans/e8-placement.toml`.
+    #[serde(default)]
+    pub placement_probe: bool,
 }
 
 /// What one step measures.
@@ -128,6 +135,7 @@ impl Experiment for E8 {
                 count: 60,
                 stream_ms: 30,
                 rounds: 3,
+                placement_probe: false,
             }
         } else {
             Params {
@@ -137,6 +145,7 @@ impl Experiment for E8 {
                 count: 3_000,
                 stream_ms: 150,
                 rounds: 20,
+                placement_probe: false,
             }
         }
     }
@@ -218,7 +227,7 @@ impl Experiment for E8 {
                 let echo = self.app_echo.as_ref().map(|e| e.addr).expect("just set");
                 let sink = self.app_sink.as_ref().expect("just set");
                 let p = &self.p;
-                let rows = calibrate(echo, sink, sizes, p.count, p.stream_ms, p.rounds)?;
+                let rows = calibrate(echo, sink, sizes, p.count, p.stream_ms, p.rounds, p.placement_probe)?;
                 Ok(rows.into_iter().map(Row::Calibration).collect())
             }
         }

@@ -162,6 +162,26 @@ pub struct CalibRow {
     /// undisturbed synchronous send (trace).
     #[serde(default)]
     pub sync_blocks: f64,
+    /// With the placement probe (`placement_probe`; NaN without): the
+    /// write call's CPU time over the ping-pong writes that rang the
+    /// engine when it had last run on the application's CPU, ns.
+    #[serde(default = "nan")]
+    pub probe_pp_local_ns: f64,
+    /// … when it had last run on another CPU (the wake-up crosses CPUs), ns.
+    #[serde(default = "nan")]
+    pub probe_pp_remote_ns: f64,
+    /// The fraction of those ringing ping-pong writes that were local.
+    #[serde(default = "nan")]
+    pub probe_pp_local: f64,
+    /// The same three for the synchronous sends' write calls.
+    #[serde(default = "nan")]
+    pub probe_sync_local_ns: f64,
+    /// See `probe_pp_remote_ns`.
+    #[serde(default = "nan")]
+    pub probe_sync_remote_ns: f64,
+    /// See `probe_pp_local`.
+    #[serde(default = "nan")]
+    pub probe_sync_local: f64,
     /// The engine's wake-up in a synchronous send (application push →
     /// engine pop, trace), ns: δ_e in that context.
     #[serde(default)]
@@ -202,6 +222,28 @@ pub struct CalibRow {
     /// operating system, per cause (kept out of the means).
     #[serde(default)]
     pub disturbed: Disturbed,
+}
+
+fn nan() -> f64 {
+    f64::NAN
+}
+
+/// The CPU `tid` (a thread of this process) last ran on (`stat`'s 39th
+/// field), −1 when unknown. A file read, some µs: only with the placement
+/// probe, outside the timed window.
+fn last_cpu(tid: Option<&String>) -> i64 {
+    let Some(t) = tid else { return -1 };
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{t}/stat")).unwrap_or_default();
+    // After the command name's closing parenthesis: field 3 onwards.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    rest.split_whitespace().nth(36).and_then(|v| v.parse().ok()).unwrap_or(-1)
+}
+
+/// Whether `tid` last ran on the calling thread's CPU (None: unknown).
+fn shares_cpu(tid: Option<&String>) -> Option<bool> {
+    let me = nix::sched::sched_getcpu().ok()? as i64;
+    let it = last_cpu(tid);
+    (it >= 0).then_some(it == me)
 }
 
 /// Wall and CPU time of the calling thread, read together (the same
@@ -254,6 +296,9 @@ struct Samples {
     sync_blocks: Vec<u64>,
     sync_engine_wake: Vec<u64>,
     sync_wake: Vec<u64>,
+    /// Placement probe: write call CPU of ringing writes, [ping-pong,
+    /// synchronous][remote, local].
+    probe: [[Vec<u64>; 2]; 2],
     /// The application thread's sleeps over `sync_sends` synchronous sends.
     sync_sleeps: u64,
     sync_sends: u64,
@@ -270,6 +315,10 @@ struct Engines {
     tx_ctx: CtxHandle,
     /// The sending engine thread's id (`/proc/self/task/<tid>`).
     tx_tid: Option<String>,
+    /// The ping-pong's engine thread's id.
+    pp_tid: Option<String>,
+    /// Whether to probe where the engine last ran before each operation.
+    probe: bool,
     /// The receiving side's threads (its application and engine).
     sink_tids: Vec<String>,
 }
@@ -310,10 +359,12 @@ const FIVE_S: u64 = 5_000_000_000;
 const WARM_NS: u64 = 10_000_000;
 
 impl Engines {
-    fn new(echo: SocketAddr, sink: &PeerApp) -> Result<Engines, String> {
+    fn new(echo: SocketAddr, sink: &PeerApp, probe: bool) -> Result<Engines, String> {
         let e = |e: std::io::Error| format!("E8 engine thread: {e}");
+        let before = engine_threads();
         let d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 82).map_err(e)?;
         let mut pp = engine::spawn(d, EngineConfig::default()).map_err(e)?;
+        let pp_tid = engine_threads().difference(&before).next().cloned();
         let pp_ctx = pp.connect(echo, 7, ContextConfig::stream()).map_err(e)?;
         // A write bound of 2 bytes: the engine reports every
         // acknowledgement (it reports once half the bound is outstanding),
@@ -326,7 +377,7 @@ impl Engines {
             engine::spawn(d, EngineConfig { write_bound: 2, ..EngineConfig::default() }).map_err(e)?;
         let tx_tid = engine_threads().difference(&before).next().cloned();
         let tx_ctx = tx.connect(sink.addr, 7, ContextConfig::stream()).map_err(e)?;
-        Ok(Engines { pp, pp_ctx, tx, tx_ctx, tx_tid, sink_tids: sink.tids.clone() })
+        Ok(Engines { pp, pp_ctx, tx, tx_ctx, tx_tid, pp_tid, probe, sink_tids: sink.tids.clone() })
     }
 
     /// The pipelined transfer's threads and the machine now.
@@ -366,11 +417,15 @@ impl Engines {
         let (v0, _) = thread_switches();
         for _ in 0..n {
             let m0 = Mark::now();
+            let local = if self.probe { shares_cpu(self.pp_tid.as_ref()) } else { None };
             let rung = c.stats().engine_wakeups;
             let (t0, c0) = stamp();
             c.write(ctx, Bytes::copy_from_slice(msg), true, None).map_err(e)?;
             let (t1, c1) = stamp();
             let rang = c.stats().engine_wakeups != rung;
+            if let Some(local) = local.filter(|_| keep && rang) {
+                s.probe[0][usize::from(local)].push(c1 - c0);
+            }
             out.clear();
             let mut wait_cpu = 0;
             'echo: loop {
@@ -468,6 +523,7 @@ impl Engines {
         let mut causes = Vec::with_capacity(n);
         for _ in 0..n {
             let m0 = Mark::now();
+            let local = if self.probe { shares_cpu(self.tx_tid.as_ref()) } else { None };
             let rung = self.tx.stats().engine_wakeups;
             let (t0, c0) = stamp();
             self.tx
@@ -475,6 +531,9 @@ impl Engines {
                 .map_err(|e| format!("{what}: {e}"))?;
             let cw = thread_cpu_ns();
             let rang = self.tx.stats().engine_wakeups != rung;
+            if let Some(local) = local.filter(|_| keep && rang) {
+                s.probe[1][usize::from(local)].push(cw - c0);
+            }
             self.drain(t0, &what)?;
             let (t1, c1) = stamp();
             causes.push(Cause::between(&m0, &Mark::now()));
@@ -669,8 +728,9 @@ pub(crate) fn calibrate(
     count: usize,
     stream_ms: u64,
     rounds: usize,
+    probe: bool,
 ) -> Result<Vec<CalibRow>, String> {
-    let mut eng = Engines::new(echo, sink)?;
+    let mut eng = Engines::new(echo, sink, probe)?;
     let msgs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0x42u8; l]).collect();
     let mut samples: Vec<Samples> = sizes.iter().map(|_| Samples::default()).collect();
     let rounds = rounds.max(1);
@@ -707,6 +767,11 @@ pub(crate) fn calibrate(
         }
     }
     eng.end();
+    // The probe's local share of the ringing writes (NaN without probe).
+    let frac = |v: &[Vec<u64>; 2]| {
+        let n = v[0].len() + v[1].len();
+        if n == 0 { f64::NAN } else { v[1].len() as f64 / n as f64 }
+    };
     // Pipelined: pooled over the windows, time over messages.
     let per_msg = |ns: u64, k: usize| if k == 0 { f64::NAN } else { ns as f64 / k as f64 };
     Ok(sizes
@@ -739,6 +804,12 @@ pub(crate) fn calibrate(
             send_wait_cpu_ns: mean(&s.send_wait_cpu),
             pp_sleeps: s.pp_sleeps as f64 / s.pp_rts.max(1) as f64,
             sync_blocks: mean(&s.sync_blocks),
+            probe_pp_local_ns: mean(&s.probe[0][1]),
+            probe_pp_remote_ns: mean(&s.probe[0][0]),
+            probe_pp_local: frac(&s.probe[0]),
+            probe_sync_local_ns: mean(&s.probe[1][1]),
+            probe_sync_remote_ns: mean(&s.probe[1][0]),
+            probe_sync_local: frac(&s.probe[1]),
             sync_engine_wake_ns: mean(&s.sync_engine_wake),
             sync_wake_ns: mean(&s.sync_wake),
             pp_rings: s.pp_rings.0 as f64 / s.pp_rings.1.max(1) as f64,
@@ -920,7 +991,7 @@ mod tests {
         let _one = crate::e8_measure::TRACE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (echo, sink) = (PeerApp::echo().unwrap(), PeerApp::sink().unwrap());
         assert_eq!(sink.tids.len(), 2, "{:?}", sink.tids);
-        let rows = calibrate(echo.addr, &sink, &[1, 8_192], 20, 30, 2).unwrap();
+        let rows = calibrate(echo.addr, &sink, &[1, 8_192], 20, 30, 2, true).unwrap();
         assert_eq!(rows.len(), 2);
         for r in &rows {
             for (name, v) in [
@@ -954,6 +1025,8 @@ mod tests {
             assert!(r.sync_blocks >= 1.0 && (0.0..=1.0).contains(&r.sync_rings), "{r:?}");
             assert!(r.pipe_host_cpu_ns > 0.0 && r.pipe_slices >= 0.0, "{r:?}");
             assert!(r.send_write_cpu_ns > 0.0 && r.send_wait_cpu_ns > 0.0, "{r:?}");
+            // The placement probe saw the ringing writes, each local or not.
+            assert!((0.0..=1.0).contains(&r.probe_sync_local), "{r:?}");
         }
     }
 }

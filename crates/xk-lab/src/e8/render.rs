@@ -292,6 +292,41 @@ fn host_parts_table(rows: &[&CalibRow], m: &Extended, page: &mut Page) {
     );
 }
 
+/// The placement probe's split (only when it ran): a doorbell's cost by
+/// whether the woken engine had last run on the caller's CPU.
+fn placement_table(rows: &[&CalibRow], page: &mut Page) {
+    if !rows.iter().any(|r| r.probe_sync_local.is_finite()) {
+        return;
+    }
+    let t: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.size.to_string(),
+                us(r.probe_pp_local_ns),
+                us(r.probe_pp_remote_ns),
+                format!("{:.0} %", 100.0 * r.probe_pp_local),
+                us(r.probe_sync_local_ns),
+                us(r.probe_sync_remote_ns),
+                format!("{:.0} %", 100.0 * r.probe_sync_local),
+            ]
+        })
+        .collect();
+    page.table(
+        "Placement probe: the CPU time of a write call that rang the engine's doorbell, by whether the engine had last run on the application's CPU (a local wake-up) or on the other (a wake-up across CPUs: an inter-processor interrupt, on this virtual machine a trip through the hypervisor), and the local share; ping-pong and synchronous sends; µs. The probe reads /proc before each operation and perturbs the rest of this run's rows",
+        &[
+            "bytes",
+            "ping-pong: local",
+            "across CPUs",
+            "local share",
+            "synchronous: local",
+            "across CPUs",
+            "local share",
+        ],
+        &t,
+    );
+}
+
 /// The pipelined windows' accounting: where the cores' time per message
 /// went (the period times the cores = the transfer's CPU time + the cores'
 /// idle time + everything else's CPU time, up to `/proc/stat`'s ticks).
@@ -764,6 +799,7 @@ pub(super) fn render(_p: &Params, rows: &[Row], notes: &[String], page: &mut Pag
     let held = held_out(&cal_rows);
     let (checks, held_checks) = model_tables(&cal, held.as_ref(), &cal_rows, page);
     host_parts_table(&cal_rows, &cal.model, page);
+    placement_table(&cal_rows, page);
     pipeline_table(&cal_rows, page);
     figures(&checks, page);
     page.reading(&reading(&profile, &cal_rows, &cal, &checks, &held_checks));
@@ -1071,6 +1107,12 @@ mod tests {
                     send_wait_cpu_ns: 0.0,
                     pp_sleeps: 1.0,
                     sync_blocks: 1.0,
+                    probe_pp_local_ns: f64::NAN,
+                    probe_pp_remote_ns: f64::NAN,
+                    probe_pp_local: f64::NAN,
+                    probe_sync_local_ns: f64::NAN,
+                    probe_sync_remote_ns: f64::NAN,
+                    probe_sync_local: f64::NAN,
                     sync_engine_wake_ns: ns(x.delta_e),
                     sync_wake_ns: ns(seed.delta_i),
                     pp_rings: 1.0,
