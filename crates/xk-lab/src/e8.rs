@@ -47,6 +47,9 @@ mod render;
 /// One row: a profile of one mode at one size, or one calibration point.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
+// A few dozen rows per run: their size does not matter, and boxing the
+// calibration row would only add indirection to every use.
+#[allow(clippy::large_enum_variant)]
 pub enum Row {
     /// A (mode, size) profile.
     Profile(ProfileRow),
