@@ -162,26 +162,26 @@ pub struct CalibRow {
     /// undisturbed synchronous send (trace).
     #[serde(default)]
     pub sync_blocks: f64,
-    /// With the placement probe (`placement_probe`; NaN without): the
+    /// With the placement probe (`placement_probe`; None without): the
     /// write call's CPU time over the ping-pong writes that rang the
     /// engine when it had last run on the application's CPU, ns.
-    #[serde(default = "nan")]
-    pub probe_pp_local_ns: f64,
+    #[serde(default)]
+    pub probe_pp_local_ns: Option<f64>,
     /// … when it had last run on another CPU (the wake-up crosses CPUs), ns.
-    #[serde(default = "nan")]
-    pub probe_pp_remote_ns: f64,
+    #[serde(default)]
+    pub probe_pp_remote_ns: Option<f64>,
     /// The fraction of those ringing ping-pong writes that were local.
-    #[serde(default = "nan")]
-    pub probe_pp_local: f64,
+    #[serde(default)]
+    pub probe_pp_local: Option<f64>,
     /// The same three for the synchronous sends' write calls.
-    #[serde(default = "nan")]
-    pub probe_sync_local_ns: f64,
+    #[serde(default)]
+    pub probe_sync_local_ns: Option<f64>,
     /// See `probe_pp_remote_ns`.
-    #[serde(default = "nan")]
-    pub probe_sync_remote_ns: f64,
+    #[serde(default)]
+    pub probe_sync_remote_ns: Option<f64>,
     /// See `probe_pp_local`.
-    #[serde(default = "nan")]
-    pub probe_sync_local: f64,
+    #[serde(default)]
+    pub probe_sync_local: Option<f64>,
     /// The engine's wake-up in a synchronous send (application push →
     /// engine pop, trace), ns: δ_e in that context.
     #[serde(default)]
@@ -222,10 +222,6 @@ pub struct CalibRow {
     /// operating system, per cause (kept out of the means).
     #[serde(default)]
     pub disturbed: Disturbed,
-}
-
-fn nan() -> f64 {
-    f64::NAN
 }
 
 /// The CPU `tid` (a thread of this process) last ran on (`stat`'s 39th
@@ -772,6 +768,9 @@ pub(crate) fn calibrate(
         let n = v[0].len() + v[1].len();
         if n == 0 { f64::NAN } else { v[1].len() as f64 / n as f64 }
     };
+    // A probe's value, None without the probe or without a sample (JSON
+    // has no NaN).
+    let probed = |v: f64| v.is_finite().then_some(v);
     // Pipelined: pooled over the windows, time over messages.
     let per_msg = |ns: u64, k: usize| if k == 0 { f64::NAN } else { ns as f64 / k as f64 };
     Ok(sizes
@@ -804,12 +803,12 @@ pub(crate) fn calibrate(
             send_wait_cpu_ns: mean(&s.send_wait_cpu),
             pp_sleeps: s.pp_sleeps as f64 / s.pp_rts.max(1) as f64,
             sync_blocks: mean(&s.sync_blocks),
-            probe_pp_local_ns: mean(&s.probe[0][1]),
-            probe_pp_remote_ns: mean(&s.probe[0][0]),
-            probe_pp_local: frac(&s.probe[0]),
-            probe_sync_local_ns: mean(&s.probe[1][1]),
-            probe_sync_remote_ns: mean(&s.probe[1][0]),
-            probe_sync_local: frac(&s.probe[1]),
+            probe_pp_local_ns: probed(mean(&s.probe[0][1])),
+            probe_pp_remote_ns: probed(mean(&s.probe[0][0])),
+            probe_pp_local: probed(frac(&s.probe[0])),
+            probe_sync_local_ns: probed(mean(&s.probe[1][1])),
+            probe_sync_remote_ns: probed(mean(&s.probe[1][0])),
+            probe_sync_local: probed(frac(&s.probe[1])),
             sync_engine_wake_ns: mean(&s.sync_engine_wake),
             sync_wake_ns: mean(&s.sync_wake),
             pp_rings: s.pp_rings.0 as f64 / s.pp_rings.1.max(1) as f64,
@@ -1026,7 +1025,7 @@ mod tests {
             assert!(r.pipe_host_cpu_ns > 0.0 && r.pipe_slices >= 0.0, "{r:?}");
             assert!(r.send_write_cpu_ns > 0.0 && r.send_wait_cpu_ns > 0.0, "{r:?}");
             // The placement probe saw the ringing writes, each local or not.
-            assert!((0.0..=1.0).contains(&r.probe_sync_local), "{r:?}");
+            assert!(r.probe_sync_local.is_some_and(|f| (0.0..=1.0).contains(&f)), "{r:?}");
         }
     }
 }

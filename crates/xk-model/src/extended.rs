@@ -18,7 +18,15 @@
 //!   T_t the processor's period is replaced by the time from taking the
 //!   command to posting its acknowledgment block, C(l) = C_0 + γ·l,
 //!   measured on the engine thread's trace:
-//!   T_t'(l) = T_t(l) − (T_0 + ρ_T·l) + C(l) + δ_e.
+//!   T_t'(l) = T_t(l) − (T_0 + ρ_T·l) + C(l) + δ_e + Δ_s.
+//! * **Δ_s, a synchronous send's longer wake-ups**: δ_e and δ_i are
+//!   measured in the ping-pong, where a thread sleeps for about half a
+//!   round trip; in a synchronous send the engine and the application
+//!   each sleep through a whole acknowledgement round trip, and both
+//!   wake-ups take longer (Session 15: 3–6 µs each; a longer-idle CPU is
+//!   slower to wake, on this virtual machine more so). Δ_s = (δ_e^s + δ_i^s)
+//!   − (δ_e + δ_i), the two wake-ups as cut from the synchronous sends'
+//!   trace less the ping-pong's, adds to T_t'.
 //! * **The pipeline's bottleneck**: the seed's τ_a keeps only per-byte
 //!   terms (the bus), assuming T_0 hides behind bus transfers. An engine
 //!   thread is one CPU doing the protocol and the copies, so its period
@@ -92,6 +100,10 @@ pub struct Extended {
     /// n_d: doorbells rung per synchronous send (a count).
     #[serde(default)]
     pub doorbells_send: f64,
+    /// Δ_s: how much longer a synchronous send's two wake-ups (engine,
+    /// application) take than the ping-pong's δ_e + δ_i.
+    #[serde(default)]
+    pub wake_sync: f64,
     /// U_0: the CPU time every thread of a pipelined transfer (host,
     /// processor, and the receiving side's) spends per minimum-length
     /// message.
@@ -127,7 +139,7 @@ pub struct Extended {
 
 impl Extended {
     /// The added parameters by name.
-    pub fn named(&self) -> [(&'static str, f64); 18] {
+    pub fn named(&self) -> [(&'static str, f64); 19] {
         [
             ("delta_e", self.delta_e),
             ("c_0", self.c_0),
@@ -135,6 +147,7 @@ impl Extended {
             ("delta_i_cpu", self.delta_i_cpu),
             ("delta_d", self.delta_d),
             ("doorbells_send", self.doorbells_send),
+            ("wake_sync", self.wake_sync),
             ("u_0", self.u_0),
             ("upsilon", self.upsilon),
             ("cores", self.cores),
@@ -166,10 +179,10 @@ impl Extended {
         self.seed.delay(l) + self.delta_e
     }
 
-    /// T_t'(l) = T_t(l) − (T_0 + ρ_T·l) + C(l) + δ_e.
+    /// T_t'(l) = T_t(l) − (T_0 + ρ_T·l) + C(l) + δ_e + Δ_s.
     pub fn period_send(&self, l: f64) -> f64 {
         let p = &self.seed;
-        p.period_send(l) - (p.t_0 + p.rho_t * l) + self.completion(l) + self.delta_e
+        p.period_send(l) - (p.t_0 + p.rho_t * l) + self.completion(l) + self.delta_e + self.wake_sync
     }
 
     /// C(l) = C_0 + γ·l: the processor's completion of a synchronous send.
@@ -255,6 +268,7 @@ mod tests {
             delta_i_cpu: p.delta_i,
             delta_d: 0.0,
             doorbells_send: 1.0,
+            wake_sync: 0.0,
             u_0: 0.0,
             upsilon: 0.0,
             cores: 0.0,
@@ -315,6 +329,10 @@ mod tests {
         // completion (5 ms + 64 µs), and δ_e added.
         let swap = 5e-3 + 64e-6 - (2.062e-3 + 64.0 * 295.82e-9);
         assert!((x.period_send(64.0) - p.period_send(64.0) - swap - 10e-6).abs() < 1e-12);
+        // A synchronous send's wake-ups 7 µs longer than the ping-pong's.
+        let slow_wake = Extended { wake_sync: 7e-6, ..x };
+        assert!((slow_wake.period_send(64.0) - x.period_send(64.0) - 7e-6).abs() < 1e-12);
+        assert_eq!(slow_wake.delay(64.0), x.delay(64.0));
         let recv = p.host_recv(64.0) - 392e-6 - 104.0 * 279.45e-9 - 143e-6 + 3e-6 - 382e-6 - 64.0 * 364.8e-9;
         assert!((x.host_recv(64.0) - recv).abs() < 1e-15);
         assert!((x.host_send(64.0) - (p.host_send(64.0) - 143e-6 + 3e-6 + 2e-6 - 382e-6)).abs() < 1e-15);

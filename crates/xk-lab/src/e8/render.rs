@@ -96,6 +96,7 @@ pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
     let all_cpu = regime(|r| r.all_cpu_ns, false)?;
     let all_cpu_m = regime(|r| r.all_cpu_ns, true)?;
     let wake_cpu = fit(|r| r.wake_cpu_ns)?;
+    let sync_wakes = fit(|r| r.sync_engine_wake_ns + r.sync_wake_ns)?;
     // The cores' idle time per pipelined message: a small term that can be
     // 0 at a length (`/proc/stat`'s 10 ms ticks), which has no relative
     // error — an ordinary least-squares line per regime (its values within
@@ -142,6 +143,8 @@ pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
         // A count, the mean over the lengths (as the seed's Table 1 counts
         // a send's calls).
         doorbells_send: rows.iter().map(|r| r.sync_rings).sum::<f64>() / rows.len() as f64,
+        // Fixed costs, as δ_e and δ_i (their slopes are noise around 0).
+        wake_sync: pos("wake_sync", sync_wakes.intercept - ewake.intercept - wake.intercept),
         u_0: pos("u_0", all_cpu.intercept),
         upsilon: pos("upsilon", all_cpu.slope),
         cores: first.cores as f64,
@@ -175,6 +178,11 @@ pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
             "C_0, γ (added)",
             "processor completion of a synchronous send: engine takes the write block → posts its acknowledgment block (engine thread's trace)",
             complete,
+        ),
+        (
+            "δ_e^s + δ_i^s (for Δ_s, added)",
+            "a synchronous send's two wake-ups (application push → engine pop, engine push → application pop; its trace); Δ_s = its intercept − δ_e − δ_i",
+            sync_wakes,
         ),
         ("δ_i^cpu (added)", "host CPU time of waiting for a message (sleep, wake, take)", wake_cpu),
         (
@@ -295,20 +303,22 @@ fn host_parts_table(rows: &[&CalibRow], m: &Extended, page: &mut Page) {
 /// The placement probe's split (only when it ran): a doorbell's cost by
 /// whether the woken engine had last run on the caller's CPU.
 fn placement_table(rows: &[&CalibRow], page: &mut Page) {
-    if !rows.iter().any(|r| r.probe_sync_local.is_finite()) {
+    if !rows.iter().any(|r| r.probe_sync_local.is_some()) {
         return;
     }
     let t: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
+            let t = |v: Option<f64>| us(v.unwrap_or(f64::NAN));
+            let share = |v: Option<f64>| v.map_or("—".into(), |f| format!("{:.0} %", 100.0 * f));
             vec![
                 r.size.to_string(),
-                us(r.probe_pp_local_ns),
-                us(r.probe_pp_remote_ns),
-                format!("{:.0} %", 100.0 * r.probe_pp_local),
-                us(r.probe_sync_local_ns),
-                us(r.probe_sync_remote_ns),
-                format!("{:.0} %", 100.0 * r.probe_sync_local),
+                t(r.probe_pp_local_ns),
+                t(r.probe_pp_remote_ns),
+                share(r.probe_pp_local),
+                t(r.probe_sync_local_ns),
+                t(r.probe_sync_remote_ns),
+                share(r.probe_sync_local),
             ]
         })
         .collect();
@@ -600,6 +610,7 @@ fn model_tables(
         "δ_i^cpu (added)",
         "δ_d (added)",
         "n_d: doorbells per synchronous send (added)",
+        "Δ_s: a synchronous send's longer wake-ups (added)",
         "U_0 (added)",
         "υ (added)",
         "cores (added)",
@@ -909,7 +920,7 @@ fn reading(
         s += ". ";
     }
     s += &format!(
-        "The added terms, each measured on its own rather than fitted to the errors: δ_e = {:.2} µs, the engine thread's wake-up by the application's doorbell (post to the engine taking the block), which the seed's dedicated processor did not pay and which enters every path that starts with a write; δ_d = {:.2} µs, the doorbell's system call itself (host CPU), measured over the ping-pong writes that found the engine asleep and rang it ({:.0}–{:.0} % of them did), times n_d = {:.2} doorbells per synchronous send in H_t (a count, {:.2}–{:.2} over the lengths: the engine, woken by the peer's acknowledgement, is sometimes still awake when the next send posts); C_0 = {:.2} µs and γ = {:.3} ns/B, the engine's time from taking a synchronous send to posting its acknowledgment block — our local completion is the peer's acknowledgement, a network round trip, where the seed's T_t has the processor's period; in τ_a the slower of the processor's own period T_0 + ρ_T·l (which the seed assumed hidden behind bus transfers but an engine thread doing protocol and copies on one CPU cannot hide) and the cores' time per message over the {:.0} cores: the CPU time all four threads of the transfer spend (U_0 = {:.2} µs, υ = {:.3} ns/B) plus the time the cores sit idle while a thread is being woken by the one before (I_0 = {:.2} µs, ι = {:.4} ns/B, from /proc/stat) — the seed's host and processors were separate CPUs that polled; the pipelined T, U and I each fitted separately for messages of one packet (l ≤ {:.0} B, where T_0 keeps the seed's meaning) and of several (T_0^m = {:.2} µs, ρ_T^m = {:.3} ns/B), because the processor's cost per message changes regime there (segmenting, trains of datagrams); the host's per-message work is no separate bound on τ_a (pipelined, its writes run warm and acknowledgment blocks coalesce: {:.2}–{:.2} µs of its CPU per message, part of U); in H_r no receive command (an engine delivers unasked, the seed's receive posted a control block); in both host times one read (δ_r) where the seed's host made two read() calls — a send takes its acknowledgment block ({:.2}–{:.2} blocks per synchronous send measured), a receive its data block, which is its own notice; and δ_i^cpu = {:.2} µs, the host's CPU time for a wake-up, in host times in place of the wake-up's latency δ_i (the seed's interrupt ran a handler on the host; a woken thread is off the CPU for most of δ_i) — measured inside the same receive loop whose host time H_r it then predicts, so H_r's check at a calibration length is not independent of it. ",
+        "The added terms, each measured on its own rather than fitted to the errors: δ_e = {:.2} µs, the engine thread's wake-up by the application's doorbell (post to the engine taking the block), which the seed's dedicated processor did not pay and which enters every path that starts with a write; δ_d = {:.2} µs, the doorbell's system call itself (host CPU), measured over the ping-pong writes that found the engine asleep and rang it ({:.0}–{:.0} % of them did), times n_d = {:.2} doorbells per synchronous send in H_t (a count, {:.2}–{:.2} over the lengths: the engine, woken by the peer's acknowledgement, is sometimes still awake when the next send posts); C_0 = {:.2} µs and γ = {:.3} ns/B, the engine's time from taking a synchronous send to posting its acknowledgment block — our local completion is the peer's acknowledgement, a network round trip, where the seed's T_t has the processor's period; Δ_s = {:.2} µs, how much longer a synchronous send's two wake-ups (engine and application, each asleep through a whole acknowledgement round trip) take than the ping-pong's δ_e + δ_i, from the synchronous sends' trace; in τ_a the slower of the processor's own period T_0 + ρ_T·l (which the seed assumed hidden behind bus transfers but an engine thread doing protocol and copies on one CPU cannot hide) and the cores' time per message over the {:.0} cores: the CPU time all four threads of the transfer spend (U_0 = {:.2} µs, υ = {:.3} ns/B) plus the time the cores sit idle while a thread is being woken by the one before (I_0 = {:.2} µs, ι = {:.4} ns/B, from /proc/stat) — the seed's host and processors were separate CPUs that polled; the pipelined T, U and I each fitted separately for messages of one packet (l ≤ {:.0} B, where T_0 keeps the seed's meaning) and of several (T_0^m = {:.2} µs, ρ_T^m = {:.3} ns/B), because the processor's cost per message changes regime there (segmenting, trains of datagrams); the host's per-message work is no separate bound on τ_a (pipelined, its writes run warm and acknowledgment blocks coalesce: {:.2}–{:.2} µs of its CPU per message, part of U); in H_r no receive command (an engine delivers unasked, the seed's receive posted a control block); in both host times one read (δ_r) where the seed's host made two read() calls — a send takes its acknowledgment block ({:.2}–{:.2} blocks per synchronous send measured), a receive its data block, which is its own notice; and δ_i^cpu = {:.2} µs, the host's CPU time for a wake-up, in host times in place of the wake-up's latency δ_i (the seed's interrupt ran a handler on the host; a woken thread is off the CPU for most of δ_i) — measured inside the same receive loop whose host time H_r it then predicts, so H_r's check at a calibration length is not independent of it. ",
         m.delta_e * 1e6,
         m.delta_d * 1e6,
         100.0 * range(cal_rows, |r| r.pp_rings).0,
@@ -919,6 +930,7 @@ fn reading(
         range(cal_rows, |r| r.sync_rings).1,
         m.c_0 * 1e6,
         m.gamma * 1e9,
+        m.wake_sync * 1e6,
         m.cores,
         m.u_0 * 1e6,
         m.upsilon * 1e9,
@@ -936,7 +948,7 @@ fn reading(
     // Which checks are predictions and which only check that measured
     // parts add up (an independent review of session 14 found the reading
     // claimed more than this).
-    s += "How independent the checks are: calibrated on every length, the latency δ's terms (δ_0, δ_e, δ_i and the write and read entries) are measured on the same round trips whose half it is compared with, so its agreement shows that the parts add up, not that the model predicts; C(l) is a span of the same synchronous sends τ_s is compared with, and T, U and I come from the same pipelined windows as τ_a's period (U + I + the rest of the machine is the cores' capacity per message, an identity up to /proc/stat's ticks); the host times are the checks whose terms come from other measurements (H_t's from the ping-pong). The held-out column is the prediction: every parameter fitted on the other lengths, so at a held-out length no measurement of that length entered the model — for τ_a and τ_s that tests the lines' interpolation across lengths, not an independent mechanism. ";
+    s += "How independent the checks are: calibrated on every length, the latency δ's terms (δ_0, δ_e, δ_i and the write and read entries) are measured on the same round trips whose half it is compared with, so its agreement shows that the parts add up, not that the model predicts; C(l) and Δ_s are spans of the same synchronous sends τ_s is compared with, and T, U and I come from the same pipelined windows as τ_a's period (U + I + the rest of the machine is the cores' capacity per message, an identity up to /proc/stat's ticks); the host times are the checks whose terms come from other measurements (H_t's from the ping-pong). The held-out column is the prediction: every parameter fitted on the other lengths, so at a held-out length no measurement of that length entered the model — for τ_a and τ_s that tests the lines' interpolation across lengths, not an independent mechanism. ";
     let sleeps = xk_stats::median(cal_rows.iter().map(|r| r.sync_wakeups));
     let most = cal_rows.iter().map(|r| r.sync_wakeups).fold(f64::NAN, f64::max);
     if sleeps.is_finite() {
@@ -1062,6 +1074,7 @@ mod tests {
             delta_i_cpu: 2e-6,
             delta_d: 3e-6,
             doorbells_send: 1.0,
+            wake_sync: 4e-6,
             u_0: 5e-3,
             upsilon: 1e-6,
             cores: 2.0,
@@ -1107,13 +1120,13 @@ mod tests {
                     send_wait_cpu_ns: 0.0,
                     pp_sleeps: 1.0,
                     sync_blocks: 1.0,
-                    probe_pp_local_ns: f64::NAN,
-                    probe_pp_remote_ns: f64::NAN,
-                    probe_pp_local: f64::NAN,
-                    probe_sync_local_ns: f64::NAN,
-                    probe_sync_remote_ns: f64::NAN,
-                    probe_sync_local: f64::NAN,
-                    sync_engine_wake_ns: ns(x.delta_e),
+                    probe_pp_local_ns: None,
+                    probe_pp_remote_ns: None,
+                    probe_pp_local: None,
+                    probe_sync_local_ns: None,
+                    probe_sync_remote_ns: None,
+                    probe_sync_local: None,
+                    sync_engine_wake_ns: ns(x.delta_e + x.wake_sync),
                     sync_wake_ns: ns(seed.delta_i),
                     pp_rings: 1.0,
                     sync_rings: 1.0,
