@@ -28,7 +28,10 @@
 //!   from the engine threads' trace and CPU clocks — and the model's
 //!   predictions (δ, τ_s, τ_a, H_t, H_r) are compared with the same
 //!   quantities measured end to end (pipelined throughput in steady state);
-//!   see [`crate::e8_calib`].
+//!   see [`crate::e8_calib`]. The model is calibrated twice: on every
+//!   length (a fit) and on every other length, predicting the lengths
+//!   held out (a prediction); the reading judges the 10 % goal on the
+//!   latter.
 
 use serde::{Deserialize, Serialize};
 use xk_driver::api::Mode;
