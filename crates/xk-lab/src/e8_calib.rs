@@ -20,14 +20,26 @@
 //!   (H_t) and, from the engine thread's trace, the processor's completion
 //!   C(l): taking the write block to posting its acknowledgment block.
 //! * **Pipelined sends** to the sink application, in steady state: the
-//!   host keeps 4–64 messages outstanding; the first ≥ 10 ms are discarded
+//!   host keeps up to 4 MB (4–1,024 messages) outstanding — the seed's
+//!   asynchronous mode never waits for a completion, and Session 14's
+//!   64 messages made the short messages' period that window over a
+//!   completion's round trip (1 B: 64 × 1.58 µs ≈ 101 µs, Little's law),
+//!   not the pipeline's; the first ≥ 10 ms are discarded
 //!   (start-up), and the period is the time between the k-th and the n-th
 //!   completion over (n − k), the window ≥ `stream_ms` / 3 long — so
 //!   neither the pipeline's filling nor the final acknowledgement is in it.
 //!   The **processor's period T_0 + ρ_T·l** (seed 004's meaning: its time
 //!   per message when streaming, below δ_0) is the engine thread's CPU time
 //!   (`/proc/…/schedstat`) over the same window per message: the period it
-//!   would have with a processor of its own, as the seed's was.
+//!   would have with a processor of its own, as the seed's was. Over the
+//!   same windows: every thread's CPU time (U), their run-queue waits and
+//!   times scheduled in (`schedstat`), and the machine's idle time and
+//!   everyone else's CPU time (`/proc/stat`): where the cores' time went.
+//!
+//! The synchronous sends also split the host's CPU time into the write
+//! call and the wait, count the doorbells rung, the sleeps and the blocks
+//! taken per send, and cut the send's two wake-ups from the trace, so the
+//! host-time check can say which of its terms misses.
 //!
 //! Each ping-pong round trip and synchronous send is bracketed by the
 //! application thread's preemption, page-fault and CPU counters
@@ -49,8 +61,8 @@ use xtp_proto::{ContextConfig, EndpointConfig};
 
 use crate::e8_disturb::{Cause, Disturbed, Mark, settle};
 use crate::e8_measure::{
-    engine_of, engine_threads, instants, schedstat, thread_cpu_ns, thread_named, thread_switches,
-    threads_named,
+    TICKS_PER_S, engine_of, engine_threads, instants, machine_ticks, schedstat3, thread_cpu_ns, thread_named,
+    thread_switches, threads_named,
 };
 
 /// One calibration point: every measured quantity at one message length.
@@ -80,10 +92,18 @@ pub struct CalibRow {
     /// trace), ns — δ_w + ρ_w·(l_c + l).
     pub write_ns: f64,
     /// The host CPU time of the rest of the write call: ringing the
-    /// sleeping engine's doorbell (the call's CPU time less the post), ns —
+    /// sleeping engine's doorbell (the call's CPU time less the post), ns,
+    /// over the ping-pong writes that rang it (found the engine asleep) —
     /// the extended model's δ_d.
     #[serde(default)]
     pub doorbell_ns: f64,
+    /// The fraction of ping-pong writes that rang the engine's doorbell
+    /// (the rest found it awake: no system call).
+    #[serde(default)]
+    pub pp_rings: f64,
+    /// Doorbells rung per synchronous send.
+    #[serde(default)]
+    pub sync_rings: f64,
     /// CPU time of every thread of the pipelined transfer (the sending
     /// application and engine, the receiving engine and application) per
     /// message over the steady-state windows, ns — the extended model's
@@ -127,6 +147,70 @@ pub struct CalibRow {
     pub sync_wakeups: f64,
     /// Host CPU time of a receive (wake-up, read, copy out), ns — H_r(l).
     pub host_recv_ns: f64,
+    /// Of a synchronous send's host CPU time: the write call (copy in,
+    /// post, doorbell), ns.
+    #[serde(default)]
+    pub send_write_cpu_ns: f64,
+    /// Of a synchronous send's host CPU time: the wait for its completion
+    /// (sleep, wake-up, taking the acknowledgment block), ns.
+    #[serde(default)]
+    pub send_wait_cpu_ns: f64,
+    /// The application thread's sleeps per ping-pong round trip.
+    #[serde(default)]
+    pub pp_sleeps: f64,
+    /// Blocks the application took off its completion ring per
+    /// undisturbed synchronous send (trace).
+    #[serde(default)]
+    pub sync_blocks: f64,
+    /// With the placement probe (`placement_probe`; None without): the
+    /// write call's CPU time over the ping-pong writes that rang the
+    /// engine when it had last run on the application's CPU, ns.
+    #[serde(default)]
+    pub probe_pp_local_ns: Option<f64>,
+    /// … when it had last run on another CPU (the wake-up crosses CPUs), ns.
+    #[serde(default)]
+    pub probe_pp_remote_ns: Option<f64>,
+    /// The fraction of those ringing ping-pong writes that were local.
+    #[serde(default)]
+    pub probe_pp_local: Option<f64>,
+    /// The same three for the synchronous sends' write calls.
+    #[serde(default)]
+    pub probe_sync_local_ns: Option<f64>,
+    /// See `probe_pp_remote_ns`.
+    #[serde(default)]
+    pub probe_sync_remote_ns: Option<f64>,
+    /// See `probe_pp_local`.
+    #[serde(default)]
+    pub probe_sync_local: Option<f64>,
+    /// The engine's wake-up in a synchronous send (application push →
+    /// engine pop, trace), ns: δ_e in that context.
+    #[serde(default)]
+    pub sync_engine_wake_ns: f64,
+    /// The application's wake-up in a synchronous send (the engine's push
+    /// of the acknowledgment block → the application's pop, trace), ns: δ_i
+    /// in that context.
+    #[serde(default)]
+    pub sync_wake_ns: f64,
+    /// Pipelined, per message over the steady-state windows: the sending
+    /// application thread's CPU time, ns.
+    #[serde(default)]
+    pub pipe_host_cpu_ns: f64,
+    /// Pipelined, per message: the time the transfer's four threads spent
+    /// runnable but waiting for a core (`schedstat` run-queue delay), ns.
+    #[serde(default)]
+    pub pipe_runq_ns: f64,
+    /// Pipelined, per message: times the four threads were scheduled in
+    /// (wake-ups and preemptions).
+    #[serde(default)]
+    pub pipe_slices: f64,
+    /// Pipelined, per message: CPU time of everything else on the machine
+    /// (all CPUs' busy time from `/proc/stat` less the four threads'), ns;
+    /// 10 ms ticks pooled over the windows.
+    #[serde(default)]
+    pub pipe_other_cpu_ns: f64,
+    /// Pipelined, per message: the machine's idle CPU time, ns (`/proc/stat`).
+    #[serde(default)]
+    pub pipe_idle_ns: f64,
     /// Undisturbed round trips kept.
     pub count: usize,
     /// Messages in the pipelined runs' steady-state windows, in all.
@@ -138,6 +222,24 @@ pub struct CalibRow {
     /// operating system, per cause (kept out of the means).
     #[serde(default)]
     pub disturbed: Disturbed,
+}
+
+/// The CPU `tid` (a thread of this process) last ran on (`stat`'s 39th
+/// field), −1 when unknown. A file read, some µs: only with the placement
+/// probe, outside the timed window.
+fn last_cpu(tid: Option<&String>) -> i64 {
+    let Some(t) = tid else { return -1 };
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{t}/stat")).unwrap_or_default();
+    // After the command name's closing parenthesis: field 3 onwards.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    rest.split_whitespace().nth(36).and_then(|v| v.parse().ok()).unwrap_or(-1)
+}
+
+/// Whether `tid` last ran on the calling thread's CPU (None: unknown).
+fn shares_cpu(tid: Option<&String>) -> Option<bool> {
+    let me = nix::sched::sched_getcpu().ok()? as i64;
+    let it = last_cpu(tid);
+    (it >= 0).then_some(it == me)
 }
 
 /// Wall and CPU time of the calling thread, read together (the same
@@ -167,6 +269,8 @@ struct Samples {
     wake: Vec<u64>,
     wake_cpu: Vec<u64>,
     engine_wake: Vec<u64>,
+    pp_rings: (u64, u64),
+    sync_rings: (u64, u64),
     rtt: Vec<u64>,
     host_recv: Vec<u64>,
     sync_period: Vec<u64>,
@@ -175,6 +279,22 @@ struct Samples {
     stream_ns: u64,
     stream_cpu_ns: u64,
     stream_all_cpu_ns: u64,
+    /// Pipelined windows: [host CPU, run-queue delay, slices] of the four
+    /// threads, and the machine's [busy, idle, steal] ticks.
+    stream_sched: [u64; 3],
+    stream_host_cpu_ns: u64,
+    stream_ticks: [u64; 3],
+    send_write_cpu: Vec<u64>,
+    send_wait_cpu: Vec<u64>,
+    pp_sleeps: u64,
+    pp_rts: u64,
+    /// Blocks taken per synchronous send (trace).
+    sync_blocks: Vec<u64>,
+    sync_engine_wake: Vec<u64>,
+    sync_wake: Vec<u64>,
+    /// Placement probe: write call CPU of ringing writes, [ping-pong,
+    /// synchronous][remote, local].
+    probe: [[Vec<u64>; 2]; 2],
     /// The application thread's sleeps over `sync_sends` synchronous sends.
     sync_sleeps: u64,
     sync_sends: u64,
@@ -191,8 +311,42 @@ struct Engines {
     tx_ctx: CtxHandle,
     /// The sending engine thread's id (`/proc/self/task/<tid>`).
     tx_tid: Option<String>,
+    /// The ping-pong's engine thread's id.
+    pp_tid: Option<String>,
+    /// Whether to probe where the engine last ran before each operation.
+    probe: bool,
     /// The receiving side's threads (its application and engine).
     sink_tids: Vec<String>,
+}
+
+/// The pipelined transfer's threads and the machine at one instant (see
+/// [`Engines::cpu`]).
+#[derive(Clone, Copy, Default)]
+struct Snap {
+    /// The sending engine thread's CPU time, ns.
+    eng: u64,
+    /// Every thread's of the transfer, ns.
+    all: u64,
+    /// This (the sending application's) thread's, ns.
+    host: u64,
+    /// The four threads' `schedstat` summed: CPU ns, run-queue ns, slices.
+    sched: [u64; 3],
+    /// The machine's busy, idle and steal ticks.
+    ticks: [u64; 3],
+}
+
+impl Snap {
+    /// What happened from `self` to `later`.
+    fn since(&self, later: &Snap) -> Snap {
+        let d = |a: [u64; 3], b: [u64; 3]| [0, 1, 2].map(|i| b[i].saturating_sub(a[i]));
+        Snap {
+            eng: later.eng.saturating_sub(self.eng),
+            all: later.all.saturating_sub(self.all),
+            host: later.host.saturating_sub(self.host),
+            sched: d(self.sched, later.sched),
+            ticks: d(self.ticks, later.ticks),
+        }
+    }
 }
 
 const WAIT: Duration = Duration::from_millis(50);
@@ -201,10 +355,12 @@ const FIVE_S: u64 = 5_000_000_000;
 const WARM_NS: u64 = 10_000_000;
 
 impl Engines {
-    fn new(echo: SocketAddr, sink: &PeerApp) -> Result<Engines, String> {
+    fn new(echo: SocketAddr, sink: &PeerApp, probe: bool) -> Result<Engines, String> {
         let e = |e: std::io::Error| format!("E8 engine thread: {e}");
+        let before = engine_threads();
         let d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 82).map_err(e)?;
         let mut pp = engine::spawn(d, EngineConfig::default()).map_err(e)?;
+        let pp_tid = engine_threads().difference(&before).next().cloned();
         let pp_ctx = pp.connect(echo, 7, ContextConfig::stream()).map_err(e)?;
         // A write bound of 2 bytes: the engine reports every
         // acknowledgement (it reports once half the bound is outstanding),
@@ -217,16 +373,24 @@ impl Engines {
             engine::spawn(d, EngineConfig { write_bound: 2, ..EngineConfig::default() }).map_err(e)?;
         let tx_tid = engine_threads().difference(&before).next().cloned();
         let tx_ctx = tx.connect(sink.addr, 7, ContextConfig::stream()).map_err(e)?;
-        Ok(Engines { pp, pp_ctx, tx, tx_ctx, tx_tid, sink_tids: sink.tids.clone() })
+        Ok(Engines { pp, pp_ctx, tx, tx_ctx, tx_tid, pp_tid, probe, sink_tids: sink.tids.clone() })
     }
 
-    /// CPU time, ns: (the sending engine thread's, every thread's of the
-    /// transfer — this one, the sending engine, the receiving side's).
-    fn cpu(&self) -> (u64, u64) {
-        let task = |t: &String| schedstat(&std::path::Path::new("/proc/self/task").join(t).join("schedstat"));
-        let eng = self.tx_tid.as_ref().and_then(task).unwrap_or(0);
-        let sink: u64 = self.sink_tids.iter().filter_map(task).sum();
-        (eng, eng + sink + thread_cpu_ns())
+    /// The pipelined transfer's threads and the machine now.
+    fn cpu(&self) -> Snap {
+        let task =
+            |t: &String| schedstat3(&std::path::Path::new("/proc/self/task").join(t).join("schedstat"));
+        let eng = self.tx_tid.as_ref().and_then(task).unwrap_or([0; 3]);
+        let host = thread_cpu_ns();
+        let me = schedstat3(std::path::Path::new("/proc/thread-self/schedstat")).unwrap_or([0; 3]);
+        let mut sched = [0u64; 3];
+        for t in self.sink_tids.iter().filter_map(task).chain([eng, me]) {
+            for (a, b) in sched.iter_mut().zip(t) {
+                *a += b;
+            }
+        }
+        let sink: u64 = self.sink_tids.iter().filter_map(task).map(|t| t[0]).sum();
+        Snap { eng: eng[0], all: eng[0] + sink + host, host, sched, ticks: machine_ticks().unwrap_or([0; 3]) }
     }
 
     /// `n` ping-pongs of `msg`, traced; into `s` when `keep`.
@@ -246,11 +410,18 @@ impl Engines {
             xk_trace::start(xk_trace::Config::default());
             xk_trace::name_thread("e8-app");
         }
+        let (v0, _) = thread_switches();
         for _ in 0..n {
             let m0 = Mark::now();
+            let local = if self.probe { shares_cpu(self.pp_tid.as_ref()) } else { None };
+            let rung = c.stats().engine_wakeups;
             let (t0, c0) = stamp();
             c.write(ctx, Bytes::copy_from_slice(msg), true, None).map_err(e)?;
             let (t1, c1) = stamp();
+            let rang = c.stats().engine_wakeups != rung;
+            if let Some(local) = local.filter(|_| keep && rang) {
+                s.probe[0][usize::from(local)].push(c1 - c0);
+            }
             out.clear();
             let mut wait_cpu = 0;
             'echo: loop {
@@ -272,16 +443,20 @@ impl Engines {
             if out.len() != size {
                 return Err(format!("{what}: echo of {} B", out.len()));
             }
-            ops.push((t0, t1, t2, c0, c1, c2, wait_cpu));
+            ops.push((t0, t1, t2, c0, c1, c2, wait_cpu, rang));
         }
         if !keep {
             return Ok(());
         }
+        s.pp_sleeps += thread_switches().0 - v0;
+        s.pp_rts += n as u64;
         let (hit, d) = settle(&causes);
         s.disturbed.add(&d);
-        for (&(t0, t1, t2, c0, c1, c2, wait_cpu), _) in ops.iter().zip(&hit).filter(|o| !o.1) {
+        for (&(t0, t1, t2, c0, c1, c2, wait_cpu, rang), _) in ops.iter().zip(&hit).filter(|o| !o.1) {
             marks.push((t0, t1, t2));
-            write_cpu.push(c1 - c0);
+            write_cpu.push((c1 - c0, rang));
+            s.pp_rings.0 += u64::from(rang);
+            s.pp_rings.1 += 1;
             s.rtt.push(t2 - t0);
             s.host_recv.push(c2 - c1);
             s.wake_cpu.push(wait_cpu);
@@ -299,12 +474,18 @@ impl Engines {
         // crossings (the seed too measured round trips and halved them),
         // and the pieces of a round trip add up to it.
         let ev = Crossings::new(&rec, app, eng, pa, pe);
-        for (&(t0, t1, t2), &cpu) in marks.iter().zip(&write_cpu) {
+        for (&(t0, t1, t2), &(cpu, rang)) in marks.iter().zip(&write_cpu) {
             let Some(c) = ev.chain(t0, t1, t2) else { continue };
             s.write.push(c.a_push - t0);
             // The doorbell's host CPU: the write call's CPU time less the
-            // post (copying and pushing, all on the CPU).
-            s.doorbell.push(cpu.saturating_sub(c.a_push - t0));
+            // post (copying and pushing, all on the CPU), over the writes
+            // that found the engine asleep and rang it — a write that
+            // finds it awake makes no system call, and how many do
+            // depends on the traffic (a synchronous send always finds it
+            // asleep; a ping-pong's write often finds it still busy).
+            if rang {
+                s.doorbell.push(cpu.saturating_sub(c.a_push - t0));
+            }
             s.read.push(t2 - c.a_pop);
             s.engine_wake.extend([c.e_pop - c.a_push, c.pe_pop - c.pa_push]);
             s.proc_oneway.extend([c.delivered - c.e_pop, c.back - c.pe_pop]);
@@ -338,24 +519,35 @@ impl Engines {
         let mut causes = Vec::with_capacity(n);
         for _ in 0..n {
             let m0 = Mark::now();
+            let local = if self.probe { shares_cpu(self.tx_tid.as_ref()) } else { None };
+            let rung = self.tx.stats().engine_wakeups;
             let (t0, c0) = stamp();
             self.tx
                 .write(self.tx_ctx, Bytes::copy_from_slice(msg), true, None)
                 .map_err(|e| format!("{what}: {e}"))?;
+            let cw = thread_cpu_ns();
+            let rang = self.tx.stats().engine_wakeups != rung;
+            if let Some(local) = local.filter(|_| keep && rang) {
+                s.probe[1][usize::from(local)].push(cw - c0);
+            }
             self.drain(t0, &what)?;
             let (t1, c1) = stamp();
             causes.push(Cause::between(&m0, &Mark::now()));
-            ops.push((t0, t1, c0, c1));
+            ops.push((t0, t1, c0, cw, c1, rang));
         }
         if !keep {
             return Ok(());
         }
         let (hit, d) = settle(&causes);
         s.disturbed.add(&d);
-        for (&(t0, t1, c0, c1), _) in ops.iter().zip(&hit).filter(|o| !o.1) {
+        for (&(t0, t1, c0, cw, c1, rang), _) in ops.iter().zip(&hit).filter(|o| !o.1) {
+            s.sync_rings.0 += u64::from(rang);
+            s.sync_rings.1 += 1;
             marks.push((t0, t1));
             s.sync_period.push(t1 - t0);
             s.host_send.push(c1 - c0);
+            s.send_write_cpu.push(cw - c0);
+            s.send_wait_cpu.push(c1 - cw);
         }
         s.sync_sleeps += thread_switches().0 - v0;
         s.sync_sends += n as u64;
@@ -365,7 +557,22 @@ impl Engines {
         {
             let pops = instants(&rec, eng, Point::RingPop, 0);
             let pushes = instants(&rec, eng, Point::RingPush, 1);
+            let taken = instants(&rec, app, Point::RingPop, 1);
+            let posted = instants(&rec, app, Point::RingPush, 0);
             for &(t0, t1) in &marks {
+                s.sync_blocks.push(taken.iter().filter(|&&p| p >= t0 && p <= t1).count() as u64);
+                // The two wake-ups of this send, as the ping-pong's δ_e and
+                // δ_i are cut: post → engine's pop; the engine's last push
+                // before the application's first pop → that pop.
+                let within = |v: &[u64], from: u64| v.iter().copied().find(|&p| p >= from && p <= t1);
+                if let Some(a_push) = within(&posted, t0)
+                    && let Some(e_pop) = within(&pops, a_push)
+                    && let Some(a_pop) = within(&taken, e_pop)
+                    && let Some(&e_push) = pushes.iter().rev().find(|&&p| p >= e_pop && p <= a_pop)
+                {
+                    s.sync_engine_wake.push(e_pop - a_push);
+                    s.sync_wake.push(a_pop - e_push);
+                }
                 if let Some(&pop) = pops.iter().find(|&&p| p >= t0 && p <= t1)
                     && let Some(&push) = pushes.iter().rev().find(|&&p| p >= pop && p <= t1)
                 {
@@ -379,14 +586,17 @@ impl Engines {
     /// A pipelined run of `msg` to the sink in steady state: the host keeps
     /// up to `outstanding` messages unacknowledged; after `WARM_NS` the
     /// window opens at a completion and closes at the first completion
-    /// `min_ns` later. Returns (messages, wall ns, the engine thread's CPU
-    /// ns, every thread's CPU ns) over the window.
-    fn pipelined(&mut self, msg: &[u8], min_ns: u64) -> Result<(usize, u64, u64, u64), String> {
+    /// `min_ns` later. Returns (messages, wall ns, what the threads and the
+    /// machine did) over the window.
+    fn pipelined(&mut self, msg: &[u8], min_ns: u64) -> Result<(usize, u64, Snap), String> {
         let what = format!("E8 engine thread pipelined {} B", msg.len());
         let l = msg.len() as u64;
-        // Enough in flight that the engine never waits for the host, few
-        // enough that the queue drains quickly after the window.
-        let outstanding = (1u64 << 20).div_ceil(l).clamp(4, 64);
+        // Enough in flight that the pipeline, not the host's window over a
+        // completion's round trip, sets the period (Little's law: 64
+        // messages of 1 B over a ~100 µs completion bound it at 1.6 µs,
+        // three times the pipeline's); few enough that the queue drains
+        // within milliseconds after the window.
+        let outstanding = (4u64 << 20).div_ceil(l).clamp(4, 1024);
         let base = self.tx.unacked_bytes(self.tx_ctx);
         if base != 0 {
             return Err(format!("{what}: {base} B unacknowledged before the run"));
@@ -394,7 +604,7 @@ impl Engines {
         let data = Bytes::copy_from_slice(msg);
         let t_start = mono_ns();
         let mut written = 0u64;
-        let mut first: Option<(u64, (u64, u64), u64)> = None;
+        let mut first: Option<(u64, Snap, u64)> = None;
         let last = loop {
             let done = written - self.tx.unacked_bytes(self.tx_ctx).div_ceil(l);
             let now = mono_ns();
@@ -419,8 +629,7 @@ impl Engines {
         };
         self.drain(t_start, &what)?;
         let f = first.expect("the window opened before it closed");
-        let cpu = |i: fn(&(u64, u64)) -> u64| i(&last.1).saturating_sub(i(&f.1));
-        Ok(((last.2 - f.2) as usize, last.0 - f.0, cpu(|c| c.0), cpu(|c| c.1)))
+        Ok(((last.2 - f.2) as usize, last.0 - f.0, f.1.since(&last.1)))
     }
 
     fn end(mut self) {
@@ -515,8 +724,9 @@ pub(crate) fn calibrate(
     count: usize,
     stream_ms: u64,
     rounds: usize,
+    probe: bool,
 ) -> Result<Vec<CalibRow>, String> {
-    let mut eng = Engines::new(echo, sink)?;
+    let mut eng = Engines::new(echo, sink, probe)?;
     let msgs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0x42u8; l]).collect();
     let mut samples: Vec<Samples> = sizes.iter().map(|_| Samples::default()).collect();
     let rounds = rounds.max(1);
@@ -539,15 +749,28 @@ pub(crate) fn calibrate(
         let order: Vec<usize> =
             if w % 2 == 0 { (0..sizes.len()).collect() } else { (0..sizes.len()).rev().collect() };
         for i in order {
-            let (k, ns, cpu, all) = eng.pipelined(&msgs[i], window_ns)?;
+            let (k, ns, d) = eng.pipelined(&msgs[i], window_ns)?;
             let s = &mut samples[i];
             s.stream_msgs += k;
             s.stream_ns += ns;
-            s.stream_cpu_ns += cpu;
-            s.stream_all_cpu_ns += all;
+            s.stream_cpu_ns += d.eng;
+            s.stream_all_cpu_ns += d.all;
+            s.stream_host_cpu_ns += d.host;
+            for j in 0..3 {
+                s.stream_sched[j] += d.sched[j];
+                s.stream_ticks[j] += d.ticks[j];
+            }
         }
     }
     eng.end();
+    // The probe's local share of the ringing writes (NaN without probe).
+    let frac = |v: &[Vec<u64>; 2]| {
+        let n = v[0].len() + v[1].len();
+        if n == 0 { f64::NAN } else { v[1].len() as f64 / n as f64 }
+    };
+    // A probe's value, None without the probe or without a sample (JSON
+    // has no NaN).
+    let probed = |v: f64| v.is_finite().then_some(v);
     // Pipelined: pooled over the windows, time over messages.
     let per_msg = |ns: u64, k: usize| if k == 0 { f64::NAN } else { ns as f64 / k as f64 };
     Ok(sizes
@@ -576,6 +799,28 @@ pub(crate) fn calibrate(
             host_send_ns: mean(&s.host_send),
             sync_wakeups: s.sync_sleeps as f64 / s.sync_sends.max(1) as f64,
             host_recv_ns: mean(&s.host_recv),
+            send_write_cpu_ns: mean(&s.send_write_cpu),
+            send_wait_cpu_ns: mean(&s.send_wait_cpu),
+            pp_sleeps: s.pp_sleeps as f64 / s.pp_rts.max(1) as f64,
+            sync_blocks: mean(&s.sync_blocks),
+            probe_pp_local_ns: probed(mean(&s.probe[0][1])),
+            probe_pp_remote_ns: probed(mean(&s.probe[0][0])),
+            probe_pp_local: probed(frac(&s.probe[0])),
+            probe_sync_local_ns: probed(mean(&s.probe[1][1])),
+            probe_sync_remote_ns: probed(mean(&s.probe[1][0])),
+            probe_sync_local: probed(frac(&s.probe[1])),
+            sync_engine_wake_ns: mean(&s.sync_engine_wake),
+            sync_wake_ns: mean(&s.sync_wake),
+            pp_rings: s.pp_rings.0 as f64 / s.pp_rings.1.max(1) as f64,
+            sync_rings: s.sync_rings.0 as f64 / s.sync_rings.1.max(1) as f64,
+            pipe_host_cpu_ns: per_msg(s.stream_host_cpu_ns, s.stream_msgs),
+            pipe_runq_ns: per_msg(s.stream_sched[1], s.stream_msgs),
+            pipe_slices: s.stream_sched[2] as f64 / s.stream_msgs.max(1) as f64,
+            pipe_other_cpu_ns: per_msg(
+                (s.stream_ticks[0] as f64 * 1e9 / TICKS_PER_S - s.stream_all_cpu_ns as f64).max(0.0) as u64,
+                s.stream_msgs,
+            ),
+            pipe_idle_ns: per_msg((s.stream_ticks[1] as f64 * 1e9 / TICKS_PER_S) as u64, s.stream_msgs),
             count: s.rtt.len(),
             stream: s.stream_msgs,
             stream_ms: s.stream_ns as f64 / 1e6,
@@ -745,7 +990,7 @@ mod tests {
         let _one = crate::e8_measure::TRACE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (echo, sink) = (PeerApp::echo().unwrap(), PeerApp::sink().unwrap());
         assert_eq!(sink.tids.len(), 2, "{:?}", sink.tids);
-        let rows = calibrate(echo.addr, &sink, &[1, 8_192], 20, 30, 2).unwrap();
+        let rows = calibrate(echo.addr, &sink, &[1, 8_192], 20, 30, 2, true).unwrap();
         assert_eq!(rows.len(), 2);
         for r in &rows {
             for (name, v) in [
@@ -773,6 +1018,14 @@ mod tests {
             // processor; a window of ≥ 10 ms of pipelined messages.
             assert!(r.delay_ns > r.proc_delay_ns, "{r:?}");
             assert!(r.stream > 8 && r.stream_ms >= 9.0, "{r:?}");
+            // Each synchronous send takes at least its acknowledgment
+            // block and rings at most one doorbell; the pipelined
+            // application spends CPU on every message.
+            assert!(r.sync_blocks >= 1.0 && (0.0..=1.0).contains(&r.sync_rings), "{r:?}");
+            assert!(r.pipe_host_cpu_ns > 0.0 && r.pipe_slices >= 0.0, "{r:?}");
+            assert!(r.send_write_cpu_ns > 0.0 && r.send_wait_cpu_ns > 0.0, "{r:?}");
+            // The placement probe saw the ringing writes, each local or not.
+            assert!(r.probe_sync_local.is_some_and(|f| (0.0..=1.0).contains(&f)), "{r:?}");
         }
     }
 }

@@ -44,6 +44,33 @@ pub(crate) fn schedstat(path: &std::path::Path) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.split_whitespace().next()?.parse().ok()
 }
 
+/// All three of a task's scheduler figures (`schedstat`): ns on a CPU, ns
+/// waiting on a run queue (runnable, no core free), times scheduled in.
+pub(crate) fn schedstat3(path: &std::path::Path) -> Option<[u64; 3]> {
+    let s = std::fs::read_to_string(path).ok()?;
+    let mut it = s.split_whitespace().map(|v| v.parse::<u64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// The whole machine's CPU time from `/proc/stat`'s first line, in clock
+/// ticks (`USER_HZ`, 100 a second here: 10 ms resolution, so it is read
+/// over windows of tens of ms and pooled): (busy, idle + iowait, steal).
+pub(crate) fn machine_ticks() -> Option<[u64; 3]> {
+    let s = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = s.lines().next()?.strip_prefix("cpu ")?;
+    let v: Vec<u64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal (guest times are
+    // already inside user and nice).
+    let (idle, steal) = (v.get(3)? + v.get(4)?, *v.get(7)?);
+    let busy = v.get(..7)?.iter().sum::<u64>() - idle;
+    Some([busy, idle, steal])
+}
+
+/// Clock ticks per second of `/proc/stat`: `USER_HZ`, a fixed constant
+/// of the kernel's user-space interface on x86 and arm64 (100), whatever
+/// the kernel's internal tick rate.
+pub(crate) const TICKS_PER_S: f64 = 100.0;
+
 /// Nanoseconds on the CPU of every thread of process `pid` (`self` for
 /// this one), or of the listed threads only.
 fn process_cpu_ns(pid: &str, only: Option<&BTreeSet<String>>) -> u64 {

@@ -10,7 +10,8 @@
 //! shared memory between them; the formulas are the seed's, unchanged.
 //! [`Extended`] adds the terms an engine thread on a general-purpose
 //! machine needs (the processor's wake-up, its completion of a synchronous
-//! send, the pipeline's slowest stage),
+//! send, the doorbells, the pipeline's slowest stage with the cores' idle
+//! time),
 //! each named, so that the seed's form and the extended form can be shown
 //! side by side.
 //!
