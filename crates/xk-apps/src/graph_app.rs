@@ -219,7 +219,7 @@ fn serve_on<S: FrameSocket>(
         while let Some(ev) = g.poll_event() {
             match ev {
                 Event::OpenDone { .. } => r.sessions += 1,
-                Event::Deliver { session, msg } => {
+                Event::Deliver { session, msg, .. } => {
                     r.bytes += msg.len() as u64;
                     echo.push((session, msg));
                 }

@@ -51,7 +51,7 @@
 //!     if !moved { break; }
 //! }
 //! match a.poll_event() {
-//!     Some(Event::Deliver { session, msg }) => {
+//!     Some(Event::Deliver { session, msg, .. }) => {
 //!         assert_eq!(session, s);
 //!         assert_eq!(msg.to_vec(), b"hello");
 //!     }
@@ -61,6 +61,7 @@
 
 mod addr;
 mod arena;
+pub mod compiled;
 pub mod device;
 mod graph;
 pub mod graph_desc;
@@ -75,6 +76,6 @@ pub use graph::{Ctx, DemuxMeter, Event, Graph, GraphBuilder, ProtocolStats};
 pub use keys::WordKey;
 pub use map::DemuxMap;
 pub use upi::{
-    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, ProtocolId, PushError,
-    SessionId, Upper,
+    CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Layer, OpenError, Protocol, ProtocolId,
+    PushError, SessionId, Upper,
 };

@@ -220,7 +220,7 @@ impl Peer {
 impl<M: Msg> GraphApp<M> for Peer {
     fn poll(&mut self, g: &mut Graph<M>) {
         while let Some(ev) = g.poll_event() {
-            let Event::Deliver { session, msg } = ev else { continue };
+            let Event::Deliver { session, msg, .. } = ev else { continue };
             self.got += msg.len();
             match (self.server, self.work) {
                 (true, Work::PingPong { .. }) => {

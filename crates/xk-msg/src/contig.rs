@@ -213,10 +213,19 @@ impl Msg for Contig {
             // Moving the start within the unique buffer costs no reference
             // count traffic (`freeze().slice()` would add a pair).
             Store::Unique(mut b) => {
-                b.advance(head);
+                if head > 0 {
+                    b.advance(head);
+                }
                 b.freeze()
             }
-            Store::Shared(b) => b.slice(head..),
+            // Advancing the owned handle moves its start: no reference
+            // count pair (`slice` would clone and drop the handle).
+            Store::Shared(mut b) => {
+                if head > 0 {
+                    b.advance(head);
+                }
+                b
+            }
         }
     }
 }
