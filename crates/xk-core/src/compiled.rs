@@ -15,6 +15,9 @@
 //! * no dynamic dispatch and no dispatcher queue: `receive` calls `demux`
 //!   then `pop`, `poll_transmit` calls `flush`, the application's `push`
 //!   calls `push`;
+//! * the application pulls its events ([`Cx::PULLS_EVENTS`]): data that
+//!   arrived in several packets goes up in one pass when the application
+//!   reads, as the direct driver's application reads a batch;
 //! * the peer travels beside the frame, typed (`receive(from, frame)`,
 //!   `poll_transmit() -> (to, frame)`), not in a device header
 //!   ([`Cx::DEVICE_HEADER`] is 0 here);
@@ -57,6 +60,7 @@ pub struct DeviceCx<M> {
 
 impl<M: Msg> Cx<M> for DeviceCx<M> {
     const DEVICE_HEADER: usize = 0;
+    const PULLS_EVENTS: bool = true;
 
     #[inline]
     fn now(&self) -> Instant {
@@ -177,12 +181,12 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
     /// [`Stack::last_drop`]), never a panic.
     #[inline]
     pub fn receive(&mut self, from: SocketAddr, mut frame: M) {
+        // Read by the protocol's `demux` and `pop` of this frame only.
         self.cx.source = Some(from);
         let r = match self.proto.demux(&mut self.cx, None, &mut frame) {
             Ok(session) => self.proto.pop(&mut self.cx, session, None, frame),
             Err(e) => Err(e),
         };
-        self.cx.source = None;
         match r {
             Ok(()) => self.stats.popped += 1,
             Err(e) => {
@@ -205,9 +209,14 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
         self.cx.next.take()
     }
 
-    /// The next event for the application.
+    /// The next event for the application. When none is queued the
+    /// protocol is asked to [`Layer::poll_up`] first (the application pulls:
+    /// data that arrived in several packets goes up in one pass).
     #[inline]
     pub fn poll_event(&mut self) -> Option<Event<M>> {
+        if self.cx.events.is_empty() {
+            self.proto.poll_up(&mut self.cx);
+        }
         self.cx.events.pop_front()
     }
 

@@ -199,6 +199,7 @@ impl<M: Msg> Ctx<'_, M> {
 
 impl<M: Msg> Cx<M> for Ctx<'_, M> {
     const DEVICE_HEADER: usize = ADDR_HEADER;
+    const PULLS_EVENTS: bool = false;
 
     fn now(&self) -> Instant {
         Ctx::now(self)

@@ -259,6 +259,12 @@ pub trait Layer<M: Msg, C> {
     /// call, each at the graph's time of that call.
     fn flush(&mut self, _cx: &mut C) {}
 
+    /// The application found no event waiting: hand up (with `deliver`,
+    /// `open_done`, `close_done`) what is ready. Called only where
+    /// [`Cx::PULLS_EVENTS`]; a protocol that hands everything up at once
+    /// needs nothing here.
+    fn poll_up(&mut self, _cx: &mut C) {}
+
     /// When this protocol next wants [`Protocol::handle_timeout`]: the
     /// earliest deadline of its own timer queue (the x-kernel's event
     /// manager, one queue per protocol so each picks its queue type). May
@@ -291,6 +297,15 @@ pub trait Cx<M> {
     /// the frame, typed). A constant, so each composition's code has only its
     /// own case.
     const DEVICE_HEADER: usize;
+
+    /// Whether the application pulls its events: the composition calls
+    /// [`Layer::poll_up`] each time the application finds no event waiting,
+    /// so a protocol may leave what is ready where it is instead of handing
+    /// it up after every packet (as the direct drivers' applications read a
+    /// batch of packets' data at once). `false` in the dynamic graph (every
+    /// verb hands up at once, the x-kernel's upcall), `true` in the compiled
+    /// stack.
+    const PULLS_EVENTS: bool;
 
     /// The time the driver last handed in.
     fn now(&self) -> Instant;

@@ -140,10 +140,11 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
     }
 
     /// Hands the endpoint's events upward, if it has any (checked inline:
-    /// `flush` drains after every frame and there is rarely an event then).
+    /// `flush` drains after every frame and there is rarely an event then)
+    /// and the application does not pull them (`poll_up` does then).
     #[inline]
     fn drain_events<C: Cx<M>>(&mut self, cx: &mut C) {
-        if self.ep.has_events() {
+        if !C::PULLS_EVENTS && self.ep.has_events() {
             self.hand_up_events(cx);
         }
     }
@@ -238,16 +239,18 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
         let dh = C::DEVICE_HEADER;
         let len = msg.len().min(dh + HEADER_LEN);
         let h = msg.peek(len)?;
-        if dh > 0 {
+        let from = if dh > 0 {
             if h.len() < dh {
                 return Err(DemuxError::Malformed("frame shorter than the device header"));
             }
+            // Kept for `pop`: the header is decoded once per frame.
             self.from = read_addr(h);
+            self.from
         } else {
-            self.from = cx.source();
-        }
+            cx.source()
+        };
         let key = xtp_key(&h[dh..]);
-        let found = self.from.zip(key).and_then(|(from, (key, diag))| self.ep.lookup(from, key, diag));
+        let found = from.zip(key).and_then(|(from, (key, diag))| self.ep.lookup(from, key, diag));
         Ok(SessionId { protocol: cx.me(), slot: found.map_or(Self::UNBOUND, |c| c.0) })
     }
 
@@ -260,15 +263,16 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
         mut msg: M,
     ) -> Result<(), DemuxError> {
         let dh = C::DEVICE_HEADER;
-        let from = match self.from.take() {
-            Some(from) => {
-                if dh > 0 {
+        let from = if dh > 0 {
+            match self.from.take() {
+                Some(from) => {
                     msg.pop(dh)?;
+                    from
                 }
-                from
+                None => read_addr(msg.pop(dh)?).ok_or(DemuxError::Malformed("device header"))?,
             }
-            None if dh > 0 => read_addr(msg.pop(dh)?).ok_or(DemuxError::Malformed("device header"))?,
-            None => cx.source().ok_or(DemuxError::Malformed("no source address from the device"))?,
+        } else {
+            cx.source().ok_or(DemuxError::Malformed("no source address from the device"))?
         };
         let found = (session.slot != Self::UNBOUND).then_some(ContextId(session.slot));
         self.ep.handle_demuxed(cx.now(), from, msg.into_bytes(), found);
@@ -310,6 +314,13 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
         }
         // Sending can end contexts (the last acknowledgement of a close).
         self.drain_events(cx);
+    }
+
+    #[inline]
+    fn poll_up(&mut self, cx: &mut C) {
+        if self.ep.has_events() {
+            self.hand_up_events(cx);
+        }
     }
 
     fn control(
