@@ -413,7 +413,7 @@ impl<M: Msg> Graph<M> {
     }
 
     /// The next frame for the device, with the protocol that sent it. When
-    /// none is queued, every protocol is asked to [`Protocol::flush`] first.
+    /// none is queued, every protocol is asked to [`Layer::flush`](crate::Layer::flush) first.
     pub fn poll_transmit(&mut self) -> Option<(ProtocolId, M)> {
         if self.queues.transmit.is_empty() {
             for i in 0..self.table.len() {

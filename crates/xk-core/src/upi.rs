@@ -2,17 +2,17 @@
 //!
 //! | x-kernel | here | who calls it |
 //! |---|---|---|
-//! | `xOpen` | [`Protocol::open`] | an upper protocol or the application (active open) |
-//! | `xOpenEnable` / `xOpenDisable` | [`Protocol::open_enable`] / [`Protocol::open_disable`] | upper layer, to accept sessions created by arriving messages (passive open) |
-//! | `xDemux` | [`Protocol::demux`] | the dispatcher, with a message from a lower session or the device; picks the session |
-//! | `xPop` | [`Protocol::pop`] | the dispatcher, right after `demux`, with the session it picked |
-//! | `xPush` | [`Protocol::push`] | the session's upper layer, with a message to send |
-//! | `xControl` | [`Protocol::control`] | anyone; typed request, typed reply |
-//! | `xClose` | [`Protocol::close`] | the session's upper layer |
-//! | `xOpenDone` / `xCloseDone` | [`Protocol::open_done`] / [`Protocol::close_done`] | events, queued to the upper layer |
+//! | `xOpen` | [`Layer::open`] | an upper protocol or the application (active open) |
+//! | `xOpenEnable` / `xOpenDisable` | [`Layer::open_enable`] / [`Layer::open_disable`] | upper layer, to accept sessions created by arriving messages (passive open) |
+//! | `xDemux` | [`Layer::demux`] | the dispatcher, with a message from a lower session or the device; picks the session |
+//! | `xPop` | [`Layer::pop`] | the dispatcher, right after `demux`, with the session it picked |
+//! | `xPush` | [`Layer::push`] | the session's upper layer, with a message to send |
+//! | `xControl` | [`Layer::control`] | anyone; typed request, typed reply |
+//! | `xClose` | [`Layer::close`] | the session's upper layer |
+//! | `xOpenDone` / `xCloseDone` | [`Layer::open_done`] / [`Layer::close_done`] | events, queued to the upper layer |
 //!
 //! Protocols never call each other's `push`/`demux` directly: they ask the
-//! [`Ctx`](crate::Ctx), which queues the message for the dispatcher. So no
+//! [`Ctx`], which queues the message for the dispatcher. So no
 //! protocol is ever re-entered while it is running, and a stack of any depth
 //! uses constant call depth. `open`, `open_enable` and `control` are synchronous
 //! calls into another protocol (they return a value); a cycle is refused.
@@ -265,7 +265,7 @@ pub trait Layer<M: Msg, C> {
     /// needs nothing here.
     fn poll_up(&mut self, _cx: &mut C) {}
 
-    /// When this protocol next wants [`Protocol::handle_timeout`]: the
+    /// When this protocol next wants [`Layer::handle_timeout`]: the
     /// earliest deadline of its own timer queue (the x-kernel's event
     /// manager, one queue per protocol so each picks its queue type). May
     /// be early; never late.

@@ -25,11 +25,15 @@
 //! * Received data goes up as `M::from_shared(chunk)`: a slice of the
 //!   received frame, not copied in either message form. Data pushed down
 //!   goes in as `msg.into_bytes()`, free for a message of one piece.
-//! * Output waits for [`Protocol::flush`] (the device pulling a frame), as
+//! * Output waits for [`Layer::flush`] (the device pulling a frame), as
 //!   the direct driver polls the endpoint after a batch of input: the same
-//!   packets leave on both paths, at the same instants. Frames are cut from
-//!   a shared 64 KiB transmit arena, one split each.
-//! * Timers are the endpoint's own queue `Q` ([`Protocol::poll_timeout`]).
+//!   packets leave on both paths, at the same instants. The endpoint writes
+//!   each packet into a scratch buffer that stays in the cache; the frame
+//!   is copied once, at its length, into a shared 64 KiB arena (one split
+//!   each, as the direct drivers receive).
+//! * Events go up after every verb in the graph; in the compiled stack
+//!   (`Cx::PULLS_EVENTS`) when the application polls (`Layer::poll_up`).
+//! * Timers are the endpoint's own queue `Q` ([`Layer::poll_timeout`]).
 //!
 //! Message boundaries: XTP delivers chunks; each goes up with the chunk's
 //! end-of-message mark (XTP's EOM: the `eom` of the graph's `Deliver`), so
