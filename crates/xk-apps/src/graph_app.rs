@@ -1,9 +1,17 @@
-//! `ping` and `serve` over a protocol graph built from a description
-//! (`--graph FILE`, issue #16): XTP as an `xk-core` protocol on a real
-//! socket, the framework path end to end.
+//! `ping`, `bulk` and `serve` over a protocol graph built from a
+//! description (`--graph FILE`, issue #16): XTP as an `xk-core` protocol on
+//! a real socket, the framework path end to end. The description picks the
+//! composition (its `compose` line, `xtp_proto::stack`): the compiled stack
+//! by default, the run-time graph with `compose dynamic`; both run on the
+//! same device code (`xk_core::device::DeviceStack`).
 //!
 //! The server echoes on XTP port 7 ([`crate::server::ECHO_PORT`]) like
-//! `xpress serve`, so either client works against either server. The `udp`
+//! `xpress serve`, so either client works against either server. `bulk`
+//! sends to the discard service of `xpress serve` (XTP port 9,
+//! [`crate::server::DISCARD_PORT`]), which answers the count it received
+//! when the client closes. (The graph's server has no discard: the uniform
+//! interface does not report that the peer finished sending, which is when
+//! the count is due.) The `udp`
 //! and `ip36` devices run on real sockets (`ip36` as root, on a local
 //! address of its own: `ping --raw IP`, the server's `--listen` address);
 //! `link` is refused by name (the simulator's `link` runs in
@@ -13,20 +21,47 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
-use xk_core::{Addr, Event, Part, Participants};
+use xk_core::device::DeviceStack;
+use xk_core::graph_desc::Kind;
+use xk_core::{Addr, Event, Part, Participants, PushError};
 use xk_driver::graph_udp::{DeviceStats, FrameSocket, GraphDevice, GraphIp36, GraphUdp};
 use xk_msg::{Bytes, Msg, Rope};
 use xk_time::{Duration, HeapQueue, Instant};
-use xtp_proto::stack::XtpStack;
+use xtp_proto::stack::{Composed, XtpStack};
 use xtp_proto::{ContextConfig, EndpointConfig};
 
-use crate::server::ECHO_PORT;
+use crate::server::{DISCARD_PORT, ECHO_PORT};
+
+/// The composition a description gives, with the message form of these
+/// applications.
+type Built = Composed<Rope, HeapQueue<xk_core::ArenaId>, true>;
+
+/// Runs `$body` with `$g` bound to the composition, whichever it is: each
+/// arm is its own monomorphised copy (no dispatch per call).
+macro_rules! on_stack {
+    ($c:expr, |$g:ident| $body:expr) => {
+        match $c {
+            Composed::Graph($g) => $body,
+            Composed::Compiled($g) => $body,
+        }
+    };
+}
+
+/// `compiled` or `dynamic`, for the results.
+fn composition(c: &Built) -> &'static str {
+    match c {
+        Composed::Graph(_) => "dynamic",
+        Composed::Compiled(_) => "compiled",
+    }
+}
 
 /// What a graph ping measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct GraphPingResult {
     /// The layers, top first, as described.
     pub graph: String,
+    /// `compiled` (the compiled stack) or `dynamic` (the run-time graph).
+    pub composition: &'static str,
     /// Requests sent.
     pub sent: u64,
     /// Replies received complete.
@@ -50,16 +85,16 @@ pub struct GraphServeResult {
     pub bytes: u64,
 }
 
-fn stack(text: &str, seed: u64) -> Result<XtpStack<Rope>, String> {
-    let s = XtpStack::<Rope>::from_desc::<HeapQueue<xk_core::ArenaId>, true>(
+fn stack(text: &str, seed: u64) -> Result<(Built, Kind), String> {
+    let (c, device) = XtpStack::<Rope>::compose::<HeapQueue<xk_core::ArenaId>, true>(
         text,
         EndpointConfig::default(),
         ContextConfig::stream(),
         seed,
     )
     .map_err(|e| e.to_string())?;
-    match s.device.name {
-        "udp" | "ip36" => Ok(s),
+    match device.name {
+        "udp" | "ip36" => Ok((c, device)),
         other => Err(format!(
             "graph description: device `{other}` is not driven on real sockets by --graph (`udp` and `ip36` are); it runs in the simulator"
         )),
@@ -81,7 +116,7 @@ fn ip36_local(local: Option<std::net::IpAddr>, flag: &str) -> Result<std::net::I
 fn graph_line(text: &str) -> String {
     text.lines()
         .map(|l| l.split('#').next().unwrap_or("").trim())
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && !l.starts_with("compose"))
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -99,36 +134,39 @@ pub fn ping(
     timeout: std::time::Duration,
     stop: &AtomicBool,
 ) -> Result<GraphPingResult, String> {
-    let s = stack(text, xk_driver::clock::time_seed())?;
-    if s.device.name == "ip36" {
+    let (c, device) = stack(text, xk_driver::clock::time_seed())?;
+    let how = composition(&c);
+    if device.name == "ip36" {
         let local = ip36_local(raw_local, "--raw")?;
         let dev = GraphIp36::bind(local).map_err(|e| format!("raw IP 36 on {local}: {e}"))?;
-        return ping_on(s, dev, text, SocketAddr::new(to.ip(), 0), length, count, timeout, stop);
+        let to = SocketAddr::new(to.ip(), 0);
+        return on_stack!(c, |g| ping_on(g, dev, text, how, to, length, count, timeout, stop));
     }
     let bind: SocketAddr = if to.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }.parse().expect("literal");
     let dev = GraphUdp::bind(bind).map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
-    ping_on(s, dev, text, to, length, count, timeout, stop)
+    on_stack!(c, |g| ping_on(g, dev, text, how, to, length, count, timeout, stop))
 }
 
 #[allow(clippy::too_many_arguments)] // ping's own, with the stack and device made
-fn ping_on<S: FrameSocket>(
-    mut s: XtpStack<Rope>,
+fn ping_on<G: DeviceStack<Rope>, S: FrameSocket>(
+    mut g: G,
     mut dev: GraphDevice<S>,
     text: &str,
+    composition: &'static str,
     to: SocketAddr,
     length: usize,
     count: u64,
     timeout: std::time::Duration,
     stop: &AtomicBool,
 ) -> Result<GraphPingResult, String> {
-    s.graph.advance(dev.now());
+    g.advance(dev.now());
     let parts = Participants::new(Part::new(), Part::top_first([Addr::Port(ECHO_PORT), Addr::Inet(to)]));
-    let session =
-        s.graph.open(s.xtp, &parts).map_err(|e| format!("cannot open an XTP session to {to}: {e}"))?;
+    let session = g.open(&parts).map_err(|e| format!("cannot open an XTP session to {to}: {e}"))?;
     let payload = Bytes::from((0..length).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
     let timeout = Duration::from_nanos(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX));
     let mut r = GraphPingResult {
         graph: graph_line(text),
+        composition,
         sent: 0,
         received: 0,
         rtt_us: Vec::new(),
@@ -141,11 +179,11 @@ fn ping_on<S: FrameSocket>(
             break;
         }
         let start = dev.now();
-        s.graph.push(session, Rope::from_shared(payload.clone())).map_err(|e| format!("push: {e}"))?;
+        g.push(session, Rope::from_shared(payload.clone())).map_err(|e| format!("push: {e}"))?;
         r.sent += 1;
         let mut got = 0usize;
         let mut closed = false;
-        dev.run_until(&mut s.graph, s.xtp, start + timeout, |g| {
+        dev.run_until(&mut g, start + timeout, |g| {
             while let Some(ev) = g.poll_event() {
                 match ev {
                     Event::Deliver { msg, .. } => got += msg.len(),
@@ -164,9 +202,9 @@ fn ping_on<S: FrameSocket>(
             r.rtt_us.push((dev.now() - start).as_nanos() as f64 / 1e3);
         }
     }
-    let _ = s.graph.close(session);
+    let _ = g.close(session);
     let end = dev.now() + Duration::from_millis(200);
-    dev.run_until(&mut s.graph, s.xtp, end, |g| {
+    dev.run_until(&mut g, end, |g| {
         std::iter::from_fn(|| g.poll_event()).any(|e| matches!(e, Event::CloseDone { .. }))
     })
     .map_err(|e| format!("socket: {e}"))?;
@@ -188,26 +226,25 @@ pub fn serve(
     stop: &AtomicBool,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<GraphServeResult, String> {
-    let s = stack(text, xk_driver::clock::time_seed())?;
-    if s.device.name == "ip36" {
+    let (c, device) = stack(text, xk_driver::clock::time_seed())?;
+    if device.name == "ip36" {
         let local = ip36_local(Some(listen.ip()), "--listen")?;
         let dev = GraphIp36::bind(local).map_err(|e| format!("raw IP 36 on {local}: {e}"))?;
-        return serve_on(s, dev, duration, stop, ready);
+        return on_stack!(c, |g| serve_on(g, dev, duration, stop, ready));
     }
     let dev = GraphUdp::bind(listen).map_err(|e| format!("cannot bind {listen}: {e}"))?;
-    serve_on(s, dev, duration, stop, ready)
+    on_stack!(c, |g| serve_on(g, dev, duration, stop, ready))
 }
 
-fn serve_on<S: FrameSocket>(
-    mut s: XtpStack<Rope>,
+fn serve_on<G: DeviceStack<Rope>, S: FrameSocket>(
+    mut g: G,
     mut dev: GraphDevice<S>,
     duration: Option<std::time::Duration>,
     stop: &AtomicBool,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<GraphServeResult, String> {
-    s.graph.advance(dev.now());
-    s.graph
-        .open_enable(s.xtp, &Participants::local(Part::top_first([Addr::Port(ECHO_PORT)])))
+    g.advance(dev.now());
+    g.open_enable(&Participants::local(Part::top_first([Addr::Port(ECHO_PORT)])))
         .map_err(|e| format!("open_enable: {e}"))?;
     ready(dev.local_addr().map_err(|e| e.to_string())?);
     let end = duration.map_or(Instant::MAX, |d| {
@@ -215,11 +252,11 @@ fn serve_on<S: FrameSocket>(
     });
     let mut r = GraphServeResult { sessions: 0, bytes: 0 };
     let mut echo = Vec::new();
-    dev.run_until(&mut s.graph, s.xtp, end, |g| {
+    dev.run_until(&mut g, end, |g| {
         while let Some(ev) = g.poll_event() {
             match ev {
                 Event::OpenDone { .. } => r.sessions += 1,
-                Event::Deliver { session, msg } => {
+                Event::Deliver { session, msg, .. } => {
                     r.bytes += msg.len() as u64;
                     echo.push((session, msg));
                 }
@@ -235,4 +272,136 @@ fn serve_on<S: FrameSocket>(
     })
     .map_err(|e| format!("socket: {e}"))?;
     Ok(r)
+}
+
+/// What a graph bulk transfer measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct GraphBulkResult {
+    /// The layers, top first, as described.
+    pub graph: String,
+    /// `compiled` or `dynamic`.
+    pub composition: &'static str,
+    /// Bytes we sent.
+    pub bytes: u64,
+    /// Bytes the server says it received (its 8-byte answer), if it answered.
+    pub server_bytes: Option<u64>,
+    /// From the open to the server's answer and close, seconds.
+    pub seconds: f64,
+    /// `bytes` over `seconds`, Mbit/s.
+    pub goodput_mbit: f64,
+    /// Datagrams the device sent.
+    pub datagrams_sent: u64,
+    /// Datagrams it received.
+    pub datagrams_received: u64,
+}
+
+/// A bulk transfer over the described stack: `bytes` in messages of
+/// `length` bytes (each with EOM) to the discard service of `xpress serve`
+/// at `to`, then a close; the server answers the count it received. Gives
+/// up at `timeout` after the start. Over `ip36` the client binds
+/// `raw_local` and the port of `to` is ignored.
+#[allow(clippy::too_many_arguments)] // bulk's own flags
+pub fn bulk(
+    text: &str,
+    to: SocketAddr,
+    raw_local: Option<std::net::IpAddr>,
+    bytes: u64,
+    length: usize,
+    timeout: std::time::Duration,
+    stop: &AtomicBool,
+) -> Result<GraphBulkResult, String> {
+    if length == 0 {
+        return Err("message length 0: say at least 1 byte".into());
+    }
+    let (c, device) = stack(text, xk_driver::clock::time_seed())?;
+    let how = composition(&c);
+    let job = BulkJob { text, how, bytes, length, timeout, stop };
+    if device.name == "ip36" {
+        let local = ip36_local(raw_local, "--raw")?;
+        let dev = GraphIp36::bind(local).map_err(|e| format!("raw IP 36 on {local}: {e}"))?;
+        let to = SocketAddr::new(to.ip(), 0);
+        return on_stack!(c, |g| bulk_on(g, dev, to, &job));
+    }
+    let bind: SocketAddr = if to.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }.parse().expect("literal");
+    let dev = GraphUdp::bind(bind).map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
+    on_stack!(c, |g| bulk_on(g, dev, to, &job))
+}
+
+struct BulkJob<'a> {
+    text: &'a str,
+    how: &'static str,
+    bytes: u64,
+    length: usize,
+    timeout: std::time::Duration,
+    stop: &'a AtomicBool,
+}
+
+fn bulk_on<G: DeviceStack<Rope>, S: FrameSocket>(
+    mut g: G,
+    mut dev: GraphDevice<S>,
+    to: SocketAddr,
+    job: &BulkJob<'_>,
+) -> Result<GraphBulkResult, String> {
+    g.advance(dev.now());
+    let parts = Participants::new(Part::new(), Part::top_first([Addr::Port(DISCARD_PORT), Addr::Inet(to)]));
+    let session = g.open(&parts).map_err(|e| format!("cannot open an XTP session to {to}: {e}"))?;
+    let payload = Bytes::from((0..job.length).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+    let start = dev.now();
+    let until = start + Duration::from_nanos(u64::try_from(job.timeout.as_nanos()).unwrap_or(u64::MAX));
+    let (mut sent, mut closing, mut closed) = (0u64, false, false);
+    let mut answer: Vec<u8> = Vec::new();
+    let mut failure: Option<String> = None;
+    dev.run_until(&mut g, until, |g| {
+        while let Some(ev) = g.poll_event() {
+            match ev {
+                Event::Deliver { msg, .. } => answer.extend_from_slice(&msg.to_vec()),
+                Event::CloseDone { .. } => closed = true,
+                Event::OpenDone { .. } => {}
+            }
+        }
+        // Write until the send buffer is full; the acknowledgements that
+        // come in free it, and this runs again after each datagram.
+        while sent < job.bytes && !closed {
+            let n = usize::try_from(job.bytes - sent).map_or(job.length, |left| left.min(job.length));
+            match g.push(session, Rope::from_shared(payload.slice(..n))) {
+                Ok(()) => sent += n as u64,
+                Err(PushError::WouldBlock) => break,
+                Err(e) => {
+                    failure = Some(format!("push: {e}"));
+                    return true;
+                }
+            }
+        }
+        if sent == job.bytes && !closing {
+            closing = true;
+            if let Err(e) = g.close(session) {
+                failure = Some(format!("close: {e}"));
+                return true;
+            }
+        }
+        closed || job.stop.load(Ordering::Relaxed)
+    })
+    .map_err(|e| format!("socket: {e}"))?;
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    if !closed && !job.stop.load(Ordering::Relaxed) {
+        return Err(format!(
+            "the transfer to {to} did not end within {:?} ({sent} of {} bytes written; no XTP discard there?)",
+            job.timeout, job.bytes
+        ));
+    }
+    let seconds = (dev.now() - start).as_nanos() as f64 / 1e9;
+    let server_bytes = answer.get(..8).map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")));
+    let DeviceStats { sent: ds, received: dr, .. } = dev.stats;
+    Ok(GraphBulkResult {
+        graph: graph_line(job.text),
+        composition: job.how,
+        bytes: sent,
+        server_bytes,
+        seconds,
+        goodput_mbit: if seconds > 0.0 { sent as f64 * 8.0 / seconds / 1e6 } else { 0.0 },
+        datagrams_sent: ds,
+        datagrams_received: dr,
+    })
 }

@@ -10,10 +10,20 @@
 //! only, and the driver writes or strips the header in the message's
 //! headroom without moving the payload.
 //!
+//! [`DeviceStack`] is what a driver needs of the composition above it,
+//! implemented by the graph ([`GraphOn`]) and by the compiled stack.
+//!
 //! Layout: 16 bytes of IPv6 address (an IPv4 peer as `::ffff:a.b.c.d`) and
 //! the port, big-endian (0 for raw IP).
 
+use std::borrow::BorrowMut;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
+
+use xk_msg::{BytesMut, Msg};
+use xk_time::Instant;
+
+use crate::compiled::{DeviceCx, Stack};
+use crate::{CloseError, Event, Graph, Layer, OpenError, Participants, ProtocolId, PushError, SessionId};
 
 /// The first 12 bytes of an IPv4-mapped IPv6 address.
 const V4_MAPPED: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
@@ -52,6 +62,134 @@ pub fn read_addr(h: &[u8]) -> Option<SocketAddr> {
         None => IpAddr::V6(v6),
     };
     Some(SocketAddr::new(ip, port))
+}
+
+/// A composition a datagram device drives, whichever it is: the dynamic
+/// graph with a protocol on the device ([`GraphOn`]) or a compiled
+/// [`Stack`]. A driver written against it (xk-driver's `GraphDevice`) runs
+/// either, each monomorphised: the compiled stack's frames never carry a
+/// device header, the graph's get one here.
+pub trait DeviceStack<M> {
+    /// Bytes of room a received frame must have before the datagram.
+    const HEADROOM: usize;
+    /// Moves the composition's time to `now`.
+    fn advance(&mut self, now: Instant);
+    /// When it next wants [`DeviceStack::handle_timeout`].
+    fn poll_timeout(&mut self) -> Option<Instant>;
+    /// Runs the timers due at `now`.
+    fn handle_timeout(&mut self, now: Instant);
+    /// A datagram from `from`: `frame` holds [`DeviceStack::HEADROOM`]
+    /// bytes of room, then the datagram.
+    fn receive_from(&mut self, from: SocketAddr, frame: BytesMut);
+    /// The next datagram to send and its destination.
+    fn poll_transmit_to(&mut self) -> Option<(SocketAddr, M)>;
+    /// Active open by the application, on the top protocol.
+    fn open(&mut self, parts: &Participants) -> Result<SessionId, OpenError>;
+    /// Passive open by the application, on the top protocol.
+    fn open_enable(&mut self, parts: &Participants) -> Result<(), OpenError>;
+    /// Sends `msg` on a session the application holds.
+    fn push(&mut self, session: SessionId, msg: M) -> Result<(), PushError>;
+    /// Closes a session the application holds.
+    fn close(&mut self, session: SessionId) -> Result<(), CloseError>;
+    /// The next event for the application.
+    fn poll_event(&mut self) -> Option<Event<M>>;
+}
+
+/// A dynamic graph on a datagram device: `device` is the protocol on the
+/// device, `top` the one the application opens. `G` is the graph or a
+/// `&mut` to one (for a caller that keeps its graph elsewhere).
+pub struct GraphOn<G> {
+    /// The graph.
+    pub graph: G,
+    /// The protocol on the device.
+    pub device: ProtocolId,
+    /// The protocol the application opens sessions of.
+    pub top: ProtocolId,
+    /// Frames the graph handed out without a readable device header
+    /// (dropped).
+    pub bad_frames: u64,
+}
+
+impl<G> GraphOn<G> {
+    /// `graph` with the application's sessions and the device on `p`.
+    pub fn new(graph: G, p: ProtocolId) -> Self {
+        GraphOn { graph, device: p, top: p, bad_frames: 0 }
+    }
+}
+
+impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
+    const HEADROOM: usize = ADDR_HEADER;
+    fn advance(&mut self, now: Instant) {
+        self.graph.borrow_mut().advance(now)
+    }
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        self.graph.borrow_mut().poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.graph.borrow_mut().handle_timeout(now)
+    }
+    fn receive_from(&mut self, from: SocketAddr, mut frame: BytesMut) {
+        write_addr(&mut frame[..ADDR_HEADER], from);
+        self.graph.borrow_mut().receive(self.device, M::from_received(frame));
+    }
+    fn poll_transmit_to(&mut self) -> Option<(SocketAddr, M)> {
+        loop {
+            let (_, mut frame) = self.graph.borrow_mut().poll_transmit()?;
+            match frame.pop(ADDR_HEADER).ok().and_then(read_addr) {
+                Some(dst) => return Some((dst, frame)),
+                None => self.bad_frames += 1,
+            }
+        }
+    }
+    fn open(&mut self, parts: &Participants) -> Result<SessionId, OpenError> {
+        self.graph.borrow_mut().open(self.top, parts)
+    }
+    fn open_enable(&mut self, parts: &Participants) -> Result<(), OpenError> {
+        self.graph.borrow_mut().open_enable(self.top, parts)
+    }
+    fn push(&mut self, session: SessionId, msg: M) -> Result<(), PushError> {
+        self.graph.borrow_mut().push(session, msg)
+    }
+    fn close(&mut self, session: SessionId) -> Result<(), CloseError> {
+        self.graph.borrow_mut().close(session)
+    }
+    fn poll_event(&mut self) -> Option<Event<M>> {
+        self.graph.borrow_mut().poll_event()
+    }
+}
+
+impl<M: Msg, P: Layer<M, DeviceCx<M>>> DeviceStack<M> for Stack<M, P> {
+    const HEADROOM: usize = 0;
+    fn advance(&mut self, now: Instant) {
+        Stack::advance(self, now)
+    }
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        Stack::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Stack::handle_timeout(self, now)
+    }
+    fn receive_from(&mut self, from: SocketAddr, frame: BytesMut) {
+        self.receive(from, M::from_received(frame))
+    }
+    fn poll_transmit_to(&mut self) -> Option<(SocketAddr, M)> {
+        self.poll_transmit()
+    }
+    fn open(&mut self, parts: &Participants) -> Result<SessionId, OpenError> {
+        Stack::open(self, parts)
+    }
+    fn open_enable(&mut self, parts: &Participants) -> Result<(), OpenError> {
+        Stack::open_enable(self, parts)
+    }
+    fn push(&mut self, session: SessionId, msg: M) -> Result<(), PushError> {
+        Stack::push(self, session, msg)
+    }
+    fn close(&mut self, session: SessionId) -> Result<(), CloseError> {
+        Stack::close(self, session)
+    }
+    fn poll_event(&mut self) -> Option<Event<M>> {
+        Stack::poll_event(self)
+    }
 }
 
 #[cfg(test)]

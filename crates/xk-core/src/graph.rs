@@ -12,14 +12,16 @@
 //! a socket driver) moves them.
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 
-use xk_msg::Msg;
+use xk_msg::{BytesMut, Msg};
 use xk_time::Instant;
 
 use crate::addr::Participants;
+use crate::device::{ADDR_HEADER, write_addr};
 use crate::upi::{
-    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, ProtocolId, PushError,
-    SessionId, Upper,
+    CloseError, Control, ControlError, ControlReply, Cx, DemuxError, OpenError, Protocol, ProtocolId,
+    PushError, SessionId, Upper,
 };
 
 /// What the application receives from the graph.
@@ -31,6 +33,10 @@ pub enum Event<M> {
         session: SessionId,
         /// The message, headers of every layer below removed.
         msg: M,
+        /// Whether it ends a message (XTP's EOM): a protocol that delivers
+        /// a message in several pieces marks the last one; one that delivers
+        /// whole datagrams marks every one.
+        eom: bool,
     },
     /// A session was created for the application by a passive open.
     OpenDone {
@@ -127,10 +133,12 @@ impl<M: Msg> Ctx<'_, M> {
         self.queues.work.push_back(Work::Push { session: lower, msg });
     }
 
-    /// Hands `msg` up from `session` to `upper` (queued).
-    pub fn deliver(&mut self, upper: Upper, session: SessionId, msg: M) {
+    /// Hands `msg` up from `session` to `upper` (queued); `eom`: it ends a
+    /// message. A protocol above receives it with `pop`, which has no mark
+    /// (the uniform interface's `xPop`): only the application sees it.
+    pub fn deliver(&mut self, upper: Upper, session: SessionId, msg: M, eom: bool) {
         match upper {
-            Upper::App => self.queues.events.push_back(Event::Deliver { session, msg }),
+            Upper::App => self.queues.events.push_back(Event::Deliver { session, msg, eom }),
             Upper::Protocol(to) => self.queues.work.push_back(Work::Up { to, lower: Some(session), msg }),
         }
     }
@@ -186,6 +194,35 @@ impl<M: Msg> Ctx<'_, M> {
         let p = session.protocol;
         call(self.table, self.queues, p, |proto, cx| proto.close(cx, session))
             .unwrap_or(Err(CloseError::Busy(p)))
+    }
+}
+
+impl<M: Msg> Cx<M> for Ctx<'_, M> {
+    const DEVICE_HEADER: usize = ADDR_HEADER;
+    const PULLS_EVENTS: bool = false;
+
+    fn now(&self) -> Instant {
+        Ctx::now(self)
+    }
+    fn me(&self) -> ProtocolId {
+        self.me
+    }
+    fn deliver(&mut self, upper: Upper, session: SessionId, msg: M, eom: bool) {
+        Ctx::deliver(self, upper, session, msg, eom)
+    }
+    fn open_done(&mut self, upper: Upper, session: SessionId, parts: Participants) {
+        Ctx::open_done(self, upper, session, parts)
+    }
+    fn close_done(&mut self, upper: Upper, session: SessionId) {
+        Ctx::close_done(self, upper, session)
+    }
+    fn transmit_to(&mut self, peer: SocketAddr, mut frame: BytesMut) {
+        // The graph's frames carry the peer in their device header.
+        write_addr(&mut frame[..ADDR_HEADER], peer);
+        self.transmit(M::from_received(frame));
+    }
+    fn source(&self) -> Option<SocketAddr> {
+        None
     }
 }
 
@@ -376,7 +413,7 @@ impl<M: Msg> Graph<M> {
     }
 
     /// The next frame for the device, with the protocol that sent it. When
-    /// none is queued, every protocol is asked to [`Protocol::flush`] first.
+    /// none is queued, every protocol is asked to [`Layer::flush`](crate::Layer::flush) first.
     pub fn poll_transmit(&mut self) -> Option<(ProtocolId, M)> {
         if self.queues.transmit.is_empty() {
             for i in 0..self.table.len() {

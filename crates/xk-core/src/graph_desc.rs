@@ -13,6 +13,14 @@
 //! app -> xtp -> udp
 //! ```
 //!
+//! A line `compose dynamic`, `compose compiled` or `compose auto` (the
+//! default) says how the graph is to be composed: as a run-time
+//! [`Graph`](crate::Graph) (rearrangeable, every layer a `dyn Protocol`) or
+//! as a compiled [`Stack`](crate::compiled::Stack) (the fast path, for the
+//! shapes a caller has a compiled type for: `auto` takes it when the shape
+//! fits). Which shapes have a compiled form is the caller's to say
+//! (`xtp_proto::stack`).
+//!
 //! Names are kinds from a [`Catalogue`] given by the caller (this crate knows
 //! no protocol but its toys; `xtp_proto` brings XTP's). Each kind says which
 //! services it needs below and which it offers above, so the checks are
@@ -169,11 +177,25 @@ impl fmt::Display for DescError {
 
 impl std::error::Error for DescError {}
 
+/// How a description asks to be composed (its `compose` line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Compose {
+    /// The compiled stack when the shape has one, else the graph.
+    #[default]
+    Auto,
+    /// Always the run-time graph.
+    Dynamic,
+    /// The compiled stack; a shape without one is an error.
+    Compiled,
+}
+
 /// A checked description.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GraphDesc {
     /// Layers in bottom-up order (every layer after the one below it).
     pub layers: Vec<Layer>,
+    /// How it asks to be composed.
+    pub compose: Compose,
 }
 
 /// One layer of a checked description.
@@ -192,10 +214,32 @@ impl GraphDesc {
         let mut nodes: Vec<(Kind, usize)> = Vec::new(); // (kind, first line)
         let mut index: HashMap<&'static str, usize> = HashMap::new();
         let mut lower: Vec<Option<(usize, usize)>> = Vec::new(); // (lower node, line)
+        let mut compose: Option<(Compose, usize)> = None;
         for (i, raw) in text.lines().enumerate() {
             let line = i + 1;
             let body = raw.split('#').next().unwrap_or("").trim();
             if body.is_empty() {
+                continue;
+            }
+            if let Some(how) = body.strip_prefix("compose").filter(|r| !r.contains("->")) {
+                let how = match how.trim() {
+                    "auto" => Compose::Auto,
+                    "dynamic" => Compose::Dynamic,
+                    "compiled" => Compose::Compiled,
+                    other => {
+                        return Err(DescError {
+                            line,
+                            reason: format!("`compose {other}`: say `auto`, `dynamic` or `compiled`"),
+                        });
+                    }
+                };
+                if let Some((_, at)) = compose {
+                    return Err(DescError {
+                        line,
+                        reason: format!("a second `compose` line (the first: line {at})"),
+                    });
+                }
+                compose = Some((how, line));
                 continue;
             }
             let mut prev: Option<usize> = None;
@@ -293,7 +337,7 @@ impl GraphDesc {
             .iter()
             .map(|&n| Layer { kind: nodes[n].0, below: lower[n].map(|(l, _)| pos[&l]) })
             .collect();
-        Ok(GraphDesc { layers })
+        Ok(GraphDesc { layers, compose: compose.map_or(Compose::Auto, |c| c.0) })
     }
 
     /// The layer of kind `name`.

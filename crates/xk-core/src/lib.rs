@@ -2,11 +2,18 @@
 //!
 //! # Layer contract
 //!
-//! * A [`Protocol`] owns its sessions (in an [`Arena`], named by generational
-//!   ids) and implements the UPI verbs: `open`, `open_enable`, `open_disable`,
-//!   `demux`, `pop`, `push`, `control`, `close`, plus the `open_done` /
-//!   `close_done` events (see [`upi`] for the table mapping them to the
-//!   x-kernel).
+//! * A protocol owns its sessions (in an [`Arena`], named by generational
+//!   ids) and implements the UPI verbs ([`Layer`]): `open`, `open_enable`,
+//!   `open_disable`, `demux`, `pop`, `push`, `control`, `close`, plus the
+//!   `open_done` / `close_done` events (see [`upi`] for the table mapping
+//!   them to the x-kernel). `Layer<M, C>` is generic over the context `C` of
+//!   the composition; a [`Protocol`] is a layer of the run-time [`Graph`];
+//!   a protocol written against [`Cx`] runs in both compositions.
+//! * [`compiled::Stack`] is the composition fixed at compile time (the
+//!   application over one protocol, a type parameter, over a device): every
+//!   verb a direct call, for the shapes known in advance; the graph stays
+//!   for everything rearrangeable. [`device::DeviceStack`] is what a driver
+//!   needs of either.
 //! * A [`Graph`] (built with a [`GraphBuilder`], bottom-up) owns the protocols
 //!   and runs a dispatcher queue on the caller's thread. Frames for the device
 //!   come out of [`Graph::poll_transmit`] and go in with [`Graph::receive`];
@@ -18,7 +25,7 @@
 //!   udp`) against a catalogue of kinds; [`device`] is the frame format
 //!   between a graph and a datagram device below it.
 //! * Time is handed in ([`Graph::advance`]); each protocol may keep timers
-//!   ([`Protocol::poll_timeout`], [`Graph::handle_timeout`]).
+//!   ([`Layer::poll_timeout`], [`Graph::handle_timeout`]).
 //! * No I/O, no clock, no threads, no global state: this crate can sit under the
 //!   simulator, a socket driver or a fuzzer unchanged.
 //!
@@ -51,7 +58,7 @@
 //!     if !moved { break; }
 //! }
 //! match a.poll_event() {
-//!     Some(Event::Deliver { session, msg }) => {
+//!     Some(Event::Deliver { session, msg, .. }) => {
 //!         assert_eq!(session, s);
 //!         assert_eq!(msg.to_vec(), b"hello");
 //!     }
@@ -61,6 +68,7 @@
 
 mod addr;
 mod arena;
+pub mod compiled;
 pub mod device;
 mod graph;
 pub mod graph_desc;
@@ -75,6 +83,6 @@ pub use graph::{Ctx, DemuxMeter, Event, Graph, GraphBuilder, ProtocolStats};
 pub use keys::WordKey;
 pub use map::DemuxMap;
 pub use upi::{
-    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, ProtocolId, PushError,
-    SessionId, Upper,
+    CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Layer, OpenError, Protocol, ProtocolId,
+    PushError, SessionId, Upper,
 };

@@ -2,24 +2,26 @@
 //!
 //! | x-kernel | here | who calls it |
 //! |---|---|---|
-//! | `xOpen` | [`Protocol::open`] | an upper protocol or the application (active open) |
-//! | `xOpenEnable` / `xOpenDisable` | [`Protocol::open_enable`] / [`Protocol::open_disable`] | upper layer, to accept sessions created by arriving messages (passive open) |
-//! | `xDemux` | [`Protocol::demux`] | the dispatcher, with a message from a lower session or the device; picks the session |
-//! | `xPop` | [`Protocol::pop`] | the dispatcher, right after `demux`, with the session it picked |
-//! | `xPush` | [`Protocol::push`] | the session's upper layer, with a message to send |
-//! | `xControl` | [`Protocol::control`] | anyone; typed request, typed reply |
-//! | `xClose` | [`Protocol::close`] | the session's upper layer |
-//! | `xOpenDone` / `xCloseDone` | [`Protocol::open_done`] / [`Protocol::close_done`] | events, queued to the upper layer |
+//! | `xOpen` | [`Layer::open`] | an upper protocol or the application (active open) |
+//! | `xOpenEnable` / `xOpenDisable` | [`Layer::open_enable`] / [`Layer::open_disable`] | upper layer, to accept sessions created by arriving messages (passive open) |
+//! | `xDemux` | [`Layer::demux`] | the dispatcher, with a message from a lower session or the device; picks the session |
+//! | `xPop` | [`Layer::pop`] | the dispatcher, right after `demux`, with the session it picked |
+//! | `xPush` | [`Layer::push`] | the session's upper layer, with a message to send |
+//! | `xControl` | [`Layer::control`] | anyone; typed request, typed reply |
+//! | `xClose` | [`Layer::close`] | the session's upper layer |
+//! | `xOpenDone` / `xCloseDone` | [`Layer::open_done`] / [`Layer::close_done`] | events, queued to the upper layer |
 //!
 //! Protocols never call each other's `push`/`demux` directly: they ask the
-//! [`Ctx`](crate::Ctx), which queues the message for the dispatcher. So no
+//! [`Ctx`], which queues the message for the dispatcher. So no
 //! protocol is ever re-entered while it is running, and a stack of any depth
 //! uses constant call depth. `open`, `open_enable` and `control` are synchronous
 //! calls into another protocol (they return a value); a cycle is refused.
 
 use core::fmt;
 
-use xk_msg::{Msg, TooShort};
+use std::net::SocketAddr;
+
+use xk_msg::{BytesMut, Msg, TooShort};
 use xk_time::Instant;
 
 use crate::addr::{Addr, Participants};
@@ -179,92 +181,75 @@ impl From<TooShort> for DemuxError {
     }
 }
 
-/// A protocol: the object that owns sessions of one kind.
+/// A protocol: the object that owns sessions of one kind, with the uniform
+/// interface's verbs, over the context `C` of the composition it sits in.
 ///
 /// `M` is the message representation chosen for the whole graph ([`xk_msg::Contig`]
 /// or [`xk_msg::Rope`]): a type parameter, not a feature flag, so both can be
 /// built and compared in one binary (experiment E10).
-pub trait Protocol<M: Msg> {
+///
+/// `C` is what the protocol may do while a verb runs: [`Ctx`] in the dynamic
+/// [`Graph`](crate::Graph) (any protocol; [`Protocol`] is a layer for it), a
+/// [`DeviceCx`](crate::compiled::DeviceCx) in the compiled
+/// [`Stack`](crate::compiled::Stack). A protocol written against [`Cx`] (as
+/// XTP's is) is one implementation serving both: monomorphised for each
+/// composition, so the compiled stack calls it with no dynamic dispatch.
+pub trait Layer<M: Msg, C> {
     /// Short name for traces and graph dumps.
     fn name(&self) -> &'static str;
 
     /// Called once, bottom protocols first, when the graph is built: the place to
     /// `open_enable` lower protocols.
-    fn init(&mut self, _cx: &mut Ctx<'_, M>) -> Result<(), OpenError> {
+    fn init(&mut self, _cx: &mut C) -> Result<(), OpenError> {
         Ok(())
     }
 
     /// Active open: create a session from `upper` to the remote participant.
-    fn open(
-        &mut self,
-        cx: &mut Ctx<'_, M>,
-        upper: Upper,
-        parts: &Participants,
-    ) -> Result<SessionId, OpenError>;
+    fn open(&mut self, cx: &mut C, upper: Upper, parts: &Participants) -> Result<SessionId, OpenError>;
 
     /// Passive open: sessions for messages matching `parts.local` are created
     /// on arrival and announced to `upper` with `open_done`.
-    fn open_enable(
-        &mut self,
-        cx: &mut Ctx<'_, M>,
-        upper: Upper,
-        parts: &Participants,
-    ) -> Result<(), OpenError>;
+    fn open_enable(&mut self, cx: &mut C, upper: Upper, parts: &Participants) -> Result<(), OpenError>;
 
     /// Withdraws an `open_enable`.
-    fn open_disable(
-        &mut self,
-        cx: &mut Ctx<'_, M>,
-        upper: Upper,
-        parts: &Participants,
-    ) -> Result<(), OpenError>;
+    fn open_disable(&mut self, cx: &mut C, upper: Upper, parts: &Participants) -> Result<(), OpenError>;
 
     /// Picks (or creates) the session for a message arriving from `lower`
     /// (`None`: from the device). May inspect but should not consume the header;
     /// `pop` does that.
-    fn demux(
-        &mut self,
-        cx: &mut Ctx<'_, M>,
-        lower: Option<SessionId>,
-        msg: &mut M,
-    ) -> Result<SessionId, DemuxError>;
+    fn demux(&mut self, cx: &mut C, lower: Option<SessionId>, msg: &mut M) -> Result<SessionId, DemuxError>;
 
     /// Processes a message for `session`: strip the header, deliver upward.
     fn pop(
         &mut self,
-        cx: &mut Ctx<'_, M>,
+        cx: &mut C,
         session: SessionId,
         lower: Option<SessionId>,
         msg: M,
     ) -> Result<(), DemuxError>;
 
     /// Sends a message on `session`: add the header, hand it down.
-    fn push(&mut self, cx: &mut Ctx<'_, M>, session: SessionId, msg: M) -> Result<(), PushError>;
+    fn push(&mut self, cx: &mut C, session: SessionId, msg: M) -> Result<(), PushError>;
 
     /// A control request on a session or (with `None`) on the protocol.
     fn control(
         &mut self,
-        cx: &mut Ctx<'_, M>,
+        cx: &mut C,
         session: Option<SessionId>,
         req: Control,
     ) -> Result<ControlReply, ControlError>;
 
     /// Closes a session opened by (or announced to) the caller. Completion is
     /// reported with a `close_done` event to the session's upper layer.
-    fn close(&mut self, cx: &mut Ctx<'_, M>, session: SessionId) -> Result<(), CloseError>;
+    fn close(&mut self, cx: &mut C, session: SessionId) -> Result<(), CloseError>;
 
     /// A lower protocol created `lower` for this protocol (after `open_enable`).
-    fn open_done(
-        &mut self,
-        _cx: &mut Ctx<'_, M>,
-        _lower: SessionId,
-        _parts: &Participants,
-    ) -> Result<(), OpenError> {
+    fn open_done(&mut self, _cx: &mut C, _lower: SessionId, _parts: &Participants) -> Result<(), OpenError> {
         Err(OpenError::Unsupported("open_done"))
     }
 
     /// A lower session of this protocol has been closed.
-    fn close_done(&mut self, _cx: &mut Ctx<'_, M>, _lower: SessionId) {}
+    fn close_done(&mut self, _cx: &mut C, _lower: SessionId) {}
 
     /// The device is ready for a frame: queue (with `Ctx::transmit` or
     /// `Ctx::push`) the next one this protocol held back, or several. The
@@ -272,9 +257,15 @@ pub trait Protocol<M: Msg> {
     /// queued, so a protocol that batches its output (XTP answers a train of
     /// packets once, as its direct driver does) may hand out one frame per
     /// call, each at the graph's time of that call.
-    fn flush(&mut self, _cx: &mut Ctx<'_, M>) {}
+    fn flush(&mut self, _cx: &mut C) {}
 
-    /// When this protocol next wants [`Protocol::handle_timeout`]: the
+    /// The application found no event waiting: hand up (with `deliver`,
+    /// `open_done`, `close_done`) what is ready. Called only where
+    /// [`Cx::PULLS_EVENTS`]; a protocol that hands everything up at once
+    /// needs nothing here.
+    fn poll_up(&mut self, _cx: &mut C) {}
+
+    /// When this protocol next wants [`Layer::handle_timeout`]: the
     /// earliest deadline of its own timer queue (the x-kernel's event
     /// manager, one queue per protocol so each picks its queue type). May
     /// be early; never late.
@@ -283,5 +274,61 @@ pub trait Protocol<M: Msg> {
     }
 
     /// Runs the timers due at `now` (also `cx.now()`).
-    fn handle_timeout(&mut self, _cx: &mut Ctx<'_, M>, _now: Instant) {}
+    fn handle_timeout(&mut self, _cx: &mut C, _now: Instant) {}
+}
+
+/// A protocol of the dynamic [`Graph`](crate::Graph): a [`Layer`] over the
+/// graph's [`Ctx`], whatever its lifetime. Implemented by every such layer;
+/// the graph holds them as `Box<dyn Protocol<M>>`.
+pub trait Protocol<M: Msg>: for<'a> Layer<M, Ctx<'a, M>> {}
+
+impl<M: Msg, T: ?Sized + for<'a> Layer<M, Ctx<'a, M>>> Protocol<M> for T {}
+
+/// What a protocol that sits on a datagram device may do while one of its
+/// verbs runs, in any composition: the part of the context the dynamic
+/// graph ([`Ctx`]) and the compiled stack
+/// ([`DeviceCx`](crate::compiled::DeviceCx)) both offer. A protocol written
+/// against it is one implementation for both (see [`Layer`]).
+pub trait Cx<M> {
+    /// Bytes of device header at the front of every frame between this
+    /// composition and its device: [`ADDR_HEADER`](crate::device::ADDR_HEADER)
+    /// in the dynamic graph (the peer travels in the frame, see
+    /// [`crate::device`]), 0 in the compiled stack (the peer travels beside
+    /// the frame, typed). A constant, so each composition's code has only its
+    /// own case.
+    const DEVICE_HEADER: usize;
+
+    /// Whether the application pulls its events: the composition calls
+    /// [`Layer::poll_up`] each time the application finds no event waiting,
+    /// so a protocol may leave what is ready where it is instead of handing
+    /// it up after every packet (as the direct drivers' applications read a
+    /// batch of packets' data at once). `false` in the dynamic graph (every
+    /// verb hands up at once, the x-kernel's upcall), `true` in the compiled
+    /// stack.
+    const PULLS_EVENTS: bool;
+
+    /// The time the driver last handed in.
+    fn now(&self) -> Instant;
+
+    /// The running protocol's id (to build its [`SessionId`]s).
+    fn me(&self) -> ProtocolId;
+
+    /// Hands `msg` up from `session` to `upper`; `eom`: it ends a message
+    /// (the application sees message boundaries, XTP's EOM).
+    fn deliver(&mut self, upper: Upper, session: SessionId, msg: M, eom: bool);
+
+    /// Tells `upper` that `session` was created for it by a passive open.
+    fn open_done(&mut self, upper: Upper, session: SessionId, parts: Participants);
+
+    /// Tells `upper` that `session` is closed.
+    fn close_done(&mut self, upper: Upper, session: SessionId);
+
+    /// Hands a frame for `peer` to the device. `frame` starts with
+    /// [`Cx::DEVICE_HEADER`] bytes of room the composition fills (or not).
+    fn transmit_to(&mut self, peer: SocketAddr, frame: BytesMut);
+
+    /// The source of the frame being demultiplexed, when the device handed
+    /// it beside the frame (`DEVICE_HEADER == 0`); `None` when it is in the
+    /// frame's device header.
+    fn source(&self) -> Option<SocketAddr>;
 }

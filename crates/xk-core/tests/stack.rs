@@ -58,7 +58,7 @@ fn echo_round_trip<M: Msg + 'static>() {
         a.g.push(s, M::from_payload(Bytes::from(payload.clone()), 64)).unwrap();
         assert_eq!(wire(&mut a, &mut b), 2, "one frame each way");
         match a.g.poll_event() {
-            Some(Event::Deliver { session, msg }) => {
+            Some(Event::Deliver { session, msg, .. }) => {
                 assert_eq!(session, s);
                 assert_eq!(msg.to_vec(), payload, "size {size}");
             }
@@ -110,7 +110,7 @@ fn passive_open_announces_the_session_to_the_app() {
     wire(&mut a, &mut b);
     let Some(Event::OpenDone { session: server, parts }) = b.g.poll_event() else { panic!("no open_done") };
     assert_eq!(parts.remote.peek(), Some(&Addr::Port(4000)));
-    let Some(Event::Deliver { session, msg }) = b.g.poll_event() else { panic!("no delivery") };
+    let Some(Event::Deliver { session, msg, .. }) = b.g.poll_event() else { panic!("no delivery") };
     assert_eq!((session, msg.to_vec()), (server, b"ping".to_vec()));
     b.g.push(server, Rope::from_payload(Bytes::from_static(b"pong"), 64)).unwrap();
     wire(&mut a, &mut b);

@@ -4,11 +4,13 @@
 //! framework path's real driver, without the batching of `batch.rs` (one
 //! receive / send call per datagram).
 //!
-//! Frames to and from the graph carry the peer's address in the device
-//! header (`xk_core::device`; over raw IP the port is 0). Received
-//! datagrams land in a shared zeroed arena behind room for that header, so
-//! over UDP the graph gets them without a copy after the kernel's; over raw
-//! IP the payload is moved once past the IPv4 header the kernel hands over.
+//! It drives any `xk_core::device::DeviceStack`: the run-time graph
+//! (`GraphOn`, frames carry the peer's address in the device header, see
+//! `xk_core::device`; over raw IP the port is 0) or the compiled stack (the
+//! peer beside the frame). Received datagrams land in a shared zeroed arena
+//! behind the composition's header room, so over UDP it gets them without
+//! a copy after the kernel's; over raw IP the payload is moved once past
+//! the IPv4 header the kernel hands over.
 //! Frames leave through one send of the message (a gather into the send
 //! buffer when the message is in pieces).
 
@@ -16,8 +18,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 
 use bytes::BytesMut;
-use xk_core::device::{ADDR_HEADER, read_addr, write_addr};
-use xk_core::{Graph, ProtocolId};
+use xk_core::device::DeviceStack;
 use xk_msg::Msg;
 use xk_time::Instant;
 
@@ -36,8 +37,6 @@ pub struct DeviceStats {
     pub received: u64,
     /// Frames sent.
     pub sent: u64,
-    /// Frames the graph produced without a readable device header (dropped).
-    pub bad_frames: u64,
     /// `send_to` failures (dropped; the protocol retransmits).
     pub send_errors: u64,
 }
@@ -176,14 +175,10 @@ impl<S: FrameSocket> GraphDevice<S> {
         self.clock.now()
     }
 
-    /// Sends every frame the graph has for the device.
-    pub fn flush<M: Msg>(&mut self, g: &mut Graph<M>) {
+    /// Sends every frame the composition has for the device.
+    pub fn flush<M: Msg, G: DeviceStack<M>>(&mut self, g: &mut G) {
         g.advance(self.clock.now());
-        while let Some((_, mut frame)) = g.poll_transmit() {
-            let Some(dst) = frame.pop(ADDR_HEADER).ok().and_then(read_addr) else {
-                self.stats.bad_frames += 1;
-                continue;
-            };
+        while let Some((dst, frame)) = g.poll_transmit_to() {
             self.tx.clear();
             frame.for_each_chunk(|c| self.tx.extend_from_slice(c));
             match self.sock.send_frame(&self.tx, dst) {
@@ -197,13 +192,13 @@ impl<S: FrameSocket> GraphDevice<S> {
     /// Runs the graph on the socket until `until` (or until `stop` says so,
     /// checked after every datagram and timer): sends what the graph has,
     /// waits for a datagram or the graph's next timer, hands it in.
-    pub fn run_until<M: Msg>(
+    pub fn run_until<M: Msg, G: DeviceStack<M>>(
         &mut self,
-        g: &mut Graph<M>,
-        dev: ProtocolId,
+        g: &mut G,
         until: Instant,
-        mut stop: impl FnMut(&mut Graph<M>) -> bool,
+        mut stop: impl FnMut(&mut G) -> bool,
     ) -> io::Result<()> {
+        let room = G::HEADROOM;
         loop {
             self.flush(g);
             if stop(g) {
@@ -224,16 +219,15 @@ impl<S: FrameSocket> GraphDevice<S> {
                 g.handle_timeout(self.clock.now());
                 continue;
             }
-            if self.rx.len() < ADDR_HEADER + MAX_DATAGRAM {
+            if self.rx.len() < room + MAX_DATAGRAM {
                 self.rx = BytesMut::zeroed(RX_ARENA);
             }
-            match self.sock.recv_frame(&mut self.rx[ADDR_HEADER..ADDR_HEADER + MAX_DATAGRAM]) {
+            match self.sock.recv_frame(&mut self.rx[room..room + MAX_DATAGRAM]) {
                 Ok((n, from)) => {
-                    write_addr(&mut self.rx[..ADDR_HEADER], from);
-                    let frame = self.rx.split_to(ADDR_HEADER + n);
+                    let frame = self.rx.split_to(room + n);
                     self.stats.received += 1;
                     g.advance(self.clock.now());
-                    g.receive(dev, M::from_received(frame));
+                    g.receive_from(from, frame);
                 }
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                     g.handle_timeout(self.clock.now());

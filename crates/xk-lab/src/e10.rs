@@ -56,6 +56,7 @@ use std::thread::JoinHandle;
 use std::time::Instant as Clock;
 
 use nix::time::{ClockId, clock_gettime};
+use xk_core::device::GraphOn;
 use xk_core::{Addr, ArenaId, Event, Graph, Part, Participants, SessionId};
 use xk_driver::graph_udp::GraphUdp;
 use xk_msg::{Bytes, Contig, Limit, Msg, Rope, copy_stats};
@@ -220,7 +221,7 @@ impl Peer {
 impl<M: Msg> GraphApp<M> for Peer {
     fn poll(&mut self, g: &mut Graph<M>) {
         while let Some(ev) = g.poll_event() {
-            let Event::Deliver { session, msg } = ev else { continue };
+            let Event::Deliver { session, msg, .. } = ev else { continue };
             self.got += msg.len();
             match (self.server, self.work) {
                 (true, Work::PingPong { .. }) => {
@@ -411,8 +412,8 @@ fn udp_server<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
     let end = dev.now() + Duration::from_secs(3600);
     while !stop.load(Ordering::Relaxed) && dev.now() < end {
         let until = dev.now() + Duration::from_millis(50);
-        dev.run_until(&mut s.graph, s.xtp, until, |g| {
-            app.poll(g);
+        dev.run_until(&mut GraphOn::new(&mut s.graph, s.xtp), until, |g| {
+            app.poll(g.graph);
             stop.load(Ordering::Relaxed)
         })
         .map_err(|e| e.to_string())?;
@@ -471,8 +472,8 @@ impl<M: Msg> Runner for UdpRun<M> {
             app.start(&mut client.graph, ops);
             let limit = Duration::from_nanos(UDP_ROUND_LIMIT.as_nanos() as u64);
             let end = dev.now() + limit;
-            dev.run_until(&mut client.graph, client.xtp, end, |g| {
-                app.poll(g);
+            dev.run_until(&mut GraphOn::new(&mut client.graph, client.xtp), end, |g| {
+                app.poll(g.graph);
                 app.done || app.failed.is_some()
             })
             .map_err(|e| format!("socket: {e}"))?;

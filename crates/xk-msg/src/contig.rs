@@ -92,14 +92,17 @@ impl Msg for Contig {
         Contig { store: Store::Unique(buf), head: headroom }
     }
 
+    #[inline]
     fn from_shared(payload: Bytes) -> Self {
         Contig { store: Store::Shared(payload), head: 0 }
     }
 
+    #[inline]
     fn from_received(buf: BytesMut) -> Self {
         Contig { store: Store::Unique(buf), head: 0 }
     }
 
+    #[inline]
     fn len(&self) -> usize {
         self.store.bytes().len() - self.head
     }
@@ -115,11 +118,13 @@ impl Msg for Contig {
         }
     }
 
+    #[inline]
     fn peek(&mut self, n: usize) -> Result<&[u8], TooShort> {
         check_len(n, self.len())?;
         Ok(&self.as_slice()[..n])
     }
 
+    #[inline]
     fn pop(&mut self, n: usize) -> Result<&[u8], TooShort> {
         check_len(n, self.len())?;
         self.head += n;
@@ -207,16 +212,26 @@ impl Msg for Contig {
         f(self.as_slice());
     }
 
+    #[inline]
     fn into_bytes(self) -> Bytes {
         let head = self.head;
         match self.store {
             // Moving the start within the unique buffer costs no reference
             // count traffic (`freeze().slice()` would add a pair).
             Store::Unique(mut b) => {
-                b.advance(head);
+                if head > 0 {
+                    b.advance(head);
+                }
                 b.freeze()
             }
-            Store::Shared(b) => b.slice(head..),
+            // Advancing the owned handle moves its start: no reference
+            // count pair (`slice` would clone and drop the handle).
+            Store::Shared(mut b) => {
+                if head > 0 {
+                    b.advance(head);
+                }
+                b
+            }
         }
     }
 }

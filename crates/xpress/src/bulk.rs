@@ -101,6 +101,13 @@ pub(crate) struct BulkArgs {
     quic_cert: Option<std::path::PathBuf>,
     #[command(flatten)]
     path: PathArgs,
+    /// Run over the protocol graph described in FILE (e.g. one line
+    /// `app -> xtp -> udp`, or `app -> xtp -> ip36` with --raw LOCAL_IP, as
+    /// root): XTP as an x-kernel-style framework protocol, to the discard
+    /// service of `xpress serve`. With it only --to, --raw, -n, -l (default
+    /// 65536) and -J apply.
+    #[arg(long, value_name = "FILE")]
+    graph: Option<std::path::PathBuf>,
 }
 
 pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
@@ -108,6 +115,9 @@ pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
 }
 
 fn run_traced(a: &BulkArgs) -> Result<ExitCode, String> {
+    if let Some(file) = &a.graph {
+        return run_graph(a, file);
+    }
     if a.cc.is_some() && a.transport != Transport::Xtp {
         return Err(format!(
             "--cc: XTP only; {} uses its own controller (kernel TCP: sysctl net.ipv4.tcp_congestion_control)",
@@ -387,6 +397,56 @@ fn summary(r: &BulkResult) -> String {
         s += "  (interrupted)\n";
     }
     s
+}
+
+/// `bulk --graph FILE`: one transfer over the described stack.
+fn run_graph(a: &BulkArgs, file: &std::path::Path) -> Result<ExitCode, String> {
+    let unsupported = [
+        (a.time.is_some(), "-t"),
+        (a.omit.is_some(), "-O"),
+        (a.parallel != 1, "-P"),
+        (a.reverse, "-R"),
+        (a.bidir, "--bidir"),
+        (a.interval.is_some(), "-i"),
+        (a.verify, "--verify"),
+        (a.nocheck, "--nocheck"),
+        (a.rate.is_some(), "--rate"),
+        (a.cc.is_some(), "--cc"),
+        (a.window.is_some(), "--window"),
+        (a.mss.is_some(), "--mss"),
+        (a.logfile.is_some(), "--logfile"),
+        (a.transport != Transport::Xtp, "--transport"),
+    ];
+    if let Some((_, flag)) = unsupported.iter().find(|(set, _)| *set) {
+        return Err(format!("--graph: {flag} does not apply (only --to, --raw, -n, -l and -J do)"));
+    }
+    let text = std::fs::read_to_string(file).map_err(|e| format!("--graph {}: {e}", file.display()))?;
+    let stop = args::ctrl_c()?;
+    // Generous: the transfer's own pace decides; this only ends a transfer
+    // to a peer that never answers.
+    let timeout =
+        std::time::Duration::from_secs(60) + std::time::Duration::from_nanos(a.bytes.saturating_mul(100));
+    let length = a.length.unwrap_or(64 * 1024);
+    let r = xk_apps::graph_app::bulk(&text, a.to, a.path.raw_local(), a.bytes, length, timeout, stop)
+        .map_err(|e| format!("--graph {}: {e}", file.display()))?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r).unwrap_or_default());
+    } else {
+        println!("Connecting to {} (xtp over the graph {}, {})", a.to, r.graph, r.composition);
+        let server = r.server_bytes.map_or("no answer".to_string(), |b| format!("{b} bytes"));
+        println!(
+            "sent {} bytes in {}: {:.1} Mbit/s; the server received {server}; {} sent, {} received",
+            r.bytes,
+            format::secs(r.seconds),
+            r.goodput_mbit,
+            format::count(r.datagrams_sent, "datagram", "datagrams"),
+            format::count(r.datagrams_received, "datagram", "datagrams"),
+        );
+    }
+    if r.server_bytes != Some(r.bytes) {
+        return Err(format!("the server counted {:?} bytes of {}", r.server_bytes, r.bytes));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -40,6 +40,38 @@ fn ping_over_a_described_graph_on_real_udp() {
     assert!(out.status.success() && text.contains("20 replies received"), "{text}");
 }
 
+#[test]
+fn bulk_over_a_described_graph_to_the_direct_server() {
+    // The direct engine's server (discard on XTP port 9) and the graph's
+    // client in both compositions: the compiled stack (the default) and the
+    // run-time graph (`compose dynamic`). The server's own count comes back.
+    let server = common::serve(&[]);
+    let to = server.addr.to_string();
+    for (text, how) in
+        [("app -> xtp -> udp\n", "compiled"), ("compose dynamic\napp -> xtp -> udp\n", "dynamic")]
+    {
+        let g = graph_file(&format!("bulk-{how}.graph"), text);
+        let out = Command::new(X)
+            .args(["bulk", "--graph", g.to_str().unwrap(), "--to", &to, "-n", "3m", "-l", "10000", "-J"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{how}: {}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["composition"], how, "{v}");
+        assert_eq!(v["graph"], "app -> xtp -> udp", "{v}");
+        assert_eq!((v["bytes"].as_u64(), v["server_bytes"].as_u64()), (Some(3 << 20), Some(3 << 20)), "{v}");
+        assert!(v["datagrams_sent"].as_u64().unwrap() >= (3 << 20) / 1500, "{v}");
+    }
+    // A flag the graph's bulk does not take is refused by name.
+    let g = graph_file("bulk-r.graph", "app -> xtp -> udp\n");
+    let out = Command::new(X)
+        .args(["bulk", "--graph", g.to_str().unwrap(), "--to", &to, "-n", "1k", "-R"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-R does not apply"));
+}
+
 /// Starts `serve --graph g --listen listen`; the server, the address it
 /// printed, and its output (kept open: a server whose stdout is closed
 /// dies at its next line).

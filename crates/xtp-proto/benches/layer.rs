@@ -1,7 +1,9 @@
 //! The framework path against the direct path (issue #16): the same
 //! ping-pong and bulk transfer as `engine.rs`, once on two `Endpoint`s over
 //! the test kit's `Wire` (direct), once on two `xk-core` graphs holding
-//! `XtpProtocol` over `GraphWire` (framework), in each message form. The
+//! `XtpProtocol` over `GraphWire` (framework), once on two compiled
+//! `Stack`s holding the same `XtpProtocol` over `StackWire` (compiled), in
+//! each message form. The
 //! packets are the same on both paths (`tests/layer.rs` checks it), so the
 //! ratio is the framework's own cost: the dispatcher, the dynamic calls,
 //! the device header, the message conversions.
@@ -16,11 +18,12 @@ use std::hint::black_box;
 
 use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use xk_core::compiled::Stack;
 use xk_core::{Addr, ArenaId, Event as GEvent, GraphBuilder, Part, Participants, SessionId};
 use xk_msg::{Contig, Msg, Rope};
 use xk_time::{Duration, HeapQueue, Instant, TimerQueue};
 use xtp_proto::{ContextConfig, ContextId, Endpoint, EndpointConfig, Event, NoTrace, XtpProtocol};
-use xtp_testkit::{Delivery, GraphWire, Wire};
+use xtp_testkit::{Delivery, GraphWire, StackWire, Wire};
 
 /// The direct pair: as `engine.rs`'s.
 struct Direct {
@@ -104,7 +107,53 @@ impl<M: Msg + 'static> Framework<M> {
         loop {
             let mut moved = self.w.from_a() > 0;
             while let Some(ev) = self.w.b.poll_event() {
-                if let GEvent::Deliver { session, msg } = ev {
+                if let GEvent::Deliver { session, msg, .. } = ev {
+                    s += msg.len();
+                    if echo {
+                        self.w.b.push(session, msg).unwrap();
+                    }
+                }
+            }
+            moved |= self.w.from_b() > 0;
+            while let Some(ev) = self.w.a.poll_event() {
+                if let GEvent::Deliver { msg, .. } = ev {
+                    c += msg.len();
+                }
+            }
+            if !moved {
+                return (s, c);
+            }
+        }
+    }
+}
+
+/// The compiled pair: XTP in two `Stack`s (the composition a type, every
+/// call static, the peer beside the frame).
+struct Compiled<M: Msg> {
+    w: StackWire<M, XtpProtocol<M, HeapQueue<ArenaId>>>,
+    client: SessionId,
+}
+
+impl<M: Msg + 'static> Compiled<M> {
+    fn new(cfg: ContextConfig) -> Self {
+        let ep = EndpointConfig::default();
+        let stack = |seed| Stack::new(XtpProtocol::<M>::new(ep.clone(), cfg.clone(), seed)).unwrap();
+        let (a, mut b) = (stack(1), stack(2));
+        b.open_enable(&Participants::local(Part::top_first([Addr::Port(7)]))).unwrap();
+        let (aa, ba) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
+        let mut w = StackWire::new((a, aa), (b, ba), Instant::ZERO);
+        w.step = Duration::from_micros(1);
+        let remote = Part::top_first([Addr::Port(7), Addr::Inet(ba)]);
+        let client = w.a.open(&Participants::new(Part::new(), remote)).unwrap();
+        Compiled { w, client }
+    }
+
+    fn pump(&mut self, echo: bool) -> (usize, usize) {
+        let (mut s, mut c) = (0, 0);
+        loop {
+            let mut moved = self.w.from_a() > 0;
+            while let Some(ev) = self.w.b.poll_event() {
+                if let GEvent::Deliver { session, msg, .. } = ev {
                     s += msg.len();
                     if echo {
                         self.w.b.push(session, msg).unwrap();
@@ -176,11 +225,26 @@ impl<M: Msg + 'static> Exchange for Framework<M> {
     }
 }
 
-/// The three paths, each new (direct, framework with ropes, framework with
-/// contiguous messages), under their benchmark names.
-fn paths() -> [(&'static str, Box<dyn Exchange>); 3] {
+impl<M: Msg + 'static> Exchange for Compiled<M> {
+    fn send(&mut self, data: &Bytes) {
+        self.w.a.push(self.client, M::from_shared(data.clone())).unwrap();
+    }
+    fn pump(&mut self, echo: bool) -> (usize, usize) {
+        Compiled::pump(self, echo)
+    }
+    fn fire_next_timer(&mut self) -> bool {
+        self.w.fire_next_timer(None)
+    }
+}
+
+/// The paths, each new (direct; the dynamic graph with ropes and with
+/// contiguous messages; the compiled stack with each), under their
+/// benchmark names.
+fn paths() -> [(&'static str, Box<dyn Exchange>); 5] {
     [
         ("direct", Box::new(Direct::new(ContextConfig::stream()))),
+        ("compiled-contig", Box::new(Compiled::<Contig>::new(ContextConfig::stream()))),
+        ("compiled-rope", Box::new(Compiled::<Rope>::new(ContextConfig::stream()))),
         ("rope", Box::new(Framework::<Rope>::new::<HeapQueue<ArenaId>>(ContextConfig::stream()))),
         ("contig", Box::new(Framework::<Contig>::new::<HeapQueue<ArenaId>>(ContextConfig::stream()))),
     ]

@@ -589,15 +589,16 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CA
     /// Takes the next chunk of in-order data.
     pub fn read(&mut self, now: Instant, ctx: ContextId) -> Option<Chunk> {
         let c = self.contexts.get_mut(ctx.0)?;
-        let chunk = c.read(now);
-        if S::ENABLED
-            && let Some(k) = &chunk
-        {
+        // Nothing to read changes nothing: no wake (the reader that drains
+        // per packet, as a protocol graph hands data up, ends every packet
+        // with this call).
+        let k = c.read(now)?;
+        if S::ENABLED {
             let t = Trace::Read { ctx, flow: c.flow(false), seq: k.seq, len: k.data.len(), eom: k.eom };
             self.subscriber.on_trace(now, &t);
         }
         self.wake(ctx.0);
-        chunk
+        Some(k)
     }
 
     /// Bytes readable now.

@@ -4,8 +4,14 @@
 //! [`XtpProtocol`] owns an [`Endpoint`] and translates the UPI verbs into its
 //! calls; it is a thin adapter, not a second engine. It sits directly on a
 //! datagram device (UDP socket, raw IP protocol 36, simulated link: see
-//! `xk_core::device`): frames in and out carry the peer's socket address in
-//! the device header.
+//! `xk_core::device`).
+//!
+//! It implements [`Layer`] once, for any context `C: Cx`: in the dynamic
+//! `Graph` (`C = Ctx`, frames carry the peer's socket address in the device
+//! header) and in the compiled `xk_core::compiled::Stack` (`C = DeviceCx`,
+//! the peer travels beside the frame; every call static). The two differ
+//! only in `C::DEVICE_HEADER`, a constant, so each monomorphised copy holds
+//! only its own case.
 //!
 //! * A session *is* a context: `SessionId.slot` is the context's arena id,
 //!   so there is no second session table to search per packet.
@@ -19,24 +25,29 @@
 //! * Received data goes up as `M::from_shared(chunk)`: a slice of the
 //!   received frame, not copied in either message form. Data pushed down
 //!   goes in as `msg.into_bytes()`, free for a message of one piece.
-//! * Output waits for [`Protocol::flush`] (the device pulling a frame), as
+//! * Output waits for [`Layer::flush`] (the device pulling a frame), as
 //!   the direct driver polls the endpoint after a batch of input: the same
-//!   packets leave on both paths, at the same instants. Frames are cut from
-//!   a shared 64 KiB transmit arena, one split each.
-//! * Timers are the endpoint's own queue `Q` ([`Protocol::poll_timeout`]).
+//!   packets leave on both paths, at the same instants. The endpoint writes
+//!   each packet into a scratch buffer that stays in the cache; the frame
+//!   is copied once, at its length, into a shared 64 KiB arena (one split
+//!   each, as the direct drivers receive).
+//! * Events go up after every verb in the graph; in the compiled stack
+//!   (`Cx::PULLS_EVENTS`) when the application polls (`Layer::poll_up`).
+//! * Timers are the endpoint's own queue `Q` ([`Layer::poll_timeout`]).
 //!
-//! Message boundaries: XTP delivers chunks; a `Deliver` event carries one
-//! chunk and does not say whether it ends a message (`Control` has no such
-//! request yet).
+//! Message boundaries: XTP delivers chunks; each goes up with the chunk's
+//! end-of-message mark (XTP's EOM: the `eom` of the graph's `Deliver`), so
+//! the application above sees where each message ends. A push is one
+//! message (sent with EOM on its last packet).
 
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 
 use bytes::BytesMut;
-use xk_core::device::{ADDR_HEADER, read_addr, write_addr};
+use xk_core::device::read_addr;
 use xk_core::{
-    Addr, ArenaId, CloseError, Control, ControlError, ControlReply, Ctx, DemuxError, OpenError, Part,
-    Participants, Protocol, PushError, SessionId, Upper,
+    Addr, ArenaId, CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Layer, OpenError, Part,
+    Participants, PushError, SessionId, Upper,
 };
 use xk_msg::Msg;
 use xk_time::{HeapQueue, Instant, TimerQueue};
@@ -64,7 +75,10 @@ pub struct XtpProtocol<M, Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>, const CAC
     /// Ports enabled for passive opens and who enabled them.
     listeners: Vec<(u16, Upper)>,
     tx: BytesMut,
-    frame_room: usize,
+    /// Where the endpoint writes the next packet (device header room first).
+    scratch: Vec<u8>,
+    /// The largest packet the endpoint sends.
+    max_packet: usize,
     /// The sender `demux` read from the frame `pop` gets next (the
     /// dispatcher calls them back to back for one message).
     from: Option<SocketAddr>,
@@ -81,14 +95,15 @@ impl<M: Msg> XtpProtocol<M> {
 impl<M: Msg, Q: TimerQueue<ArenaId> + Default, const CACHE: bool> XtpProtocol<M, Q, CACHE> {
     /// An XTP protocol whose endpoint keeps its timers in a `Q`.
     pub fn with_timer_queue(cfg: EndpointConfig, ctx_cfg: ContextConfig, seed: u64) -> Self {
-        let frame_room = ADDR_HEADER + cfg.max_packet;
+        let max_packet = cfg.max_packet;
         XtpProtocol {
             ep: Endpoint::with_timer_queue(cfg, seed, NoTrace),
             ctx_cfg,
             upper: Vec::new(),
             listeners: Vec::new(),
             tx: BytesMut::new(),
-            frame_room,
+            scratch: Vec::new(),
+            max_packet,
             from: None,
             _msg: PhantomData,
         }
@@ -109,7 +124,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
         ContextId(session.slot)
     }
 
-    fn session(cx: &Ctx<'_, M>, ctx: ContextId) -> SessionId {
+    fn session<C: Cx<M>>(cx: &C, ctx: ContextId) -> SessionId {
         SessionId { protocol: cx.me(), slot: ctx.0 }
     }
 
@@ -129,17 +144,18 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
     }
 
     /// Hands the endpoint's events upward, if it has any (checked inline:
-    /// `flush` drains after every frame and there is rarely an event then).
+    /// `flush` drains after every frame and there is rarely an event then)
+    /// and the application does not pull them (`poll_up` does then).
     #[inline]
-    fn drain_events(&mut self, cx: &mut Ctx<'_, M>) {
-        if self.ep.has_events() {
+    fn drain_events<C: Cx<M>>(&mut self, cx: &mut C) {
+        if !C::PULLS_EVENTS && self.ep.has_events() {
             self.hand_up_events(cx);
         }
     }
 
     /// Hands the endpoint's events upward: new contexts as `open_done`,
     /// readable data as `deliver`, ended contexts as `close_done`.
-    fn hand_up_events(&mut self, cx: &mut Ctx<'_, M>) {
+    fn hand_up_events<C: Cx<M>>(&mut self, cx: &mut C) {
         let now = cx.now();
         while let Some(ev) = self.ep.poll_event() {
             match ev {
@@ -160,7 +176,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
                     let Some(upper) = self.upper_of(ctx) else { continue };
                     let session = Self::session(cx, ctx);
                     while let Some(chunk) = self.ep.read(now, ctx) {
-                        cx.deliver(upper, session, M::from_shared(chunk.data));
+                        cx.deliver(upper, session, M::from_shared(chunk.data), chunk.eom);
                     }
                 }
                 Event::Closed { ctx, .. } => {
@@ -175,26 +191,21 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
     }
 }
 
-/// Reads the XTP key and whether the packet is a DIAG from a frame (device
-/// header first), without parsing it. `None`: too short for the XTP header
-/// (the endpoint will count it malformed).
+/// Reads the XTP key and whether the packet is a DIAG from the XTP header
+/// at `h`, without parsing it. `None`: too short for the XTP header (the
+/// endpoint will count it malformed).
 fn xtp_key(h: &[u8]) -> Option<(u64, bool)> {
-    let x = h.get(ADDR_HEADER..ADDR_HEADER + HEADER_LEN)?;
+    let x = h.get(..HEADER_LEN)?;
     let p = Packet::new_unchecked(x);
     Some((p.key(), p.ptype_code() == PacketType::Diag.code()))
 }
 
-impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> Protocol<M> for XtpProtocol<M, Q, CACHE> {
+impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> for XtpProtocol<M, Q, CACHE> {
     fn name(&self) -> &'static str {
         "xtp"
     }
 
-    fn open(
-        &mut self,
-        cx: &mut Ctx<'_, M>,
-        upper: Upper,
-        parts: &Participants,
-    ) -> Result<SessionId, OpenError> {
+    fn open(&mut self, cx: &mut C, upper: Upper, parts: &Participants) -> Result<SessionId, OpenError> {
         let mut remote = parts.remote.clone();
         let Some(Addr::Port(port)) = remote.pop() else {
             return Err(OpenError::MissingAddr("remote XTP port"));
@@ -210,24 +221,14 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> Protocol<M> for XtpProto
         Ok(Self::session(cx, ctx))
     }
 
-    fn open_enable(
-        &mut self,
-        _cx: &mut Ctx<'_, M>,
-        upper: Upper,
-        parts: &Participants,
-    ) -> Result<(), OpenError> {
+    fn open_enable(&mut self, _cx: &mut C, upper: Upper, parts: &Participants) -> Result<(), OpenError> {
         let port = local_port(parts)?;
         self.ep.listen(port, self.ctx_cfg.clone()).map_err(|_| OpenError::InUse(Addr::Port(port)))?;
         self.listeners.push((port, upper));
         Ok(())
     }
 
-    fn open_disable(
-        &mut self,
-        _cx: &mut Ctx<'_, M>,
-        upper: Upper,
-        parts: &Participants,
-    ) -> Result<(), OpenError> {
+    fn open_disable(&mut self, _cx: &mut C, upper: Upper, parts: &Participants) -> Result<(), OpenError> {
         let port = local_port(parts)?;
         let Some(i) = self.listeners.iter().position(|l| *l == (port, upper)) else {
             return Err(OpenError::NotEnabled(Addr::Port(port)));
@@ -237,33 +238,45 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> Protocol<M> for XtpProto
         Ok(())
     }
 
-    fn demux(
-        &mut self,
-        cx: &mut Ctx<'_, M>,
-        _lower: Option<SessionId>,
-        msg: &mut M,
-    ) -> Result<SessionId, DemuxError> {
-        let len = msg.len().min(ADDR_HEADER + HEADER_LEN);
+    #[inline]
+    fn demux(&mut self, cx: &mut C, _lower: Option<SessionId>, msg: &mut M) -> Result<SessionId, DemuxError> {
+        let dh = C::DEVICE_HEADER;
+        let len = msg.len().min(dh + HEADER_LEN);
         let h = msg.peek(len)?;
-        if h.len() < ADDR_HEADER {
-            return Err(DemuxError::Malformed("frame shorter than the device header"));
-        }
-        self.from = read_addr(h);
-        let found = self.from.zip(xtp_key(h)).and_then(|(from, (key, diag))| self.ep.lookup(from, key, diag));
+        let from = if dh > 0 {
+            if h.len() < dh {
+                return Err(DemuxError::Malformed("frame shorter than the device header"));
+            }
+            // Kept for `pop`: the header is decoded once per frame.
+            self.from = read_addr(h);
+            self.from
+        } else {
+            cx.source()
+        };
+        let key = xtp_key(&h[dh..]);
+        let found = from.zip(key).and_then(|(from, (key, diag))| self.ep.lookup(from, key, diag));
         Ok(SessionId { protocol: cx.me(), slot: found.map_or(Self::UNBOUND, |c| c.0) })
     }
 
+    #[inline]
     fn pop(
         &mut self,
-        cx: &mut Ctx<'_, M>,
+        cx: &mut C,
         session: SessionId,
         _lower: Option<SessionId>,
         mut msg: M,
     ) -> Result<(), DemuxError> {
-        let header = msg.pop(ADDR_HEADER)?;
-        let from = match self.from.take() {
-            Some(from) => from,
-            None => read_addr(header).ok_or(DemuxError::Malformed("device header"))?,
+        let dh = C::DEVICE_HEADER;
+        let from = if dh > 0 {
+            match self.from.take() {
+                Some(from) => {
+                    msg.pop(dh)?;
+                    from
+                }
+                None => read_addr(msg.pop(dh)?).ok_or(DemuxError::Malformed("device header"))?,
+            }
+        } else {
+            cx.source().ok_or(DemuxError::Malformed("no source address from the device"))?
         };
         let found = (session.slot != Self::UNBOUND).then_some(ContextId(session.slot));
         self.ep.handle_demuxed(cx.now(), from, msg.into_bytes(), found);
@@ -271,7 +284,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> Protocol<M> for XtpProto
         Ok(())
     }
 
-    fn push(&mut self, cx: &mut Ctx<'_, M>, session: SessionId, msg: M) -> Result<(), PushError> {
+    fn push(&mut self, cx: &mut C, session: SessionId, msg: M) -> Result<(), PushError> {
         let r = self.ep.write(cx.now(), ContextId(session.slot), msg.into_bytes(), true, None);
         r.map_err(|e| match e {
             WriteError::UnknownContext => PushError::NoSession,
@@ -280,25 +293,43 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> Protocol<M> for XtpProto
         })
     }
 
-    fn flush(&mut self, cx: &mut Ctx<'_, M>) {
+    #[inline]
+    fn flush(&mut self, cx: &mut C) {
         // One frame per call, at the graph's time of the call: the device
         // pulls frames as it sends them, and each leaves at the instant the
         // direct driver's `poll_transmit` would have produced it.
-        if self.tx.len() < self.frame_room {
-            self.tx = BytesMut::zeroed(TX_ARENA.max(self.frame_room));
+        //
+        // The endpoint writes the packet into a scratch buffer that stays
+        // in the cache; the frame is then copied once, at its length, into
+        // a shared arena (as the direct drivers receive): one pass over the
+        // bytes, and no zeroing of arena memory ahead of use.
+        let dh = C::DEVICE_HEADER;
+        let room = dh + self.max_packet;
+        if self.scratch.len() < room {
+            self.scratch = vec![0; room];
         }
-        if let Some(t) = self.ep.poll_transmit(cx.now(), &mut self.tx[ADDR_HEADER..self.frame_room]) {
-            write_addr(&mut self.tx[..ADDR_HEADER], t.dst);
-            let frame = self.tx.split_to(ADDR_HEADER + t.len);
-            cx.transmit(M::from_received(frame));
+        if let Some(t) = self.ep.poll_transmit(cx.now(), &mut self.scratch[dh..room]) {
+            let n = dh + t.len;
+            if self.tx.capacity() < n {
+                self.tx = BytesMut::with_capacity(TX_ARENA.max(n));
+            }
+            self.tx.extend_from_slice(&self.scratch[..n]);
+            cx.transmit_to(t.dst, self.tx.split());
         }
         // Sending can end contexts (the last acknowledgement of a close).
         self.drain_events(cx);
     }
 
+    #[inline]
+    fn poll_up(&mut self, cx: &mut C) {
+        if self.ep.has_events() {
+            self.hand_up_events(cx);
+        }
+    }
+
     fn control(
         &mut self,
-        _cx: &mut Ctx<'_, M>,
+        _cx: &mut C,
         session: Option<SessionId>,
         req: Control,
     ) -> Result<ControlReply, ControlError> {
@@ -320,7 +351,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> Protocol<M> for XtpProto
         }
     }
 
-    fn close(&mut self, cx: &mut Ctx<'_, M>, session: SessionId) -> Result<(), CloseError> {
+    fn close(&mut self, cx: &mut C, session: SessionId) -> Result<(), CloseError> {
         let ctx = ContextId(session.slot);
         if self.upper_of(ctx).is_none() || self.ep.state(ctx).is_none() {
             return Err(CloseError::NoSession);
@@ -333,7 +364,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> Protocol<M> for XtpProto
         self.ep.poll_timeout()
     }
 
-    fn handle_timeout(&mut self, cx: &mut Ctx<'_, M>, now: Instant) {
+    fn handle_timeout(&mut self, cx: &mut C, now: Instant) {
         self.ep.handle_timeout(now);
         self.drain_events(cx);
     }

@@ -1,7 +1,15 @@
 //! XTP's kinds for graph descriptions, and an XTP stack built from one
 //! (issue #16): `app -> xtp -> udp`, `app -> xtp -> ip36`, `app -> xtp -> link`.
+//!
+//! [`XtpStack::from_desc`] builds the run-time graph; [`XtpStack::compose`]
+//! builds what the description's `compose` line asks for: the compiled
+//! stack (`xk_core::compiled::Stack` over [`XtpProtocol`]) for the shape
+//! `app -> xtp -> device` alone (`auto`, the default, or `compiled`), the
+//! graph otherwise (`dynamic`, or any other shape under `auto`).
 
-use xk_core::graph_desc::{Catalogue, DescError, GraphDesc, Kind, Service};
+use xk_core::compiled::Stack;
+use xk_core::device::GraphOn;
+use xk_core::graph_desc::{Catalogue, Compose, DescError, GraphDesc, Kind, Service};
 use xk_core::{ArenaId, Graph, ProtocolId};
 use xk_msg::Msg;
 use xk_time::TimerQueue;
@@ -95,6 +103,53 @@ impl<M: Msg + 'static> XtpStack<M> {
     }
 }
 
+/// An XTP stack as its description asks to be composed.
+// Built once and moved into its driver once: not boxed, so the compiled
+// stack's verbs reach XTP without an indirection.
+#[allow(clippy::large_enum_variant)]
+pub enum Composed<M, Q: TimerQueue<ArenaId>, const CACHE: bool> {
+    /// The run-time graph, XTP on the device.
+    Graph(GraphOn<Graph<M>>),
+    /// The compiled stack: the application over XTP over the device, XTP a
+    /// type parameter (no dynamic dispatch).
+    Compiled(Stack<M, XtpProtocol<M, Q, CACHE>>),
+}
+
+impl<M: Msg + 'static> XtpStack<M> {
+    /// Parses `text` and builds what it asks for (see the module
+    /// documentation), with the device named in it.
+    pub fn compose<Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
+        text: &str,
+        ep: EndpointConfig,
+        ctx: ContextConfig,
+        seed: u64,
+    ) -> Result<(Composed<M, Q, CACHE>, Kind), DescError> {
+        let desc = GraphDesc::parse(text, &catalogue())?;
+        let fits = desc.layers.len() == 3;
+        let compiled = match desc.compose {
+            Compose::Dynamic => false,
+            Compose::Auto => fits,
+            Compose::Compiled if fits => true,
+            Compose::Compiled => {
+                return Err(DescError {
+                    line: 0,
+                    reason: "`compose compiled`: only `app -> xtp -> <device>` alone has a compiled form \
+                             (write `compose dynamic` or `compose auto` for this graph)"
+                        .into(),
+                });
+            }
+        };
+        // The checks (an XTP layer, the application on it) are the graph's.
+        let g = Self::from_desc::<Q, CACHE>(text, ep.clone(), ctx.clone(), seed)?;
+        if !compiled {
+            return Ok((Composed::Graph(GraphOn::new(g.graph, g.xtp)), g.device));
+        }
+        let xtp = XtpProtocol::<M, Q, CACHE>::with_timer_queue(ep, ctx, seed);
+        let stack = Stack::new(xtp).map_err(|e| DescError { line: 0, reason: format!("xtp: {e}") })?;
+        Ok((Composed::Compiled(stack), g.device))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use xk_msg::Rope;
@@ -127,5 +182,42 @@ mod tests {
         assert!(e("app -> mux -> loop").contains("no `xtp` layer"));
         assert!(e("xtp -> udp").contains("nothing sits on `xtp`"));
         assert!(e("app -> xtp -> udp -> ip36").contains("`udp` is a root"));
+    }
+
+    fn compose(text: &str) -> Result<&'static str, String> {
+        let r = XtpStack::<Rope>::compose::<HeapQueue<ArenaId>, true>(
+            text,
+            EndpointConfig::default(),
+            ContextConfig::stream(),
+            1,
+        );
+        match r {
+            Ok((Composed::Graph(_), _)) => Ok("graph"),
+            Ok((Composed::Compiled(_), _)) => Ok("compiled"),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn the_description_selects_the_composition() {
+        assert_eq!(compose("app -> xtp -> udp"), Ok("compiled"));
+        assert_eq!(compose("compose compiled\napp -> xtp -> ip36"), Ok("compiled"));
+        assert_eq!(compose("compose dynamic\napp -> xtp -> udp"), Ok("graph"));
+        // A graph beside XTP's has no compiled form (and no XTP stack
+        // builds the toys today: the graph refuses it by name).
+        let two = "app -> xtp -> udp\necho -> mux -> loop";
+        assert!(
+            compose(&format!("compose compiled\n{two}"))
+                .unwrap_err()
+                .contains("only `app -> xtp -> <device>`")
+        );
+        assert!(compose(two).unwrap_err().contains("no place for `loop`"));
+        assert!(compose("compose fast\napp -> xtp -> udp").unwrap_err().contains("line 1: `compose fast`"));
+        assert!(
+            compose("compose auto\ncompose dynamic\napp -> xtp -> udp")
+                .unwrap_err()
+                .contains("a second `compose`")
+        );
+        assert!(compose("app -> xtp").unwrap_err().contains("`xtp` has no lower layer"));
     }
 }

@@ -56,7 +56,7 @@ fn pump<M: Msg>(w: &mut GraphWire<M>, server: &mut Option<SessionId>) -> (usize,
                     assert_eq!(parts.remote.peek(), Some(&Addr::Inet(w.aa)));
                     *server = Some(session);
                 }
-                Event::Deliver { session, msg } => {
+                Event::Deliver { session, msg, .. } => {
                     s += msg.len();
                     w.b.push(session, msg).unwrap();
                 }
@@ -259,7 +259,7 @@ fn the_graph_sends_the_same_packets_as_the_direct_path() {
                 while let Some(ev) = g.b.poll_event() {
                     match ev {
                         Event::OpenDone { session, .. } => server = Some(session),
-                        Event::Deliver { session, msg } if echo => g.b.push(session, msg).unwrap(),
+                        Event::Deliver { session, msg, .. } if echo => g.b.push(session, msg).unwrap(),
                         Event::Deliver { msg, .. } => gn.2 += msg.len(),
                         Event::CloseDone { .. } => {}
                     }
@@ -306,7 +306,7 @@ fn a_described_stack_runs_in_the_simulator_over_a_lossy_link() {
         fn poll(&mut self, g: &mut Graph<Rope>) {
             while let Some(ev) = g.poll_event() {
                 match ev {
-                    Event::Deliver { session, msg } if self.echo => g.push(session, msg).unwrap(),
+                    Event::Deliver { session, msg, .. } if self.echo => g.push(session, msg).unwrap(),
                     Event::Deliver { msg, .. } => self.got.extend(msg.to_vec()),
                     _ => {}
                 }

@@ -11,7 +11,7 @@ use crate::arena::{Arena, ArenaId};
 use crate::graph::Ctx;
 use crate::map::DemuxMap;
 use crate::upi::{
-    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, PushError, SessionId,
+    CloseError, Control, ControlError, ControlReply, DemuxError, Layer, OpenError, PushError, SessionId,
     Upper,
 };
 
@@ -30,12 +30,12 @@ impl Echo {
     }
 }
 
-impl<M: Msg> Protocol<M> for Echo {
+impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Echo {
     fn name(&self) -> &'static str {
         "echo"
     }
 
-    fn init(&mut self, cx: &mut Ctx<'_, M>) -> Result<(), OpenError> {
+    fn init(&mut self, cx: &mut Ctx<'a, M>) -> Result<(), OpenError> {
         let parts = Participants::local(Part::top_first([Addr::Port(self.port)]));
         cx.open_enable(cx.lower()?, &parts)
     }

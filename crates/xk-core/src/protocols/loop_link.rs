@@ -13,7 +13,7 @@ use crate::arena::Arena;
 use crate::graph::Ctx;
 use crate::map::DemuxMap;
 use crate::upi::{
-    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, PushError, SessionId,
+    CloseError, Control, ControlError, ControlReply, DemuxError, Layer, OpenError, PushError, SessionId,
     Upper,
 };
 
@@ -52,7 +52,7 @@ impl LoopLink {
     }
 }
 
-impl<M: Msg> Protocol<M> for LoopLink {
+impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for LoopLink {
     fn name(&self) -> &'static str {
         "looplink"
     }
@@ -125,7 +125,7 @@ impl<M: Msg> Protocol<M> for LoopLink {
     ) -> Result<(), DemuxError> {
         let upper = self.sessions.get(session.slot).ok_or(DemuxError::StaleSession)?.upper;
         msg.pop(HEADER)?;
-        cx.deliver(upper, session, msg);
+        cx.deliver(upper, session, msg, true);
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use crate::arena::Arena;
 use crate::graph::Ctx;
 use crate::map::DemuxMap;
 use crate::upi::{
-    CloseError, Control, ControlError, ControlReply, DemuxError, OpenError, Protocol, PushError, SessionId,
+    CloseError, Control, ControlError, ControlReply, DemuxError, Layer, OpenError, PushError, SessionId,
     Upper,
 };
 
@@ -87,12 +87,12 @@ impl Mux {
     }
 }
 
-impl<M: Msg> Protocol<M> for Mux {
+impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Mux {
     fn name(&self) -> &'static str {
         "mux"
     }
 
-    fn init(&mut self, cx: &mut Ctx<'_, M>) -> Result<(), OpenError> {
+    fn init(&mut self, cx: &mut Ctx<'a, M>) -> Result<(), OpenError> {
         let parts = self.link_parts();
         cx.open_enable(cx.lower()?, &parts)
     }
@@ -168,7 +168,7 @@ impl<M: Msg> Protocol<M> for Mux {
     ) -> Result<(), DemuxError> {
         let upper = self.sessions.get(session.slot).ok_or(DemuxError::StaleSession)?.upper;
         msg.pop(HEADER)?;
-        cx.deliver(upper, session, msg);
+        cx.deliver(upper, session, msg, true);
         Ok(())
     }
 

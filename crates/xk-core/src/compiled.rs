@@ -1,0 +1,259 @@
+//! The compiled stack: a composition fixed at compile time, for the shapes
+//! known in advance (PIX's generated stacks, seed 003).
+//!
+//! [`Graph`](crate::Graph) composes protocols at run time: each is a
+//! `Box<dyn Protocol>`, taken out of its table for each call, and every
+//! message between layers goes through the dispatcher's queue. That is what
+//! makes a graph rearrangeable from a description, and it costs a dozen
+//! small steps per packet (docs/PERF.md, "Session 13: where the framework's
+//! extra cost goes"). A [`Stack`] is the same uniform interface with the
+//! composition as a type: `Stack<M, P>` is the application over protocol
+//! `P` over a datagram device, `P` a type parameter, so every verb is a
+//! direct (inlinable) call of `P`'s [`Layer`] implementation, monomorphised
+//! for this stack's context [`DeviceCx`]:
+//!
+//! * no dynamic dispatch and no dispatcher queue: `receive` calls `demux`
+//!   then `pop`, `poll_transmit` calls `flush`, the application's `push`
+//!   calls `push`;
+//! * the application pulls its events ([`Cx::PULLS_EVENTS`]): data that
+//!   arrived in several packets goes up in one pass when the application
+//!   reads, as the direct driver's application reads a batch;
+//! * the peer travels beside the frame, typed (`receive(from, frame)`,
+//!   `poll_transmit() -> (to, frame)`), not in a device header
+//!   ([`Cx::DEVICE_HEADER`] is 0 here);
+//! * the protocol's code is the one the graph runs: a protocol written
+//!   against [`Cx`] implements [`Layer`] once, for both contexts.
+//!
+//! What it gives up: one protocol between the application and the device
+//! (the shape `app -> P -> device`, which is every XTP stack of
+//! `xtp_proto::stack`), no demux meter, no protocol-to-protocol verbs (a
+//! protocol in a `Stack` has nothing below it but the device). A description
+//! of that shape selects it (`xtp_proto::stack::AnyStack`); any other shape
+//! builds a [`Graph`](crate::Graph).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use xk_msg::{BytesMut, Msg};
+use xk_time::Instant;
+
+use crate::addr::Participants;
+use crate::graph::{Event, ProtocolStats};
+use crate::upi::{
+    CloseError, Control, ControlError, ControlReply, Cx, Layer, OpenError, ProtocolId, PushError, SessionId,
+    Upper,
+};
+
+/// The context of the protocol in a [`Stack`]: the time, the queue of
+/// events for the application, the queue of frames for the device, and the
+/// source of the frame being received.
+pub struct DeviceCx<M> {
+    now: Instant,
+    source: Option<SocketAddr>,
+    events: VecDeque<Event<M>>,
+    /// The next frame for the device: a protocol that hands out one frame
+    /// per `flush` (XTP) never needs more, and a slot is cheaper than a
+    /// queue. Further frames wait in `more`, in order.
+    next: Option<(SocketAddr, M)>,
+    more: VecDeque<(SocketAddr, M)>,
+}
+
+impl<M: Msg> Cx<M> for DeviceCx<M> {
+    const DEVICE_HEADER: usize = 0;
+    const PULLS_EVENTS: bool = true;
+
+    #[inline]
+    fn now(&self) -> Instant {
+        self.now
+    }
+    #[inline]
+    fn me(&self) -> ProtocolId {
+        STACK_PROTOCOL
+    }
+    #[inline]
+    fn deliver(&mut self, _upper: Upper, session: SessionId, msg: M, eom: bool) {
+        // The application is the only upper layer of a stack.
+        self.events.push_back(Event::Deliver { session, msg, eom });
+    }
+    fn open_done(&mut self, _upper: Upper, session: SessionId, parts: Participants) {
+        self.events.push_back(Event::OpenDone { session, parts });
+    }
+    fn close_done(&mut self, _upper: Upper, session: SessionId) {
+        self.events.push_back(Event::CloseDone { session });
+    }
+    #[inline]
+    fn transmit_to(&mut self, peer: SocketAddr, frame: BytesMut) {
+        let f = (peer, M::from_received(frame));
+        if self.next.is_none() && self.more.is_empty() {
+            self.next = Some(f);
+        } else {
+            self.more.push_back(f);
+        }
+    }
+    #[inline]
+    fn source(&self) -> Option<SocketAddr> {
+        self.source
+    }
+}
+
+/// The id of the protocol of every [`Stack`] (its sessions carry it).
+pub const STACK_PROTOCOL: ProtocolId = ProtocolId(0);
+
+/// The application over protocol `P` over a datagram device, composed at
+/// compile time. See the module documentation. The verbs are the
+/// [`Graph`](crate::Graph)'s, without the protocol argument (there is one).
+pub struct Stack<M, P> {
+    proto: P,
+    cx: DeviceCx<M>,
+    stats: ProtocolStats,
+    last_drop: Option<String>,
+}
+
+impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
+    /// A stack on `proto`, initialised (its `init` run).
+    pub fn new(mut proto: P) -> Result<Self, OpenError> {
+        let mut cx = DeviceCx {
+            now: Instant::ZERO,
+            source: None,
+            events: VecDeque::new(),
+            next: None,
+            more: VecDeque::new(),
+        };
+        proto.init(&mut cx)?;
+        Ok(Stack { proto, cx, stats: ProtocolStats::default(), last_drop: None })
+    }
+
+    /// The protocol (its counters, its state).
+    pub fn protocol(&self) -> &P {
+        &self.proto
+    }
+
+    /// The protocol's name.
+    pub fn name(&self) -> &'static str {
+        self.proto.name()
+    }
+
+    /// Active open by the application.
+    pub fn open(&mut self, parts: &Participants) -> Result<SessionId, OpenError> {
+        self.proto.open(&mut self.cx, Upper::App, parts)
+    }
+
+    /// Passive open by the application.
+    pub fn open_enable(&mut self, parts: &Participants) -> Result<(), OpenError> {
+        self.proto.open_enable(&mut self.cx, Upper::App, parts)
+    }
+
+    /// Withdraws a passive open.
+    pub fn open_disable(&mut self, parts: &Participants) -> Result<(), OpenError> {
+        self.proto.open_disable(&mut self.cx, Upper::App, parts)
+    }
+
+    /// Sends `msg` on a session the application holds.
+    #[inline]
+    pub fn push(&mut self, session: SessionId, msg: M) -> Result<(), PushError> {
+        let r = self.proto.push(&mut self.cx, session, msg);
+        match &r {
+            Ok(()) => self.stats.pushed += 1,
+            Err(e) => {
+                self.stats.push_drops += 1;
+                self.last_drop = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    /// A control request (on `session` if given).
+    pub fn control(
+        &mut self,
+        session: Option<SessionId>,
+        req: Control,
+    ) -> Result<ControlReply, ControlError> {
+        self.proto.control(&mut self.cx, session, req)
+    }
+
+    /// Closes a session the application holds.
+    pub fn close(&mut self, session: SessionId) -> Result<(), CloseError> {
+        self.proto.close(&mut self.cx, session)
+    }
+
+    /// A frame from the device, sent by `from`: `demux` then `pop`, direct
+    /// calls. A refused frame is counted ([`Stack::stats`],
+    /// [`Stack::last_drop`]), never a panic.
+    #[inline]
+    pub fn receive(&mut self, from: SocketAddr, mut frame: M) {
+        // Read by the protocol's `demux` and `pop` of this frame only.
+        self.cx.source = Some(from);
+        let r = match self.proto.demux(&mut self.cx, None, &mut frame) {
+            Ok(session) => self.proto.pop(&mut self.cx, session, None, frame),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(()) => self.stats.popped += 1,
+            Err(e) => {
+                self.stats.demux_drops += 1;
+                self.last_drop = Some(e.to_string());
+            }
+        }
+    }
+
+    /// The next frame for the device and its destination. When none is
+    /// queued the protocol is asked to [`Layer::flush`] first.
+    #[inline]
+    pub fn poll_transmit(&mut self) -> Option<(SocketAddr, M)> {
+        if self.cx.next.is_none() {
+            self.cx.next = self.cx.more.pop_front();
+            if self.cx.next.is_none() {
+                self.proto.flush(&mut self.cx);
+            }
+        }
+        self.cx.next.take()
+    }
+
+    /// The next event for the application. When none is queued the
+    /// protocol is asked to [`Layer::poll_up`] first (the application pulls:
+    /// data that arrived in several packets goes up in one pass).
+    #[inline]
+    pub fn poll_event(&mut self) -> Option<Event<M>> {
+        if self.cx.events.is_empty() {
+            self.proto.poll_up(&mut self.cx);
+        }
+        self.cx.events.pop_front()
+    }
+
+    /// Moves the stack's time to `now` (ignored if earlier).
+    #[inline]
+    pub fn advance(&mut self, now: Instant) {
+        if now > self.cx.now {
+            self.cx.now = now;
+        }
+    }
+
+    /// The stack's time.
+    pub fn now(&self) -> Instant {
+        self.cx.now
+    }
+
+    /// When the protocol next wants [`Stack::handle_timeout`].
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        self.proto.poll_timeout()
+    }
+
+    /// Advances to `now` and runs the protocol's timers due by then.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.advance(now);
+        let now = self.cx.now;
+        if self.proto.poll_timeout().is_some_and(|t| t <= now) {
+            self.proto.handle_timeout(&mut self.cx, now);
+        }
+    }
+
+    /// The protocol's counters, kept as the graph keeps them.
+    pub fn stats(&self) -> ProtocolStats {
+        self.stats
+    }
+
+    /// Why the stack last dropped a message, if it ever did.
+    pub fn last_drop(&self) -> Option<&str> {
+        self.last_drop.as_deref()
+    }
+}

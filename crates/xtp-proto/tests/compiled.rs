@@ -1,0 +1,196 @@
+//! XTP in the compiled stack (`xk_core::compiled::Stack`, session 15): the
+//! same `XtpProtocol` as in the dynamic graph, composed at compile time. It
+//! must send the same packets as the graph, and both must hand the
+//! application XTP's message boundaries (EOM).
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use xk_core::compiled::Stack;
+use xk_core::{Addr, ArenaId, Event, Graph, GraphBuilder, Part, Participants, ProtocolId, SessionId};
+use xk_msg::{Contig, Msg, Rope};
+use xk_time::{Duration, HeapQueue, Instant};
+use xtp_proto::{ContextConfig, EndpointConfig, XtpProtocol};
+use xtp_testkit::{GraphWire, StackWire};
+
+type Xtp<M> = XtpProtocol<M, HeapQueue<ArenaId>>;
+
+fn addrs() -> (SocketAddr, SocketAddr) {
+    ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap())
+}
+
+fn listen() -> Participants {
+    Participants::local(Part::top_first([Addr::Port(7)]))
+}
+
+fn to(ba: SocketAddr) -> Participants {
+    Participants::new(Part::new(), Part::top_first([Addr::Port(7), Addr::Inet(ba)]))
+}
+
+fn graph_wire<M: Msg + 'static>() -> (GraphWire<M>, SessionId) {
+    let (aa, ba) = addrs();
+    let graph = |seed| -> (Graph<M>, ProtocolId) {
+        let mut b = GraphBuilder::<M>::new();
+        let x = b.add(Xtp::<M>::new(EndpointConfig::default(), ContextConfig::stream(), seed), &[]);
+        (b.build().unwrap(), x)
+    };
+    let (a, xa) = graph(1);
+    let (mut b, xb) = graph(2);
+    b.open_enable(xb, &listen()).unwrap();
+    let mut w = GraphWire::new((a, xa, aa), (b, xb, ba), Instant::ZERO);
+    w.step = Duration::from_micros(1);
+    let s = w.a.open(xa, &to(ba)).unwrap();
+    (w, s)
+}
+
+fn stack_wire<M: Msg + 'static>() -> (StackWire<M, Xtp<M>>, SessionId) {
+    let (aa, ba) = addrs();
+    let stack =
+        |seed| Stack::new(Xtp::<M>::new(EndpointConfig::default(), ContextConfig::stream(), seed)).unwrap();
+    let (a, mut b) = (stack(1), stack(2));
+    b.open_enable(&listen()).unwrap();
+    let mut w = StackWire::new((a, aa), (b, ba), Instant::ZERO);
+    w.step = Duration::from_micros(1);
+    let s = w.a.open(&to(ba)).unwrap();
+    (w, s)
+}
+
+/// What the application of each side saw: (session, length, eom) per
+/// delivered piece, in order.
+type Seen = Vec<(SessionId, usize, bool)>;
+
+/// Moves what a's application wrote to b's (pumping, firing timers when
+/// quiet); b echoes each piece if `echo`.
+/// Returns (frames a->b, frames b->a, what b saw, bytes back at a).
+fn run<M: Msg>(
+    deliver: &mut dyn FnMut(bool) -> usize,
+    event: &mut dyn FnMut(bool) -> Option<Event<M>>,
+    push: &mut dyn FnMut(bool, SessionId, M),
+    fire: &mut dyn FnMut() -> bool,
+    want: usize,
+    echo: bool,
+) -> (usize, usize, Seen, usize) {
+    let (mut na, mut nb, mut seen, mut back) = (0, 0, Vec::new(), 0);
+    let got = |seen: &Seen| seen.iter().map(|s| s.1).sum::<usize>();
+    for _ in 0..10_000 {
+        loop {
+            let a = deliver(true);
+            na += a;
+            while let Some(ev) = event(false) {
+                if let Event::Deliver { session, msg, eom } = ev {
+                    seen.push((session, msg.len(), eom));
+                    if echo {
+                        push(false, session, msg);
+                    }
+                }
+            }
+            let b = deliver(false);
+            nb += b;
+            while let Some(ev) = event(true) {
+                if let Event::Deliver { msg, .. } = ev {
+                    back += msg.len();
+                }
+            }
+            if a + b == 0 {
+                break;
+            }
+        }
+        if got(&seen) >= want && (!echo || back >= want) || !fire() {
+            break;
+        }
+    }
+    (na, nb, seen, back)
+}
+
+fn run_graph<M: Msg + 'static>(w: &mut GraphWire<M>, want: usize, echo: bool) -> (usize, usize, Seen, usize) {
+    let w = std::cell::RefCell::new(w);
+    run::<M>(
+        &mut |a| if a { w.borrow_mut().from_a() } else { w.borrow_mut().from_b() },
+        &mut |a| if a { w.borrow_mut().a.poll_event() } else { w.borrow_mut().b.poll_event() },
+        &mut |a, s, m| if a { w.borrow_mut().a.push(s, m) } else { w.borrow_mut().b.push(s, m) }.unwrap(),
+        &mut || w.borrow_mut().fire_next_timer(None),
+        want,
+        echo,
+    )
+}
+
+fn run_stack<M: Msg + 'static>(
+    w: &mut StackWire<M, Xtp<M>>,
+    want: usize,
+    echo: bool,
+) -> (usize, usize, Seen, usize) {
+    let w = std::cell::RefCell::new(w);
+    run::<M>(
+        &mut |a| if a { w.borrow_mut().from_a() } else { w.borrow_mut().from_b() },
+        &mut |a| if a { w.borrow_mut().a.poll_event() } else { w.borrow_mut().b.poll_event() },
+        &mut |a, s, m| if a { w.borrow_mut().a.push(s, m) } else { w.borrow_mut().b.push(s, m) }.unwrap(),
+        &mut || w.borrow_mut().fire_next_timer(None),
+        want,
+        echo,
+    )
+}
+
+#[test]
+fn the_compiled_stack_sends_the_same_packets_as_the_graph() {
+    let (mut g, gs) = graph_wire::<Contig>();
+    let (mut s, ss) = stack_wire::<Contig>();
+    for (round, size) in [10usize, 1_000, 10_000, 1 << 20].into_iter().enumerate() {
+        let data = Bytes::from(vec![7u8; size]);
+        let echo = size < 1 << 20;
+        g.a.push(gs, Contig::from_shared(data.clone())).unwrap();
+        let rg = run_graph(&mut g, size, echo);
+        s.a.push(ss, Contig::from_shared(data)).unwrap();
+        let rs = run_stack(&mut s, size, echo);
+        let bytes = |r: &(usize, usize, Seen, usize)| r.2.iter().map(|p| p.1).sum::<usize>();
+        assert_eq!(bytes(&rg), size, "graph, round {round}");
+        assert_eq!(bytes(&rs), size, "stack, round {round}");
+        if echo {
+            assert_eq!((rg.3, rs.3), (size, size), "echo, round {round}");
+        }
+        assert_eq!((rs.0, rs.1), (rg.0, rg.1), "datagrams a->b, b->a in round {round} (size {size})");
+        assert_eq!(s.now, g.now, "virtual time after round {round}");
+    }
+    assert_eq!(s.stray + g.stray, 0);
+    assert_eq!(s.b.stats().demux_drops, 0);
+}
+
+/// Cuts what the application saw into messages at each EOM.
+fn messages(seen: &Seen) -> Vec<usize> {
+    let (mut out, mut cur) = (Vec::new(), 0);
+    for &(_, len, eom) in seen {
+        cur += len;
+        if eom {
+            out.push(cur);
+            cur = 0;
+        }
+    }
+    assert_eq!(cur, 0, "data after the last EOM: {seen:?}");
+    out
+}
+
+fn boundaries<M: Msg + 'static>() {
+    // Messages longer than a packet (so they arrive in several pieces) and
+    // one shorter, written back to back.
+    let sizes = [3_000usize, 10, 5_000, 1_500];
+    let total: usize = sizes.iter().sum();
+    let (mut g, gs) = graph_wire::<M>();
+    let (mut s, ss) = stack_wire::<M>();
+    for (i, &n) in sizes.iter().enumerate() {
+        let data = Bytes::from(vec![i as u8; n]);
+        g.a.push(gs, M::from_shared(data.clone())).unwrap();
+        s.a.push(ss, M::from_shared(data)).unwrap();
+    }
+    for (name, seen) in
+        [("graph", run_graph(&mut g, total, false).2), ("stack", run_stack(&mut s, total, false).2)]
+    {
+        assert!(seen.len() > sizes.len(), "{name}: some message arrived in pieces: {seen:?}");
+        assert!(seen.iter().any(|p| !p.2), "{name}: a piece without EOM: {seen:?}");
+        assert_eq!(messages(&seen), sizes, "{name}: the messages, cut at EOM");
+    }
+}
+
+#[test]
+fn the_application_sees_message_boundaries_in_both_compositions() {
+    boundaries::<Contig>();
+    boundaries::<Rope>();
+}
