@@ -333,7 +333,7 @@ impl Netns {
                 if hold || tx[d].held.is_empty() {
                     continue;
                 }
-                let out = Out { dev: outs[d], udp: offloads[d].udp, dir: d };
+                let out = Out { dev: outs[d], udp: offloads[d].udp, dir: d, let_go: now };
                 flush(
                     &mut tx[d],
                     out,
@@ -409,7 +409,7 @@ impl Netns {
         }
         // Whatever is still held leaves now (late, and counted so).
         for d in 0..2 {
-            let out = Out { dev: outs[d], udp: offloads[d].udp, dir: d };
+            let out = Out { dev: outs[d], udp: offloads[d].udp, dir: d, let_go: clock.now() };
             flush(
                 &mut tx[d],
                 out,
@@ -475,6 +475,10 @@ struct Out<'a> {
     udp: bool,
     /// 0: A → B.
     dir: usize,
+    /// The time of the loop's turn that let the batch go: its hold ends
+    /// there (waiting behind the other direction's write in the same turn
+    /// is hand-over, not hold).
+    let_go: Instant,
 }
 
 /// Writes the held packets of `batch` (if any) and accounts for each: its
@@ -500,7 +504,7 @@ fn flush(
     if batch.held.is_empty() {
         return Ok(());
     }
-    let flushed = clock.now();
+    let flushed = out.let_go;
     batch.write(out.dev, clock, out.udp, &mut stats.write_ns);
     *send_errors += batch.refused;
     let n = batch.held.len();
