@@ -85,10 +85,10 @@ impl Batch {
                 b.extend_from_slice(&p.packet);
             }
             let at = clock.now();
-            // An error is either the kernel refusing the write, or GRO
-            // refusing a packet it cannot parse before writing anything
-            // (only a malformed one, which a run never shares): one
-            // refusal either way.
+            // An error is the kernel refusing the write (tun-rs's GRO
+            // passes a packet it cannot parse through unmerged; it errs
+            // only on its own arguments): one refusal per call, which is
+            // one write.
             if dev.send_multiple(&mut self.gro, &mut self.bufs[..len], VIRTIO_NET_HDR_LEN).is_err() {
                 self.refused += 1;
             }
