@@ -49,3 +49,4 @@ pub mod raw;
 pub mod relay;
 pub mod trace;
 pub mod transport;
+pub mod tun_batch;

@@ -29,22 +29,28 @@
 //! still sees packets: each read is split into its MTU-sized segments
 //! (headers, lengths, sequence numbers and checksums fixed per segment),
 //! and each segment is queued, rated, delayed and lost on its own. Releases
-//! are coalesced again (GRO: consecutive segments of one flow whose
-//! checksums verify) and written as one super-packet, which the receiving
-//! stack takes in as one, as it would from a NIC with GRO.
+//! are coalesced again where that changes nothing the receiver could see
+//! ([`crate::tun_batch`]: consecutive in release order, one flow, sequence
+//! numbers contiguous and rising, none corrupted or duplicated) and written
+//! as one super-packet, which the receiving stack takes in as one, as it
+//! would from a NIC with GRO. A lost segment simply is not in the batch:
+//! the super-packet is split where it was lost. A reordered, corrupted or
+//! duplicated segment is written alone, so the receiver sees the
+//! reordering, the corruption or the copy.
 //!
 //! What a batch costs in timing is bounded and counted: a released segment
 //! is held back only while the same direction's next packet is due within
 //! [`ForwardOptions::batch_span`] of the batch's first, and only if it could
-//! be coalesced (TCP with data, or UDP); the batch leaves when its last
-//! packet is due, and every packet's release error is measured from that
-//! write. At 45 Mbit/s a segment takes 267 µs on the link, longer than the
-//! default span, so nothing is held and the path is the per-packet one. A
-//! lost segment simply is not in the batch: the super-packet is split where
-//! it was lost. A corrupted one fails its checksum and is written alone, so
-//! the receiver sees the corruption. If the kernel refuses the offloads, the
-//! devices open without them ([`Netns::offloads`] says so) and every read and
-//! write is one packet.
+//! head a super-packet on the device it is written into (TCP with data and
+//! no flag but ACK, on a device with TCP segmentation; UDP on one with UDP
+//! segmentation). The batch leaves when its last packet is due, one write
+//! per super-packet, and every packet's release error is measured from the
+//! start of its own write. At 45 Mbit/s a full-size segment takes 267 µs
+//! on the link, longer than the default span, so such segments are not
+//! held; smaller packets (UDP datagrams under about 450 bytes, whose
+//! successor can be due within 80 µs) can be. Without offloads (`--no-offload`,
+//! or the kernel refused them: [`Netns::offloads`] says so) nothing is held
+//! and every read and write is one packet.
 //!
 //! Needs root (namespaces, TUN); [`Netns::create`] refuses otherwise, saying
 //! why. Names carry the process id, so runs never collide; [`Netns`] deletes
@@ -62,12 +68,12 @@ use bytes::{Bytes, BytesMut};
 use xk_netemu::{Fate, LinkSpec, Path};
 use xk_time::{Duration, Instant, duration_nanos};
 
-use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
-use xk_netemu::Delivery;
+use tun_rs::{SyncDevice, VIRTIO_NET_HDR_LEN};
 
 use crate::clock::Clock;
-use crate::pacer::{Pacer, Pacing};
+use crate::pacer::{LoopStats, Pacer, Pacing};
 use crate::relay::{DirectionReport, RelayReport};
+use crate::tun_batch::{Batch, MAX_BATCH, coalescable};
 
 /// Address of namespace A's end.
 pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 1);
@@ -101,8 +107,14 @@ pub struct Netns {
     devs: (String, String),
     /// The devices' MTU (sizes the segment buffers).
     mtu: u16,
-    /// Which segmentation offloads the kernel granted (the same for both devices).
+    /// Which segmentation offloads the kernel granted to both devices (the
+    /// ends can differ: B is opened like A, and the kernel may refuse it
+    /// what it granted A; then this is what they have in common, and its
+    /// note says so).
     pub offloads: Offloads,
+    /// Each device's own offloads (A, B): a direction's writes coalesce as
+    /// the device written into allows.
+    pub ends: (Offloads, Offloads),
     created: Vec<String>,
 }
 
@@ -115,6 +127,26 @@ pub struct Offloads {
     pub udp: bool,
     /// Why an offload is off (the kernel's refusal), if one is.
     pub note: Option<String>,
+}
+
+impl Offloads {
+    /// What ends `a` and `b` both have; the note says which end lacks what.
+    fn common(a: &Offloads, b: &Offloads) -> Offloads {
+        let (tcp, udp) = (a.tcp && b.tcp, a.udp && b.udp);
+        let note = if (a.tcp, a.udp) == (b.tcp, b.udp) {
+            a.note.clone()
+        } else {
+            let end = |o: &Offloads| format!("TCP {}, UDP {}", on(o.tcp), on(o.udp));
+            let on_b = b.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            Some(format!("the ends differ: A's device has {}, B's {}{on_b}", end(a), end(b)))
+        };
+        Offloads { tcp, udp, note }
+    }
+}
+
+/// "on" or "off".
+fn on(b: bool) -> &'static str {
+    if b { "on" } else { "off" }
 }
 
 impl std::fmt::Display for Offloads {
@@ -200,10 +232,12 @@ impl Netns {
         let devs = (format!("{base}ta"), format!("{base}tb"));
         let off = Offloads { tcp: false, udp: false, note: Some("not asked for".into()) };
         let like = if offload { None } else { Some(&off) };
-        let (a, offloads) = make_end(&names.0, &devs.0, (ADDR_A, ADDR_B), mtu, like, &mut guard)?;
-        let (b, _) = make_end(&names.1, &devs.1, (ADDR_B, ADDR_A), mtu, Some(&offloads), &mut guard)?;
+        let (a, off_a) = make_end(&names.0, &devs.0, (ADDR_A, ADDR_B), mtu, like, &mut guard)?;
+        let (b, off_b) = make_end(&names.1, &devs.1, (ADDR_B, ADDR_A), mtu, Some(&off_a), &mut guard)?;
         std::mem::forget(guard);
-        Ok(Netns { names, tun: (Arc::new(a), Arc::new(b)), devs, mtu, offloads, created })
+        let offloads = Offloads::common(&off_a, &off_b);
+        let ends = (off_a, off_b);
+        Ok(Netns { names, tun: (Arc::new(a), Arc::new(b)), devs, mtu, offloads, ends, created })
     }
 
     /// Packets the kernel dropped on the two TUN devices so far (receive and
@@ -267,6 +301,8 @@ impl Netns {
         pacer.prepare(pacing);
         let mut rx = Segments::new(self.mtu);
         let mut tx = [Batch::default(), Batch::default()];
+        // What each direction's writes can coalesce: the device written into.
+        let offloads = [&self.ends.1, &self.ends.0];
         let mut buf = BytesMut::new();
         let mut turn = 0u64;
         let end = start + duration;
@@ -283,39 +319,31 @@ impl Netns {
                     }
                 }
                 // Hold the batch for the next packet if it is due within the
-                // span and the batch could grow by coalescing; otherwise
-                // write it now, at its last packet's release time.
+                // span and the batch could grow by coalescing (the last
+                // packet could head a super-packet on this device);
+                // otherwise write it now, at its last packet's release time.
                 let hold = tx[d].held.first().is_some_and(|(first, _)| {
                     tx[d].held.len() < MAX_BATCH
-                        && tx[d].held.last().is_some_and(|(p, _)| coalescable(&p.packet))
+                        && tx[d]
+                            .held
+                            .last()
+                            .is_some_and(|(p, _)| coalescable(&p.packet, offloads[d].tcp, offloads[d].udp))
                         && path.next_arrival(d).is_some_and(|t| t <= first.at + batch_span)
                 });
                 if hold || tx[d].held.is_empty() {
                     continue;
                 }
-                let sent_at = clock.now();
-                let n = tx[d].held.len();
-                send_errors[d] += tx[d].write(outs[d]);
-                // Stamped as the write starts: the batch is handed to the
-                // kernel. The write itself then runs the other namespace's
-                // stack (receive, and often the transmit an ACK releases)
-                // before it returns; that time is kept apart (`write_*` in
-                // the timing) and delays the packets behind it, whose own
-                // stamps show it.
-                pacer.stats.write_ns.push(duration_nanos(clock.now().saturating_since(sent_at)));
-                for (p, seen) in tx[d].held.drain(..) {
-                    if let Some(cap) = capture.as_mut() {
-                        cap(d, sent_at, &p.packet);
-                    }
-                    errors[d].push(duration_nanos(sent_at.saturating_since(p.at)));
-                    pacer.stats.release(p.at, seen, sent_at);
-                    if let Some(w) = log.as_mut() {
-                        let line = serde_json::json!({"t_ns": sent_at.as_nanos(), "dir": DIRS[d], "event": "release",
-                            "id": p.id, "len": p.packet.len(), "intended_ns": p.at.as_nanos(),
-                            "corrupted": p.corrupted, "duplicate": p.duplicate, "batch": n});
-                        writeln!(w, "{line}")?;
-                    }
-                }
+                let out = Out { dev: outs[d], udp: offloads[d].udp, dir: d, let_go: now };
+                flush(
+                    &mut tx[d],
+                    out,
+                    &clock,
+                    &mut pacer.stats,
+                    &mut errors[d],
+                    &mut send_errors[d],
+                    &mut capture,
+                    &mut log,
+                )?;
             }
             crate::relay::log_air_drops(&mut path, &mut log)?;
             // Read what is readable, a bounded batch per device, then look
@@ -381,13 +409,17 @@ impl Netns {
         }
         // Whatever is still held leaves now (late, and counted so).
         for d in 0..2 {
-            if !tx[d].held.is_empty() {
-                let sent_at = clock.now();
-                send_errors[d] += tx[d].write(outs[d]);
-                for (p, _) in tx[d].held.drain(..) {
-                    errors[d].push(duration_nanos(sent_at.saturating_since(p.at)));
-                }
-            }
+            let out = Out { dev: outs[d], udp: offloads[d].udp, dir: d, let_go: clock.now() };
+            flush(
+                &mut tx[d],
+                out,
+                &clock,
+                &mut pacer.stats,
+                &mut errors[d],
+                &mut send_errors[d],
+                &mut capture,
+                &mut log,
+            )?;
         }
         pacer.stats.finish(&clock, start);
         let mut report = |d: usize| {
@@ -435,63 +467,62 @@ const TICK_MAX: Duration = Duration::from_millis(10);
 /// and queue; the loop also stops reading as soon as a release falls due.)
 const READ_BATCH: usize = 16;
 
-/// Most packets in one write: 64 KB of 1,500-byte segments, the most one
-/// GSO super-packet holds.
-const MAX_BATCH: usize = 44;
-
-/// Released packets waiting to leave together, and the GRO state that
-/// coalesces them.
-#[derive(Default)]
-struct Batch {
-    /// Packets due (and when the loop found each due).
-    held: Vec<(Delivery<Bytes>, Instant)>,
-    /// Each packet with the virtio-net header's room in front.
-    bufs: Vec<Vec<u8>>,
-    gro: GROTable,
+/// Where one direction's releases go.
+#[derive(Clone, Copy)]
+struct Out<'a> {
+    dev: &'a SyncDevice,
+    /// Whether the device takes UDP super-packets.
+    udp: bool,
+    /// 0: A → B.
+    dir: usize,
+    /// The time of the loop's turn that let the batch go: its hold ends
+    /// there (waiting behind the other direction's write in the same turn
+    /// is hand-over, not hold).
+    let_go: Instant,
 }
 
-impl Batch {
-    /// Writes the held packets to `dev`, coalesced where they can be (one
-    /// write per GRO super-packet or lone packet); returns the writes the
-    /// kernel refused. Leaves `held` as it is (the caller accounts for each
-    /// packet).
-    fn write(&mut self, dev: &SyncDevice) -> u64 {
-        let n = self.held.len();
-        if self.bufs.len() < n {
-            // GRO appends into the first packet's buffer and refuses to grow
-            // one: each has room for a whole super-packet.
-            self.bufs.resize_with(n, || Vec::with_capacity(2 * VIRTIO_NET_HDR_LEN + 65_536));
+/// Writes the held packets of `batch` (if any) and accounts for each: its
+/// release error, its timing, the capture and the log.
+///
+/// One `send_multiple` per run of packets GRO merges into one super-packet
+/// (normally one write each, [`crate::tun_batch`]), each stamped as it
+/// starts: a write runs the other namespace's stack (receive, and often the
+/// transmit an ACK releases) before it returns, and the packets in later
+/// writes wait for that, their stamps included. The write times are kept
+/// apart (`write_*` in the timing), and so is the hold (`held_*`).
+#[allow(clippy::too_many_arguments)]
+fn flush(
+    batch: &mut Batch,
+    out: Out<'_>,
+    clock: &Clock,
+    stats: &mut LoopStats,
+    errors: &mut Vec<u64>,
+    send_errors: &mut u64,
+    capture: &mut Option<PacketTap<'_>>,
+    log: &mut Option<&mut dyn Write>,
+) -> io::Result<()> {
+    if batch.held.is_empty() {
+        return Ok(());
+    }
+    let flushed = out.let_go;
+    batch.write(out.dev, clock, out.udp, &mut stats.write_ns);
+    *send_errors += batch.refused;
+    let n = batch.held.len();
+    let Batch { held, sent, calls, .. } = batch;
+    for ((p, seen), &sent_at) in held.drain(..).zip(sent.iter()) {
+        if let Some(cap) = capture.as_mut() {
+            cap(out.dir, sent_at, &p.packet);
         }
-        self.fill(0..n);
-        match dev.send_multiple(&mut self.gro, &mut self.bufs[..n], VIRTIO_NET_HDR_LEN) {
-            Ok(_) => 0,
-            // A write failed (the others were made): one refusal counted.
-            Err(e) if e.raw_os_error().is_some() || n == 1 => 1,
-            // Coalescing refused the batch before writing anything (a
-            // packet it could not parse, as a corrupted one can be): each
-            // packet goes alone, as it came (GRO may have merged buffers).
-            Err(_) => {
-                self.fill(0..n);
-                let mut refused = 0;
-                for i in 0..n {
-                    if dev.send_multiple(&mut self.gro, &mut self.bufs[i..=i], VIRTIO_NET_HDR_LEN).is_err() {
-                        refused += 1;
-                    }
-                }
-                refused
-            }
+        errors.push(duration_nanos(sent_at.saturating_since(p.at)));
+        stats.release_held(p.at, seen, flushed, sent_at);
+        if let Some(w) = log.as_mut() {
+            let line = serde_json::json!({"t_ns": sent_at.as_nanos(), "dir": DIRS[out.dir], "event": "release",
+                "id": p.id, "len": p.packet.len(), "intended_ns": p.at.as_nanos(),
+                "corrupted": p.corrupted, "duplicate": p.duplicate, "batch": n, "writes": *calls});
+            writeln!(w, "{line}")?;
         }
     }
-
-    /// Copies held packets `range` into their buffers behind an empty
-    /// virtio-net header.
-    fn fill(&mut self, range: std::ops::Range<usize>) {
-        for ((p, _), b) in self.held[range.clone()].iter().zip(&mut self.bufs[range]) {
-            b.clear();
-            b.resize(VIRTIO_NET_HDR_LEN, 0);
-            b.extend_from_slice(&p.packet);
-        }
-    }
+    Ok(())
 }
 
 /// The calling thread's read and write system calls so far (`syscr`,
@@ -502,22 +533,6 @@ fn thread_io() -> Option<(u64, u64)> {
     Some((field("syscr:")?, field("syscw:")?))
 }
 
-/// Whether a packet could join a GRO super-packet with the ones after it:
-/// TCP carrying data, or UDP. Pure ACKs and anything else leave at once
-/// (holding them would cost release error for no fewer writes).
-fn coalescable(ip: &[u8]) -> bool {
-    let (proto, l4) = match ip.first().map(|b| b >> 4) {
-        Some(4) if ip.len() >= 20 => (ip[9], usize::from(ip[0] & 0x0f) * 4),
-        Some(6) if ip.len() >= 40 => (ip[6], 40),
-        _ => return false,
-    };
-    match proto {
-        6 => ip.get(l4 + 12).is_some_and(|&off| ip.len() > l4 + usize::from(off >> 4) * 4),
-        17 => ip.len() > l4 + 8,
-        _ => false,
-    }
-}
-
 /// Receive buffers: one read (a packet, or a GSO super-packet with its
 /// virtio-net header) and the segments it splits into.
 struct Segments {
@@ -526,13 +541,21 @@ struct Segments {
     sizes: Vec<usize>,
 }
 
+/// Segment buffers for devices of MTU `mtu`: room for the most segments a
+/// 64 KB super-packet can hold at that MTU's full-size segments (`mtu - 40`
+/// bytes of TCP data, less with options; UDP GSO makes at most 128), and at
+/// least 128. A sender with a smaller MSS (the peer advertised one, or
+/// `TCP_MAXSEG`) would cut more: the device's `gso_max_segs` is set to this
+/// number, so its stack never hands over more segments than fit.
+fn segment_buffers(mtu: u16) -> usize {
+    (65_536 / usize::from(mtu).saturating_sub(100).max(64) + 2).max(128)
+}
+
 impl Segments {
-    /// Buffers for devices of MTU `mtu`: room for the most segments a 64 KB
-    /// super-packet can hold at that MTU (TCP segments carry at most
-    /// `mtu - 40` bytes, less with options; UDP GSO at least 128 segments).
+    /// Buffers for devices of MTU `mtu` ([`segment_buffers`]).
     fn new(mtu: u16) -> Segments {
+        let most = segment_buffers(mtu);
         let mtu = usize::from(mtu);
-        let most = (65_536 / mtu.saturating_sub(100).max(64) + 2).max(128);
         Segments {
             raw: vec![0; VIRTIO_NET_HDR_LEN + 65_536],
             bufs: vec![vec![0; mtu.max(1_500)]; most],
@@ -631,6 +654,11 @@ fn make_end(
     ip(&["link", "set", dev, "netns", ns])?;
     let (l, p) = (local.to_string(), peer.to_string());
     ip(&["-n", ns, "addr", "add", &l, "peer", &p, "dev", dev])?;
+    // No more segments per super-packet than there are buffers to split
+    // one into (a small MSS would otherwise make reads fail as malformed,
+    // and the flow stall on refused retransmissions).
+    let segs = segment_buffers(mtu).to_string();
+    ip(&["-n", ns, "link", "set", dev, "gso_max_segs", &segs])?;
     ip(&["-n", ns, "link", "set", dev, "up"])?;
     ip(&["-n", ns, "link", "set", "lo", "up"])?;
     Ok((device, offloads))
@@ -664,41 +692,4 @@ pub fn leftover(prefix: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::coalescable;
-
-    /// An IPv4 packet of protocol `proto` with `l4` bytes after the header.
-    fn v4(proto: u8, l4: &[u8]) -> Vec<u8> {
-        let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0, 10, 200, 0, 1, 10, 200, 0, 2];
-        p.extend_from_slice(l4);
-        p
-    }
-
-    #[test]
-    fn only_packets_that_can_join_a_super_packet_are_held() {
-        let mut tcp = vec![0u8; 20];
-        tcp[12] = 5 << 4; // a 20-byte header
-        assert!(!coalescable(&v4(6, &tcp)), "a pure ACK leaves at once");
-        let mut with_opts = vec![0u8; 32];
-        with_opts[12] = 8 << 4; // 32 bytes of header and options, no data
-        assert!(!coalescable(&v4(6, &with_opts)), "an ACK with timestamps leaves at once");
-        tcp.extend_from_slice(&[7; 100]);
-        assert!(coalescable(&v4(6, &tcp)), "TCP with data can be coalesced");
-        assert!(coalescable(&v4(17, &[0; 9])), "UDP with data can be coalesced");
-        assert!(!coalescable(&v4(36, &[0; 100])), "XTP over IP 36 has no GSO");
-        let mut v6 = vec![0x60, 0, 0, 0, 0, 21, 6, 64];
-        v6.extend_from_slice(&[0; 32]);
-        let mut seg = vec![0u8; 20];
-        seg[12] = 5 << 4;
-        seg.push(1);
-        v6.extend_from_slice(&seg);
-        assert!(coalescable(&v6), "IPv6 TCP with data can be coalesced");
-        // Malformed: counted nowhere, never a panic.
-        for bad in [&[][..], &[0x45, 0, 0][..], &v4(6, &[0; 5])[..], &[0x60; 39][..]] {
-            assert!(!coalescable(bad));
-        }
-    }
 }

@@ -306,23 +306,30 @@ pub struct LoopStats {
     /// of its release error spent before the loop looked at the queue
     /// (late wake-up, or busy reading).
     pub found_late_ns: Vec<u64>,
-    /// For each release: the rest of its release error (ns) — the sends
-    /// ahead of it in the same turn (and, in the relay, its own).
+    /// For each release: the rest of its release error (ns) after any
+    /// hold — the sends ahead of it in the same turn (and, in the relay,
+    /// its own).
     pub handover_ns: Vec<u64>,
+    /// netns only: for each release, how long it was held back after it
+    /// fell due so that later packets could leave in the same write (ns;
+    /// up to the batch span).
+    pub held_ns: Vec<u64>,
     /// netns only: how long each TUN write took (ns) — the kernel running
     /// the other namespace's stack inside it.
     pub write_ns: Vec<u64>,
 }
 
 impl LoopStats {
-    /// p99 of wake-up lateness, found-late and hand-over (with the TUN
-    /// write time where there is one), in µs: where a late run's time went.
-    pub fn p99s_us(&self) -> (f64, f64, f64) {
+    /// p99 of wake-up lateness, found-late, hand-over (with the TUN write
+    /// time where there is one) and the batching hold, in µs: where a late
+    /// run's time went.
+    pub fn p99s_us(&self) -> (f64, f64, f64, f64) {
         let [wake] = Self::quantiles_us(&self.wake_late_ns, [0.99]);
         let [found] = Self::quantiles_us(&self.found_late_ns, [0.99]);
         let [hand] = Self::quantiles_us(&self.handover_ns, [0.99]);
         let [write] = Self::quantiles_us(&self.write_ns, [0.99]);
-        (wake, found, hand.max(write))
+        let [held] = Self::quantiles_us(&self.held_ns, [0.99]);
+        (wake, found, hand.max(write), held)
     }
 
     /// Quantiles `qs` of `v`, in µs.
@@ -360,6 +367,17 @@ impl LoopStats {
         self.handover_ns.push(duration_nanos(sent.saturating_since(seen.max(at))));
     }
 
+    /// Records one release that may have been held for a batch: due at
+    /// `at`, found due at `seen`, its batch flushed at `flushed`, its own
+    /// write started at `sent`. The hold (`flushed` less when it was due
+    /// and found) is counted apart from the hand-over after it.
+    pub fn release_held(&mut self, at: Instant, seen: Instant, flushed: Instant, sent: Instant) {
+        let ready = seen.max(at);
+        self.found_late_ns.push(duration_nanos(seen.saturating_since(at)));
+        self.held_ns.push(duration_nanos(flushed.saturating_since(ready)));
+        self.handover_ns.push(duration_nanos(sent.saturating_since(flushed.max(ready))));
+    }
+
     /// Records one turn's batch of `n` arrivals.
     pub fn read_batch(&mut self, n: usize) {
         if n > 0 {
@@ -375,6 +393,7 @@ impl LoopStats {
         let [found50, found99] = Self::quantiles_us(&self.found_late_ns, [0.5, 0.99]);
         let [hand50, hand99] = Self::quantiles_us(&self.handover_ns, [0.5, 0.99]);
         let [write50, write99] = Self::quantiles_us(&self.write_ns, [0.5, 0.99]);
+        let [held50, held99] = Self::quantiles_us(&self.held_ns, [0.5, 0.99]);
         json!({
             "scheduling": self.scheduling.as_ref().map(ToString::to_string),
             "keep_warm": self.keep_warm,
@@ -391,6 +410,8 @@ impl LoopStats {
             "found_late_p99_us": found99,
             "handover_p50_us": hand50,
             "handover_p99_us": hand99,
+            "held_p50_us": held50,
+            "held_p99_us": held99,
             "write_p50_us": write50,
             "write_p99_us": write99,
             "reads": self.reads,

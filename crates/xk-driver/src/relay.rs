@@ -160,13 +160,19 @@ impl RelayReport {
                     STALL.as_millis()
                 ));
             }
-            let (wake, found, hand) = timing.p99s_us();
+            let (wake, found, hand, held) = timing.p99s_us();
             let limit_us = max_p99_error.as_secs_f64() * 1e6;
             if found > limit_us && wake <= limit_us {
                 invalid_reasons.push(format!(
                     "the loop was busy, not asleep: releases were found due {found:.0} µs late at p99 while \
                      its wake-ups were {wake:.0} µs late; sends took up to {hand:.0} µs at p99 (the kernel's \
                      own work inside them, slower when the machine is contended)"
+                ));
+            }
+            if held > 0.0 {
+                invalid_reasons.push(format!(
+                    "releases were held back up to {held:.0} µs at p99 to leave in one write with later ones \
+                     (the batch span; --batch-span-us 0 holds nothing)"
                 ));
             }
             if let Some(pacer::Scheduling::Normal(why)) = &timing.scheduling {

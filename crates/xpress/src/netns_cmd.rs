@@ -73,10 +73,13 @@ pub(crate) struct NetnsArgs {
     spin_us: u64,
     /// Longest a released packet is held back (µs) so that the packets due
     /// after it leave in the same TUN write, coalesced (0: never hold).
+    /// Only packets the device can coalesce are held: none with
+    /// --no-offload.
     #[arg(long, default_value_t = duration_micros(xk_driver::netns::DEFAULT_BATCH_SPAN))]
     batch_span_us: u64,
     /// Open the TUN devices without segmentation offloads: one packet per
-    /// read and per write (the emulator before batching; for comparison).
+    /// read and per write, nothing held (the emulator before batching; the
+    /// baseline for comparison).
     #[arg(long)]
     no_offload: bool,
     /// Do not ask for SCHED_FIFO (by default the forwarding thread asks, and
