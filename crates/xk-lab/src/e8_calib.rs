@@ -61,8 +61,8 @@ use xtp_proto::{ContextConfig, EndpointConfig};
 
 use crate::e8_disturb::{Cause, Disturbed, Mark, settle};
 use crate::e8_measure::{
-    TICKS_PER_S, engine_of, engine_threads, instants, machine_ticks, schedstat3, thread_cpu_ns, thread_named,
-    thread_switches, threads_named,
+    engine_of, engine_threads, instants, machine_ticks, schedstat3, thread_cpu_ns, thread_named,
+    thread_switches, threads_named, ticks_per_s,
 };
 
 /// One calibration point: every measured quantity at one message length.
@@ -205,12 +205,22 @@ pub struct CalibRow {
     pub pipe_slices: f64,
     /// Pipelined, per message: CPU time of everything else on the machine
     /// (all CPUs' busy time from `/proc/stat` less the four threads'), ns;
-    /// 10 ms ticks pooled over the windows.
+    /// ticks pooled over the windows. Not clamped: negative when the
+    /// ticks (± `pipe_tick_ns`) under-count the threads' own CPU time.
     #[serde(default)]
     pub pipe_other_cpu_ns: f64,
     /// Pipelined, per message: the machine's idle CPU time, ns (`/proc/stat`).
     #[serde(default)]
     pub pipe_idle_ns: f64,
+    /// Pipelined, per message: CPU time the hypervisor gave to other
+    /// guests while this one was runnable (`/proc/stat` steal), ns.
+    #[serde(default)]
+    pub pipe_steal_ns: f64,
+    /// Pipelined, per message: the resolution of the `/proc/stat` figures
+    /// above — each read is up to a tick off per CPU, so a window's
+    /// difference is within ± cores ticks; over the windows, per message.
+    #[serde(default)]
+    pub pipe_tick_ns: f64,
     /// Undisturbed round trips kept.
     pub count: usize,
     /// Messages in the pipelined runs' steady-state windows, in all.
@@ -717,7 +727,7 @@ impl Crossings {
 /// that a change of the machine's load falls on all of them alike rather
 /// than on a few), `count` round trips and synchronous sends per length in
 /// all; then three pipelined windows per length of ≥ `stream_ms` / 3 each.
-pub(crate) fn calibrate(
+pub(crate) fn sweep(
     echo: SocketAddr,
     sink: &PeerApp,
     sizes: &[usize],
@@ -772,7 +782,10 @@ pub(crate) fn calibrate(
     // has no NaN).
     let probed = |v: f64| v.is_finite().then_some(v);
     // Pipelined: pooled over the windows, time over messages.
-    let per_msg = |ns: u64, k: usize| if k == 0 { f64::NAN } else { ns as f64 / k as f64 };
+    let per_msg_f = |ns: f64, k: usize| if k == 0 { f64::NAN } else { ns / k as f64 };
+    let per_msg = |ns: u64, k: usize| per_msg_f(ns as f64, k);
+    let tick_ns = 1e9 / ticks_per_s();
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     Ok(sizes
         .iter()
         .zip(samples)
@@ -787,7 +800,7 @@ pub(crate) fn calibrate(
             write_ns: mean(&s.write),
             doorbell_ns: mean(&s.doorbell),
             all_cpu_ns: per_msg(s.stream_all_cpu_ns, s.stream_msgs),
-            cores: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            cores,
             mss: ContextConfig::stream().mss,
             read_ns: mean(&s.read),
             wake_ns: mean(&s.wake),
@@ -816,11 +829,13 @@ pub(crate) fn calibrate(
             pipe_host_cpu_ns: per_msg(s.stream_host_cpu_ns, s.stream_msgs),
             pipe_runq_ns: per_msg(s.stream_sched[1], s.stream_msgs),
             pipe_slices: s.stream_sched[2] as f64 / s.stream_msgs.max(1) as f64,
-            pipe_other_cpu_ns: per_msg(
-                (s.stream_ticks[0] as f64 * 1e9 / TICKS_PER_S - s.stream_all_cpu_ns as f64).max(0.0) as u64,
+            pipe_other_cpu_ns: per_msg_f(
+                s.stream_ticks[0] as f64 * tick_ns - s.stream_all_cpu_ns as f64,
                 s.stream_msgs,
             ),
-            pipe_idle_ns: per_msg((s.stream_ticks[1] as f64 * 1e9 / TICKS_PER_S) as u64, s.stream_msgs),
+            pipe_idle_ns: per_msg_f(s.stream_ticks[1] as f64 * tick_ns, s.stream_msgs),
+            pipe_steal_ns: per_msg_f(s.stream_ticks[2] as f64 * tick_ns, s.stream_msgs),
+            pipe_tick_ns: per_msg_f((WINDOWS * cores) as f64 * tick_ns, s.stream_msgs),
             count: s.rtt.len(),
             stream: s.stream_msgs,
             stream_ms: s.stream_ns as f64 / 1e6,
@@ -990,7 +1005,7 @@ mod tests {
         let _one = crate::e8_measure::TRACE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (echo, sink) = (PeerApp::echo().unwrap(), PeerApp::sink().unwrap());
         assert_eq!(sink.tids.len(), 2, "{:?}", sink.tids);
-        let rows = calibrate(echo.addr, &sink, &[1, 8_192], 20, 30, 2, true).unwrap();
+        let rows = sweep(echo.addr, &sink, &[1, 8_192], 20, 30, 2, true).unwrap();
         assert_eq!(rows.len(), 2);
         for r in &rows {
             for (name, v) in [
@@ -998,7 +1013,6 @@ mod tests {
                 ("proc_period", r.proc_period_ns),
                 ("proc_complete", r.proc_complete_ns),
                 ("write", r.write_ns),
-                ("doorbell", r.doorbell_ns),
                 ("all_cpu", r.all_cpu_ns),
                 ("read", r.read_ns),
                 ("wake", r.wake_ns),
@@ -1011,6 +1025,16 @@ mod tests {
             ] {
                 assert!(v > 0.0 && v < 1e9, "{} B {name}: {v}", r.size);
             }
+            // The doorbell is measured over the writes that rang: none
+            // may have (the engine still awake on a busy machine), and
+            // then it has no value rather than a made-up one.
+            if r.pp_rings > 0.0 {
+                assert!(r.doorbell_ns > 0.0 && r.doorbell_ns < 1e9, "{r:?}");
+            } else {
+                assert!(r.doorbell_ns.is_nan(), "{r:?}");
+            }
+            // /proc/stat's figures: steal never negative, a resolution.
+            assert!(r.pipe_steal_ns >= 0.0 && r.pipe_tick_ns > 0.0, "{r:?}");
             // Every round trip measured, disturbed or kept.
             assert_eq!(r.disturbed.measured, 2 * 20);
             assert!(r.count <= 20 && r.count + r.disturbed.disturbed >= 20, "{r:?}");
