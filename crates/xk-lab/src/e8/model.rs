@@ -421,6 +421,48 @@ pub(crate) fn baseline(train: &[&CalibRow], test: &[&CalibRow]) -> Vec<Check> {
         .collect()
 }
 
+/// The model with the synchronous sends' own terms replaced by the
+/// ping-pong's (review of session 15, a real cross-operation prediction):
+/// the completion C(l) as the processor's one way out, δ_0 + ρ_δ·l, plus
+/// an acknowledgement's way back, a minimum-length one way δ_0; Δ_s = 0.
+/// Every term of τ_s is then measured on another operation.
+pub(crate) fn ping_pong_only(m: &Extended) -> Extended {
+    Extended { c_0: 2.0 * m.seed.delta_0, gamma: m.seed.rho_delta, wake_sync: 0.0, ..*m }
+}
+
+/// Cross-operation checks: τ_s, and its completion C(l) alone, predicted
+/// by [`ping_pong_only`] and measured on the synchronous sends (in the
+/// `ext` slot; the seed slot holds the calibrated model's, for reference).
+pub(crate) fn cross_checks(rows: &[&CalibRow], m: &Extended) -> Vec<Check> {
+    let pp = ping_pong_only(m);
+    let tau = Check {
+        name: "τ_s from the ping-pong only",
+        unit: "Mbit/s",
+        scale: 1e-6,
+        points: rows
+            .iter()
+            .map(|r| {
+                let l = r.size as f64;
+                let q = &QUANTITIES[1];
+                (l, q.value(l, (q.time)(r)), 8.0 * m.sync_throughput(l), 8.0 * pp.sync_throughput(l))
+            })
+            .collect(),
+    };
+    let c = Check {
+        name: "completion C(l) from the ping-pong only",
+        unit: "µs",
+        scale: 1e6,
+        points: rows
+            .iter()
+            .map(|r| {
+                let l = r.size as f64;
+                (l, r.proc_complete_ns * 1e-9, m.completion(l), pp.completion(l))
+            })
+            .collect(),
+    };
+    vec![tau, c]
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -545,6 +587,23 @@ pub(crate) mod tests {
             }
             assert_eq!(b.points.len(), 3);
         }
+    }
+
+    #[test]
+    fn ping_pong_only_predicts_a_machine_whose_completion_is_two_one_ways() {
+        let m = exact_model();
+        let x = Extended { c_0: 2.0 * m.seed.delta_0, gamma: m.seed.rho_delta, wake_sync: 0.0, ..m };
+        let rows = rows_of(&x, &[1, 1024, 65_536], 0);
+        let refs: Vec<&CalibRow> = rows.iter().collect();
+        let cal = calibrate(&refs).unwrap();
+        for c in cross_checks(&refs, &cal.model) {
+            assert!(c.worst(true) < 1e-6, "{}: {}", c.name, c.worst(true));
+        }
+        // On the default machine (C_0 = 30 µs, Δ_s = 4 µs) it misses.
+        let rows = rows_of(&m, &[1, 1024, 65_536], 0);
+        let refs: Vec<&CalibRow> = rows.iter().collect();
+        let cal = calibrate(&refs).unwrap();
+        assert!(cross_checks(&refs, &cal.model)[1].worst(true) > 0.1);
     }
 
     #[test]
