@@ -542,7 +542,7 @@ fn model_tables(
     let split = held.map_or("no held-out check (fewer than three lengths)".to_string(), |h| {
         let sizes = |v: &[&CalibRow]| v.iter().map(|r| r.size.to_string()).collect::<Vec<_>>().join(", ");
         let mut s = format!(
-            "held out within each regime: calibrated on {} B, predicted at {} B",
+            "held out (within each regime unless noted): calibrated on {} B, predicted at {} B",
             sizes(&h.train),
             sizes(&h.test)
         );
