@@ -79,36 +79,40 @@ pub struct CalibRow {
     /// The processor's one-way time, from the engine thread's trace: the
     /// sending engine's pop of the write block to the receiving engine's
     /// push of the message's last data block, ns — δ_0 + ρ_δ·l.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub proc_delay_ns: f64,
     /// The processor's period: the engine thread's CPU time per message
     /// in the pipelined run's steady-state window, ns — T_0 + ρ_T·l.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub proc_period_ns: f64,
     /// The processor's completion of a synchronous send, from the engine
     /// thread's trace: pop of the write block to push of its
     /// acknowledgment block, ns — the extended model's C_0 + γ·l.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub proc_complete_ns: f64,
     /// Host write entry: copying the message into a buffer the engine owns
     /// and posting its block (the write call's start to its ring push,
     /// trace), ns — δ_w + ρ_w·(l_c + l).
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub write_ns: f64,
     /// The host CPU time of the rest of the write call: ringing the
     /// sleeping engine's doorbell (the call's CPU time less the post), ns,
     /// over the ping-pong writes that rang it (found the engine asleep) —
     /// the extended model's δ_d.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub doorbell_ns: f64,
     /// The fraction of ping-pong writes that rang the engine's doorbell
     /// (the rest found it awake: no system call).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pp_rings: f64,
     /// Doorbells rung per synchronous send.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_rings: f64,
     /// CPU time of every thread of the pipelined transfer (the sending
     /// application and engine, the receiving engine and application) per
     /// message over the steady-state windows, ns — the extended model's
     /// U_0 + υ·l.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub all_cpu_ns: f64,
     /// Processors this machine offers those threads.
     #[serde(default)]
@@ -119,48 +123,57 @@ pub struct CalibRow {
     pub mss: usize,
     /// Host read entry: from the first pop of the woken application to the
     /// message copied out, ns — δ_r + ρ_r·(l_a + l).
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub read_ns: f64,
     /// Wake-up of the application: the engine's last push to the
     /// application's first pop after sleeping, ns — δ_i.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub wake_ns: f64,
     /// The application thread's CPU time in waiting for the echo (going
     /// to sleep on the doorbell, being woken, taking the blocks): the
     /// host's cost of a wake-up, the extended model's δ_i^cpu, ns.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub wake_cpu_ns: f64,
     /// Wake-up of the engine: the application's push to the engine's pop
     /// (not in the seed's model), ns.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub engine_wake_ns: f64,
     /// User-level one-way latency (half a round trip between two
     /// applications, each on its engine thread), ns — δ(l).
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub delay_ns: f64,
     /// User-level synchronous send to a receiving application: write and
     /// wait for the engine to report it acknowledged, ns — T_t(l).
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_period_ns: f64,
     /// User-level asynchronous (pipelined) time per message in steady
     /// state, ns.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub async_period_ns: f64,
     /// Host CPU time of a synchronous send, ns — H_t(l).
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub host_send_ns: f64,
     /// The application thread's sleeps (each ended by a wake-up) per
     /// synchronous send.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_wakeups: f64,
     /// Host CPU time of a receive (wake-up, read, copy out), ns — H_r(l).
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub host_recv_ns: f64,
     /// Of a synchronous send's host CPU time: the write call (copy in,
     /// post, doorbell), ns.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub send_write_cpu_ns: f64,
     /// Of a synchronous send's host CPU time: the wait for its completion
     /// (sleep, wake-up, taking the acknowledgment block), ns.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub send_wait_cpu_ns: f64,
     /// The application thread's sleeps per ping-pong round trip.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pp_sleeps: f64,
     /// Blocks the application took off its completion ring per
     /// undisturbed synchronous send (trace).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_blocks: f64,
     /// With the placement probe (`placement_probe`; None without): the
     /// write call's CPU time over the ping-pong writes that rang the
@@ -184,49 +197,49 @@ pub struct CalibRow {
     pub probe_sync_local: Option<f64>,
     /// The engine's wake-up in a synchronous send (application push →
     /// engine pop, trace), ns: δ_e in that context.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_engine_wake_ns: f64,
     /// The application's wake-up in a synchronous send (the engine's push
     /// of the acknowledgment block → the application's pop, trace), ns: δ_i
     /// in that context.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_wake_ns: f64,
     /// Pipelined, per message over the steady-state windows: the sending
     /// application thread's CPU time, ns.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_host_cpu_ns: f64,
     /// Pipelined, per message: the time the transfer's four threads spent
     /// runnable but waiting for a core (`schedstat` run-queue delay), ns.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_runq_ns: f64,
     /// Pipelined, per message: times the four threads were scheduled in
     /// (wake-ups and preemptions).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_slices: f64,
     /// Pipelined, per message: CPU time of everything else on the machine
     /// (all CPUs' busy time from `/proc/stat` less the four threads'), ns;
     /// ticks pooled over the windows. Not clamped: negative when the
     /// ticks (± `pipe_tick_ns`) under-count the threads' own CPU time.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_other_cpu_ns: f64,
     /// Pipelined, per message: the machine's idle CPU time, ns (`/proc/stat`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_idle_ns: f64,
     /// Pipelined, per message: CPU time the hypervisor gave to other
     /// guests while this one was runnable (`/proc/stat` steal), ns.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_steal_ns: f64,
     /// Pipelined, per message: the resolution of the `/proc/stat` figures
     /// above — each read is up to a tick off per CPU, so a window's
     /// difference is within ± cores ticks; over the windows, per message.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_tick_ns: f64,
     /// Undisturbed round trips kept.
     pub count: usize,
     /// Messages in the pipelined runs' steady-state windows, in all.
     pub stream: usize,
     /// Length of those windows, in all, ms.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub stream_ms: f64,
     /// Round trips and synchronous sends measured and disturbed by the
     /// operating system, per cause (kept out of the means).

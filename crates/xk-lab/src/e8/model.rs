@@ -607,6 +607,18 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_nan_value_survives_results_json() {
+        // A mean over no samples (a doorbell no write rang) is NaN, which
+        // JSON writes as null; `--replot` must read it back as NaN.
+        let mut rows = rows_of(&exact_model(), &[1], 0);
+        rows[0].doorbell_ns = f64::NAN;
+        let json = serde_json::to_string(&rows[0]).unwrap();
+        let back: CalibRow = serde_json::from_str(&json).unwrap();
+        assert!(back.doorbell_ns.is_nan());
+        assert_eq!(back.write_ns, rows[0].write_ns);
+    }
+
+    #[test]
     fn a_bad_length_is_left_out_not_the_whole_model() {
         let x = Extended { wake_sync: -5e-6, ..exact_model() };
         let mut rows = rows_of(&x, &[1, 1024, 16_384, 65_536], 0);
