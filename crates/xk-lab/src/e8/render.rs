@@ -788,7 +788,7 @@ fn reading(
     // Which checks are predictions and which only check that measured
     // parts add up (an independent review of session 14 found the reading
     // claimed more than this).
-    s += "How independent the checks are (review of session 15): only H_t is a prediction from other operations — every term of it is measured on the ping-pong, and only the count n_d on the synchronous sends it is checked against. The others are decompositions: the latency δ's terms (δ_0, δ_e, δ_i, the write and read entries) are pieces of the same round trips whose half it is compared with; τ_s's C(l) and Δ_s are spans of the same synchronous sends; τ_a's T, U and I come from the same pipelined windows as its period, and (U + I + the rest of the machine)/cores is that period by construction, up to /proc/stat's ticks; H_r's δ_i^cpu and read entry are measured inside the same receive loop whose time is checked. Their agreement shows that the measured parts add up to the whole, not that the model predicts. The held-out column does not change that: a parameter fitted at other lengths and evaluated at the held-out one tests how well lines interpolate across lengths, and the summary's baseline — a line through the checked quantity's own measurements at the same lengths, with the same weights and regimes — interpolates as well or better for most quantities: ";
+    s += "How independent the checks are (review of session 15): only H_t is a prediction from other operations — every term of it is measured on the ping-pong, and only the count n_d on the synchronous sends it is checked against. The others are decompositions: the latency δ's terms (δ_0, δ_e, δ_i, the write and read entries) are pieces of the same round trips whose half it is compared with; τ_s's C(l) and Δ_s are spans of the same synchronous sends; τ_a's T, U and I come from the same pipelined windows as its period, and (U + I + the rest of the machine)/cores is that period by construction, up to /proc/stat's ticks; H_r's δ_i^cpu and read entry are measured inside the same receive loop whose time is checked. Their agreement shows that the measured parts add up to the whole, not that the model predicts. The held-out column does not change that: a parameter fitted at other lengths and evaluated at the held-out one tests how well lines interpolate across lengths, and the summary's baseline is a line through the checked quantity's own measurements at the same lengths, with the same weights and regimes: ";
     for (c, b) in held.iter().zip(base) {
         s += &format!(
             "{} {} (baseline {}), ",
@@ -797,7 +797,18 @@ fn reading(
             pct(b.worst(true)).replace('+', "")
         );
     }
-    s += "worst held-out |error| of the extended form and of the baseline. ";
+    let as_good = held
+        .iter()
+        .zip(base)
+        .filter(|(c, b)| {
+            // Compared at the precision shown (whole per cent).
+            (100.0 * b.worst(true)).round() <= (100.0 * c.worst(true)).round()
+        })
+        .count();
+    s += &format!(
+        "worst held-out |error| of the extended form and of the baseline: the baseline does as well or better for {as_good} of the {} quantities. ",
+        held.len().min(base.len())
+    );
     s += "Predicted from another operation instead (the cross-operation table: C(l) as the ping-pong's processor one way out plus a minimum-length one way back, Δ_s = 0): ";
     for c in cross {
         s += &format!(
