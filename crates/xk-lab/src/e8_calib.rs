@@ -61,8 +61,8 @@ use xtp_proto::{ContextConfig, EndpointConfig};
 
 use crate::e8_disturb::{Cause, Disturbed, Mark, settle};
 use crate::e8_measure::{
-    TICKS_PER_S, engine_of, engine_threads, instants, machine_ticks, schedstat3, thread_cpu_ns, thread_named,
-    thread_switches, threads_named,
+    engine_of, engine_threads, instants, machine_ticks, schedstat3, thread_cpu_ns, thread_named,
+    thread_switches, threads_named, ticks_per_s,
 };
 
 /// One calibration point: every measured quantity at one message length.
@@ -79,36 +79,40 @@ pub struct CalibRow {
     /// The processor's one-way time, from the engine thread's trace: the
     /// sending engine's pop of the write block to the receiving engine's
     /// push of the message's last data block, ns — δ_0 + ρ_δ·l.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub proc_delay_ns: f64,
     /// The processor's period: the engine thread's CPU time per message
     /// in the pipelined run's steady-state window, ns — T_0 + ρ_T·l.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub proc_period_ns: f64,
     /// The processor's completion of a synchronous send, from the engine
     /// thread's trace: pop of the write block to push of its
     /// acknowledgment block, ns — the extended model's C_0 + γ·l.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub proc_complete_ns: f64,
     /// Host write entry: copying the message into a buffer the engine owns
     /// and posting its block (the write call's start to its ring push,
     /// trace), ns — δ_w + ρ_w·(l_c + l).
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub write_ns: f64,
     /// The host CPU time of the rest of the write call: ringing the
     /// sleeping engine's doorbell (the call's CPU time less the post), ns,
     /// over the ping-pong writes that rang it (found the engine asleep) —
     /// the extended model's δ_d.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub doorbell_ns: f64,
     /// The fraction of ping-pong writes that rang the engine's doorbell
     /// (the rest found it awake: no system call).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pp_rings: f64,
     /// Doorbells rung per synchronous send.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_rings: f64,
     /// CPU time of every thread of the pipelined transfer (the sending
     /// application and engine, the receiving engine and application) per
     /// message over the steady-state windows, ns — the extended model's
     /// U_0 + υ·l.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub all_cpu_ns: f64,
     /// Processors this machine offers those threads.
     #[serde(default)]
@@ -119,48 +123,57 @@ pub struct CalibRow {
     pub mss: usize,
     /// Host read entry: from the first pop of the woken application to the
     /// message copied out, ns — δ_r + ρ_r·(l_a + l).
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub read_ns: f64,
     /// Wake-up of the application: the engine's last push to the
     /// application's first pop after sleeping, ns — δ_i.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub wake_ns: f64,
     /// The application thread's CPU time in waiting for the echo (going
     /// to sleep on the doorbell, being woken, taking the blocks): the
     /// host's cost of a wake-up, the extended model's δ_i^cpu, ns.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub wake_cpu_ns: f64,
     /// Wake-up of the engine: the application's push to the engine's pop
     /// (not in the seed's model), ns.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub engine_wake_ns: f64,
     /// User-level one-way latency (half a round trip between two
     /// applications, each on its engine thread), ns — δ(l).
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub delay_ns: f64,
     /// User-level synchronous send to a receiving application: write and
     /// wait for the engine to report it acknowledged, ns — T_t(l).
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_period_ns: f64,
     /// User-level asynchronous (pipelined) time per message in steady
     /// state, ns.
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub async_period_ns: f64,
     /// Host CPU time of a synchronous send, ns — H_t(l).
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub host_send_ns: f64,
     /// The application thread's sleeps (each ended by a wake-up) per
     /// synchronous send.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_wakeups: f64,
     /// Host CPU time of a receive (wake-up, read, copy out), ns — H_r(l).
+    #[serde(deserialize_with = "crate::experiment::f64_or_nan")]
     pub host_recv_ns: f64,
     /// Of a synchronous send's host CPU time: the write call (copy in,
     /// post, doorbell), ns.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub send_write_cpu_ns: f64,
     /// Of a synchronous send's host CPU time: the wait for its completion
     /// (sleep, wake-up, taking the acknowledgment block), ns.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub send_wait_cpu_ns: f64,
     /// The application thread's sleeps per ping-pong round trip.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pp_sleeps: f64,
     /// Blocks the application took off its completion ring per
     /// undisturbed synchronous send (trace).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_blocks: f64,
     /// With the placement probe (`placement_probe`; None without): the
     /// write call's CPU time over the ping-pong writes that rang the
@@ -184,39 +197,49 @@ pub struct CalibRow {
     pub probe_sync_local: Option<f64>,
     /// The engine's wake-up in a synchronous send (application push →
     /// engine pop, trace), ns: δ_e in that context.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_engine_wake_ns: f64,
     /// The application's wake-up in a synchronous send (the engine's push
     /// of the acknowledgment block → the application's pop, trace), ns: δ_i
     /// in that context.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_wake_ns: f64,
     /// Pipelined, per message over the steady-state windows: the sending
     /// application thread's CPU time, ns.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_host_cpu_ns: f64,
     /// Pipelined, per message: the time the transfer's four threads spent
     /// runnable but waiting for a core (`schedstat` run-queue delay), ns.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_runq_ns: f64,
     /// Pipelined, per message: times the four threads were scheduled in
     /// (wake-ups and preemptions).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_slices: f64,
     /// Pipelined, per message: CPU time of everything else on the machine
     /// (all CPUs' busy time from `/proc/stat` less the four threads'), ns;
-    /// 10 ms ticks pooled over the windows.
-    #[serde(default)]
+    /// ticks pooled over the windows. Not clamped: negative when the
+    /// ticks (± `pipe_tick_ns`) under-count the threads' own CPU time.
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_other_cpu_ns: f64,
     /// Pipelined, per message: the machine's idle CPU time, ns (`/proc/stat`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_idle_ns: f64,
+    /// Pipelined, per message: CPU time the hypervisor gave to other
+    /// guests while this one was runnable (`/proc/stat` steal), ns.
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
+    pub pipe_steal_ns: f64,
+    /// Pipelined, per message: the resolution of the `/proc/stat` figures
+    /// above — each read is up to a tick off per CPU, so a window's
+    /// difference is within ± cores ticks; over the windows, per message.
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
+    pub pipe_tick_ns: f64,
     /// Undisturbed round trips kept.
     pub count: usize,
     /// Messages in the pipelined runs' steady-state windows, in all.
     pub stream: usize,
     /// Length of those windows, in all, ms.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub stream_ms: f64,
     /// Round trips and synchronous sends measured and disturbed by the
     /// operating system, per cause (kept out of the means).
@@ -717,7 +740,7 @@ impl Crossings {
 /// that a change of the machine's load falls on all of them alike rather
 /// than on a few), `count` round trips and synchronous sends per length in
 /// all; then three pipelined windows per length of ≥ `stream_ms` / 3 each.
-pub(crate) fn calibrate(
+pub(crate) fn sweep(
     echo: SocketAddr,
     sink: &PeerApp,
     sizes: &[usize],
@@ -772,7 +795,10 @@ pub(crate) fn calibrate(
     // has no NaN).
     let probed = |v: f64| v.is_finite().then_some(v);
     // Pipelined: pooled over the windows, time over messages.
-    let per_msg = |ns: u64, k: usize| if k == 0 { f64::NAN } else { ns as f64 / k as f64 };
+    let per_msg_f = |ns: f64, k: usize| if k == 0 { f64::NAN } else { ns / k as f64 };
+    let per_msg = |ns: u64, k: usize| per_msg_f(ns as f64, k);
+    let tick_ns = 1e9 / ticks_per_s();
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     Ok(sizes
         .iter()
         .zip(samples)
@@ -787,7 +813,7 @@ pub(crate) fn calibrate(
             write_ns: mean(&s.write),
             doorbell_ns: mean(&s.doorbell),
             all_cpu_ns: per_msg(s.stream_all_cpu_ns, s.stream_msgs),
-            cores: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            cores,
             mss: ContextConfig::stream().mss,
             read_ns: mean(&s.read),
             wake_ns: mean(&s.wake),
@@ -816,11 +842,13 @@ pub(crate) fn calibrate(
             pipe_host_cpu_ns: per_msg(s.stream_host_cpu_ns, s.stream_msgs),
             pipe_runq_ns: per_msg(s.stream_sched[1], s.stream_msgs),
             pipe_slices: s.stream_sched[2] as f64 / s.stream_msgs.max(1) as f64,
-            pipe_other_cpu_ns: per_msg(
-                (s.stream_ticks[0] as f64 * 1e9 / TICKS_PER_S - s.stream_all_cpu_ns as f64).max(0.0) as u64,
+            pipe_other_cpu_ns: per_msg_f(
+                s.stream_ticks[0] as f64 * tick_ns - s.stream_all_cpu_ns as f64,
                 s.stream_msgs,
             ),
-            pipe_idle_ns: per_msg((s.stream_ticks[1] as f64 * 1e9 / TICKS_PER_S) as u64, s.stream_msgs),
+            pipe_idle_ns: per_msg_f(s.stream_ticks[1] as f64 * tick_ns, s.stream_msgs),
+            pipe_steal_ns: per_msg_f(s.stream_ticks[2] as f64 * tick_ns, s.stream_msgs),
+            pipe_tick_ns: per_msg_f((WINDOWS * cores) as f64 * tick_ns, s.stream_msgs),
             count: s.rtt.len(),
             stream: s.stream_msgs,
             stream_ms: s.stream_ns as f64 / 1e6,
@@ -990,7 +1018,7 @@ mod tests {
         let _one = crate::e8_measure::TRACE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (echo, sink) = (PeerApp::echo().unwrap(), PeerApp::sink().unwrap());
         assert_eq!(sink.tids.len(), 2, "{:?}", sink.tids);
-        let rows = calibrate(echo.addr, &sink, &[1, 8_192], 20, 30, 2, true).unwrap();
+        let rows = sweep(echo.addr, &sink, &[1, 8_192], 20, 30, 2, true).unwrap();
         assert_eq!(rows.len(), 2);
         for r in &rows {
             for (name, v) in [
@@ -998,7 +1026,6 @@ mod tests {
                 ("proc_period", r.proc_period_ns),
                 ("proc_complete", r.proc_complete_ns),
                 ("write", r.write_ns),
-                ("doorbell", r.doorbell_ns),
                 ("all_cpu", r.all_cpu_ns),
                 ("read", r.read_ns),
                 ("wake", r.wake_ns),
@@ -1011,6 +1038,16 @@ mod tests {
             ] {
                 assert!(v > 0.0 && v < 1e9, "{} B {name}: {v}", r.size);
             }
+            // The doorbell is measured over the writes that rang: none
+            // may have (the engine still awake on a busy machine), and
+            // then it has no value rather than a made-up one.
+            if r.pp_rings > 0.0 {
+                assert!(r.doorbell_ns > 0.0 && r.doorbell_ns < 1e9, "{r:?}");
+            } else {
+                assert!(r.doorbell_ns.is_nan(), "{r:?}");
+            }
+            // /proc/stat's figures: steal never negative, a resolution.
+            assert!(r.pipe_steal_ns >= 0.0 && r.pipe_tick_ns > 0.0, "{r:?}");
             // Every round trip measured, disturbed or kept.
             assert_eq!(r.disturbed.measured, 2 * 20);
             assert!(r.count <= 20 && r.count + r.disturbed.disturbed >= 20, "{r:?}");

@@ -41,7 +41,7 @@ pub(crate) fn thread_switches() -> (u64, u64) {
 
 /// Nanoseconds on the CPU of one task (`/proc/<pid>/task/<tid>/schedstat`).
 pub(crate) fn schedstat(path: &std::path::Path) -> Option<u64> {
-    std::fs::read_to_string(path).ok()?.split_whitespace().next()?.parse().ok()
+    schedstat3(path).map(|s| s[0])
 }
 
 /// All three of a task's scheduler figures (`schedstat`): ns on a CPU, ns
@@ -53,23 +53,38 @@ pub(crate) fn schedstat3(path: &std::path::Path) -> Option<[u64; 3]> {
 }
 
 /// The whole machine's CPU time from `/proc/stat`'s first line, in clock
-/// ticks (`USER_HZ`, 100 a second here: 10 ms resolution, so it is read
-/// over windows of tens of ms and pooled): (busy, idle + iowait, steal).
+/// ticks ([`ticks_per_s`] a second, 100 here: 10 ms resolution, and each
+/// read is up to a tick off per CPU, so it is read over windows of tens
+/// of ms and pooled): (busy, idle + iowait, steal). `None` when the line
+/// is missing, shorter than the eight fields used, or a field is not a
+/// number — parsed strictly, so a bad field cannot shift the others.
 pub(crate) fn machine_ticks() -> Option<[u64; 3]> {
     let s = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = s.lines().next()?.strip_prefix("cpu ")?;
-    let v: Vec<u64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    parse_cpu_line(s.lines().next()?)
+}
+
+fn parse_cpu_line(line: &str) -> Option<[u64; 3]> {
+    let line = line.strip_prefix("cpu ")?;
+    let v: Vec<u64> = line.split_whitespace().map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    if v.len() < 8 {
+        return None;
+    }
     // user nice system idle iowait irq softirq steal (guest times are
     // already inside user and nice).
-    let (idle, steal) = (v.get(3)? + v.get(4)?, *v.get(7)?);
-    let busy = v.get(..7)?.iter().sum::<u64>() - idle;
+    let (idle, steal) = (v[3] + v[4], v[7]);
+    let busy = v[..7].iter().sum::<u64>() - idle;
     Some([busy, idle, steal])
 }
 
-/// Clock ticks per second of `/proc/stat`: `USER_HZ`, a fixed constant
-/// of the kernel's user-space interface on x86 and arm64 (100), whatever
-/// the kernel's internal tick rate.
-pub(crate) const TICKS_PER_S: f64 = 100.0;
+/// Clock ticks per second of `/proc/stat` (`USER_HZ`, from
+/// `sysconf(_SC_CLK_TCK)`; 100 on x86 and arm64 whatever the kernel's
+/// internal tick rate, which is also the fallback should sysconf fail).
+pub(crate) fn ticks_per_s() -> f64 {
+    match nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK) {
+        Ok(Some(t)) if t > 0 => t as f64,
+        _ => 100.0,
+    }
+}
 
 /// Nanoseconds on the CPU of every thread of process `pid` (`self` for
 /// this one), or of the listed threads only.
@@ -439,6 +454,17 @@ pub(crate) static TRACE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 mod tests {
     use super::*;
     use xk_trace::Event;
+
+    #[test]
+    fn cpu_line_is_parsed_strictly() {
+        assert_eq!(parse_cpu_line("cpu  10 1 5 100 3 2 4 7 0 0"), Some([22, 103, 7]));
+        // A short line or a field that is not a number is refused rather
+        // than shifting the fields after it.
+        assert_eq!(parse_cpu_line("cpu  10 1 5 100 3 2 4"), None);
+        assert_eq!(parse_cpu_line("cpu  10 x 5 100 3 2 4 7"), None);
+        assert_eq!(parse_cpu_line("cpu0 10 1 5 100 3 2 4 7"), None);
+        assert!(ticks_per_s() >= 1.0);
+    }
 
     #[test]
     fn crossings_pair_each_arrival_with_the_latest_departure() {

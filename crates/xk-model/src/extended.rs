@@ -101,7 +101,8 @@ pub struct Extended {
     #[serde(default)]
     pub doorbells_send: f64,
     /// Δ_s: how much longer a synchronous send's two wake-ups (engine,
-    /// application) take than the ping-pong's δ_e + δ_i.
+    /// application) take than the ping-pong's δ_e + δ_i; signed (shorter
+    /// wake-ups make it negative).
     #[serde(default)]
     pub wake_sync: f64,
     /// U_0: the CPU time every thread of a pipelined transfer (host,
@@ -163,10 +164,18 @@ impl Extended {
         ]
     }
 
-    /// Every parameter finite and non-negative (the seed's first).
+    /// Every parameter finite and non-negative (the seed's first), but
+    /// Δ_s only finite: a difference of two measured wake-ups, which is
+    /// negative when a synchronous send's wake-ups are the quicker.
     pub fn validate(&self) -> Result<(), String> {
         self.seed.validate()?;
         for (name, v) in self.named() {
+            if name == "wake_sync" {
+                if !v.is_finite() {
+                    return Err(format!("{name}: {v} must be a finite time (it may be negative)"));
+                }
+                continue;
+            }
             if !v.is_finite() || v < 0.0 {
                 return Err(format!("{name}: {v} must be a finite, non-negative time"));
             }
@@ -285,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn with_no_added_cost_it_is_the_seed_model() {
+    fn with_no_added_cost_it_is_the_seed_model_less_one_read() {
         let p = Params::SEED_004;
         // C(l) = T_0 + ρ_T·l: completion at the end of the processor's period.
         let x = neutral(p);
@@ -362,5 +371,9 @@ mod tests {
         assert!(bad.validate().unwrap_err().starts_with("gamma:"));
         let bad = Extended { iota: f64::NAN, ..x };
         assert!(bad.validate().unwrap_err().starts_with("iota:"));
+        // Δ_s is a signed difference; only a non-finite one is refused.
+        Extended { wake_sync: -5e-6, ..x }.validate().unwrap();
+        let bad = Extended { wake_sync: f64::INFINITY, ..x };
+        assert!(bad.validate().unwrap_err().starts_with("wake_sync:"));
     }
 }

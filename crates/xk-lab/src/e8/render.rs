@@ -4,8 +4,9 @@
 //! in the seed's form and the extended form (xk-model), figures like the
 //! seed's Figs. 5–6, and the reading.
 
-use xk_model::{Extended, LineFit, Params as Model, fit_line, fit_line_relative};
+use xk_model::{Extended, Params as Model};
 
+use super::model::{Calibration, Check, HeldOut, baseline, calibrate, checks, cross_checks, held_out};
 use super::{CalibRow, Disturbed, Params, ProfileRow, Row};
 use crate::html::Page;
 use crate::svg::plot;
@@ -52,206 +53,43 @@ fn us(ns: f64) -> String {
 }
 
 fn pct(e: f64) -> String {
-    if e.is_finite() { format!("{:+.0} %", 100.0 * e) } else { "—".into() }
+    if e.is_finite() {
+        format!("{:+.0} %", 100.0 * e)
+    } else if e.is_infinite() {
+        // A worst error over a non-finite prediction: a miss, shown so.
+        "∞".into()
+    } else {
+        "—".into()
+    }
 }
 
-/// The calibrated model and the fits it came from.
-pub(crate) struct Calibration {
-    /// Seed form + added terms, every value from a fit.
-    pub(crate) model: Extended,
-    /// (name, what was fitted, the fit), in Table 3's order then the added.
-    pub(crate) fits: Vec<(&'static str, &'static str, LineFit)>,
-    /// Parameters a fit made negative and were set to 0.
-    pub(crate) clamped: Vec<&'static str>,
-}
-
-/// Fits every parameter over the calibration lengths: each pair from the
-/// measurement of that part alone (see `CalibRow`), by relative-error least
-/// squares (xk-model's `fit_line_relative`): the model is judged by its
-/// relative error at every length, and an unweighted line would let the
-/// 64-KB points set the fixed costs.
-pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
-    let first = rows.first()?;
-    let (l_c, l_a) = (first.l_c as f64, first.l_a as f64);
-    let points = |f: fn(&CalibRow) -> f64, keep: &dyn Fn(usize) -> bool| -> Vec<(f64, f64)> {
-        rows.iter().filter(|r| keep(r.size)).map(|r| (r.size as f64, f(r) * 1e-9)).collect()
-    };
-    let fit_over =
-        |f: fn(&CalibRow) -> f64, keep: &dyn Fn(usize) -> bool| fit_line_relative(&points(f, keep));
-    let fit = |f: fn(&CalibRow) -> f64| fit_over(f, &|_| true);
-    // The pipelined quantities per regime: one packet (l ≤ mss) and more;
-    // a regime with fewer than two lengths takes the line over all.
-    let mss = first.mss;
-    let one = |l: usize| mss == 0 || l <= mss;
-    let regime = |f: fn(&CalibRow) -> f64, multi: bool| fit_over(f, &|l| one(l) != multi).or_else(|| fit(f));
-    let write = fit(|r| r.write_ns)?;
-    let read = fit(|r| r.read_ns)?;
-    let wake = fit(|r| r.wake_ns)?;
-    let delay = fit(|r| r.proc_delay_ns)?;
-    let period = regime(|r| r.proc_period_ns, false)?;
-    let period_m = regime(|r| r.proc_period_ns, true)?;
-    let ewake = fit(|r| r.engine_wake_ns)?;
-    let complete = fit(|r| r.proc_complete_ns)?;
-    let doorbell = fit(|r| r.doorbell_ns)?;
-    let all_cpu = regime(|r| r.all_cpu_ns, false)?;
-    let all_cpu_m = regime(|r| r.all_cpu_ns, true)?;
-    let wake_cpu = fit(|r| r.wake_cpu_ns)?;
-    let sync_wakes = fit(|r| r.sync_engine_wake_ns + r.sync_wake_ns)?;
-    // The cores' idle time per pipelined message: a small term that can be
-    // 0 at a length (`/proc/stat`'s 10 ms ticks), which has no relative
-    // error — an ordinary least-squares line per regime (its values within
-    // a regime are of one magnitude).
-    let idle_fit = |multi: bool| {
-        fit_line(&points(|r| r.pipe_idle_ns, &|l| one(l) != multi))
-            .or_else(|| fit_line(&points(|r| r.pipe_idle_ns, &|_| true)))
-    };
-    let idle = idle_fit(false)?;
-    let idle_m = idle_fit(true)?;
-    let mut clamped = Vec::new();
-    let mut pos = |name: &'static str, v: f64| {
-        if v < 0.0 {
-            clamped.push(name);
-            0.0
-        } else {
-            v
+/// The cross-operation predictions (model::cross_checks): τ_s and its
+/// completion C(l) from the ping-pong's terms alone, against the
+/// synchronous sends, beside the model calibrated with C and Δ_s from
+/// those sends.
+fn cross_table(cross: &[Check], page: &mut Page) {
+    let mut t = Vec::new();
+    for c in cross {
+        for p in &c.points {
+            let cell = |v: f64| {
+                let e = (v - p.1) / p.1;
+                let class = if e.is_nan() || e.abs() > 0.10 { " class=\"bad\"" } else { "" };
+                format!("<span{class}>{:.2} ({})</span>", v * c.scale, pct(e))
+            };
+            t.push(vec![
+                format!("{} ({})", c.name, c.unit),
+                format!("{:.0}", p.0),
+                format!("{:.2}", p.1 * c.scale),
+                cell(p.3),
+                cell(p.2),
+            ]);
         }
-    };
-    let rho_w = pos("rho_w", write.slope);
-    let rho_r = pos("rho_r", read.slope);
-    let seed = Model {
-        // The write entry measured whole: δ_w + ρ_w·(l_c + l).
-        delta_w: pos("delta_w", write.intercept - rho_w * l_c),
-        // The read entry: δ_r + ρ_r·(l_a + l).
-        delta_r: pos("delta_r", read.intercept - rho_r * l_a),
-        delta_i: pos("delta_i", wake.intercept),
-        l_c,
-        l_a,
-        rho_w,
-        rho_r,
-        delta_0: pos("delta_0", delay.intercept),
-        rho_delta: pos("rho_delta", delay.slope),
-        t_0: pos("t_0", period.intercept),
-        rho_t: pos("rho_t", period.slope),
-    };
-    let model = Extended {
-        seed,
-        delta_e: pos("delta_e", ewake.intercept),
-        c_0: pos("c_0", complete.intercept),
-        gamma: pos("gamma", complete.slope),
-        delta_i_cpu: pos("delta_i_cpu", wake_cpu.intercept),
-        delta_d: pos("delta_d", doorbell.intercept),
-        // A count, the mean over the lengths (as the seed's Table 1 counts
-        // a send's calls).
-        doorbells_send: rows.iter().map(|r| r.sync_rings).sum::<f64>() / rows.len() as f64,
-        // Fixed costs, as δ_e and δ_i (their slopes are noise around 0).
-        wake_sync: pos("wake_sync", sync_wakes.intercept - ewake.intercept - wake.intercept),
-        u_0: pos("u_0", all_cpu.intercept),
-        upsilon: pos("upsilon", all_cpu.slope),
-        cores: first.cores as f64,
-        mss: mss as f64,
-        t_0_multi: pos("t_0_multi", period_m.intercept),
-        rho_t_multi: pos("rho_t_multi", period_m.slope),
-        u_0_multi: pos("u_0_multi", all_cpu_m.intercept),
-        upsilon_multi: pos("upsilon_multi", all_cpu_m.slope),
-        i_0: pos("i_0", idle.intercept),
-        iota: pos("iota", idle.slope),
-        i_0_multi: pos("i_0_multi", idle_m.intercept),
-        iota_multi: pos("iota_multi", idle_m.slope),
-    };
-    let fits = vec![
-        ("δ_w, ρ_w", "host write entry (copy in, post the block)", write),
-        ("δ_r, ρ_r", "host read entry (woken: pop, copy out)", read),
-        ("δ_i", "application wake-up (engine push → application pop)", wake),
-        (
-            "δ_0, ρ_δ",
-            "processor one way: sending engine takes the write block → receiving engine posts the message's last block (engine threads' trace, ping-pong)",
-            delay,
-        ),
-        (
-            "T_0, ρ_T",
-            "processor period, one packet (l ≤ mss): the engine thread's CPU time per message, pipelined, steady-state window",
-            period,
-        ),
-        ("T_0^m, ρ_T^m (added)", "processor period, several packets (l > mss), fitted separately", period_m),
-        ("δ_e (added)", "engine wake-up (application push → engine pop)", ewake),
-        (
-            "C_0, γ (added)",
-            "processor completion of a synchronous send: engine takes the write block → posts its acknowledgment block (engine thread's trace)",
-            complete,
-        ),
-        (
-            "δ_e^s + δ_i^s (for Δ_s, added)",
-            "a synchronous send's two wake-ups (application push → engine pop, engine push → application pop; its trace); Δ_s = its intercept − δ_e − δ_i",
-            sync_wakes,
-        ),
-        ("δ_i^cpu (added)", "host CPU time of waiting for a message (sleep, wake, take)", wake_cpu),
-        (
-            "δ_d (added)",
-            "host doorbell: CPU time of the write call less the post, over the ping-pong writes that rang the sleeping engine",
-            doorbell,
-        ),
-        (
-            "U_0, υ (added)",
-            "CPU time of the four threads of a pipelined transfer per message (both applications, both engines), steady-state window, one packet",
-            all_cpu,
-        ),
-        ("U_0^m, υ^m (added)", "the same, several packets (fitted separately)", all_cpu_m),
-        (
-            "I_0, ι (added)",
-            "the cores' idle time per pipelined message (/proc/stat, 10 ms ticks pooled over the windows; ordinary least squares), one packet",
-            idle,
-        ),
-        ("I_0^m, ι^m (added)", "the same, several packets", idle_m),
-    ];
-    Some(Calibration { model, fits, clamped })
-}
-
-/// Measured and predicted values of one quantity over the lengths.
-struct Check {
-    name: &'static str,
-    unit: &'static str,
-    scale: f64,
-    /// (length, measured, seed form, extended).
-    points: Vec<(f64, f64, f64, f64)>,
-}
-
-impl Check {
-    fn errors(&self, ext: bool) -> Vec<f64> {
-        self.points.iter().map(|p| (if ext { p.3 } else { p.2 } - p.1) / p.1).collect()
     }
-    fn worst(&self, ext: bool) -> f64 {
-        self.errors(ext).into_iter().map(f64::abs).fold(0.0, f64::max)
-    }
-    fn within(&self, ext: bool, bound: f64) -> usize {
-        self.errors(ext).into_iter().filter(|e| e.abs() <= bound).count()
-    }
-}
-
-/// The held-out split (issue #18's review: a check whose terms come from
-/// the same measurements is a fit, not a prediction): the model is
-/// calibrated on every other length — the first, the third, … and always
-/// the last, so the calibration spans the whole range and each regime
-/// keeps its lengths — and checked on the lengths in between, which no
-/// parameter saw. None with fewer than three lengths.
-pub(crate) struct HeldOut<'a> {
-    /// Lengths the parameters are fitted on.
-    pub(crate) train: Vec<&'a CalibRow>,
-    /// Lengths predicted.
-    pub(crate) test: Vec<&'a CalibRow>,
-    /// The model calibrated on `train`.
-    pub(crate) cal: Calibration,
-}
-
-pub(crate) fn held_out<'a>(rows: &[&'a CalibRow]) -> Option<HeldOut<'a>> {
-    if rows.len() < 3 {
-        return None;
-    }
-    let (mut train, mut test) = (Vec::new(), Vec::new());
-    for (i, &r) in rows.iter().enumerate() {
-        if i % 2 == 0 || i + 1 == rows.len() { train.push(r) } else { test.push(r) }
-    }
-    let cal = calibrate(&train)?;
-    Some(HeldOut { train, test, cal })
+    page.table(
+        "Predictions from another operation: the synchronous sends' τ_s and their completion C(l) (engine takes the block → posts the acknowledgment block) predicted from the ping-pong's terms alone — C(l) = (δ_0 + ρ_δ·l) + δ_0, the data's processor one way out and a minimum-length one way back for the acknowledgement, Δ_s = 0 — beside the extended form, whose C(l) and Δ_s are measured on these sends (a decomposition)",
+        &["quantity", "bytes", "measured", "from the ping-pong only (error)", "extended, C and Δ_s from these sends (error)"],
+        &t,
+    );
 }
 
 /// Where a synchronous send's host time goes, measured in its two parts,
@@ -353,6 +191,8 @@ fn pipeline_table(rows: &[&CalibRow], page: &mut Page) {
                 us(r.all_cpu_ns),
                 us(r.pipe_idle_ns),
                 us(r.pipe_other_cpu_ns),
+                us(r.pipe_steal_ns),
+                format!("± {}", us(r.pipe_tick_ns)),
                 us(cores * r.async_period_ns),
                 us(r.pipe_runq_ns),
                 format!("{:.2}", r.pipe_slices),
@@ -360,7 +200,7 @@ fn pipeline_table(rows: &[&CalibRow], page: &mut Page) {
         })
         .collect();
     page.table(
-        "Pipelined steady state, per message over the windows: the period; the sending engine's CPU time (T); the sending application's; all four threads' (U); the cores' idle time (I) and the rest of the machine's CPU time (from /proc/stat, 10 ms ticks); the cores' capacity (cores × period ≈ U + I + rest); the four threads' time runnable but waiting for a core (schedstat), and their times scheduled in; µs",
+        &format!("Pipelined steady state, per message over the windows: the period; the sending engine's CPU time (T); the sending application's; all four threads' (U); the cores' idle time (I), the rest of the machine's CPU time (busy less U, not clamped: negative when the ticks under-count U) and the time the hypervisor ran other guests (steal), all from /proc/stat in ticks of {:.0} ms (sysconf(_SC_CLK_TCK)), each read up to a tick off per CPU, so a window's figure is within ± cores ticks — the resolution column, per message over the windows; the cores' capacity (cores × period ≈ U + I + rest); the four threads' time runnable but waiting for a core (schedstat), and their times scheduled in; µs", 1e3 / crate::e8_measure::ticks_per_s()),
         &[
             "bytes",
             "period",
@@ -369,63 +209,14 @@ fn pipeline_table(rows: &[&CalibRow], page: &mut Page) {
             "four threads' CPU U",
             "idle I",
             "rest of the machine",
+            "steal",
+            "/proc/stat resolution",
             "cores × period",
             "run-queue wait",
             "scheduled in",
         ],
         &t,
     );
-}
-
-fn checks(rows: &[&CalibRow], m: &Extended) -> Vec<Check> {
-    let s = &m.seed;
-    let mk = |name,
-              unit,
-              scale,
-              meas: fn(&CalibRow) -> f64,
-              seed: &dyn Fn(f64) -> f64,
-              ext: &dyn Fn(f64) -> f64| {
-        Check {
-            name,
-            unit,
-            scale,
-            points: rows
-                .iter()
-                .map(|r| {
-                    let l = r.size as f64;
-                    (l, meas(r), seed(l), ext(l))
-                })
-                .collect(),
-        }
-    };
-    fn bps(r: &CalibRow, t: f64) -> f64 {
-        r.size as f64 * 8.0 / (t * 1e-9)
-    }
-    vec![
-        mk("latency δ", "µs", 1e6, |r| r.delay_ns * 1e-9, &|l| s.delay(l), &|l| m.delay(l)),
-        mk(
-            "synchronous throughput τ_s",
-            "Mbit/s",
-            1e-6,
-            |r| bps(r, r.sync_period_ns),
-            &|l| 8.0 * s.sync_throughput(l),
-            &|l| 8.0 * m.sync_throughput(l),
-        ),
-        mk(
-            "asynchronous throughput τ_a",
-            "Mbit/s",
-            1e-6,
-            |r| bps(r, r.async_period_ns),
-            &|l| 8.0 * s.async_throughput(l),
-            &|l| 8.0 * m.async_throughput(l),
-        ),
-        mk("host time per send H_t", "µs", 1e6, |r| r.host_send_ns * 1e-9, &|l| s.host_send(l), &|l| {
-            m.host_send(l)
-        }),
-        mk("host time per receive H_r", "µs", 1e6, |r| r.host_recv_ns * 1e-9, &|l| s.host_recv(l), &|l| {
-            m.host_recv(l)
-        }),
-    ]
 }
 
 fn seed_tables(page: &mut Page) {
@@ -574,7 +365,7 @@ fn model_tables(
     held: Option<&HeldOut<'_>>,
     rows: &[&CalibRow],
     page: &mut Page,
-) -> (Vec<Check>, Vec<Check>) {
+) -> (Vec<Check>, Vec<Check>, Vec<Check>) {
     let m = &cal.model;
     let seed = Model::SEED_004;
     let sym = ["δ_w", "δ_r", "δ_i", "l_c", "l_a", "ρ_w", "ρ_r", "δ_0", "ρ_δ", "T_0", "ρ_T"];
@@ -638,6 +429,19 @@ fn model_tables(
             cal.clamped.join(", ")
         ));
     }
+    if !cal.unfitted.is_empty() {
+        page.note(&format!(
+            "Parameters that could not be fitted (fewer than two lengths with a usable value): {} — NaN in the model, so every prediction that uses one is counted a miss.",
+            cal.unfitted.join(", ")
+        ));
+    }
+    if !cal.dropped.is_empty() {
+        let d: Vec<String> = cal.dropped.iter().map(|(w, l)| format!("{w} at {l} B")).collect();
+        page.note(&format!(
+            "Values left out of their fit (not finite, or not positive for a relative-error fit): {}.",
+            d.join(", ")
+        ));
+    }
     let t: Vec<Vec<String>> = cal
         .fits
         .iter()
@@ -645,25 +449,28 @@ fn model_tables(
             vec![
                 name.to_string(),
                 what.to_string(),
-                format!("{:.2}", f.intercept * 1e6),
-                format!("{:.4}", f.slope * 1e9),
-                format!("{:.3}", f.r2),
+                if f.intercept.is_finite() { format!("{:.2}", f.intercept * 1e6) } else { "—".into() },
+                if f.slope.is_finite() { format!("{:.4}", f.slope * 1e9) } else { "—".into() },
+                if f.r2.is_finite() { format!("{:.3}", f.r2) } else { "—".into() },
                 pct(f.max_relative_residual()),
             ]
         })
         .collect();
     page.table(
-        "The fits (relative-error least squares over the lengths, weights 1/y²): intercept µs, slope ns per byte, weighted R², largest residual relative to the measurement",
+        "The fits (relative-error least squares over the lengths, weights 1/y²; the idle time I ordinary least squares): intercept µs, slope ns per byte, weighted R², largest residual relative to the measurement; — where no line could be fitted",
         &["parameters", "measured", "intercept", "slope", "R²", "max |residual|"],
         &t,
     );
     let mut t = Vec::new();
-    for (k, r) in rows.iter().enumerate() {
+    for r in rows {
         let mut line = vec![r.size.to_string()];
         for (_, _, f) in &cal.fits {
+            // By length: a regime's fit has residuals at its own lengths
+            // only, and a fit leaves out unusable points.
             line.push(
                 f.residuals
-                    .get(k)
+                    .iter()
+                    .find(|res| res.0 == r.size as f64)
                     .map_or("—".into(), |res| format!("{} ({})", us(res.1 * 1e9), pct(res.3 / res.1))),
             );
         }
@@ -674,6 +481,7 @@ fn model_tables(
     page.table("Residuals: each measurement (µs) and (measured − fitted) / measured", &header, &t);
     let checks = checks(rows, m);
     let held_checks = held.map_or_else(Vec::new, |h| self::checks(&h.test, &h.cal.model));
+    let base = held.map_or_else(Vec::new, |h| baseline(&h.train, &h.test));
     for (k, c) in checks.iter().enumerate() {
         let t: Vec<Vec<String>> = c
             .points
@@ -681,25 +489,27 @@ fn model_tables(
             .map(|p| {
                 let e = |v: f64| (v - p.1) / p.1;
                 let cell = |v: f64| {
-                    let class = if e(v).abs() > 0.10 { " class=\"bad\"" } else { "" };
+                    let class = if e(v).is_nan() || e(v).abs() > 0.10 { " class=\"bad\"" } else { "" };
                     format!("<span{class}>{:.2} ({})</span>", v * c.scale, pct(e(v)))
                 };
-                let held = held_checks.get(k).and_then(|h| h.points.iter().find(|q| q.0 == p.0));
+                let at =
+                    |v: &[Check]| v.get(k).and_then(|h| h.points.iter().find(|q| q.0 == p.0)).map(|q| q.3);
                 vec![
                     format!("{:.0}", p.0),
                     format!("{:.2}", p.1 * c.scale),
                     cell(p.2),
                     cell(p.3),
-                    held.map_or("calibration length".into(), |q| cell(q.3)),
+                    at(&held_checks).map_or("calibration length".into(), cell),
+                    at(&base).map_or("calibration length".into(), cell),
                 ]
             })
             .collect();
         page.table(
             &format!(
-                "{} ({}): measured, and predicted (error) by the seed's form and the extended form calibrated on every length, and by the extended form calibrated on the other lengths only (held out)",
+                "{} ({}): measured, and predicted (error) by the seed's form and the extended form calibrated on every length, by the extended form calibrated on the other lengths only (held out), and, for comparison, by a line through this quantity's own measurements at those other lengths (no model)",
                 c.name, c.unit
             ),
-            &["bytes", "measured", "seed 004's form", "extended", "extended, held out"],
+            &["bytes", "measured", "seed 004's form", "extended", "extended, held out", "line through the measurement, held out"],
             &t,
         );
     }
@@ -715,24 +525,36 @@ fn model_tables(
                 pct(c.worst(true)).replace('+', ""),
                 format!("{} of {n}", c.within(true, 0.10)),
             ];
-            match held_checks.get(k) {
-                Some(h) => row.extend([
+            match (held_checks.get(k), base.get(k)) {
+                (Some(h), Some(b)) => row.extend([
                     pct(h.worst(false)).replace('+', ""),
                     pct(h.worst(true)).replace('+', ""),
                     format!("{} of {}", h.within(true, 0.10), h.points.len()),
+                    pct(b.worst(true)).replace('+', ""),
+                    format!("{} of {}", b.within(true, 0.10), b.points.len()),
+                    KIND[k].into(),
                 ]),
-                None => row.extend(["—".into(), "—".into(), "—".into()]),
+                _ => row.extend(["—".into(), "—".into(), "—".into(), "—".into(), "—".into(), KIND[k].into()]),
             }
             row
         })
         .collect();
     let split = held.map_or("no held-out check (fewer than three lengths)".to_string(), |h| {
         let sizes = |v: &[&CalibRow]| v.iter().map(|r| r.size.to_string()).collect::<Vec<_>>().join(", ");
-        format!("held out: calibrated on {} B, predicted at {} B", sizes(&h.train), sizes(&h.test))
+        let mut s = format!(
+            "held out (within each regime unless noted): calibrated on {} B, predicted at {} B",
+            sizes(&h.train),
+            sizes(&h.test)
+        );
+        for n in &h.notes {
+            s += "; ";
+            s += n;
+        }
+        s
     });
     page.table(
         &format!(
-            "Summary: largest |error| over the lengths and lengths within 10 % (the goal), seed form and extended form calibrated on every length (a fit: each parameter saw the length it is checked at), and calibrated on some lengths and checked on the others (a prediction; {split}) (the seed itself: latency close, throughput over-estimated for short messages, host time 36 % off at 1 B and 7.1 % at 64 KB)"
+            "Summary: largest |error| over the lengths and lengths within 10 % (the goal), seed form and extended form calibrated on every length (a fit: each parameter saw the length it is checked at), and calibrated on some lengths and checked on the others ({split}); beside it the baseline, a line through the measured quantity itself (its time per message, weights 1/y², per regime) fitted on the same lengths — a model that does no better than it has only interpolated its own measurement; and what kind of check each is (the seed itself: latency close, throughput over-estimated for short messages, host time 36 % off at 1 B and 7.1 % at 64 KB)"
         ),
         &[
             "prediction",
@@ -743,11 +565,25 @@ fn model_tables(
             "held out, seed form: worst",
             "held out, extended: worst",
             "within 10 %",
+            "held out, line through the measurement: worst",
+            "within 10 %",
+            "what the check is",
         ],
         &t,
     );
-    (checks, held_checks)
+    (checks, held_checks, base)
 }
+
+/// What each check's agreement shows (review of session 15): which terms
+/// come from the operation checked and which from others. In
+/// `QUANTITIES`' order.
+const KIND: [&str; 5] = [
+    "decomposition: every term (δ_0, δ_e, δ_i, write and read entries) a piece of the same ping-pong round trips",
+    "decomposition: C(l) and Δ_s are spans of the same synchronous sends; the rest from the ping-pong",
+    "near-identity: T, U and I come from the same pipelined windows as the period ((U + I + the rest of the machine)/cores is the period, up to /proc/stat's ticks)",
+    "prediction from another operation: every term from the ping-pong; only n_d counted on the sends checked",
+    "decomposition: δ_i^cpu and the read entry measured inside the same receive loop",
+];
 
 fn figures(checks: &[Check], page: &mut Page) {
     let series = |c: &Check, label: &str| -> Vec<(String, Vec<(f64, f64)>)> {
@@ -808,12 +644,14 @@ pub(super) fn render(_p: &Params, rows: &[Row], notes: &[String], page: &mut Pag
         return;
     };
     let held = held_out(&cal_rows);
-    let (checks, held_checks) = model_tables(&cal, held.as_ref(), &cal_rows, page);
+    let (checks, held_checks, base) = model_tables(&cal, held.as_ref(), &cal_rows, page);
+    let cross = cross_checks(&cal_rows, &cal.model);
+    cross_table(&cross, page);
     host_parts_table(&cal_rows, &cal.model, page);
     placement_table(&cal_rows, page);
     pipeline_table(&cal_rows, page);
     figures(&checks, page);
-    page.reading(&reading(&profile, &cal_rows, &cal, &checks, &held_checks));
+    page.reading(&reading(&profile, &cal_rows, &cal, &checks, &held_checks, &base, &cross));
 }
 
 fn find<'a>(rows: &[&'a ProfileRow], mode: super::ModeName, size: usize) -> Option<&'a ProfileRow> {
@@ -826,6 +664,8 @@ fn reading(
     cal: &Calibration,
     checks: &[Check],
     held: &[Check],
+    base: &[Check],
+    cross: &[Check],
 ) -> String {
     use super::ModeName::*;
     let mut s = String::new();
@@ -920,7 +760,7 @@ fn reading(
         s += ". ";
     }
     s += &format!(
-        "The added terms, each measured on its own rather than fitted to the errors: δ_e = {:.2} µs, the engine thread's wake-up by the application's doorbell (post to the engine taking the block), which the seed's dedicated processor did not pay and which enters every path that starts with a write; δ_d = {:.2} µs, the doorbell's system call itself (host CPU), measured over the ping-pong writes that found the engine asleep and rang it ({:.0}–{:.0} % of them did), times n_d = {:.2} doorbells per synchronous send in H_t (a count, {:.2}–{:.2} over the lengths: the engine, woken by the peer's acknowledgement, is sometimes still awake when the next send posts); C_0 = {:.2} µs and γ = {:.3} ns/B, the engine's time from taking a synchronous send to posting its acknowledgment block — our local completion is the peer's acknowledgement, a network round trip, where the seed's T_t has the processor's period; Δ_s = {:.2} µs, how much longer a synchronous send's two wake-ups (engine and application, each asleep through a whole acknowledgement round trip) take than the ping-pong's δ_e + δ_i, from the synchronous sends' trace; in τ_a the slower of the processor's own period T_0 + ρ_T·l (which the seed assumed hidden behind bus transfers but an engine thread doing protocol and copies on one CPU cannot hide) and the cores' time per message over the {:.0} cores: the CPU time all four threads of the transfer spend (U_0 = {:.2} µs, υ = {:.3} ns/B) plus the time the cores sit idle while a thread is being woken by the one before (I_0 = {:.2} µs, ι = {:.4} ns/B, from /proc/stat) — the seed's host and processors were separate CPUs that polled; the pipelined T, U and I each fitted separately for messages of one packet (l ≤ {:.0} B, where T_0 keeps the seed's meaning) and of several (T_0^m = {:.2} µs, ρ_T^m = {:.3} ns/B), because the processor's cost per message changes regime there (segmenting, trains of datagrams); the host's per-message work is no separate bound on τ_a (pipelined, its writes run warm and acknowledgment blocks coalesce: {:.2}–{:.2} µs of its CPU per message, part of U); in H_r no receive command (an engine delivers unasked, the seed's receive posted a control block); in both host times one read (δ_r) where the seed's host made two read() calls — a send takes its acknowledgment block ({:.2}–{:.2} blocks per synchronous send measured), a receive its data block, which is its own notice; and δ_i^cpu = {:.2} µs, the host's CPU time for a wake-up, in host times in place of the wake-up's latency δ_i (the seed's interrupt ran a handler on the host; a woken thread is off the CPU for most of δ_i) — measured inside the same receive loop whose host time H_r it then predicts, so H_r's check at a calibration length is not independent of it. ",
+        "The added terms (each a measured part, not a correction fitted to the errors; which of them are measured on the very operation they are checked on is said below): δ_e = {:.2} µs, the engine thread's wake-up by the application's doorbell (post to the engine taking the block), which the seed's dedicated processor did not pay and which enters every path that starts with a write; δ_d = {:.2} µs, the doorbell's system call itself (host CPU), measured over the ping-pong writes that found the engine asleep and rang it ({:.0}–{:.0} % of them did), times n_d = {:.2} doorbells per synchronous send in H_t (a count, {:.2}–{:.2} over the lengths: the engine, woken by the peer's acknowledgement, is sometimes still awake when the next send posts); C_0 = {:.2} µs and γ = {:.3} ns/B, the engine's time from taking a synchronous send to posting its acknowledgment block — our local completion is the peer's acknowledgement, a network round trip, where the seed's T_t has the processor's period; Δ_s = {:.2} µs (signed: negative when a synchronous send's wake-ups are the quicker), how much longer a synchronous send's two wake-ups (engine and application, each asleep through a whole acknowledgement round trip) take than the ping-pong's δ_e + δ_i, cut from the trace of the same synchronous sends τ_s is checked on; in τ_a the slower of the processor's own period T_0 + ρ_T·l (which the seed assumed hidden behind bus transfers but an engine thread doing protocol and copies on one CPU cannot hide) and the cores' time per message over the {:.0} cores: the CPU time all four threads of the transfer spend (U_0 = {:.2} µs, υ = {:.3} ns/B) plus the time the cores sit idle while a thread is being woken by the one before (I_0 = {:.2} µs, ι = {:.4} ns/B, from /proc/stat over the same windows whose period τ_a is checked against) — the seed's host and processors were separate CPUs that polled; the pipelined T, U and I each fitted separately for messages of one packet (l ≤ {:.0} B, where T_0 keeps the seed's meaning) and of several (T_0^m = {:.2} µs, ρ_T^m = {:.3} ns/B), because the processor's cost per message changes regime there (segmenting, trains of datagrams); the host's per-message work is no separate bound on τ_a (pipelined, its writes run warm and acknowledgment blocks coalesce: {:.2}–{:.2} µs of its CPU per message, part of U); in H_r no receive command (an engine delivers unasked, the seed's receive posted a control block); in both host times one read (δ_r) where the seed's host made two read() calls — a send takes its acknowledgment block ({:.2}–{:.2} blocks per synchronous send measured), a receive its data block, which is its own notice; and δ_i^cpu = {:.2} µs, the host's CPU time for a wake-up, in host times in place of the wake-up's latency δ_i (the seed's interrupt ran a handler on the host; a woken thread is off the CPU for most of δ_i) — measured inside the same receive loop whose host time H_r it then predicts, so H_r's check at a calibration length is not independent of it. ",
         m.delta_e * 1e6,
         m.delta_d * 1e6,
         100.0 * range(cal_rows, |r| r.pp_rings).0,
@@ -948,7 +788,53 @@ fn reading(
     // Which checks are predictions and which only check that measured
     // parts add up (an independent review of session 14 found the reading
     // claimed more than this).
-    s += "How independent the checks are: calibrated on every length, the latency δ's terms (δ_0, δ_e, δ_i and the write and read entries) are measured on the same round trips whose half it is compared with, so its agreement shows that the parts add up, not that the model predicts; C(l) and Δ_s are spans of the same synchronous sends τ_s is compared with, and T, U and I come from the same pipelined windows as τ_a's period (U + I + the rest of the machine is the cores' capacity per message, an identity up to /proc/stat's ticks); the host times are the checks whose terms come from other measurements (H_t's from the ping-pong). The held-out column is the prediction: every parameter fitted on the other lengths, so at a held-out length no measurement of that length entered the model — for τ_a and τ_s that tests the lines' interpolation across lengths, not an independent mechanism. ";
+    s += "How independent the checks are (review of session 15): only H_t is a prediction from other operations — every term of it is measured on the ping-pong, and only the count n_d on the synchronous sends it is checked against. The others are decompositions: the latency δ's terms (δ_0, δ_e, δ_i, the write and read entries) are pieces of the same round trips whose half it is compared with; τ_s's C(l) and Δ_s are spans of the same synchronous sends; τ_a's T, U and I come from the same pipelined windows as its period, and (U + I + the rest of the machine)/cores is that period by construction, up to /proc/stat's ticks; H_r's δ_i^cpu and read entry are measured inside the same receive loop whose time is checked. Their agreement shows that the measured parts add up to the whole, not that the model predicts. The held-out column does not change that: a parameter fitted at other lengths and evaluated at the held-out one tests how well lines interpolate across lengths, and the summary's baseline is a line through the checked quantity's own measurements at the same lengths, with the same weights and regimes: ";
+    for (c, b) in held.iter().zip(base) {
+        s += &format!(
+            "{} {} (baseline {}), ",
+            c.name,
+            pct(c.worst(true)).replace('+', ""),
+            pct(b.worst(true)).replace('+', "")
+        );
+    }
+    let as_good = held
+        .iter()
+        .zip(base)
+        .filter(|(c, b)| {
+            // Compared at the precision shown (whole per cent).
+            (100.0 * b.worst(true)).round() <= (100.0 * c.worst(true)).round()
+        })
+        .count();
+    s += &format!(
+        "worst held-out |error| of the extended form and of the baseline: the baseline does as well or better for {as_good} of the {} quantities. ",
+        held.len().min(base.len())
+    );
+    s += "Predicted from another operation instead (the cross-operation table: C(l) as the ping-pong's processor one way out plus a minimum-length one way back, Δ_s = 0): ";
+    for c in cross {
+        s += &format!(
+            "{} off by up to {} ({} of {} lengths within 10 %), ",
+            c.name,
+            pct(c.worst(true)).replace('+', ""),
+            c.within(true, 0.10),
+            c.points.len()
+        );
+    }
+    if let (Some(x), Some(d)) = (cross.first(), checks.get(1)) {
+        let (xw, dw) = (x.worst(true), d.worst(true));
+        s += &format!(
+            "against {} for the decomposition: {}. ",
+            pct(dw).replace('+', ""),
+            if xw > 0.10 && xw > dw {
+                "with the synchronous sends' own spans taken out, τ_s misses the 10 % goal by more: the completion is not two of the ping-pong's one ways (the table shows C(l) beside them at each length), and a synchronous send's wake-ups differ from the ping-pong's (Δ_s) — terms the ping-pong does not measure"
+            } else if xw <= 0.10 {
+                "the ping-pong's terms alone predict τ_s within 10 % in this run"
+            } else {
+                "the cross-operation prediction misses 10 %, but by no more than the decomposition"
+            }
+        );
+    }
+    s +=
+        "H_r has no such prediction here: its terms are measured only on the receive loop it is checked on. ";
     let sleeps = xk_stats::median(cal_rows.iter().map(|r| r.sync_wakeups));
     let most = cal_rows.iter().map(|r| r.sync_wakeups).fold(f64::NAN, f64::max);
     if sleeps.is_finite() {
@@ -1053,14 +939,24 @@ pub(super) fn summary(rows: &[Row]) -> Vec<String> {
     cal_rows.sort_by_key(|r| r.size);
     if let Some(cal) = calibrate(&cal_rows) {
         out.push(
-            "E8 model (engine thread), worst |error| over the lengths, seed form / extended / extended held out:"
+            "E8 model (engine thread), worst |error| over the lengths, seed form / extended / extended held out / held-out baseline (a line through the measurement):"
                 .into(),
         );
-        let held = held_out(&cal_rows).map(|h| checks(&h.test, &h.cal.model)).unwrap_or_default();
+        let h = held_out(&cal_rows);
+        let held = h.as_ref().map(|h| checks(&h.test, &h.cal.model)).unwrap_or_default();
+        let base = h.as_ref().map(|h| baseline(&h.train, &h.test)).unwrap_or_default();
         for (k, c) in checks(&cal_rows, &cal.model).iter().enumerate() {
             let w = |c: &Check, ext| pct(c.worst(ext)).replace('+', "");
             let h = held.get(k).map_or("—".into(), |h| w(h, true));
-            out.push(format!("  {:<28} {:>6} / {:>6} / {:>6}", c.name, w(c, false), w(c, true), h));
+            let b = base.get(k).map_or("—".into(), |b| w(b, true));
+            out.push(format!(
+                "  {:<28} {:>6} / {:>6} / {:>6} / {:>6}",
+                c.name,
+                w(c, false),
+                w(c, true),
+                h,
+                b
+            ));
         }
     }
     out
@@ -1074,83 +970,9 @@ mod tests {
     /// calibration recovers its parameters and every prediction is exact.
     #[test]
     fn calibration_recovers_a_model_it_was_given() {
-        let seed = Model { l_c: 128.0, l_a: 72.0, ..Model::SEED_004 };
-        let x = Extended {
-            seed,
-            delta_e: 9e-6,
-            c_0: 30e-6,
-            gamma: 0.3e-9,
-            delta_i_cpu: 2e-6,
-            delta_d: 3e-6,
-            doorbells_send: 1.0,
-            wake_sync: 4e-6,
-            u_0: 5e-3,
-            upsilon: 1e-6,
-            cores: 2.0,
-            mss: 0.0,
-            t_0_multi: seed.t_0,
-            rho_t_multi: seed.rho_t,
-            u_0_multi: 5e-3,
-            upsilon_multi: 1e-6,
-            i_0: 1e-3,
-            iota: 0.0,
-            i_0_multi: 1e-3,
-            iota_multi: 0.0,
-        };
-        let ns = |v: f64| v * 1e9;
-        let rows: Vec<CalibRow> = [1usize, 1024, 16_384, 65_536]
-            .iter()
-            .map(|&size| {
-                let l = size as f64;
-                CalibRow {
-                    kind: "calibration".into(),
-                    size,
-                    l_c: 128,
-                    l_a: 72,
-                    proc_delay_ns: ns(seed.delta_0 + seed.rho_delta * l),
-                    proc_period_ns: ns(seed.t_0 + seed.rho_t * l),
-                    proc_complete_ns: ns(x.completion(l)),
-                    write_ns: ns(seed.delta_w + seed.rho_w * (seed.l_c + l)),
-                    doorbell_ns: ns(x.delta_d),
-                    all_cpu_ns: ns(x.u_0 + x.upsilon * l),
-                    cores: 2,
-                    mss: 0,
-                    read_ns: ns(seed.delta_r + seed.rho_r * (seed.l_a + l)),
-                    wake_ns: ns(seed.delta_i),
-                    wake_cpu_ns: ns(x.delta_i_cpu),
-                    engine_wake_ns: ns(x.delta_e),
-                    delay_ns: ns(x.delay(l)),
-                    sync_period_ns: ns(x.period_send(l).max(x.period_recv(l))),
-                    async_period_ns: ns(l / x.async_throughput(l)),
-                    host_send_ns: ns(x.host_send(l)),
-                    sync_wakeups: 1.0,
-                    host_recv_ns: ns(x.host_recv(l)),
-                    send_write_cpu_ns: 0.0,
-                    send_wait_cpu_ns: 0.0,
-                    pp_sleeps: 1.0,
-                    sync_blocks: 1.0,
-                    probe_pp_local_ns: None,
-                    probe_pp_remote_ns: None,
-                    probe_pp_local: None,
-                    probe_sync_local_ns: None,
-                    probe_sync_remote_ns: None,
-                    probe_sync_local: None,
-                    sync_engine_wake_ns: ns(x.delta_e + x.wake_sync),
-                    sync_wake_ns: ns(seed.delta_i),
-                    pp_rings: 1.0,
-                    sync_rings: 1.0,
-                    pipe_host_cpu_ns: 0.0,
-                    pipe_runq_ns: 0.0,
-                    pipe_slices: 0.0,
-                    pipe_other_cpu_ns: 0.0,
-                    pipe_idle_ns: ns(x.i_0 + x.iota * l),
-                    count: 1,
-                    stream: 1,
-                    stream_ms: 50.0,
-                    disturbed: Disturbed::default(),
-                }
-            })
-            .collect();
+        let x = super::super::model::tests::exact_model();
+        let seed = x.seed;
+        let rows = super::super::model::tests::rows_of(&x, &[1, 1024, 16_384, 65_536], 0);
         let refs: Vec<&CalibRow> = rows.iter().collect();
         let cal = calibrate(&refs).unwrap();
         assert!(cal.clamped.is_empty());
