@@ -76,6 +76,11 @@ pub enum Control {
     GetPeerAddr,
     /// Number of open sessions.
     GetSessionCount,
+    /// Messages the protocol itself dropped on arrival because they did
+    /// not parse (XTP: its endpoint's `malformed` counter). A frame the
+    /// protocol's `demux` refused is counted by the composition instead
+    /// (`ProtocolStats::demux_drops`).
+    GetMalformedCount,
 }
 
 /// Typed control replies.
@@ -230,6 +235,18 @@ pub trait Layer<M: Msg, C> {
 
     /// Sends a message on `session`: add the header, hand it down.
     fn push(&mut self, cx: &mut C, session: SessionId, msg: M) -> Result<(), PushError>;
+
+    /// Sends `msg` on `session` as a piece of a message: `eom` says whether
+    /// it ends the message (XTP's EOM). `push` is `push_part(.., true)`.
+    /// What an application that passes on what it receives needs (an echo:
+    /// each `Event::Deliver` with its `eom`), so the receiver above sees the
+    /// sender's boundaries, not one message per delivered chunk. A protocol
+    /// whose every push is a whole datagram has no such boundaries to keep:
+    /// the default sends each piece as a message of its own.
+    fn push_part(&mut self, cx: &mut C, session: SessionId, msg: M, eom: bool) -> Result<(), PushError> {
+        let _ = eom;
+        self.push(cx, session, msg)
+    }
 
     /// A control request on a session or (with `None`) on the protocol.
     fn control(

@@ -57,7 +57,8 @@ use crate::config::{ContextConfig, EndpointConfig};
 use crate::endpoint::{ConnectError, ContextId, Endpoint, WriteError};
 use crate::events::{Event, NoTrace};
 
-/// Bytes of transmit arena allocated at a time (zeroed once, cut per frame).
+/// Bytes of transmit arena allocated at a time (not zeroed: each frame is
+/// copied in at its length from the scratch buffer, then split off).
 const TX_ARENA: usize = 64 * 1024;
 
 /// XTP as a framework protocol. See the module documentation.
@@ -285,7 +286,12 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
     }
 
     fn push(&mut self, cx: &mut C, session: SessionId, msg: M) -> Result<(), PushError> {
-        let r = self.ep.write(cx.now(), ContextId(session.slot), msg.into_bytes(), true, None);
+        self.push_part(cx, session, msg, true)
+    }
+
+    #[inline]
+    fn push_part(&mut self, cx: &mut C, session: SessionId, msg: M, eom: bool) -> Result<(), PushError> {
+        let r = self.ep.write(cx.now(), ContextId(session.slot), msg.into_bytes(), eom, None);
         r.map_err(|e| match e {
             WriteError::UnknownContext => PushError::NoSession,
             WriteError::Closed => PushError::Closed,
@@ -336,6 +342,9 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
         match req {
             Control::GetHeaderLen => Ok(ControlReply::Size(HEADER_LEN)),
             Control::GetSessionCount => Ok(ControlReply::Count(self.ep.context_count())),
+            Control::GetMalformedCount => {
+                Ok(ControlReply::Count(usize::try_from(self.ep.stats().malformed).unwrap_or(usize::MAX)))
+            }
             // A message of any length is accepted and cut into packets.
             Control::GetMaxPacket => Ok(ControlReply::Size(usize::MAX)),
             Control::GetMyAddr | Control::GetPeerAddr => {
