@@ -81,6 +81,12 @@ pub enum Control {
     /// protocol's `demux` refused is counted by the composition instead
     /// (`ProtocolStats::demux_drops`).
     GetMalformedCount,
+    /// Bytes of the session's data the peer acknowledged so far (XTP:
+    /// the context's `bytes_acked`), as against what was pushed.
+    GetAckedBytes,
+    /// Ends the session at once, without delivering what is still queued
+    /// (XTP: an abort the peer is told of); its `close_done` follows.
+    Abort,
 }
 
 /// Typed control replies.
@@ -92,6 +98,8 @@ pub enum ControlReply {
     Addr(Addr),
     /// A count.
     Count(usize),
+    /// Done (a request that only acts).
+    Done,
 }
 
 /// Why a control request failed.

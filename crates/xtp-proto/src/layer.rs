@@ -335,15 +335,27 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
 
     fn control(
         &mut self,
-        _cx: &mut C,
+        cx: &mut C,
         session: Option<SessionId>,
         req: Control,
     ) -> Result<ControlReply, ControlError> {
+        let count = |n: u64| ControlReply::Count(usize::try_from(n).unwrap_or(usize::MAX));
         match req {
             Control::GetHeaderLen => Ok(ControlReply::Size(HEADER_LEN)),
             Control::GetSessionCount => Ok(ControlReply::Count(self.ep.context_count())),
-            Control::GetMalformedCount => {
-                Ok(ControlReply::Count(usize::try_from(self.ep.stats().malformed).unwrap_or(usize::MAX)))
+            Control::GetMalformedCount => Ok(count(self.ep.stats().malformed)),
+            Control::GetAckedBytes => {
+                let ctx = ContextId(session.ok_or(ControlError::NoSession)?.slot);
+                Ok(count(self.ep.context_stats(ctx).ok_or(ControlError::NoSession)?.bytes_acked))
+            }
+            Control::Abort => {
+                let ctx = ContextId(session.ok_or(ControlError::NoSession)?.slot);
+                if self.upper_of(ctx).is_none() || self.ep.state(ctx).is_none() {
+                    return Err(ControlError::NoSession);
+                }
+                self.ep.abort(cx.now(), ctx);
+                self.drain_events(cx);
+                Ok(ControlReply::Done)
             }
             // A message of any length is accepted and cut into packets.
             Control::GetMaxPacket => Ok(ControlReply::Size(usize::MAX)),

@@ -150,7 +150,9 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for LoopLink {
             Control::GetHeaderLen => Ok(ControlReply::Size(HEADER)),
             Control::GetSessionCount => Ok(ControlReply::Count(self.sessions.len())),
             // Its refusals are the dispatcher's `demux_drops`.
-            Control::GetMalformedCount => Err(ControlError::Unsupported(req)),
+            Control::GetMalformedCount | Control::GetAckedBytes | Control::Abort => {
+                Err(ControlError::Unsupported(req))
+            }
             Control::GetMyAddr | Control::GetPeerAddr => {
                 let s = session.and_then(|s| self.sessions.get(s.slot)).ok_or(ControlError::NoSession)?;
                 Ok(ControlReply::Addr(Addr::Type(s.ty)))
