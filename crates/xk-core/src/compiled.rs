@@ -152,14 +152,32 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
     #[inline]
     pub fn push(&mut self, session: SessionId, msg: M) -> Result<(), PushError> {
         let r = self.proto.push(&mut self.cx, session, msg);
-        match &r {
+        self.count_push(&r);
+        r
+    }
+
+    /// Sends `msg` as a piece of a message, `eom` marking its end
+    /// ([`Layer::push_part`]).
+    #[inline]
+    pub fn push_part(&mut self, session: SessionId, msg: M, eom: bool) -> Result<(), PushError> {
+        let r = self.proto.push_part(&mut self.cx, session, msg, eom);
+        self.count_push(&r);
+        r
+    }
+
+    #[inline]
+    fn count_push(&mut self, r: &Result<(), PushError>) {
+        match r {
             Ok(()) => self.stats.pushed += 1,
+            // Flow control, not a drop: the caller keeps the message and
+            // pushes again (a sender filling its buffer meets it on every
+            // write; no count, no string).
+            Err(PushError::WouldBlock) => {}
             Err(e) => {
                 self.stats.push_drops += 1;
                 self.last_drop = Some(e.to_string());
             }
         }
-        r
     }
 
     /// A control request (on `session` if given).

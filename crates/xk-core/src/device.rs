@@ -23,7 +23,10 @@ use xk_msg::{BytesMut, Msg};
 use xk_time::Instant;
 
 use crate::compiled::{DeviceCx, Stack};
-use crate::{CloseError, Event, Graph, Layer, OpenError, Participants, ProtocolId, PushError, SessionId};
+use crate::{
+    CloseError, Control, ControlError, ControlReply, Event, Graph, Layer, OpenError, Participants,
+    ProtocolId, PushError, SessionId,
+};
 
 /// The first 12 bytes of an IPv4-mapped IPv6 address.
 const V4_MAPPED: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
@@ -89,10 +92,30 @@ pub trait DeviceStack<M> {
     fn open_enable(&mut self, parts: &Participants) -> Result<(), OpenError>;
     /// Sends `msg` on a session the application holds.
     fn push(&mut self, session: SessionId, msg: M) -> Result<(), PushError>;
+    /// Sends `msg` as a piece of a message, `eom` marking its end
+    /// ([`Layer::push_part`]): an echo passes each delivered chunk on with
+    /// its mark and the boundaries survive.
+    fn push_part(&mut self, session: SessionId, msg: M, eom: bool) -> Result<(), PushError>;
+    /// A control request to the top protocol (on `session` if given).
+    fn control(&mut self, session: Option<SessionId>, req: Control) -> Result<ControlReply, ControlError>;
+    /// What the composition dropped between itself and the device.
+    fn drops(&self) -> DeviceDrops;
     /// Closes a session the application holds.
     fn close(&mut self, session: SessionId) -> Result<(), CloseError>;
     /// The next event for the application.
     fn poll_event(&mut self) -> Option<Event<M>>;
+}
+
+/// Frames a [`DeviceStack`] dropped between the device and its protocol.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceDrops {
+    /// Frames the composition handed out without a readable device header
+    /// ([`GraphOn::bad_frames`]; the compiled stack has no such header: 0).
+    pub bad_frames: u64,
+    /// Frames the protocol on the device refused in `demux` or `pop`
+    /// (`ProtocolStats::demux_drops`). A frame the protocol took and then
+    /// found malformed is its own count (`Control::GetMalformedCount`).
+    pub demux_drops: u64,
 }
 
 /// A dynamic graph on a datagram device: `device` is the protocol on the
@@ -150,6 +173,18 @@ impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
     fn push(&mut self, session: SessionId, msg: M) -> Result<(), PushError> {
         self.graph.borrow_mut().push(session, msg)
     }
+    fn push_part(&mut self, session: SessionId, msg: M, eom: bool) -> Result<(), PushError> {
+        self.graph.borrow_mut().push_part(session, msg, eom)
+    }
+    fn control(&mut self, session: Option<SessionId>, req: Control) -> Result<ControlReply, ControlError> {
+        self.graph.borrow_mut().control(self.top, session, req)
+    }
+    fn drops(&self) -> DeviceDrops {
+        DeviceDrops {
+            bad_frames: self.bad_frames,
+            demux_drops: self.graph.borrow().stats(self.device).demux_drops,
+        }
+    }
     fn close(&mut self, session: SessionId) -> Result<(), CloseError> {
         self.graph.borrow_mut().close(session)
     }
@@ -183,6 +218,15 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> DeviceStack<M> for Stack<M, P> {
     }
     fn push(&mut self, session: SessionId, msg: M) -> Result<(), PushError> {
         Stack::push(self, session, msg)
+    }
+    fn push_part(&mut self, session: SessionId, msg: M, eom: bool) -> Result<(), PushError> {
+        Stack::push_part(self, session, msg, eom)
+    }
+    fn control(&mut self, session: Option<SessionId>, req: Control) -> Result<ControlReply, ControlError> {
+        Stack::control(self, session, req)
+    }
+    fn drops(&self) -> DeviceDrops {
+        DeviceDrops { bad_frames: 0, demux_drops: self.stats().demux_drops }
     }
     fn close(&mut self, session: SessionId) -> Result<(), CloseError> {
         Stack::close(self, session)

@@ -72,7 +72,8 @@ pub struct ProtocolStats {
     pub pushed: u64,
     /// Messages dropped on the way up (see [`Graph::last_drop`]).
     pub demux_drops: u64,
-    /// Messages dropped on the way down.
+    /// Messages dropped on the way down (a full send buffer's
+    /// `PushError::WouldBlock` is flow control, not counted).
     pub push_drops: u64,
 }
 
@@ -346,7 +347,15 @@ impl<M: Msg> Graph<M> {
 
     /// Sends `msg` on a session the application holds.
     pub fn push(&mut self, session: SessionId, msg: M) -> Result<(), PushError> {
-        let r = self.do_push(session, msg);
+        let r = self.do_push(session, msg, true);
+        self.run();
+        r
+    }
+
+    /// Sends `msg` on a session the application holds as a piece of a
+    /// message, `eom` marking its end ([`Layer::push_part`](crate::Layer::push_part)).
+    pub fn push_part(&mut self, session: SessionId, msg: M, eom: bool) -> Result<(), PushError> {
+        let r = self.do_push(session, msg, eom);
         self.run();
         r
     }
@@ -457,13 +466,19 @@ impl<M: Msg> Graph<M> {
         s
     }
 
-    fn do_push(&mut self, session: SessionId, msg: M) -> Result<(), PushError> {
+    fn do_push(&mut self, session: SessionId, msg: M, eom: bool) -> Result<(), PushError> {
         let p = session.protocol;
-        let r = call(&mut self.table, &mut self.queues, p, |proto, cx| proto.push(cx, session, msg))
-            .unwrap_or(Err(PushError::Busy(p)));
+        let r = call(&mut self.table, &mut self.queues, p, |proto, cx| {
+            if eom { proto.push(cx, session, msg) } else { proto.push_part(cx, session, msg, false) }
+        })
+        .unwrap_or(Err(PushError::Busy(p)));
         if let Some(e) = self.table.get_mut(p.index()) {
             match &r {
                 Ok(()) => e.stats.pushed += 1,
+                // Flow control, not a drop: the caller keeps the message
+                // and pushes again (a sender filling its buffer meets it
+                // on every write; no count, no string).
+                Err(PushError::WouldBlock) => {}
                 Err(err) => {
                     e.stats.push_drops += 1;
                     e.last_drop = Some(err.to_string());
@@ -504,7 +519,7 @@ impl<M: Msg> Graph<M> {
             match w {
                 Work::Push { session, msg } => {
                     // Failures are counted in the stats of the refusing protocol.
-                    let _ = self.do_push(session, msg);
+                    let _ = self.do_push(session, msg, true);
                 }
                 Work::Up { to, lower, msg } => self.up(to, lower, msg),
                 Work::OpenDone { to, lower, parts } => {

@@ -76,6 +76,17 @@ pub enum Control {
     GetPeerAddr,
     /// Number of open sessions.
     GetSessionCount,
+    /// Messages the protocol itself dropped on arrival because they did
+    /// not parse (XTP: its endpoint's `malformed` counter). A frame the
+    /// protocol's `demux` refused is counted by the composition instead
+    /// (`ProtocolStats::demux_drops`).
+    GetMalformedCount,
+    /// Bytes of the session's data the peer acknowledged so far (XTP:
+    /// the context's `bytes_acked`), as against what was pushed.
+    GetAckedBytes,
+    /// Ends the session at once, without delivering what is still queued
+    /// (XTP: an abort the peer is told of); its `close_done` follows.
+    Abort,
 }
 
 /// Typed control replies.
@@ -87,6 +98,8 @@ pub enum ControlReply {
     Addr(Addr),
     /// A count.
     Count(usize),
+    /// Done (a request that only acts).
+    Done,
 }
 
 /// Why a control request failed.
@@ -230,6 +243,18 @@ pub trait Layer<M: Msg, C> {
 
     /// Sends a message on `session`: add the header, hand it down.
     fn push(&mut self, cx: &mut C, session: SessionId, msg: M) -> Result<(), PushError>;
+
+    /// Sends `msg` on `session` as a piece of a message: `eom` says whether
+    /// it ends the message (XTP's EOM). `push` is `push_part(.., true)`.
+    /// What an application that passes on what it receives needs (an echo:
+    /// each `Event::Deliver` with its `eom`), so the receiver above sees the
+    /// sender's boundaries, not one message per delivered chunk. A protocol
+    /// whose every push is a whole datagram has no such boundaries to keep:
+    /// the default sends each piece as a message of its own.
+    fn push_part(&mut self, cx: &mut C, session: SessionId, msg: M, eom: bool) -> Result<(), PushError> {
+        let _ = eom;
+        self.push(cx, session, msg)
+    }
 
     /// A control request on a session or (with `None`) on the protocol.
     fn control(

@@ -56,7 +56,7 @@ use std::thread::JoinHandle;
 use std::time::Instant as Clock;
 
 use nix::time::{ClockId, clock_gettime};
-use xk_core::device::GraphOn;
+use xk_core::device::{DeviceStack, GraphOn};
 use xk_core::{Addr, ArenaId, Event, Graph, Part, Participants, SessionId};
 use xk_driver::graph_udp::GraphUdp;
 use xk_msg::{Bytes, Contig, Limit, Msg, Rope, copy_stats};
@@ -185,14 +185,14 @@ impl Peer {
         Peer { server, work, payload, session: None, got: 0, left: 0, done: false, failed: None }
     }
 
-    fn push<M: Msg>(&mut self, g: &mut Graph<M>, session: SessionId, msg: M) {
+    fn push<M: Msg>(&mut self, g: &mut impl DeviceStack<M>, session: SessionId, msg: M) {
         if let Err(e) = g.push(session, msg) {
             self.failed.get_or_insert_with(|| format!("push refused: {e}"));
         }
     }
 
     /// The client starts `ops` operations (run one after the other).
-    fn start<M: Msg>(&mut self, g: &mut Graph<M>, ops: usize) {
+    fn start<M: Msg>(&mut self, g: &mut impl DeviceStack<M>, ops: usize) {
         let Some(session) = self.session else {
             self.failed = Some("no session".into());
             return;
@@ -201,7 +201,7 @@ impl Peer {
         self.next(g, session);
     }
 
-    fn next<M: Msg>(&mut self, g: &mut Graph<M>, session: SessionId) {
+    fn next<M: Msg>(&mut self, g: &mut impl DeviceStack<M>, session: SessionId) {
         if self.left == 0 {
             self.done = true;
             return;
@@ -218,8 +218,8 @@ impl Peer {
     }
 }
 
-impl<M: Msg> GraphApp<M> for Peer {
-    fn poll(&mut self, g: &mut Graph<M>) {
+impl<M: Msg, S: DeviceStack<M>> GraphApp<M, S> for Peer {
+    fn poll(&mut self, g: &mut S) {
         while let Some(ev) = g.poll_event() {
             let Event::Deliver { session, msg, .. } = ev else { continue };
             self.got += msg.len();
@@ -323,7 +323,7 @@ fn open<M: Msg>(s: &mut XtpStack<M>, to: SocketAddr) -> Result<SessionId, String
 
 /// Both sides in `xk-sim` on this thread.
 struct SimRun<M: Msg> {
-    sim: Sim<GraphHost<M, Peer>>,
+    sim: Sim<GraphHost<M, GraphOn<Graph<M>>, Peer>>,
     client: NodeId,
 }
 
@@ -335,11 +335,11 @@ fn sim_runner<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
     let (mut c, mut s) = (stack::<M, Q>("link", 1)?, stack::<M, Q>("link", 2)?);
     listen(&mut s)?;
     let mut sim = Sim::new(seed);
-    let (sid, saddr) = sim.add_node(GraphHost::new(s.graph, s.xtp, Peer::new(true, work)));
+    let (sid, saddr) = sim.add_node(GraphHost::new(GraphOn::new(s.graph, s.xtp), Peer::new(true, work)));
     let session = open(&mut c, saddr)?;
     let mut client = Peer::new(false, work);
     client.session = Some(session);
-    let (cid, _) = sim.add_node(GraphHost::new(c.graph, c.xtp, client));
+    let (cid, _) = sim.add_node(GraphHost::new(GraphOn::new(c.graph, c.xtp), client));
     sim.connect(cid, sid, LinkParams::default(), LinkParams::default()).map_err(|e| e.to_string())?;
     let mut r = SimRun { sim, client: cid };
     r.round(1)?; // the handshake, untimed
@@ -354,7 +354,7 @@ impl<M: Msg> Runner for SimRun<M> {
             ops,
             || {
                 let h = sim.node_mut(cid);
-                h.app.start(&mut h.graph, ops);
+                h.app.start(&mut h.stack, ops);
                 let end = sim.now() + Duration::from_secs(3600);
                 sim.run_until(end, u64::MAX, |s| s.node(cid).app.done || s.node(cid).app.failed.is_some())
                     .map_err(|e| e.to_string())?;
@@ -413,7 +413,7 @@ fn udp_server<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
     while !stop.load(Ordering::Relaxed) && dev.now() < end {
         let until = dev.now() + Duration::from_millis(50);
         dev.run_until(&mut GraphOn::new(&mut s.graph, s.xtp), until, |g| {
-            app.poll(g.graph);
+            app.poll(g);
             stop.load(Ordering::Relaxed)
         })
         .map_err(|e| e.to_string())?;
@@ -469,11 +469,11 @@ impl<M: Msg> Runner for UdpRun<M> {
         };
         timed(cpu, ops, || {
             client.graph.advance(dev.now());
-            app.start(&mut client.graph, ops);
+            app.start(&mut GraphOn::new(&mut client.graph, client.xtp), ops);
             let limit = Duration::from_nanos(UDP_ROUND_LIMIT.as_nanos() as u64);
             let end = dev.now() + limit;
             dev.run_until(&mut GraphOn::new(&mut client.graph, client.xtp), end, |g| {
-                app.poll(g.graph);
+                app.poll(g);
                 app.done || app.failed.is_some()
             })
             .map_err(|e| format!("socket: {e}"))?;

@@ -71,6 +71,15 @@ impl PathArgs {
         self.raw.map(Into::into)
     }
 
+    /// The first of the path's flags a `--graph` run does not take (the
+    /// graph's device is a plain socket: no relay, no capture, no offload
+    /// to turn off), by name.
+    pub(crate) fn not_for_graph(&self) -> Option<&'static str> {
+        [(self.via.is_some(), "--via"), (self.pcap.is_some(), "--pcap"), (self.no_offload, "--no-offload")]
+            .into_iter()
+            .find_map(|(set, flag)| set.then_some(flag))
+    }
+
     pub(crate) fn config(&self, busy_poll: bool) -> PathConfig {
         PathConfig {
             no_offload: self.no_offload,
@@ -109,6 +118,11 @@ pub(crate) struct TraceArgs {
 }
 
 impl TraceArgs {
+    /// Whether `--trace` was given.
+    pub(crate) fn is_set(&self) -> bool {
+        self.trace.is_some()
+    }
+
     /// Runs `body` with a recording going when `--trace` was given and
     /// writes the trace afterwards, also when `body` failed (the trace of
     /// a failure is worth having). The file is created first so a path

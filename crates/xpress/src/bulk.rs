@@ -104,20 +104,24 @@ pub(crate) struct BulkArgs {
     /// Run over the protocol graph described in FILE (e.g. one line
     /// `app -> xtp -> udp`, or `app -> xtp -> ip36` with --raw LOCAL_IP, as
     /// root): XTP as an x-kernel-style framework protocol, to the discard
-    /// service of `xpress serve`. With it only --to, --raw, -n, -l (default
-    /// 65536) and -J apply.
+    /// service of `xpress serve` (`serve --graph` has none). The
+    /// description's `compose` line picks the compiled stack (the default)
+    /// or the run-time graph (`compose dynamic`). With it only --to, --raw,
+    /// -n, -l (default 65536) and -J apply; Ctrl-C aborts the transfer and
+    /// exits 1.
     #[arg(long, value_name = "FILE")]
     graph: Option<std::path::PathBuf>,
 }
 
 pub(crate) fn run(a: &BulkArgs) -> Result<ExitCode, String> {
+    // Before `--trace` creates its file: the graph's run records nothing.
+    if let Some(file) = &a.graph {
+        return run_graph(a, file);
+    }
     a.trace.around("bulk", || run_traced(a))
 }
 
 fn run_traced(a: &BulkArgs) -> Result<ExitCode, String> {
-    if let Some(file) = &a.graph {
-        return run_graph(a, file);
-    }
     if a.cc.is_some() && a.transport != Transport::Xtp {
         return Err(format!(
             "--cc: XTP only; {} uses its own controller (kernel TCP: sysctl net.ipv4.tcp_congestion_control)",
@@ -416,8 +420,11 @@ fn run_graph(a: &BulkArgs, file: &std::path::Path) -> Result<ExitCode, String> {
         (a.mss.is_some(), "--mss"),
         (a.logfile.is_some(), "--logfile"),
         (a.transport != Transport::Xtp, "--transport"),
+        (a.quic_cert.is_some(), "--quic-cert"),
+        (a.trace.is_set(), "--trace"),
     ];
-    if let Some((_, flag)) = unsupported.iter().find(|(set, _)| *set) {
+    let flag = unsupported.iter().find(|(set, _)| *set).map(|(_, f)| *f).or_else(|| a.path.not_for_graph());
+    if let Some(flag) = flag {
         return Err(format!("--graph: {flag} does not apply (only --to, --raw, -n, -l and -J do)"));
     }
     let text = std::fs::read_to_string(file).map_err(|e| format!("--graph {}: {e}", file.display()))?;
@@ -429,24 +436,46 @@ fn run_graph(a: &BulkArgs, file: &std::path::Path) -> Result<ExitCode, String> {
     let length = a.length.unwrap_or(64 * 1024);
     let r = xk_apps::graph_app::bulk(&text, a.to, a.path.raw_local(), a.bytes, length, timeout, stop)
         .map_err(|e| format!("--graph {}: {e}", file.display()))?;
+    let acked = r.acknowledged.map_or("an unknown number".to_string(), |n| n.to_string());
     if a.json {
-        println!("{}", serde_json::to_string(&r).unwrap_or_default());
+        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
     } else {
-        println!("Connecting to {} (xtp over the graph {}, {})", a.to, r.graph, r.composition);
-        let server = r.server_bytes.map_or("no answer".to_string(), |b| format!("{b} bytes"));
+        println!("Connecting to {} (xtp over the graph {}, {} composition)", a.to, r.graph, r.composition);
+        let server = r
+            .server_bytes
+            .map_or("no count from the server".to_string(), |b| format!("the server counted {b} bytes"));
         println!(
-            "sent {} bytes in {}: {:.1} Mbit/s; the server received {server}; {} sent, {} received",
+            "wrote {} bytes, {acked} acknowledged, in {}: {:.1} Mbit/s acknowledged; {server}; {} sent, {} received",
             r.bytes,
             format::secs(r.seconds),
             r.goodput_mbit,
             format::count(r.datagrams_sent, "datagram", "datagrams"),
             format::count(r.datagrams_received, "datagram", "datagrams"),
         );
+        let d = &r.drops;
+        if d.bad_frames + d.demux_drops + d.malformed + d.send_errors > 0 {
+            println!(
+                "  dropped: {} without a device header, {} refused by XTP's demux, {} malformed, {} send errors",
+                d.bad_frames, d.demux_drops, d.malformed, d.send_errors
+            );
+        }
     }
-    if r.server_bytes != Some(r.bytes) {
-        return Err(format!("the server counted {:?} bytes of {}", r.server_bytes, r.bytes));
+    if r.interrupted {
+        // As the direct bulk: Ctrl-C prints what was done and fails.
+        eprintln!(
+            "xpress bulk: interrupted after {} of {} bytes written ({acked} acknowledged)",
+            r.bytes, r.asked
+        );
+        return Ok(ExitCode::FAILURE);
     }
-    Ok(ExitCode::SUCCESS)
+    match r.server_bytes {
+        None => Err(format!(
+            "no count came back from {}; `xpress serve` has a discard service, `serve --graph` does not",
+            a.to
+        )),
+        Some(n) if n != r.bytes => Err(format!("the server counted {n} bytes of the {} written", r.bytes)),
+        Some(_) => Ok(ExitCode::SUCCESS),
+    }
 }
 
 #[cfg(test)]

@@ -63,21 +63,24 @@ pub(crate) struct PingArgs {
     /// Run over the protocol graph described in FILE (e.g. one line
     /// `app -> xtp -> udp`, or `app -> xtp -> ip36` with --raw LOCAL_IP, as
     /// root): XTP as an x-kernel-style framework protocol instead of the
-    /// direct engine. With it only --to, --raw, -l, -c, -W, -q and -J
-    /// apply; -c defaults to 10.
+    /// direct engine; the description's `compose` line picks the compiled
+    /// stack (the default) or the run-time graph (`compose dynamic`). With
+    /// it only --to, --raw, -l, -c, -i, -W, -q and -J apply; -c defaults
+    /// to 10.
     #[arg(long, value_name = "FILE")]
     graph: Option<std::path::PathBuf>,
 }
 
 pub(crate) fn run(a: &PingArgs) -> Result<ExitCode, String> {
+    // Before `--trace` creates its file: the graph's run records nothing.
+    if let Some(file) = &a.graph {
+        return run_graph(a, file);
+    }
     a.trace.around("ping", || run_traced(a))
 }
 
 fn run_traced(a: &PingArgs) -> Result<ExitCode, String> {
     let stop = args::ctrl_c()?;
-    if let Some(file) = &a.graph {
-        return run_graph(a, file, stop);
-    }
     let to = match (a.transport, a.udp_echo_port) {
         (Transport::Udp, Some(p)) => SocketAddr::new(a.to.ip(), p),
         // serve's UDP echo sits on the next port up.
@@ -185,20 +188,35 @@ fn summary(r: &PingResult, to: SocketAddr) -> String {
 }
 
 /// `ping --graph FILE`: round trips over the described stack.
-fn run_graph(
-    a: &PingArgs,
-    file: &std::path::Path,
-    stop: &std::sync::atomic::AtomicBool,
-) -> Result<ExitCode, String> {
+fn run_graph(a: &PingArgs, file: &std::path::Path) -> Result<ExitCode, String> {
+    let unsupported = [
+        (a.udp_echo_port.is_some(), "--udp-echo-port"),
+        (a.cc != Congestion::Cubic, "--cc"),
+        (a.transport != Transport::Xtp, "--transport"),
+        (a.busy_poll, "--busy-poll"),
+        (a.trace.is_set(), "--trace"),
+    ];
+    let flag = unsupported.iter().find(|(set, _)| *set).map(|(_, f)| *f).or_else(|| a.path.not_for_graph());
+    if let Some(flag) = flag {
+        return Err(format!(
+            "--graph: {flag} does not apply (only --to, --raw, -l, -c, -i, -W, -q and -J do)"
+        ));
+    }
     let text = std::fs::read_to_string(file).map_err(|e| format!("--graph {}: {e}", file.display()))?;
+    let stop = args::ctrl_c()?;
     let count = a.count.unwrap_or(10);
-    let r = xk_apps::graph_app::ping(&text, a.to, a.path.raw_local(), a.length, count, a.timeout, stop)
+    let job =
+        xk_apps::graph_app::PingJob { length: a.length, count, interval: a.interval, timeout: a.timeout };
+    let r = xk_apps::graph_app::ping(&text, a.to, a.path.raw_local(), job, stop)
         .map_err(|e| format!("--graph {}: {e}", file.display()))?;
     if a.json {
         println!("{}", serde_json::to_string(&r).unwrap_or_default());
     } else {
         // In the direct ping's words and units.
-        println!("PING {} (xtp over the graph {}): {} bytes per request", a.to, r.graph, a.length);
+        println!(
+            "PING {} (xtp over the graph {}, {} composition): {} bytes per request",
+            a.to, r.graph, r.composition, a.length
+        );
         if !a.quiet {
             for (i, us) in r.rtt_us.iter().enumerate() {
                 println!("{} bytes from {}: seq={i} time={}", a.length, a.to, format::secs(us / 1e6));
@@ -213,6 +231,13 @@ fn run_graph(
             format::count(r.datagrams_sent, "datagram", "datagrams"),
             format::count(r.datagrams_received, "datagram", "datagrams"),
         );
+        let d = &r.drops;
+        if d.bad_frames + d.demux_drops + d.malformed + d.send_errors > 0 {
+            println!(
+                "dropped: {} without a device header, {} refused by XTP's demux, {} malformed, {} send errors",
+                d.bad_frames, d.demux_drops, d.malformed, d.send_errors
+            );
+        }
     }
     // As the direct ping: an interrupted -c run did not do what was asked.
     let cut_short = stop.load(std::sync::atomic::Ordering::Relaxed) && r.sent < count;

@@ -85,7 +85,10 @@ pub(crate) struct ServeArgs {
     json: bool,
     /// Serve an XTP echo (port 7) over the protocol graph described in FILE
     /// (e.g. one line `app -> xtp -> udp`) instead of the direct engine;
-    /// with it only --listen, --duration and -J apply.
+    /// the description's `compose` line picks the compiled stack (the
+    /// default) or the run-time graph (`compose dynamic`). It has no
+    /// discard service (`bulk --graph` needs the direct server's). With it
+    /// only --listen, --duration and -J apply.
     #[arg(long, value_name = "FILE")]
     graph: Option<std::path::PathBuf>,
 }
@@ -137,7 +140,62 @@ fn lanes_text(l: &xk_apps::server::PeerLanes) -> String {
 }
 
 pub(crate) fn run(a: &ServeArgs) -> Result<(), String> {
+    // Before `--trace` creates its file: the graph's run records nothing.
+    if let Some(file) = &a.graph {
+        return run_graph(a, file);
+    }
     a.trace.around("serve", || run_traced(a))
+}
+
+/// `serve --graph FILE`: an XTP echo over the described stack.
+fn run_graph(a: &ServeArgs, file: &std::path::Path) -> Result<(), String> {
+    let unsupported = [
+        (a.udp_echo_port.is_some(), "--udp-echo-port"),
+        (a.busy_poll, "--busy-poll"),
+        (a.cc != Congestion::Cubic, "--cc"),
+        (a.mss.is_some(), "--mss"),
+        (a.no_offload, "--no-offload"),
+        (a.peer_lanes != xk_apps::server::DEFAULT_PEER_LANES, "--peer-lanes"),
+        (a.unvalidated_rate != xk_driver::intake::DEFAULT_UNVALIDATED_RATE, "--unvalidated-rate"),
+        (a.tcp_rcvbuf.is_some(), "--tcp-rcvbuf"),
+        // The description's device decides: `app -> xtp -> ip36`.
+        (a.raw, "--raw"),
+        (a.quic_cert.is_some(), "--quic-cert"),
+        (a.pcap.is_some(), "--pcap"),
+        (a.stats.is_some(), "--stats"),
+        (a.trace.is_set(), "--trace"),
+    ];
+    if let Some((_, flag)) = unsupported.iter().find(|(set, _)| *set) {
+        let hint = if *flag == "--raw" {
+            "; the description's device decides: write `app -> xtp -> ip36` (on the --listen address)"
+        } else {
+            ""
+        };
+        return Err(format!("--graph: {flag} does not apply (only --listen, --duration and -J do){hint}"));
+    }
+    let text = std::fs::read_to_string(file).map_err(|e| format!("--graph {}: {e}", file.display()))?;
+    let stop = args::ctrl_c()?;
+    let r = xk_apps::graph_app::serve(&text, a.listen, a.duration, stop, |addr, how| {
+        println!("listening on {addr}");
+        println!(
+            "  {:<8} {:<22} XTP echo over the graph in {} ({how} composition)",
+            "echo",
+            addr,
+            file.display()
+        );
+    })
+    .map_err(|e| format!("--graph {}: {e}", file.display()))?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+    } else {
+        let d = &r.drops;
+        println!(
+            "{} sessions, {} bytes echoed ({} composition); dropped: {} without a device header, \
+             {} refused by XTP's demux, {} malformed, {} send errors",
+            r.sessions, r.bytes, r.composition, d.bad_frames, d.demux_drops, d.malformed, d.send_errors
+        );
+    }
+    Ok(())
 }
 
 fn run_traced(a: &ServeArgs) -> Result<(), String> {
@@ -145,20 +203,6 @@ fn run_traced(a: &ServeArgs) -> Result<(), String> {
         xk_apps::bulk::check_mss(m, a.raw, a.listen.is_ipv6())?;
     }
     let stop = args::ctrl_c()?;
-    if let Some(file) = &a.graph {
-        let text = std::fs::read_to_string(file).map_err(|e| format!("--graph {}: {e}", file.display()))?;
-        let r = xk_apps::graph_app::serve(&text, a.listen, a.duration, stop, |addr| {
-            println!("listening on {addr}");
-            println!("  {:<8} {:<22} XTP echo over the graph in {}", "echo", addr, file.display());
-        })
-        .map_err(|e| format!("--graph {}: {e}", file.display()))?;
-        if a.json {
-            println!("{}", serde_json::to_string(&r).unwrap_or_default());
-        } else {
-            println!("{} sessions, {} bytes echoed", r.sessions, r.bytes);
-        }
-        return Ok(());
-    }
     let cfg = ServeConfig {
         listen: a.listen,
         busy_poll: a.busy_poll,

@@ -34,6 +34,13 @@ fn ping_over_a_described_graph_on_real_udp() {
     assert_eq!((v["sent"].as_u64(), v["received"].as_u64()), (Some(50), Some(50)), "{v}");
     assert_eq!(v["graph"], "app -> xtp -> udp");
     assert!(v["datagrams_sent"].as_u64().unwrap() >= 50, "{v}");
+    assert_eq!(v["composition"], "compiled", "{v}");
+    assert_eq!(v["drops"]["malformed"].as_u64(), Some(0), "{v}");
+    // bulk --graph at the graph's server: it has no discard, and says so.
+    let out = Command::new(X).args(["bulk", "--graph", g, "--to", &to, "-n", "10k"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("no count came back from") && err.contains("`serve --graph` does not"), "{err}");
     // The direct engine's client against the graph server: same protocol.
     let out = Command::new(X).args(["ping", "--to", &to, "-c", "20", "-i", "0", "-q"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -61,15 +68,40 @@ fn bulk_over_a_described_graph_to_the_direct_server() {
         assert_eq!(v["graph"], "app -> xtp -> udp", "{v}");
         assert_eq!((v["bytes"].as_u64(), v["server_bytes"].as_u64()), (Some(3 << 20), Some(3 << 20)), "{v}");
         assert!(v["datagrams_sent"].as_u64().unwrap() >= (3 << 20) / 1500, "{v}");
+        assert_eq!(v["acknowledged"].as_u64(), Some(3 << 20), "{v}");
+        assert_eq!(v["interrupted"], false, "{v}");
+        for d in ["bad_frames", "demux_drops", "malformed", "send_errors"] {
+            assert_eq!(v["drops"][d].as_u64(), Some(0), "{d}: {v}");
+        }
     }
-    // A flag the graph's bulk does not take is refused by name.
+    // A flag the graph's bulk does not take is refused by name, before
+    // anything is created (--trace's file, --pcap's).
     let g = graph_file("bulk-r.graph", "app -> xtp -> udp\n");
-    let out = Command::new(X)
-        .args(["bulk", "--graph", g.to_str().unwrap(), "--to", &to, "-n", "1k", "-R"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("-R does not apply"));
+    let trace = std::env::temp_dir().join(format!("xpress-graph-test-{}.trace", std::process::id()));
+    let trace = trace.to_str().unwrap();
+    for (flag, name) in [
+        (&["-R"][..], "-R"),
+        (&["--via", "127.0.0.1:9"][..], "--via"),
+        (&["--pcap", "x.pcap"][..], "--pcap"),
+        (&["--no-offload"][..], "--no-offload"),
+        (&["--quic-cert", "c.pem"][..], "--quic-cert"),
+        (&["--trace", trace][..], "--trace"),
+    ] {
+        let out = Command::new(X)
+            .args(["bulk", "--graph", g.to_str().unwrap(), "--to", &to, "-n", "1k"])
+            .args(flag)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name} accepted");
+        assert!(err.contains(&format!("--graph: {name} does not apply")), "{name}: {err}");
+    }
+    assert!(!std::path::Path::new(trace).exists(), "--trace's file was created");
+    for (cmd, flag) in [("ping", "--cc"), ("serve", "--cc")] {
+        let out = Command::new(X).args([cmd, "--graph", g.to_str().unwrap(), flag, "bbr"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("--graph: --cc does not apply"), "{cmd}: {err}");
+    }
 }
 
 /// Starts `serve --graph g --listen listen`; the server, the address it

@@ -10,9 +10,14 @@
 //!
 //! Copies: the direct wire copies each datagram once, from the sender's
 //! packet buffer into a shared receive arena (`Delivery::Arena`, as the UDP
-//! driver receives); the framework path writes each datagram once into a
-//! shared transmit arena (zeroed per 64 KiB) and the device hands that frame
-//! over. One pass over the bytes each.
+//! driver receives); the framework paths have the endpoint write each
+//! packet into a scratch buffer that stays in the cache and copy it once, at
+//! its length, into a shared 64 KiB transmit arena (not zeroed), whose frame
+//! the device hands over. One pass over the bytes each.
+//!
+//! The echoes pass each delivered chunk on with its end-of-message mark
+//! (`push_part` on both framework paths, `write(.., eom, ..)` on the direct
+//! one), so all three send the same packets.
 
 use std::hint::black_box;
 
@@ -107,10 +112,11 @@ impl<M: Msg + 'static> Framework<M> {
         loop {
             let mut moved = self.w.from_a() > 0;
             while let Some(ev) = self.w.b.poll_event() {
-                if let GEvent::Deliver { session, msg, .. } = ev {
+                if let GEvent::Deliver { session, msg, eom } = ev {
                     s += msg.len();
                     if echo {
-                        self.w.b.push(session, msg).unwrap();
+                        // As the direct echo: each chunk with its mark.
+                        self.w.b.push_part(session, msg, eom).unwrap();
                     }
                 }
             }
@@ -153,10 +159,11 @@ impl<M: Msg + 'static> Compiled<M> {
         loop {
             let mut moved = self.w.from_a() > 0;
             while let Some(ev) = self.w.b.poll_event() {
-                if let GEvent::Deliver { session, msg, .. } = ev {
+                if let GEvent::Deliver { session, msg, eom } = ev {
                     s += msg.len();
                     if echo {
-                        self.w.b.push(session, msg).unwrap();
+                        // As the direct echo: each chunk with its mark.
+                        self.w.b.push_part(session, msg, eom).unwrap();
                     }
                 }
             }

@@ -57,7 +57,8 @@ use crate::config::{ContextConfig, EndpointConfig};
 use crate::endpoint::{ConnectError, ContextId, Endpoint, WriteError};
 use crate::events::{Event, NoTrace};
 
-/// Bytes of transmit arena allocated at a time (zeroed once, cut per frame).
+/// Bytes of transmit arena allocated at a time (not zeroed: each frame is
+/// copied in at its length from the scratch buffer, then split off).
 const TX_ARENA: usize = 64 * 1024;
 
 /// XTP as a framework protocol. See the module documentation.
@@ -285,7 +286,12 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
     }
 
     fn push(&mut self, cx: &mut C, session: SessionId, msg: M) -> Result<(), PushError> {
-        let r = self.ep.write(cx.now(), ContextId(session.slot), msg.into_bytes(), true, None);
+        self.push_part(cx, session, msg, true)
+    }
+
+    #[inline]
+    fn push_part(&mut self, cx: &mut C, session: SessionId, msg: M, eom: bool) -> Result<(), PushError> {
+        let r = self.ep.write(cx.now(), ContextId(session.slot), msg.into_bytes(), eom, None);
         r.map_err(|e| match e {
             WriteError::UnknownContext => PushError::NoSession,
             WriteError::Closed => PushError::Closed,
@@ -329,13 +335,28 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
 
     fn control(
         &mut self,
-        _cx: &mut C,
+        cx: &mut C,
         session: Option<SessionId>,
         req: Control,
     ) -> Result<ControlReply, ControlError> {
+        let count = |n: u64| ControlReply::Count(usize::try_from(n).unwrap_or(usize::MAX));
         match req {
             Control::GetHeaderLen => Ok(ControlReply::Size(HEADER_LEN)),
             Control::GetSessionCount => Ok(ControlReply::Count(self.ep.context_count())),
+            Control::GetMalformedCount => Ok(count(self.ep.stats().malformed)),
+            Control::GetAckedBytes => {
+                let ctx = ContextId(session.ok_or(ControlError::NoSession)?.slot);
+                Ok(count(self.ep.context_stats(ctx).ok_or(ControlError::NoSession)?.bytes_acked))
+            }
+            Control::Abort => {
+                let ctx = ContextId(session.ok_or(ControlError::NoSession)?.slot);
+                if self.upper_of(ctx).is_none() || self.ep.state(ctx).is_none() {
+                    return Err(ControlError::NoSession);
+                }
+                self.ep.abort(cx.now(), ctx);
+                self.drain_events(cx);
+                Ok(ControlReply::Done)
+            }
             // A message of any length is accepted and cut into packets.
             Control::GetMaxPacket => Ok(ControlReply::Size(usize::MAX)),
             Control::GetMyAddr | Control::GetPeerAddr => {

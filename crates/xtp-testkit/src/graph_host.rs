@@ -1,75 +1,73 @@
-//! A protocol graph as a simulator node (issue #16): the `link` device of
-//! `app -> xtp -> link`. The same graph as on real sockets (`xpress
-//! --graph`), on `xk-sim`'s links with their delay, loss and reordering.
+//! A protocol composition as a simulator node (issue #16): the `link` device
+//! of `app -> xtp -> link`. The same compositions as on real sockets
+//! (`xpress --graph`: the run-time graph, `xk_core::device::GraphOn`, or
+//! the compiled stack, `xk_core::compiled::Stack`), on `xk-sim`'s links
+//! with their delay, loss and reordering.
 //!
-//! The simulator hands datagrams over as `Vec<u8>`; the node puts the
-//! device header in front (one copy into a buffer with room for it, where
-//! the direct `Host` hands the `Vec` over as it is) and takes it off frames
-//! going out (one copy into the simulator's `Vec`, as `Host` does).
+//! The node drives any [`DeviceStack`], as the socket driver does: the
+//! device header (the graph's, none for the compiled stack) is the
+//! composition's business (`DeviceStack::receive_from` /
+//! `poll_transmit_to`, one copy of that code for every device). The
+//! simulator hands datagrams over as `Vec<u8>`: the node copies each into a
+//! buffer with the composition's headroom in front (where the direct `Host`
+//! hands the `Vec` over as it is), and frames going out into the
+//! simulator's `Vec` (one copy, as `Host` does).
 
+use std::marker::PhantomData;
 use std::net::SocketAddr;
 
 use bytes::BytesMut;
-use xk_core::device::{ADDR_HEADER, read_addr, write_addr};
-use xk_core::{Graph, ProtocolId};
+use xk_core::device::DeviceStack;
 use xk_msg::Msg;
 use xk_sim::Node;
 use xk_time::Instant;
 
-/// What runs on top of a [`GraphHost`]'s graph: reads its events, pushes.
-pub trait GraphApp<M> {
-    /// Called after every input to the graph (datagram or timer).
-    fn poll(&mut self, g: &mut Graph<M>);
+/// What runs on top of a [`GraphHost`]'s composition `S` (of messages
+/// `M`): reads its events, pushes.
+pub trait GraphApp<M, S> {
+    /// Called after every input to the composition (datagram or timer).
+    fn poll(&mut self, s: &mut S);
 }
 
-/// A graph whose protocol `dev` sits on the simulator's link, with an
-/// application.
-pub struct GraphHost<M, A> {
-    /// The graph.
-    pub graph: Graph<M>,
-    /// The protocol on the device.
-    pub dev: ProtocolId,
+/// A composition `S` on the simulator's link, messages of form `M`, with an
+/// application `A`.
+pub struct GraphHost<M, S, A> {
+    /// The composition (a `GraphOn` or a compiled `Stack`).
+    pub stack: S,
     /// The application.
     pub app: A,
-    /// Frames the graph produced without a readable device header.
-    pub bad_frames: u64,
+    _msg: PhantomData<fn() -> M>,
 }
 
-impl<M: Msg, A: GraphApp<M>> GraphHost<M, A> {
-    /// A node for `graph`, its protocol `dev` on the link, `app` on top.
-    pub fn new(graph: Graph<M>, dev: ProtocolId, app: A) -> Self {
-        GraphHost { graph, dev, app, bad_frames: 0 }
+impl<M: Msg, S: DeviceStack<M>, A: GraphApp<M, S>> GraphHost<M, S, A> {
+    /// A node for `stack`, `app` on top.
+    pub fn new(stack: S, app: A) -> Self {
+        GraphHost { stack, app, _msg: PhantomData }
     }
 }
 
-impl<M: Msg, A: GraphApp<M>> Node for GraphHost<M, A> {
+impl<M: Msg, S: DeviceStack<M>, A: GraphApp<M, S>> Node for GraphHost<M, S, A> {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: Vec<u8>) {
-        let mut frame = BytesMut::with_capacity(ADDR_HEADER + data.len());
-        frame.resize(ADDR_HEADER, 0);
-        write_addr(&mut frame, from);
+        let mut frame = BytesMut::with_capacity(S::HEADROOM + data.len());
+        frame.resize(S::HEADROOM, 0);
         frame.extend_from_slice(&data);
-        self.graph.advance(now);
-        self.graph.receive(self.dev, M::from_received(frame));
-        self.app.poll(&mut self.graph);
+        self.stack.advance(now);
+        self.stack.receive_from(from, frame);
+        self.app.poll(&mut self.stack);
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        self.graph.handle_timeout(now);
-        self.app.poll(&mut self.graph);
+        self.stack.handle_timeout(now);
+        self.app.poll(&mut self.stack);
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
-        self.graph.advance(now);
-        loop {
-            let (_, mut frame) = self.graph.poll_transmit()?;
-            match frame.pop(ADDR_HEADER).ok().and_then(read_addr) {
-                Some(dst) => return Some((dst, frame.to_vec())),
-                None => self.bad_frames += 1,
-            }
-        }
+        self.stack.advance(now);
+        let (dst, frame) = self.stack.poll_transmit_to()?;
+        Some((dst, frame.to_vec()))
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
-        self.graph.poll_timeout()
+        self.stack.poll_timeout()
     }
 }

@@ -10,8 +10,9 @@
 //!   (virtual time moves only when the caller or a timer moves it), for
 //!   single-scenario tests and the benchmark.
 //! * [`GraphWire`]: the same for two `xk-core` protocol graphs (XTP as a
-//!   framework protocol, `xtp_proto::XtpProtocol`); [`GraphHost`]: such a
-//!   graph as a simulator node (the `link` device).
+//!   framework protocol, `xtp_proto::XtpProtocol`); [`GraphHost`]: any
+//!   composition a device drives (such a graph, or the compiled stack) as
+//!   a simulator node (the `link` device).
 //!
 //! # Contract
 //!

@@ -188,6 +188,10 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Mux {
         match req {
             Control::GetHeaderLen => Ok(ControlReply::Size(HEADER)),
             Control::GetSessionCount => Ok(ControlReply::Count(self.sessions.len())),
+            // Its refusals are the dispatcher's `demux_drops`.
+            Control::GetMalformedCount | Control::GetAckedBytes | Control::Abort => {
+                Err(ControlError::Unsupported(req))
+            }
             Control::GetMaxPacket => {
                 let lower = cx.lower().map_err(|_| ControlError::Unsupported(req))?;
                 match cx.control(lower, self.lower, req)? {
