@@ -101,7 +101,9 @@ impl RunClock {
 impl Tsc {
     #[inline]
     fn ns(self, tick: u64) -> u64 {
-        ((tick.wrapping_sub(self.t0) as u128 * self.mult as u128) >> 32) as u64
+        // Saturating: a read behind the anchor (another CPU's counter a few
+        // ns behind) is 0, never a huge time that would release early.
+        ((tick.saturating_sub(self.t0) as u128 * self.mult as u128) >> 32) as u64
     }
 }
 
@@ -131,8 +133,10 @@ fn paired() -> (u64, Instant) {
         let a = rdtsc_ordered();
         let at = Instant::now();
         let b = rdtsc_ordered();
-        if b.wrapping_sub(a) < best.0 {
-            best = (b.wrapping_sub(a), a + (b - a) / 2, at);
+        // A pair split by a migration to a CPU whose counter is behind is
+        // skipped.
+        if b >= a && b - a < best.0 {
+            best = (b - a, a + (b - a) / 2, at);
         }
     }
     (best.1, best.2)

@@ -42,7 +42,10 @@ pub struct RunConfig {
     /// ([`Wait::until_warm`]); off only to measure what it does.
     pub warm: bool,
     /// Time the run with `CLOCK_MONOTONIC` even where the TSC would do
-    /// ([`crate::clock`]); only to compare the two.
+    /// ([`crate::clock`]); only to compare the two. Runs with transmit
+    /// timestamps always use it: the kernel stamps in `CLOCK_REALTIME`,
+    /// which runs at `CLOCK_MONOTONIC`'s rate, and the TSC's calibrated
+    /// rate would drift from it by ~0.2 ppm, a share of a µs-sized miss.
     pub os_clock: bool,
     /// Most requests taken from the model.
     pub count: u64,
@@ -339,7 +342,7 @@ pub fn run(
     let (m, why, model_error) = if cfg.threads == 1 {
         report.scheduling = crate::sched::apply(&cfg.rt)?;
         let mut src = Bounded { gar, left: cfg.count, duration_ns: cfg.duration_ns, why: "" };
-        let clock = RunClock::start(cfg.os_clock);
+        let clock = RunClock::start(cfg.os_clock || cfg.adapter.tx_timestamps);
         let m = execute(&mut src, cfg, &clock, &stop, progress)?;
         (report.clock, report.clock_drift_ns) = (clock.name(), clock.drift_ns());
         (m, src.why.to_string(), src.gar.error().map(str::to_string))
@@ -377,7 +380,7 @@ pub fn run(
             report.scheduling += &format!("; GAR on cpu {c}");
         }
         let mut src = Queue { rx, empty: 0 };
-        let clock = RunClock::start(cfg.os_clock);
+        let clock = RunClock::start(cfg.os_clock || cfg.adapter.tx_timestamps);
         let m = execute(&mut src, cfg, &clock, &stop, progress);
         (report.clock, report.clock_drift_ns) = (clock.name(), clock.drift_ns());
         // Whatever ended ADAPT, GAR must not wait on a full queue forever.

@@ -170,10 +170,14 @@ fn evict(drivers: &mut HashMap<u64, Adopted>, order: &mut VecDeque<u64>) -> Opti
     while order.front().is_some_and(|t| !drivers.contains_key(t)) {
         order.pop_front();
     }
+    // The first EVICT_SCAN endpoints still held (gone ones do not count).
     let ended = order
         .iter()
+        .enumerate()
+        .filter_map(|(i, t)| drivers.get(t).map(|a| (i, a)))
         .take(EVICT_SCAN)
-        .position(|t| drivers.get(t).is_some_and(|a| a.d.endpoint_ref().only_lingering()));
+        .find(|(_, a)| a.d.endpoint_ref().only_lingering())
+        .map(|(i, _)| i);
     let token = order.remove(ended.unwrap_or(0))?;
     if ended.is_none() {
         EVICTED_LIVE.fetch_add(1, Ordering::Relaxed);
