@@ -73,6 +73,19 @@ pub struct GraphDrops {
     pub send_errors: u64,
 }
 
+impl GraphDrops {
+    /// One line for people, or `None` when nothing was dropped.
+    pub fn summary(&self) -> Option<String> {
+        let d = self;
+        (d.bad_frames + d.demux_drops + d.malformed + d.send_errors > 0).then(|| {
+            format!(
+                "dropped: {} without a device header, {} refused by XTP's demux, {} malformed, {} send errors",
+                d.bad_frames, d.demux_drops, d.malformed, d.send_errors
+            )
+        })
+    }
+}
+
 fn drops<G: DeviceStack<Rope>, S: FrameSocket>(g: &mut G, dev: &GraphDevice<S>) -> GraphDrops {
     let d = g.drops();
     let malformed = match g.control(None, Control::GetMalformedCount) {

@@ -231,12 +231,8 @@ fn run_graph(a: &PingArgs, file: &std::path::Path) -> Result<ExitCode, String> {
             format::count(r.datagrams_sent, "datagram", "datagrams"),
             format::count(r.datagrams_received, "datagram", "datagrams"),
         );
-        let d = &r.drops;
-        if d.bad_frames + d.demux_drops + d.malformed + d.send_errors > 0 {
-            println!(
-                "dropped: {} without a device header, {} refused by XTP's demux, {} malformed, {} send errors",
-                d.bad_frames, d.demux_drops, d.malformed, d.send_errors
-            );
+        if let Some(line) = r.drops.summary() {
+            println!("{line}");
         }
     }
     // As the direct ping: an interrupted -c run did not do what was asked.
