@@ -28,7 +28,7 @@ use xk_core::{Addr, ArenaId, Event as GEvent, GraphBuilder, Part, Participants, 
 use xk_msg::{Contig, Msg, Rope};
 use xk_time::{Duration, HeapQueue, Instant, TimerQueue};
 use xtp_proto::{ContextConfig, ContextId, Endpoint, EndpointConfig, Event, NoTrace, XtpProtocol};
-use xtp_testkit::{Delivery, GraphWire, StackWire, Wire};
+use xtp_testkit::{Delivery, GraphWire, StackPair, StackWire, Wire};
 
 /// The direct pair: as `engine.rs`'s.
 struct Direct {
@@ -108,28 +108,7 @@ impl<M: Msg + 'static> Framework<M> {
     }
 
     fn pump(&mut self, echo: bool) -> (usize, usize) {
-        let (mut s, mut c) = (0, 0);
-        loop {
-            let mut moved = self.w.from_a() > 0;
-            while let Some(ev) = self.w.b.poll_event() {
-                if let GEvent::Deliver { session, msg, eom } = ev {
-                    s += msg.len();
-                    if echo {
-                        // As the direct echo: each chunk with its mark.
-                        self.w.b.push_part(session, msg, eom).unwrap();
-                    }
-                }
-            }
-            moved |= self.w.from_b() > 0;
-            while let Some(ev) = self.w.a.poll_event() {
-                if let GEvent::Deliver { msg, .. } = ev {
-                    c += msg.len();
-                }
-            }
-            if !moved {
-                return (s, c);
-            }
-        }
+        pump_pair(&mut self.w, echo)
     }
 }
 
@@ -155,33 +134,40 @@ impl<M: Msg + 'static> Compiled<M> {
     }
 
     fn pump(&mut self, echo: bool) -> (usize, usize) {
-        let (mut s, mut c) = (0, 0);
-        loop {
-            let mut moved = self.w.from_a() > 0;
-            while let Some(ev) = self.w.b.poll_event() {
-                if let GEvent::Deliver { session, msg, eom } = ev {
-                    s += msg.len();
-                    if echo {
-                        // As the direct echo: each chunk with its mark.
-                        self.w.b.push_part(session, msg, eom).unwrap();
-                    }
-                }
-            }
-            moved |= self.w.from_b() > 0;
-            while let Some(ev) = self.w.a.poll_event() {
-                if let GEvent::Deliver { msg, .. } = ev {
-                    c += msg.len();
-                }
-            }
-            if !moved {
-                return (s, c);
-            }
-        }
+        pump_pair(&mut self.w, echo)
     }
 }
 
 /// One path of the comparison: the application's write, one round of
 /// delivery, and a jump to the next timer.
+/// Moves frames both ways until both stacks are quiet; b echoes what it
+/// receives if `echo`, each chunk with its mark as the direct echo does.
+/// Returns (bytes b received, bytes a received back). One copy for both
+/// compositions, monomorphised for each.
+fn pump_pair<M: Msg>(w: &mut impl StackPair<M>, echo: bool) -> (usize, usize) {
+    let (mut s, mut c) = (0, 0);
+    loop {
+        let mut moved = w.deliver(true) > 0;
+        while let Some(ev) = w.poll_event(false) {
+            if let GEvent::Deliver { session, msg, eom } = ev {
+                s += msg.len();
+                if echo {
+                    w.push_part(false, session, msg, eom).unwrap();
+                }
+            }
+        }
+        moved |= w.deliver(false) > 0;
+        while let Some(ev) = w.poll_event(true) {
+            if let GEvent::Deliver { msg, .. } = ev {
+                c += msg.len();
+            }
+        }
+        if !moved {
+            return (s, c);
+        }
+    }
+}
+
 trait Exchange {
     fn send(&mut self, data: &Bytes);
     /// Delivers what is in flight; the bytes the server and the client read.

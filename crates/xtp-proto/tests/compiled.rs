@@ -11,7 +11,7 @@ use xk_core::{Addr, ArenaId, Event, Graph, GraphBuilder, Part, Participants, Pro
 use xk_msg::{Contig, Msg, Rope};
 use xk_time::{Duration, HeapQueue, Instant};
 use xtp_proto::{ContextConfig, EndpointConfig, XtpProtocol};
-use xtp_testkit::{GraphWire, StackWire};
+use xtp_testkit::{GraphWire, StackPair, StackWire};
 
 type Xtp<M> = XtpProtocol<M, HeapQueue<ArenaId>>;
 
@@ -62,31 +62,24 @@ type Seen = Vec<(SessionId, usize, bool)>;
 /// Moves what a's application wrote to b's (pumping, firing timers when
 /// quiet); b echoes each piece if `echo`.
 /// Returns (frames a->b, frames b->a, what b saw, bytes back at a).
-fn run<M: Msg>(
-    deliver: &mut dyn FnMut(bool) -> usize,
-    event: &mut dyn FnMut(bool) -> Option<Event<M>>,
-    push: &mut dyn FnMut(bool, SessionId, M),
-    fire: &mut dyn FnMut() -> bool,
-    want: usize,
-    echo: bool,
-) -> (usize, usize, Seen, usize) {
+fn run<M: Msg>(w: &mut impl StackPair<M>, want: usize, echo: bool) -> (usize, usize, Seen, usize) {
     let (mut na, mut nb, mut seen, mut back) = (0, 0, Vec::new(), 0);
     let got = |seen: &Seen| seen.iter().map(|s| s.1).sum::<usize>();
     for _ in 0..10_000 {
         loop {
-            let a = deliver(true);
+            let a = w.deliver(true);
             na += a;
-            while let Some(ev) = event(false) {
+            while let Some(ev) = w.poll_event(false) {
                 if let Event::Deliver { session, msg, eom } = ev {
                     seen.push((session, msg.len(), eom));
                     if echo {
-                        push(false, session, msg);
+                        w.push(false, session, msg).unwrap();
                     }
                 }
             }
-            let b = deliver(false);
+            let b = w.deliver(false);
             nb += b;
-            while let Some(ev) = event(true) {
+            while let Some(ev) = w.poll_event(true) {
                 if let Event::Deliver { msg, .. } = ev {
                     back += msg.len();
                 }
@@ -95,39 +88,11 @@ fn run<M: Msg>(
                 break;
             }
         }
-        if got(&seen) >= want && (!echo || back >= want) || !fire() {
+        if got(&seen) >= want && (!echo || back >= want) || !w.fire_next_timer(None) {
             break;
         }
     }
     (na, nb, seen, back)
-}
-
-fn run_graph<M: Msg + 'static>(w: &mut GraphWire<M>, want: usize, echo: bool) -> (usize, usize, Seen, usize) {
-    let w = std::cell::RefCell::new(w);
-    run::<M>(
-        &mut |a| if a { w.borrow_mut().from_a() } else { w.borrow_mut().from_b() },
-        &mut |a| if a { w.borrow_mut().a.poll_event() } else { w.borrow_mut().b.poll_event() },
-        &mut |a, s, m| if a { w.borrow_mut().a.push(s, m) } else { w.borrow_mut().b.push(s, m) }.unwrap(),
-        &mut || w.borrow_mut().fire_next_timer(None),
-        want,
-        echo,
-    )
-}
-
-fn run_stack<M: Msg + 'static>(
-    w: &mut StackWire<M, Xtp<M>>,
-    want: usize,
-    echo: bool,
-) -> (usize, usize, Seen, usize) {
-    let w = std::cell::RefCell::new(w);
-    run::<M>(
-        &mut |a| if a { w.borrow_mut().from_a() } else { w.borrow_mut().from_b() },
-        &mut |a| if a { w.borrow_mut().a.poll_event() } else { w.borrow_mut().b.poll_event() },
-        &mut |a, s, m| if a { w.borrow_mut().a.push(s, m) } else { w.borrow_mut().b.push(s, m) }.unwrap(),
-        &mut || w.borrow_mut().fire_next_timer(None),
-        want,
-        echo,
-    )
 }
 
 #[test]
@@ -138,9 +103,9 @@ fn the_compiled_stack_sends_the_same_packets_as_the_graph() {
         let data = Bytes::from(vec![7u8; size]);
         let echo = size < 1 << 20;
         g.a.push(gs, Contig::from_shared(data.clone())).unwrap();
-        let rg = run_graph(&mut g, size, echo);
+        let rg = run(&mut g, size, echo);
         s.a.push(ss, Contig::from_shared(data)).unwrap();
-        let rs = run_stack(&mut s, size, echo);
+        let rs = run(&mut s, size, echo);
         let bytes = |r: &(usize, usize, Seen, usize)| r.2.iter().map(|p| p.1).sum::<usize>();
         assert_eq!(bytes(&rg), size, "graph, round {round}");
         assert_eq!(bytes(&rs), size, "stack, round {round}");
@@ -180,9 +145,7 @@ fn boundaries<M: Msg + 'static>() {
         g.a.push(gs, M::from_shared(data.clone())).unwrap();
         s.a.push(ss, M::from_shared(data)).unwrap();
     }
-    for (name, seen) in
-        [("graph", run_graph(&mut g, total, false).2), ("stack", run_stack(&mut s, total, false).2)]
-    {
+    for (name, seen) in [("graph", run(&mut g, total, false).2), ("stack", run(&mut s, total, false).2)] {
         assert!(seen.len() > sizes.len(), "{name}: some message arrived in pieces: {seen:?}");
         assert!(seen.iter().any(|p| !p.2), "{name}: a piece without EOM: {seen:?}");
         assert_eq!(messages(&seen), sizes, "{name}: the messages, cut at EOM");

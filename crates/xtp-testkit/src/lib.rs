@@ -60,6 +60,7 @@
 mod graph_host;
 mod graph_wire;
 mod host;
+mod stack_pair;
 mod stack_wire;
 mod stepping;
 mod wire;
@@ -67,5 +68,6 @@ mod wire;
 pub use graph_host::{GraphApp, GraphHost};
 pub use graph_wire::GraphWire;
 pub use host::{App, Host, Meter, NoMeter, Pair, pair};
+pub use stack_pair::StackPair;
 pub use stack_wire::StackWire;
 pub use wire::{Delivery, Wire};
