@@ -93,6 +93,37 @@ impl DirectionReport {
     pub fn error_quantile(&self, q: f64) -> Duration {
         Duration::from_nanos(xk_stats::closest(&self.errors_ns, q).unwrap_or(0))
     }
+
+    /// One line for a person, in the order a packet meets them: what
+    /// arrived, what left, what the link took and why, how late releases
+    /// were. Causes that took nothing are left out, as `tc -s` does.
+    pub fn summary(&self) -> String {
+        let l = &self.link;
+        let mut line = format!("{} packets in, {} delivered", l.offered, l.delivered);
+        for (n, what) in [
+            (l.drop_loss, "lost"),
+            (l.drop_queue, "queue-dropped"),
+            (l.drop_mtu, "over the MTU"),
+            (l.drop_blackout, "in blackouts"),
+            (l.drop_collision, "collided"),
+            (l.duplicated, "duplicated"),
+            (l.corrupted, "corrupted"),
+            (l.reordered, "reordered"),
+            (self.send_errors, "send errors"),
+        ] {
+            if n > 0 {
+                line.push_str(&format!(", {n} {what}"));
+            }
+        }
+        let us = |q| self.error_quantile(q).as_secs_f64() * 1e6;
+        line.push_str(&format!(
+            "; release error p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
+            us(0.5),
+            us(0.99),
+            us(1.0)
+        ));
+        line
+    }
 }
 
 /// What a relay run did.

@@ -175,6 +175,8 @@ fn run_traced(a: &EmulateArgs) -> Result<(), String> {
         f.flush().map_err(|e| e.to_string())?;
     }
     println!("{}", serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?);
+    eprintln!("xpress emulate: forward: {}", report.forward.summary());
+    eprintln!("xpress emulate: reverse: {}", report.reverse.summary());
     if !report.valid {
         return Err(format!(
             "this run is not trustworthy (measurements taken through it should be marked invalid): {}",

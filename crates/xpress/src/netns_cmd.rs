@@ -51,7 +51,8 @@ pub(crate) struct NetnsArgs {
     /// Master seed of the link model.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Write the emulator's report (JSON) here.
+    /// Write the emulator's whole report (JSON) here; without it, one
+    /// summary line per direction is printed on stderr.
     #[arg(long)]
     report: Option<String>,
     /// Write every IP packet that crossed the emulated link (dropped ones
@@ -254,9 +255,15 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
         leftover(PREFIX).into_iter().partition(|n| mine.contains(n));
     let report = report?.map_err(|e| format!("forwarding: {e}"))?;
     let json = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
-    match &a.report {
-        Some(path) => std::fs::write(path, &json).map_err(|e| format!("--report {path}: {e}"))?,
-        None => eprintln!("{json}"),
+    // The whole report (JSON) where asked; a person gets a line per
+    // direction either way, after whatever B's command printed.
+    if let Some(path) = &a.report {
+        std::fs::write(path, &json).map_err(|e| format!("--report {path}: {e}"))?;
+    }
+    eprintln!("xpress netns: A -> B: {}", report.forward.summary());
+    eprintln!("xpress netns: B -> A: {}", report.reverse.summary());
+    if let Some(n) = report.kernel_drops.filter(|&n| n > 0) {
+        eprintln!("xpress netns: the kernel dropped {n} packets before the emulator read them");
     }
     if !left.is_empty() {
         eprintln!("xpress netns: warning: namespaces still present after teardown: {left:?}");

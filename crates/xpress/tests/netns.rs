@@ -42,6 +42,12 @@ fn netns(link: &str, a: &str, b: &str) -> Output {
     assert!(r["valid"].is_boolean() && r["invalid_reasons"].is_array(), "{r}");
     let sched = r["timing"]["scheduling"].as_str().unwrap_or_default();
     assert!(sched.starts_with("SCHED_FIFO"), "forwarding thread not real-time: {r}");
+    // A person reads the same counts on stderr, one line per direction.
+    let err = String::from_utf8_lossy(&out.stderr);
+    for (dir, key) in [("A -> B", "forward"), ("B -> A", "reverse")] {
+        let want = format!("{dir}: {} packets in, {} delivered", r[key]["offered"], r[key]["delivered"]);
+        assert!(err.contains(&want), "no summary line `{want}` in:\n{err}");
+    }
     out
 }
 
