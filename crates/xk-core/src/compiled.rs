@@ -12,12 +12,14 @@
 //! direct (inlinable) call of `P`'s [`Layer`] implementation, monomorphised
 //! for this stack's context [`DeviceCx`]:
 //!
-//! * no dynamic dispatch and no dispatcher queue: `receive` calls `demux`
-//!   then `pop`, `poll_transmit` calls `flush`, the application's `push`
-//!   calls `push`;
-//! * the application pulls its events ([`Cx::PULLS_EVENTS`]): data that
-//!   arrived in several packets goes up in one pass when the application
-//!   reads, as the direct driver's application reads a batch;
+//! * no dynamic dispatch and no dispatcher queue: `receive` calls the
+//!   protocol's [`Layer::receive`] (its `demux` and `pop` in one call, the
+//!   x-kernel's `xDemux` calling `xPop`), `poll_transmit` calls `flush`, the
+//!   application's `push` calls `push`;
+//! * the application pulls its events ([`Cx::PULLS_EVENTS`]): `poll_event`
+//!   returns what the protocol's [`Layer::poll_up`] takes from its own state,
+//!   one event per call and no event queue between, as the direct driver's
+//!   application reads its endpoint;
 //! * the peer travels beside the frame, typed (`receive(from, frame)`,
 //!   `poll_transmit() -> (to, frame)`), not in a device header
 //!   ([`Cx::DEVICE_HEADER`] is 0 here);
@@ -194,18 +196,15 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
         self.proto.close(&mut self.cx, session)
     }
 
-    /// A frame from the device, sent by `from`: `demux` then `pop`, direct
-    /// calls. A refused frame is counted ([`Stack::stats`],
+    /// A frame from the device, sent by `from`: the protocol's
+    /// [`Layer::receive`] (`demux` and `pop` in one direct call; no demux
+    /// meter here to time `demux` alone). A refused frame is counted ([`Stack::stats`],
     /// [`Stack::last_drop`]), never a panic.
     #[inline]
-    pub fn receive(&mut self, from: SocketAddr, mut frame: M) {
+    pub fn receive(&mut self, from: SocketAddr, frame: M) {
         // Read by the protocol's `demux` and `pop` of this frame only.
         self.cx.source = Some(from);
-        let r = match self.proto.demux(&mut self.cx, None, &mut frame) {
-            Ok(session) => self.proto.pop(&mut self.cx, session, None, frame),
-            Err(e) => Err(e),
-        };
-        match r {
+        match self.proto.receive(&mut self.cx, None, frame) {
             Ok(()) => self.stats.popped += 1,
             Err(e) => {
                 self.stats.demux_drops += 1;
@@ -227,15 +226,17 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
         self.cx.next.take()
     }
 
-    /// The next event for the application. When none is queued the
-    /// protocol is asked to [`Layer::poll_up`] first (the application pulls:
-    /// data that arrived in several packets goes up in one pass).
+    /// The next event for the application: one a verb handed up at once
+    /// (`Cx::deliver`, for a protocol that does not pull), else the one the
+    /// protocol's [`Layer::poll_up`] returns, taken from its own state with
+    /// no queue between (the application pulls, as the direct application
+    /// reads its endpoint).
     #[inline]
     pub fn poll_event(&mut self) -> Option<Event<M>> {
-        if self.cx.events.is_empty() {
-            self.proto.poll_up(&mut self.cx);
+        if !self.cx.events.is_empty() {
+            return self.cx.events.pop_front();
         }
-        self.cx.events.pop_front()
+        self.proto.poll_up(&mut self.cx)
     }
 
     /// Moves the stack's time to `now` (ignored if earlier).

@@ -46,8 +46,8 @@ use std::net::SocketAddr;
 use bytes::BytesMut;
 use xk_core::device::read_addr;
 use xk_core::{
-    Addr, ArenaId, CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Layer, OpenError, Part,
-    Participants, PushError, SessionId, Upper,
+    Addr, ArenaId, CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Event as UpEvent, Layer,
+    OpenError, Part, Participants, ProtocolId, PushError, SessionId, Upper,
 };
 use xk_msg::Msg;
 use xk_time::{HeapQueue, Instant, TimerQueue};
@@ -83,6 +83,9 @@ pub struct XtpProtocol<M, Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>, const CAC
     /// The sender `demux` read from the frame `pop` gets next (the
     /// dispatcher calls them back to back for one message).
     from: Option<SocketAddr>,
+    /// The context whose data is being handed up, and to whom
+    /// ([`Self::next_up`]): read until it has no more.
+    reading: Option<(ContextId, Upper)>,
     _msg: PhantomData<fn() -> M>,
 }
 
@@ -106,6 +109,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId> + Default, const CACHE: bool> XtpProtocol<M,
             scratch: Vec::new(),
             max_packet,
             from: None,
+            reading: None,
             _msg: PhantomData,
         }
     }
@@ -155,11 +159,63 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
     }
 
     /// Hands the endpoint's events upward: new contexts as `open_done`,
-    /// readable data as `deliver`, ended contexts as `close_done`.
+    /// readable data as `deliver`, ended contexts as `close_done`, each to
+    /// its session's upper layer. The translation is [`Self::next_up`]'s,
+    /// the one the compiled stack's application pulls through `poll_up`.
     fn hand_up_events<C: Cx<M>>(&mut self, cx: &mut C) {
-        let now = cx.now();
+        let (now, me) = (cx.now(), cx.me());
+        while let Some((upper, ev)) = self.next_up(now, me) {
+            match ev {
+                UpEvent::Deliver { session, msg, eom } => cx.deliver(upper, session, msg, eom),
+                UpEvent::OpenDone { session, parts } => cx.open_done(upper, session, parts),
+                UpEvent::CloseDone { session } => cx.close_done(upper, session),
+            }
+        }
+    }
+
+    /// The next thing to hand up and to whom, taken from the endpoint: the
+    /// next chunk of the context being read, else what the endpoint's next
+    /// events give ([`Self::next_event`]). `None`: nothing is ready. One
+    /// event per call, so an application that pulls gets each straight
+    /// from the endpoint, with no queue in between. Inline, the reading of
+    /// a chunk with it: it is the per-delivery path.
+    #[inline]
+    fn next_up(&mut self, now: Instant, me: ProtocolId) -> Option<(Upper, UpEvent<M>)> {
+        loop {
+            if let Some((ctx, upper)) = self.reading {
+                if let Some(chunk) = self.ep.read(now, ctx) {
+                    let session = SessionId { protocol: me, slot: ctx.0 };
+                    return Some((
+                        upper,
+                        UpEvent::Deliver { session, msg: M::from_shared(chunk.data), eom: chunk.eom },
+                    ));
+                }
+                self.reading = None;
+            }
+            if !self.ep.has_events() {
+                return None;
+            }
+            if let Some(up) = self.next_event(now, me) {
+                return Some(up);
+            }
+        }
+    }
+
+    /// Takes the endpoint's events until one goes up: a new context is an
+    /// `OpenDone`, an ended one a `CloseDone`; readable data starts reading
+    /// its context (`None` then: [`Self::next_up`] reads it). The rest, and
+    /// contexts nobody sits on, are nothing. Out of line: once per batch of
+    /// packets, not per delivery.
+    #[inline(never)]
+    fn next_event(&mut self, now: Instant, me: ProtocolId) -> Option<(Upper, UpEvent<M>)> {
         while let Some(ev) = self.ep.poll_event() {
             match ev {
+                Event::Readable { ctx } => {
+                    if let Some(upper) = self.upper_of(ctx) {
+                        self.reading = Some((ctx, upper));
+                        return None;
+                    }
+                }
                 Event::Incoming { ctx, peer, port, .. } => {
                     let Some(&(_, upper)) = self.listeners.iter().find(|(p, _)| *p == port) else {
                         // Accepted by the endpoint for a port since disabled.
@@ -171,24 +227,24 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
                         Part::top_first([Addr::Port(port)]),
                         Part::top_first([Addr::Inet(peer)]),
                     );
-                    cx.open_done(upper, Self::session(cx, ctx), parts);
-                }
-                Event::Readable { ctx } => {
-                    let Some(upper) = self.upper_of(ctx) else { continue };
-                    let session = Self::session(cx, ctx);
-                    while let Some(chunk) = self.ep.read(now, ctx) {
-                        cx.deliver(upper, session, M::from_shared(chunk.data), chunk.eom);
-                    }
+                    return Some((
+                        upper,
+                        UpEvent::OpenDone { session: SessionId { protocol: me, slot: ctx.0 }, parts },
+                    ));
                 }
                 Event::Closed { ctx, .. } => {
                     if let Some(upper) = self.upper_of(ctx) {
                         self.upper[ctx.0.index() as usize] = None;
-                        cx.close_done(upper, Self::session(cx, ctx));
+                        return Some((
+                            upper,
+                            UpEvent::CloseDone { session: SessionId { protocol: me, slot: ctx.0 } },
+                        ));
                     }
                 }
                 Event::Gap { .. } | Event::Acked { .. } | Event::PeerFinished { .. } => {}
             }
         }
+        None
     }
 }
 
@@ -285,6 +341,25 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
         Ok(())
     }
 
+    #[inline]
+    fn receive(&mut self, cx: &mut C, lower: Option<SessionId>, mut msg: M) -> Result<(), DemuxError> {
+        match cx.source() {
+            // The peer beside the frame (the compiled stack): the endpoint
+            // parses the packet and finds its context in the one pass it
+            // makes anyway (`Endpoint::lookup`, as `demux` would), instead
+            // of `demux` reading the key first and `pop` parsing after.
+            Some(from) if C::DEVICE_HEADER == 0 => {
+                self.ep.handle_datagram(cx.now(), from, msg.into_bytes());
+                self.drain_events(cx);
+                Ok(())
+            }
+            _ => {
+                let session = self.demux(cx, lower, &mut msg)?;
+                self.pop(cx, session, lower, msg)
+            }
+        }
+    }
+
     fn push(&mut self, cx: &mut C, session: SessionId, msg: M) -> Result<(), PushError> {
         self.push_part(cx, session, msg, true)
     }
@@ -327,10 +402,13 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
     }
 
     #[inline]
-    fn poll_up(&mut self, cx: &mut C) {
-        if self.ep.has_events() {
-            self.hand_up_events(cx);
+    fn poll_up(&mut self, cx: &mut C) -> Option<UpEvent<M>> {
+        // Checked first: the application polls until it finds nothing, so
+        // many calls find nothing.
+        if self.reading.is_none() && !self.ep.has_events() {
+            return None;
         }
+        self.next_up(cx.now(), cx.me()).map(|(_, ev)| ev)
     }
 
     fn control(
