@@ -42,8 +42,8 @@ use xk_time::Instant;
 use crate::addr::Participants;
 use crate::graph::{Event, ProtocolStats};
 use crate::upi::{
-    CloseError, Control, ControlError, ControlReply, Cx, Layer, OpenError, ProtocolId, PushError, SessionId,
-    Upper,
+    CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Layer, OpenError, ProtocolId, PushError,
+    SessionId, Upper,
 };
 
 /// The context of the protocol in a [`Stack`]: the time, the queue of
@@ -175,11 +175,25 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
             // pushes again (a sender filling its buffer meets it on every
             // write; no count, no string).
             Err(PushError::WouldBlock) => {}
-            Err(e) => {
-                self.stats.push_drops += 1;
-                self.last_drop = Some(e.to_string());
-            }
+            Err(e) => self.push_dropped(e),
         }
+    }
+
+    /// Counts a refused push. Out of line: its message string would keep
+    /// every push from being inlined.
+    #[cold]
+    #[inline(never)]
+    fn push_dropped(&mut self, e: &PushError) {
+        self.stats.push_drops += 1;
+        self.last_drop = Some(e.to_string());
+    }
+
+    /// Counts a frame the protocol refused (out of line, as `push_dropped`).
+    #[cold]
+    #[inline(never)]
+    fn demux_dropped(&mut self, e: DemuxError) {
+        self.stats.demux_drops += 1;
+        self.last_drop = Some(e.to_string());
     }
 
     /// A control request (on `session` if given).
@@ -206,10 +220,7 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
         self.cx.source = Some(from);
         match self.proto.receive(&mut self.cx, None, frame) {
             Ok(()) => self.stats.popped += 1,
-            Err(e) => {
-                self.stats.demux_drops += 1;
-                self.last_drop = Some(e.to_string());
-            }
+            Err(e) => self.demux_dropped(e),
         }
     }
 
@@ -217,10 +228,17 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
     /// queued the protocol is asked to [`Layer::flush`] first.
     #[inline]
     pub fn poll_transmit(&mut self) -> Option<(SocketAddr, M)> {
+        // The device polls until it gets nothing, so the empty case (a
+        // flush that sends nothing) is as common as a frame: no store into
+        // the slot and no read of it beyond its tag on that path.
         if self.cx.next.is_none() {
-            self.cx.next = self.cx.more.pop_front();
-            if self.cx.next.is_none() {
+            if self.cx.more.is_empty() {
                 self.proto.flush(&mut self.cx);
+                if self.cx.next.is_none() {
+                    return None;
+                }
+            } else {
+                self.cx.next = self.cx.more.pop_front();
             }
         }
         self.cx.next.take()

@@ -173,47 +173,40 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
         }
     }
 
-    /// The next thing to hand up and to whom, taken from the endpoint: the
-    /// next chunk of the context being read, else what the endpoint's next
-    /// events give ([`Self::next_event`]). `None`: nothing is ready. One
-    /// event per call, so an application that pulls gets each straight
-    /// from the endpoint, with no queue in between. Inline, the reading of
-    /// a chunk with it: it is the per-delivery path.
+    /// The next chunk of the context being handed up, as a delivery to its
+    /// upper layer; `None` when it has no more (and the reading ends).
+    /// Inline: the per-delivery path of both compositions.
     #[inline]
-    fn next_up(&mut self, now: Instant, me: ProtocolId) -> Option<(Upper, UpEvent<M>)> {
-        loop {
-            if let Some((ctx, upper)) = self.reading {
-                if let Some(chunk) = self.ep.read(now, ctx) {
-                    let session = SessionId { protocol: me, slot: ctx.0 };
-                    return Some((
-                        upper,
-                        UpEvent::Deliver { session, msg: M::from_shared(chunk.data), eom: chunk.eom },
-                    ));
-                }
+    fn read_up(&mut self, now: Instant, me: ProtocolId) -> Option<(Upper, UpEvent<M>)> {
+        let (ctx, upper) = self.reading?;
+        match self.ep.read(now, ctx) {
+            Some(chunk) => {
+                let session = SessionId { protocol: me, slot: ctx.0 };
+                Some((upper, UpEvent::Deliver { session, msg: M::from_shared(chunk.data), eom: chunk.eom }))
+            }
+            None => {
                 self.reading = None;
-            }
-            if !self.ep.has_events() {
-                return None;
-            }
-            if let Some(up) = self.next_event(now, me) {
-                return Some(up);
+                None
             }
         }
     }
 
-    /// Takes the endpoint's events until one goes up: a new context is an
-    /// `OpenDone`, an ended one a `CloseDone`; readable data starts reading
-    /// its context (`None` then: [`Self::next_up`] reads it). The rest, and
-    /// contexts nobody sits on, are nothing. Out of line: once per batch of
-    /// packets, not per delivery.
-    #[inline(never)]
-    fn next_event(&mut self, now: Instant, me: ProtocolId) -> Option<(Upper, UpEvent<M>)> {
-        while let Some(ev) = self.ep.poll_event() {
-            match ev {
+    /// The next thing to hand up and to whom, taken from the endpoint: the
+    /// next chunk of the context being read ([`Self::read_up`]), else the
+    /// endpoint's next event translated (a new context is an `OpenDone`,
+    /// readable data starts reading its context, an ended context is a
+    /// `CloseDone`). `None`: nothing is ready. One event per call, so an
+    /// application that pulls gets each straight from the endpoint, with no
+    /// queue in between.
+    fn next_up(&mut self, now: Instant, me: ProtocolId) -> Option<(Upper, UpEvent<M>)> {
+        loop {
+            if let Some(up) = self.read_up(now, me) {
+                return Some(up);
+            }
+            match self.ep.poll_event()? {
                 Event::Readable { ctx } => {
                     if let Some(upper) = self.upper_of(ctx) {
                         self.reading = Some((ctx, upper));
-                        return None;
                     }
                 }
                 Event::Incoming { ctx, peer, port, .. } => {
@@ -244,7 +237,6 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
                 Event::Gap { .. } | Event::Acked { .. } | Event::PeerFinished { .. } => {}
             }
         }
-        None
     }
 }
 
@@ -403,9 +395,13 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
 
     #[inline]
     fn poll_up(&mut self, cx: &mut C) -> Option<UpEvent<M>> {
-        // Checked first: the application polls until it finds nothing, so
-        // many calls find nothing.
-        if self.reading.is_none() && !self.ep.has_events() {
+        // The two common cases inline: the next chunk of the context being
+        // read (every delivery of a transfer), and nothing at all (the
+        // application polls until it finds nothing). The rest is `next_up`.
+        if let Some((_, ev)) = self.read_up(cx.now(), cx.me()) {
+            return Some(ev);
+        }
+        if !self.ep.has_events() {
             return None;
         }
         self.next_up(cx.now(), cx.me()).map(|(_, ev)| ev)
