@@ -356,7 +356,9 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
         self.push_part(cx, session, msg, true)
     }
 
-    #[inline]
+    // A thin translation around `Endpoint::write` (itself out of line), on
+    // every push: `#[inline]` alone left it a call of its own.
+    #[inline(always)]
     fn push_part(&mut self, cx: &mut C, session: SessionId, msg: M, eom: bool) -> Result<(), PushError> {
         let r = self.ep.write(cx.now(), ContextId(session.slot), msg.into_bytes(), eom, None);
         r.map_err(|e| match e {
