@@ -234,9 +234,8 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
         if self.cx.next.is_none() {
             if self.cx.more.is_empty() {
                 self.proto.flush(&mut self.cx);
-                if self.cx.next.is_none() {
-                    return None;
-                }
+                // Nothing sent: return before `take` writes the slot.
+                self.cx.next.as_ref()?;
             } else {
                 self.cx.next = self.cx.more.pop_front();
             }
