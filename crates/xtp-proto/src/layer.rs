@@ -32,7 +32,16 @@
 //!   is copied once, at its length, into a shared 64 KiB arena (one split
 //!   each, as the direct drivers receive).
 //! * Events go up after every verb in the graph; in the compiled stack
-//!   (`Cx::PULLS_EVENTS`) when the application polls (`Layer::poll_up`).
+//!   (`Cx::PULLS_EVENTS`) when the application polls: `Layer::poll_up`
+//!   returns one event per call, taken straight from the endpoint (the
+//!   next chunk of the context being read, else the next endpoint event
+//!   translated), with no event queue in between. Both compositions use
+//!   the one translation (`next_up`).
+//! * In the compiled stack a frame arrives through `Layer::receive` (the
+//!   x-kernel's `xDemux` calling `xPop`): the peer is beside the frame, so
+//!   the endpoint's `handle_datagram` parses the packet and finds its
+//!   context in one pass (`Endpoint::lookup`, as `demux` does); the graph
+//!   keeps `demux` and `pop` apart for its demux meter (E5).
 //! * Timers are the endpoint's own queue `Q` ([`Layer::poll_timeout`]).
 //!
 //! Message boundaries: XTP delivers chunks; each goes up with the chunk's
