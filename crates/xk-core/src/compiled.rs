@@ -12,12 +12,14 @@
 //! direct (inlinable) call of `P`'s [`Layer`] implementation, monomorphised
 //! for this stack's context [`DeviceCx`]:
 //!
-//! * no dynamic dispatch and no dispatcher queue: `receive` calls `demux`
-//!   then `pop`, `poll_transmit` calls `flush`, the application's `push`
-//!   calls `push`;
-//! * the application pulls its events ([`Cx::PULLS_EVENTS`]): data that
-//!   arrived in several packets goes up in one pass when the application
-//!   reads, as the direct driver's application reads a batch;
+//! * no dynamic dispatch and no dispatcher queue: `receive` calls the
+//!   protocol's [`Layer::receive`] (its `demux` and `pop` in one call, the
+//!   x-kernel's `xDemux` calling `xPop`), `poll_transmit` calls `flush`, the
+//!   application's `push` calls `push`;
+//! * the application pulls its events ([`Cx::PULLS_EVENTS`]): `poll_event`
+//!   returns what the protocol's [`Layer::poll_up`] takes from its own state,
+//!   one event per call and no event queue between, as the direct driver's
+//!   application reads its endpoint;
 //! * the peer travels beside the frame, typed (`receive(from, frame)`,
 //!   `poll_transmit() -> (to, frame)`), not in a device header
 //!   ([`Cx::DEVICE_HEADER`] is 0 here);
@@ -40,8 +42,8 @@ use xk_time::Instant;
 use crate::addr::Participants;
 use crate::graph::{Event, ProtocolStats};
 use crate::upi::{
-    CloseError, Control, ControlError, ControlReply, Cx, Layer, OpenError, ProtocolId, PushError, SessionId,
-    Upper,
+    CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Layer, OpenError, ProtocolId, PushError,
+    SessionId, Upper,
 };
 
 /// The context of the protocol in a [`Stack`]: the time, the queue of
@@ -173,11 +175,25 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
             // pushes again (a sender filling its buffer meets it on every
             // write; no count, no string).
             Err(PushError::WouldBlock) => {}
-            Err(e) => {
-                self.stats.push_drops += 1;
-                self.last_drop = Some(e.to_string());
-            }
+            Err(e) => self.push_dropped(e),
         }
+    }
+
+    /// Counts a refused push. Out of line: its message string would keep
+    /// every push from being inlined.
+    #[cold]
+    #[inline(never)]
+    fn push_dropped(&mut self, e: &PushError) {
+        self.stats.push_drops += 1;
+        self.last_drop = Some(e.to_string());
+    }
+
+    /// Counts a frame the protocol refused (out of line, as `push_dropped`).
+    #[cold]
+    #[inline(never)]
+    fn demux_dropped(&mut self, e: DemuxError) {
+        self.stats.demux_drops += 1;
+        self.last_drop = Some(e.to_string());
     }
 
     /// A control request (on `session` if given).
@@ -194,23 +210,17 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
         self.proto.close(&mut self.cx, session)
     }
 
-    /// A frame from the device, sent by `from`: `demux` then `pop`, direct
-    /// calls. A refused frame is counted ([`Stack::stats`],
+    /// A frame from the device, sent by `from`: the protocol's
+    /// [`Layer::receive`] (`demux` and `pop` in one direct call; no demux
+    /// meter here to time `demux` alone). A refused frame is counted ([`Stack::stats`],
     /// [`Stack::last_drop`]), never a panic.
     #[inline]
-    pub fn receive(&mut self, from: SocketAddr, mut frame: M) {
+    pub fn receive(&mut self, from: SocketAddr, frame: M) {
         // Read by the protocol's `demux` and `pop` of this frame only.
         self.cx.source = Some(from);
-        let r = match self.proto.demux(&mut self.cx, None, &mut frame) {
-            Ok(session) => self.proto.pop(&mut self.cx, session, None, frame),
-            Err(e) => Err(e),
-        };
-        match r {
+        match self.proto.receive(&mut self.cx, None, frame) {
             Ok(()) => self.stats.popped += 1,
-            Err(e) => {
-                self.stats.demux_drops += 1;
-                self.last_drop = Some(e.to_string());
-            }
+            Err(e) => self.demux_dropped(e),
         }
     }
 
@@ -218,24 +228,32 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
     /// queued the protocol is asked to [`Layer::flush`] first.
     #[inline]
     pub fn poll_transmit(&mut self) -> Option<(SocketAddr, M)> {
+        // The device polls until it gets nothing, so the empty case (a
+        // flush that sends nothing) is as common as a frame: no store into
+        // the slot and no read of it beyond its tag on that path.
         if self.cx.next.is_none() {
-            self.cx.next = self.cx.more.pop_front();
-            if self.cx.next.is_none() {
+            if self.cx.more.is_empty() {
                 self.proto.flush(&mut self.cx);
+                // Nothing sent: return before `take` writes the slot.
+                self.cx.next.as_ref()?;
+            } else {
+                self.cx.next = self.cx.more.pop_front();
             }
         }
         self.cx.next.take()
     }
 
-    /// The next event for the application. When none is queued the
-    /// protocol is asked to [`Layer::poll_up`] first (the application pulls:
-    /// data that arrived in several packets goes up in one pass).
+    /// The next event for the application: one a verb handed up at once
+    /// (`Cx::deliver`, for a protocol that does not pull), else the one the
+    /// protocol's [`Layer::poll_up`] returns, taken from its own state with
+    /// no queue between (the application pulls, as the direct application
+    /// reads its endpoint).
     #[inline]
     pub fn poll_event(&mut self) -> Option<Event<M>> {
-        if self.cx.events.is_empty() {
-            self.proto.poll_up(&mut self.cx);
+        if !self.cx.events.is_empty() {
+            return self.cx.events.pop_front();
         }
-        self.cx.events.pop_front()
+        self.proto.poll_up(&mut self.cx)
     }
 
     /// Moves the stack's time to `now` (ignored if earlier).

@@ -26,7 +26,7 @@ use xk_time::Instant;
 
 use crate::addr::{Addr, Participants};
 use crate::arena::ArenaId;
-use crate::graph::Ctx;
+use crate::graph::{Ctx, Event};
 
 /// Index of a protocol in its graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -241,6 +241,20 @@ pub trait Layer<M: Msg, C> {
         msg: M,
     ) -> Result<(), DemuxError>;
 
+    /// A message arriving from `lower` (`None`: from the device), demuxed
+    /// and popped in one call: the x-kernel's `xDemux`, which finds the
+    /// session and calls `xPop` itself. The default is `demux` then `pop`.
+    /// The graph calls the two separately (its demux meter times `demux`
+    /// alone, E5); the compiled stack calls this, so a protocol whose `pop`
+    /// reads the header `demux` already read (XTP parses the whole packet
+    /// and finds the context on the way) may do both in one pass. Either
+    /// way the same session is found and the same work done.
+    #[inline]
+    fn receive(&mut self, cx: &mut C, lower: Option<SessionId>, mut msg: M) -> Result<(), DemuxError> {
+        let session = self.demux(cx, lower, &mut msg)?;
+        self.pop(cx, session, lower, msg)
+    }
+
     /// Sends a message on `session`: add the header, hand it down.
     fn push(&mut self, cx: &mut C, session: SessionId, msg: M) -> Result<(), PushError>;
 
@@ -284,11 +298,16 @@ pub trait Layer<M: Msg, C> {
     /// call, each at the graph's time of that call.
     fn flush(&mut self, _cx: &mut C) {}
 
-    /// The application found no event waiting: hand up (with `deliver`,
-    /// `open_done`, `close_done`) what is ready. Called only where
+    /// The application asks for its next event and none is queued: return
+    /// the next thing ready to go up (a delivery, an `OpenDone`, a
+    /// `CloseDone`), taken straight from the protocol's own state: no queue
+    /// between the protocol and the application, one event per call, as
+    /// the direct application reads an endpoint. Called only where
     /// [`Cx::PULLS_EVENTS`]; a protocol that hands everything up at once
-    /// needs nothing here.
-    fn poll_up(&mut self, _cx: &mut C) {}
+    /// (with `deliver`, `open_done`, `close_done`) needs nothing here.
+    fn poll_up(&mut self, _cx: &mut C) -> Option<Event<M>> {
+        None
+    }
 
     /// When this protocol next wants [`Layer::handle_timeout`]: the
     /// earliest deadline of its own timer queue (the x-kernel's event

@@ -8,8 +8,13 @@
 //! loopback.
 //!
 //! Every variant is its own instance of the same code
-//! (`XtpProtocol<M, Q>` in a `Graph<M>` built from a graph description):
-//! nothing is switched at run time.
+//! (`XtpProtocol<M, Q>` in a run-time `Graph<M>` built from a graph
+//! description, `XtpStack::from_desc`): nothing is switched at run time.
+//! The compiled composition (`xk_core::compiled::Stack`, which `compose
+//! auto` picks for these shapes and `xpress --graph` runs) is not among
+//! the variants yet: E10 compares the graph's variants with each other; the
+//! compiled stack against the direct path and the graph is measured by
+//! `xtp-proto`'s `layer` benchmark (docs/PERF.md, "XTP in the framework").
 //!
 //! The demux map's one-entry cache (`XtpProtocol`'s `CACHE`) is not a
 //! dimension here: after the key exchange every packet of the one context

@@ -212,7 +212,9 @@ impl Msg for Contig {
         f(self.as_slice());
     }
 
-    #[inline]
+    // Per packet on both framework paths (every frame received, every
+    // message pushed); `#[inline]` alone left it a call.
+    #[inline(always)]
     fn into_bytes(self) -> Bytes {
         let head = self.head;
         match self.store {

@@ -32,7 +32,16 @@
 //!   is copied once, at its length, into a shared 64 KiB arena (one split
 //!   each, as the direct drivers receive).
 //! * Events go up after every verb in the graph; in the compiled stack
-//!   (`Cx::PULLS_EVENTS`) when the application polls (`Layer::poll_up`).
+//!   (`Cx::PULLS_EVENTS`) when the application polls: `Layer::poll_up`
+//!   returns one event per call, taken straight from the endpoint (the
+//!   next chunk of the context being read, else the next endpoint event
+//!   translated), with no event queue in between. Both compositions use
+//!   the one translation (`next_up`).
+//! * In the compiled stack a frame arrives through `Layer::receive` (the
+//!   x-kernel's `xDemux` calling `xPop`): the peer is beside the frame, so
+//!   the endpoint's `handle_datagram` parses the packet and finds its
+//!   context in one pass (`Endpoint::lookup`, as `demux` does); the graph
+//!   keeps `demux` and `pop` apart for its demux meter (E5).
 //! * Timers are the endpoint's own queue `Q` ([`Layer::poll_timeout`]).
 //!
 //! Message boundaries: XTP delivers chunks; each goes up with the chunk's
@@ -46,8 +55,8 @@ use std::net::SocketAddr;
 use bytes::BytesMut;
 use xk_core::device::read_addr;
 use xk_core::{
-    Addr, ArenaId, CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Layer, OpenError, Part,
-    Participants, PushError, SessionId, Upper,
+    Addr, ArenaId, CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Event as UpEvent, Layer,
+    OpenError, Part, Participants, ProtocolId, PushError, SessionId, Upper,
 };
 use xk_msg::Msg;
 use xk_time::{HeapQueue, Instant, TimerQueue};
@@ -83,6 +92,9 @@ pub struct XtpProtocol<M, Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>, const CAC
     /// The sender `demux` read from the frame `pop` gets next (the
     /// dispatcher calls them back to back for one message).
     from: Option<SocketAddr>,
+    /// The context whose data is being handed up, and to whom
+    /// ([`Self::next_up`]): read until it has no more.
+    reading: Option<(ContextId, Upper)>,
     _msg: PhantomData<fn() -> M>,
 }
 
@@ -106,6 +118,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId> + Default, const CACHE: bool> XtpProtocol<M,
             scratch: Vec::new(),
             max_packet,
             from: None,
+            reading: None,
             _msg: PhantomData,
         }
     }
@@ -155,11 +168,56 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
     }
 
     /// Hands the endpoint's events upward: new contexts as `open_done`,
-    /// readable data as `deliver`, ended contexts as `close_done`.
+    /// readable data as `deliver`, ended contexts as `close_done`, each to
+    /// its session's upper layer. The translation is [`Self::next_up`]'s,
+    /// the one the compiled stack's application pulls through `poll_up`.
     fn hand_up_events<C: Cx<M>>(&mut self, cx: &mut C) {
-        let now = cx.now();
-        while let Some(ev) = self.ep.poll_event() {
+        let (now, me) = (cx.now(), cx.me());
+        while let Some((upper, ev)) = self.next_up(now, me) {
             match ev {
+                UpEvent::Deliver { session, msg, eom } => cx.deliver(upper, session, msg, eom),
+                UpEvent::OpenDone { session, parts } => cx.open_done(upper, session, parts),
+                UpEvent::CloseDone { session } => cx.close_done(upper, session),
+            }
+        }
+    }
+
+    /// The next chunk of the context being handed up, as a delivery to its
+    /// upper layer; `None` when it has no more (and the reading ends).
+    /// Inline: the per-delivery path of both compositions.
+    #[inline]
+    fn read_up(&mut self, now: Instant, me: ProtocolId) -> Option<(Upper, UpEvent<M>)> {
+        let (ctx, upper) = self.reading?;
+        match self.ep.read(now, ctx) {
+            Some(chunk) => {
+                let session = SessionId { protocol: me, slot: ctx.0 };
+                Some((upper, UpEvent::Deliver { session, msg: M::from_shared(chunk.data), eom: chunk.eom }))
+            }
+            None => {
+                self.reading = None;
+                None
+            }
+        }
+    }
+
+    /// The next thing to hand up and to whom, taken from the endpoint: the
+    /// next chunk of the context being read ([`Self::read_up`]), else the
+    /// endpoint's next event translated (a new context is an `OpenDone`,
+    /// readable data starts reading its context, an ended context is a
+    /// `CloseDone`). `None`: nothing is ready. One event per call, so an
+    /// application that pulls gets each straight from the endpoint, with no
+    /// queue in between.
+    fn next_up(&mut self, now: Instant, me: ProtocolId) -> Option<(Upper, UpEvent<M>)> {
+        loop {
+            if let Some(up) = self.read_up(now, me) {
+                return Some(up);
+            }
+            match self.ep.poll_event()? {
+                Event::Readable { ctx } => {
+                    if let Some(upper) = self.upper_of(ctx) {
+                        self.reading = Some((ctx, upper));
+                    }
+                }
                 Event::Incoming { ctx, peer, port, .. } => {
                     let Some(&(_, upper)) = self.listeners.iter().find(|(p, _)| *p == port) else {
                         // Accepted by the endpoint for a port since disabled.
@@ -171,19 +229,18 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
                         Part::top_first([Addr::Port(port)]),
                         Part::top_first([Addr::Inet(peer)]),
                     );
-                    cx.open_done(upper, Self::session(cx, ctx), parts);
-                }
-                Event::Readable { ctx } => {
-                    let Some(upper) = self.upper_of(ctx) else { continue };
-                    let session = Self::session(cx, ctx);
-                    while let Some(chunk) = self.ep.read(now, ctx) {
-                        cx.deliver(upper, session, M::from_shared(chunk.data), chunk.eom);
-                    }
+                    return Some((
+                        upper,
+                        UpEvent::OpenDone { session: SessionId { protocol: me, slot: ctx.0 }, parts },
+                    ));
                 }
                 Event::Closed { ctx, .. } => {
                     if let Some(upper) = self.upper_of(ctx) {
                         self.upper[ctx.0.index() as usize] = None;
-                        cx.close_done(upper, Self::session(cx, ctx));
+                        return Some((
+                            upper,
+                            UpEvent::CloseDone { session: SessionId { protocol: me, slot: ctx.0 } },
+                        ));
                     }
                 }
                 Event::Gap { .. } | Event::Acked { .. } | Event::PeerFinished { .. } => {}
@@ -285,11 +342,32 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
         Ok(())
     }
 
+    #[inline]
+    fn receive(&mut self, cx: &mut C, lower: Option<SessionId>, mut msg: M) -> Result<(), DemuxError> {
+        match cx.source() {
+            // The peer beside the frame (the compiled stack): the endpoint
+            // parses the packet and finds its context in the one pass it
+            // makes anyway (`Endpoint::lookup`, as `demux` would), instead
+            // of `demux` reading the key first and `pop` parsing after.
+            Some(from) if C::DEVICE_HEADER == 0 => {
+                self.ep.handle_datagram(cx.now(), from, msg.into_bytes());
+                self.drain_events(cx);
+                Ok(())
+            }
+            _ => {
+                let session = self.demux(cx, lower, &mut msg)?;
+                self.pop(cx, session, lower, msg)
+            }
+        }
+    }
+
     fn push(&mut self, cx: &mut C, session: SessionId, msg: M) -> Result<(), PushError> {
         self.push_part(cx, session, msg, true)
     }
 
-    #[inline]
+    // A thin translation around `Endpoint::write` (itself out of line), on
+    // every push: `#[inline]` alone left it a call of its own.
+    #[inline(always)]
     fn push_part(&mut self, cx: &mut C, session: SessionId, msg: M, eom: bool) -> Result<(), PushError> {
         let r = self.ep.write(cx.now(), ContextId(session.slot), msg.into_bytes(), eom, None);
         r.map_err(|e| match e {
@@ -327,10 +405,17 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
     }
 
     #[inline]
-    fn poll_up(&mut self, cx: &mut C) {
-        if self.ep.has_events() {
-            self.hand_up_events(cx);
+    fn poll_up(&mut self, cx: &mut C) -> Option<UpEvent<M>> {
+        // The two common cases inline: the next chunk of the context being
+        // read (every delivery of a transfer), and nothing at all (the
+        // application polls until it finds nothing). The rest is `next_up`.
+        if let Some((_, ev)) = self.read_up(cx.now(), cx.me()) {
+            return Some(ev);
         }
+        if !self.ep.has_events() {
+            return None;
+        }
+        self.next_up(cx.now(), cx.me()).map(|(_, ev)| ev)
     }
 
     fn control(
