@@ -95,6 +95,18 @@ fn one() -> f64 {
     1.0
 }
 
+/// The larger of two times, NaN when either is (`f64::max` would return
+/// the other and hide a term that could not be measured behind one that
+/// could; a NaN prediction must count as a miss).
+fn max_or_nan(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) }
+}
+
+/// l over a period; NaN over a NaN period (`ratio` gives 0 there).
+fn rate(l: f64, period: f64) -> f64 {
+    if period.is_nan() { f64::NAN } else { ratio(l, period) }
+}
+
 /// The seed's parameters and the added terms. Seconds, seconds per byte.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Extended {
@@ -247,7 +259,7 @@ impl Extended {
 
     /// τ_s'(l) = l / max(T_t', T_r').
     pub fn sync_throughput(&self, l: f64) -> f64 {
-        ratio(l, self.period_send(l).max(self.period_recv(l)))
+        rate(l, max_or_nan(self.period_send(l), self.period_recv(l)))
     }
 
     /// Whether `l` needs more than one packet (the second regime).
@@ -281,8 +293,8 @@ impl Extended {
     /// (U(l) + I(l))/cores).
     pub fn async_throughput(&self, l: f64) -> f64 {
         let seed_period = ratio(l, self.seed.async_throughput(l));
-        let period = seed_period.max(self.processor_period(l)).max(self.shared_cpu(l));
-        ratio(l, period)
+        let period = max_or_nan(max_or_nan(seed_period, self.processor_period(l)), self.shared_cpu(l));
+        rate(l, period)
     }
 
     /// H_t'(l) = H_t(l) − δ_i + δ_i^cpu + n_d·δ_d − δ_r +
@@ -429,6 +441,10 @@ mod tests {
         assert!(bad.validate().unwrap_err().starts_with("iota:"));
         // Δ_s is a signed difference; only a non-finite one is refused.
         Extended { wake_sync: -5e-6, ..x }.validate().unwrap();
+        // A term that could not be measured (NaN) makes the prediction
+        // NaN, not the other bound's value.
+        assert!(Extended { c_0: f64::NAN, ..x }.sync_throughput(64.0).is_nan());
+        assert!(Extended { u_0: f64::NAN, ..busy }.async_throughput(64.0).is_nan());
         let bad = Extended { wake_sync: f64::INFINITY, ..x };
         assert!(bad.validate().unwrap_err().starts_with("wake_sync:"));
     }
