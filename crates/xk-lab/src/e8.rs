@@ -91,6 +91,13 @@ pub struct Params {
     /// `plans/e8-placement.toml`.
     #[serde(default)]
     pub placement_probe: bool,
+    /// How long the sink's engine holds an acknowledgement back for the
+    /// sink application's answer (which never comes), µs; unset: the
+    /// engine's default (`EngineConfig::reply_hold`, 50 µs). A synchronous
+    /// send's completion waits for part of it (Session 16,
+    /// `plans/e8-hold.toml`).
+    #[serde(default)]
+    pub sink_reply_hold_us: Option<u64>,
 }
 
 /// What one step measures.
@@ -147,6 +154,7 @@ impl Experiment for E8 {
                 stream_ms: 30,
                 rounds: 3,
                 placement_probe: false,
+                sink_reply_hold_us: None,
             }
         } else {
             Params {
@@ -157,6 +165,7 @@ impl Experiment for E8 {
                 stream_ms: 150,
                 rounds: 20,
                 placement_probe: false,
+                sink_reply_hold_us: None,
             }
         }
     }
@@ -182,6 +191,9 @@ impl Experiment for E8 {
         }
         if !(1..=100).contains(&p.rounds) || p.rounds > p.count {
             return Err("rounds: 1 to 100, and at most count".into());
+        }
+        if p.sink_reply_hold_us.is_some_and(|h| h > 10_000) {
+            return Err("sink_reply_hold_us: 0 to 10,000 µs".into());
         }
         Ok(())
     }
@@ -233,7 +245,8 @@ impl Experiment for E8 {
                     self.app_echo = Some(PeerApp::echo()?);
                 }
                 if self.app_sink.is_none() {
-                    self.app_sink = Some(PeerApp::sink()?);
+                    let hold = self.p.sink_reply_hold_us.map(xk_time::Duration::from_micros);
+                    self.app_sink = Some(PeerApp::sink(hold)?);
                 }
                 let echo = self.app_echo.as_ref().map(|e| e.addr).expect("just set");
                 let sink = self.app_sink.as_ref().expect("just set");

@@ -195,6 +195,21 @@ pub struct CalibRow {
     /// See `probe_pp_local`.
     #[serde(default)]
     pub probe_sync_local: Option<f64>,
+    /// The processor's completion C over the synchronous sends that took
+    /// one acknowledgment block (one acknowledgement round), ns — the
+    /// extended model's C_1(l) = C_0 + γ·l.
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub proc_complete_one_ns: f64,
+    /// The same over the sends that took more than one block (the message
+    /// completed in more than one acknowledgement round), ns.
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub proc_complete_multi_ns: f64,
+    /// Blocks those sends took, per send (≥ 2; NaN when there were none).
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub multi_blocks: f64,
+    /// How many undisturbed sends took more than one block.
+    #[serde(default)]
+    pub multi_sends: usize,
     /// The engine's wake-up in a synchronous send (application push →
     /// engine pop, trace), ns: δ_e in that context.
     #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
@@ -208,6 +223,13 @@ pub struct CalibRow {
     /// application thread's CPU time, ns.
     #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_host_cpu_ns: f64,
+    /// Pipelined, per message over the steady-state windows: the receiving
+    /// application thread's CPU time (taking the message's blocks and
+    /// copying it out; it seldom sleeps while the stream flows), ns — the
+    /// receive's work measured on another operation and thread than the
+    /// ping-pong's receive loop H_r is checked on (Session 16).
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub pipe_sink_cpu_ns: f64,
     /// Pipelined, per message: the time the transfer's four threads spent
     /// runnable but waiting for a core (`schedstat` run-queue delay), ns.
     #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
@@ -306,6 +328,7 @@ struct Samples {
     /// threads, and the machine's [busy, idle, steal] ticks.
     stream_sched: [u64; 3],
     stream_host_cpu_ns: u64,
+    stream_sink_cpu_ns: u64,
     stream_ticks: [u64; 3],
     send_write_cpu: Vec<u64>,
     send_wait_cpu: Vec<u64>,
@@ -313,6 +336,10 @@ struct Samples {
     pp_rts: u64,
     /// Blocks taken per synchronous send (trace).
     sync_blocks: Vec<u64>,
+    /// C of the sends that took one block; (C, blocks) of those that took
+    /// more.
+    complete_one: Vec<u64>,
+    complete_multi: Vec<(u64, u64)>,
     sync_engine_wake: Vec<u64>,
     sync_wake: Vec<u64>,
     /// Placement probe: write call CPU of ringing writes, [ping-pong,
@@ -340,6 +367,8 @@ struct Engines {
     probe: bool,
     /// The receiving side's threads (its application and engine).
     sink_tids: Vec<String>,
+    /// The receiving application's thread.
+    sink_app_tid: Option<String>,
 }
 
 /// The pipelined transfer's threads and the machine at one instant (see
@@ -352,6 +381,8 @@ struct Snap {
     all: u64,
     /// This (the sending application's) thread's, ns.
     host: u64,
+    /// The receiving application thread's, ns.
+    sink_app: u64,
     /// The four threads' `schedstat` summed: CPU ns, run-queue ns, slices.
     sched: [u64; 3],
     /// The machine's busy, idle and steal ticks.
@@ -366,6 +397,7 @@ impl Snap {
             eng: later.eng.saturating_sub(self.eng),
             all: later.all.saturating_sub(self.all),
             host: later.host.saturating_sub(self.host),
+            sink_app: later.sink_app.saturating_sub(self.sink_app),
             sched: d(self.sched, later.sched),
             ticks: d(self.ticks, later.ticks),
         }
@@ -396,7 +428,17 @@ impl Engines {
             engine::spawn(d, EngineConfig { write_bound: 2, ..EngineConfig::default() }).map_err(e)?;
         let tx_tid = engine_threads().difference(&before).next().cloned();
         let tx_ctx = tx.connect(sink.addr, 7, ContextConfig::stream()).map_err(e)?;
-        Ok(Engines { pp, pp_ctx, tx, tx_ctx, tx_tid, pp_tid, probe, sink_tids: sink.tids.clone() })
+        Ok(Engines {
+            pp,
+            pp_ctx,
+            tx,
+            tx_ctx,
+            tx_tid,
+            pp_tid,
+            probe,
+            sink_tids: sink.tids.clone(),
+            sink_app_tid: sink.app_tid.clone(),
+        })
     }
 
     /// The pipelined transfer's threads and the machine now.
@@ -413,7 +455,15 @@ impl Engines {
             }
         }
         let sink: u64 = self.sink_tids.iter().filter_map(task).map(|t| t[0]).sum();
-        Snap { eng: eng[0], all: eng[0] + sink + host, host, sched, ticks: machine_ticks().unwrap_or([0; 3]) }
+        let sink_app = self.sink_app_tid.as_ref().and_then(task).map_or(0, |t| t[0]);
+        Snap {
+            eng: eng[0],
+            all: eng[0] + sink + host,
+            host,
+            sink_app,
+            sched,
+            ticks: machine_ticks().unwrap_or([0; 3]),
+        }
     }
 
     /// `n` ping-pongs of `msg`, traced; into `s` when `keep`.
@@ -583,7 +633,8 @@ impl Engines {
             let taken = instants(&rec, app, Point::RingPop, 1);
             let posted = instants(&rec, app, Point::RingPush, 0);
             for &(t0, t1) in &marks {
-                s.sync_blocks.push(taken.iter().filter(|&&p| p >= t0 && p <= t1).count() as u64);
+                let blocks = taken.iter().filter(|&&p| p >= t0 && p <= t1).count() as u64;
+                s.sync_blocks.push(blocks);
                 // The two wake-ups of this send, as the ping-pong's δ_e and
                 // δ_i are cut: post → engine's pop; the engine's last push
                 // before the application's first pop → that pop.
@@ -600,6 +651,13 @@ impl Engines {
                     && let Some(&push) = pushes.iter().rev().find(|&&p| p >= pop && p <= t1)
                 {
                     s.proc_complete.push(push - pop);
+                    // Split by acknowledgement rounds: a send whose message
+                    // was acknowledged in parts took a block per part.
+                    if blocks <= 1 {
+                        s.complete_one.push(push - pop);
+                    } else {
+                        s.complete_multi.push((push - pop, blocks));
+                    }
                 }
             }
         }
@@ -779,6 +837,7 @@ pub(crate) fn sweep(
             s.stream_cpu_ns += d.eng;
             s.stream_all_cpu_ns += d.all;
             s.stream_host_cpu_ns += d.host;
+            s.stream_sink_cpu_ns += d.sink_app;
             for j in 0..3 {
                 s.stream_sched[j] += d.sched[j];
                 s.stream_ticks[j] += d.ticks[j];
@@ -835,11 +894,16 @@ pub(crate) fn sweep(
             probe_sync_local_ns: probed(mean(&s.probe[1][1])),
             probe_sync_remote_ns: probed(mean(&s.probe[1][0])),
             probe_sync_local: probed(frac(&s.probe[1])),
+            proc_complete_one_ns: mean(&s.complete_one),
+            proc_complete_multi_ns: mean(&s.complete_multi.iter().map(|m| m.0).collect::<Vec<_>>()),
+            multi_blocks: mean(&s.complete_multi.iter().map(|m| m.1).collect::<Vec<_>>()),
+            multi_sends: s.complete_multi.len(),
             sync_engine_wake_ns: mean(&s.sync_engine_wake),
             sync_wake_ns: mean(&s.sync_wake),
             pp_rings: s.pp_rings.0 as f64 / s.pp_rings.1.max(1) as f64,
             sync_rings: s.sync_rings.0 as f64 / s.sync_rings.1.max(1) as f64,
             pipe_host_cpu_ns: per_msg(s.stream_host_cpu_ns, s.stream_msgs),
+            pipe_sink_cpu_ns: per_msg(s.stream_sink_cpu_ns, s.stream_msgs),
             pipe_runq_ns: per_msg(s.stream_sched[1], s.stream_msgs),
             pipe_slices: s.stream_sched[2] as f64 / s.stream_msgs.max(1) as f64,
             pipe_other_cpu_ns: per_msg_f(
@@ -866,6 +930,8 @@ pub(crate) struct PeerApp {
     pub(crate) addr: SocketAddr,
     /// Its thread's and its engine thread's ids.
     tids: Vec<String>,
+    /// Its thread's id alone.
+    app_tid: Option<String>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -873,15 +939,17 @@ pub(crate) struct PeerApp {
 impl PeerApp {
     /// The echo (thread `e8-echo-app`, found by name in traces).
     pub(crate) fn echo() -> Result<PeerApp, String> {
-        PeerApp::start(true)
+        PeerApp::start(true, None)
     }
 
-    /// The sink (thread `e8-sink-app`).
-    pub(crate) fn sink() -> Result<PeerApp, String> {
-        PeerApp::start(false)
+    /// The sink (thread `e8-sink-app`); `reply_hold`: how long its engine
+    /// holds an acknowledgement back for an answer the sink never gives
+    /// (None: the engine's default).
+    pub(crate) fn sink(reply_hold: Option<Duration>) -> Result<PeerApp, String> {
+        PeerApp::start(false, reply_hold)
     }
 
-    fn start(echo: bool) -> Result<PeerApp, String> {
+    fn start(echo: bool, reply_hold: Option<Duration>) -> Result<PeerApp, String> {
         use std::sync::atomic::{AtomicBool, Ordering};
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let halt = stop.clone();
@@ -897,7 +965,9 @@ impl PeerApp {
                 let made = (|| {
                     let d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 85).map_err(e)?;
                     let addr = d.local_addr().map_err(e)?;
-                    let mut c = engine::spawn(d, EngineConfig::default()).map_err(e)?;
+                    let def = EngineConfig::default();
+                    let cfg = EngineConfig { reply_hold: reply_hold.unwrap_or(def.reply_hold), ..def };
+                    let mut c = engine::spawn(d, cfg).map_err(e)?;
                     c.listen(7, ContextConfig::stream()).map_err(e)?;
                     Ok::<_, String>((c, addr))
                 })();
@@ -939,8 +1009,10 @@ impl PeerApp {
             .map_err(|e| format!("E8: start {name}: {e}"))?;
         let addr = rx.recv().map_err(|_| format!("E8: {name} ended before it started"))??;
         let mut tids: Vec<String> = engine_threads().difference(&before).cloned().collect();
-        tids.extend(threads_named(name));
-        Ok(PeerApp { addr, tids, stop, thread: Some(thread) })
+        let app: Vec<String> = threads_named(name).into_iter().collect();
+        let app_tid = (app.len() == 1).then(|| app[0].clone());
+        tids.extend(app);
+        Ok(PeerApp { addr, tids, app_tid, stop, thread: Some(thread) })
     }
 }
 
@@ -1016,7 +1088,7 @@ mod tests {
     #[test]
     fn calibration_measures_on_loopback() {
         let _one = crate::e8_measure::TRACE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (echo, sink) = (PeerApp::echo().unwrap(), PeerApp::sink().unwrap());
+        let (echo, sink) = (PeerApp::echo().unwrap(), PeerApp::sink(None).unwrap());
         assert_eq!(sink.tids.len(), 2, "{:?}", sink.tids);
         let rows = sweep(echo.addr, &sink, &[1, 8_192], 20, 30, 2, true).unwrap();
         assert_eq!(rows.len(), 2);
@@ -1060,6 +1132,7 @@ mod tests {
             // application spends CPU on every message.
             assert!(r.sync_blocks >= 1.0 && (0.0..=1.0).contains(&r.sync_rings), "{r:?}");
             assert!(r.pipe_host_cpu_ns > 0.0 && r.pipe_slices >= 0.0, "{r:?}");
+            assert!(r.pipe_sink_cpu_ns > 0.0, "{r:?}");
             assert!(r.send_write_cpu_ns > 0.0 && r.send_wait_cpu_ns > 0.0, "{r:?}");
             // The placement probe saw the ringing writes, each local or not.
             assert!(r.probe_sync_local.is_some_and(|f| (0.0..=1.0).contains(&f)), "{r:?}");

@@ -131,6 +131,12 @@ pub(crate) fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, 
     Ok(<Option<f64> as serde::Deserialize>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
+/// NaN, the default of a measured value a row written before it existed
+/// lacks ("not measured"; `--replot` of an older results.json).
+pub(crate) fn nan() -> f64 {
+    f64::NAN
+}
+
 /// A row's key, headline value and unit (for `--compare`).
 pub type Headline = (String, f64, &'static str);
 

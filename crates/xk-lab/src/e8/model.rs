@@ -82,7 +82,9 @@ pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
     let period = regime("processor period", |r| r.proc_period_ns, false);
     let period_m = regime("processor period", |r| r.proc_period_ns, true);
     let ewake = fit("engine wake", |r| r.engine_wake_ns);
-    let complete = fit("completion", |r| r.proc_complete_ns);
+    // C_1: the completion of the sends acknowledged in one round (a
+    // multi-round send's completion is not on that line: R_a below).
+    let complete = fit("one-round completion", |r| r.proc_complete_one_ns);
     let doorbell = fit("doorbell", |r| r.doorbell_ns);
     let all_cpu = regime("four threads' CPU", |r| r.all_cpu_ns, false);
     let all_cpu_m = regime("four threads' CPU", |r| r.all_cpu_ns, true);
@@ -128,6 +130,18 @@ pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
         t_0: pos("t_0", period.intercept),
         rho_t: pos("rho_t", period.slope),
     };
+    // R_a: the multi-round sends' completion beyond C_1 at their length,
+    // per extra block, pooled over the lengths weighted by those sends.
+    let (mut extra, mut blocks) = (0.0, 0.0);
+    for r in rows.iter().filter(|r| r.multi_sends > 0) {
+        let over = r.proc_complete_multi_ns * 1e-9 - complete.at(r.size as f64);
+        let b = r.multi_blocks - 1.0;
+        if over.is_finite() && b.is_finite() && b > 0.0 {
+            extra += r.multi_sends as f64 * over;
+            blocks += r.multi_sends as f64 * b;
+        }
+    }
+    let ack_round = if blocks > 0.0 { extra / blocks } else { f64::NAN };
     let rings: Vec<f64> = rows.iter().map(|r| r.sync_rings).filter(|v| v.is_finite()).collect();
     // Δ_s is a difference of wake-ups and keeps its sign: a synchronous
     // send's wake-ups can be the quicker (review of session 15: a −5 µs
@@ -143,6 +157,9 @@ pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
         // A count, the mean over the lengths (as the seed's Table 1 counts
         // a send's calls).
         doorbells_send: pos("doorbells_send", rings.iter().sum::<f64>() / rings.len() as f64),
+        // A count at the length predicted: `checks` sets it per row.
+        acks_send: 1.0,
+        ack_round: pos("ack_round", ack_round),
         // Fixed costs, as δ_e and δ_i (their slopes are noise around 0).
         wake_sync: if wake_sync.is_nan() { pos("wake_sync", wake_sync) } else { wake_sync },
         u_0: pos("u_0", all_cpu.intercept),
@@ -176,7 +193,7 @@ pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
         ("δ_e (added)", "engine wake-up (application push → engine pop)", ewake),
         (
             "C_0, γ (added)",
-            "processor completion of a synchronous send: engine takes the write block → posts its acknowledgment block (engine thread's trace)",
+            "processor completion of a synchronous send acknowledged in one round (the sends that took one acknowledgment block): engine takes the write block → posts its acknowledgment block (engine thread's trace)",
             complete,
         ),
         (
@@ -371,7 +388,7 @@ pub(crate) fn checks(rows: &[&CalibRow], m: &Extended) -> Vec<Check> {
                 .iter()
                 .map(|r| {
                     let l = r.size as f64;
-                    let (seed, ext) = model_time(k, m, l);
+                    let (seed, ext) = model_time(k, &m.with_acks(r.sync_blocks), l);
                     (l, q.value(l, (q.time)(r)), q.value(l, seed), q.value(l, ext))
                 })
                 .collect(),
@@ -424,15 +441,51 @@ pub(crate) fn baseline(train: &[&CalibRow], test: &[&CalibRow]) -> Vec<Check> {
 /// The model with the synchronous sends' own terms replaced by the
 /// ping-pong's (review of session 15, a real cross-operation prediction):
 /// the completion C(l) as the processor's one way out, δ_0 + ρ_δ·l, plus
-/// an acknowledgement's way back, a minimum-length one way δ_0; Δ_s = 0.
-/// Every term of τ_s is then measured on another operation.
+/// an acknowledgement's way back, a minimum-length one way δ_0; each
+/// acknowledgement round beyond the first one more minimum-length round
+/// trip, R_a = 2·δ_0 (Session 16); Δ_s = 0. Every time of τ_s is then
+/// measured on another operation; only the count n_a is the sends'.
 pub(crate) fn ping_pong_only(m: &Extended) -> Extended {
-    Extended { c_0: 2.0 * m.seed.delta_0, gamma: m.seed.rho_delta, wake_sync: 0.0, ..*m }
+    let d0 = m.seed.delta_0;
+    Extended { c_0: 2.0 * d0, gamma: m.seed.rho_delta, ack_round: 2.0 * d0, wake_sync: 0.0, ..*m }
+}
+
+/// H_r from other operations than the ping-pong's receive loop (Session
+/// 16): the wait of a synchronous send per block it took (sleep, wake-up,
+/// take a block: the host's wake-up, measured on the sends), W_s, plus
+/// the receiving application's CPU per message in the pipelined stream
+/// (taking the message's blocks and copying it out, another thread of
+/// another operation), R_p(l) = R_0 + ρ_p·l per regime; each a
+/// relative-error line over `rows`. (The seed's H_r instead holds a
+/// receive command, the wake-up's latency and two reads.) NaN where a
+/// line cannot be fitted.
+pub(crate) fn recv_from_other_ops(rows: &[&CalibRow]) -> impl Fn(f64) -> f64 {
+    let pts = |f: &dyn Fn(&CalibRow) -> f64, keep: &dyn Fn(usize) -> bool| -> Vec<(f64, f64)> {
+        rows.iter()
+            .filter(|r| keep(r.size))
+            .map(|r| (r.size as f64, f(r) * 1e-9))
+            .filter(|p| p.1.is_finite() && p.1 > 0.0)
+            .collect()
+    };
+    let per_block =
+        |r: &CalibRow| r.send_wait_cpu_ns / if r.sync_blocks >= 1.0 { r.sync_blocks } else { 1.0 };
+    let wait = fit_line_relative(&pts(&per_block, &|_| true)).map_or(f64::NAN, |f| f.intercept);
+    let mss = rows.first().map_or(0, |r| r.mss);
+    let sink = |multi: bool| {
+        fit_line_relative(&pts(&|r| r.pipe_sink_cpu_ns, &|l| one_packet(mss, l) != multi))
+            .or_else(|| fit_line_relative(&pts(&|r| r.pipe_sink_cpu_ns, &|_| true)))
+    };
+    let (one, multi) = (sink(false), sink(true));
+    move |l: f64| {
+        let f = if mss == 0 || l <= mss as f64 { &one } else { &multi };
+        wait + f.as_ref().map_or(f64::NAN, |f| f.at(l))
+    }
 }
 
 /// Cross-operation checks: τ_s, and its completion C(l) alone, predicted
-/// by [`ping_pong_only`] and measured on the synchronous sends (in the
-/// `ext` slot; the seed slot holds the calibrated model's, for reference).
+/// by [`ping_pong_only`] and measured on the synchronous sends, and H_r by
+/// [`recv_from_other_ops`] against the ping-pong's receives (in the `ext`
+/// slot; the seed slot holds the calibrated model's, for reference).
 pub(crate) fn cross_checks(rows: &[&CalibRow], m: &Extended) -> Vec<Check> {
     let pp = ping_pong_only(m);
     let tau = Check {
@@ -444,6 +497,7 @@ pub(crate) fn cross_checks(rows: &[&CalibRow], m: &Extended) -> Vec<Check> {
             .map(|r| {
                 let l = r.size as f64;
                 let q = &QUANTITIES[1];
+                let (m, pp) = (m.with_acks(r.sync_blocks), pp.with_acks(r.sync_blocks));
                 (l, q.value(l, (q.time)(r)), 8.0 * m.sync_throughput(l), 8.0 * pp.sync_throughput(l))
             })
             .collect(),
@@ -456,11 +510,25 @@ pub(crate) fn cross_checks(rows: &[&CalibRow], m: &Extended) -> Vec<Check> {
             .iter()
             .map(|r| {
                 let l = r.size as f64;
+                let (m, pp) = (m.with_acks(r.sync_blocks), pp.with_acks(r.sync_blocks));
                 (l, r.proc_complete_ns * 1e-9, m.completion(l), pp.completion(l))
             })
             .collect(),
     };
-    vec![tau, c]
+    let recv = recv_from_other_ops(rows);
+    let h_r = Check {
+        name: "H_r from the synchronous sends' wait and the pipelined receiver",
+        unit: "µs",
+        scale: 1e6,
+        points: rows
+            .iter()
+            .map(|r| {
+                let l = r.size as f64;
+                (l, r.host_recv_ns * 1e-9, m.host_recv(l), recv(l))
+            })
+            .collect(),
+    };
+    vec![tau, c, h_r]
 }
 
 #[cfg(test)]
@@ -479,6 +547,8 @@ pub(crate) mod tests {
             delta_i_cpu: 2e-6,
             delta_d: 3e-6,
             doorbells_send: 1.0,
+            acks_send: 1.0,
+            ack_round: 70e-6,
             wake_sync: 4e-6,
             u_0: 5e-3,
             upsilon: 1e-6,
@@ -495,7 +565,9 @@ pub(crate) mod tests {
         }
     }
 
-    /// Rows measured on a machine that is exactly the extended model `x`.
+    /// Rows measured on a machine that is exactly the extended model `x`;
+    /// from 64 KB on, a quarter of the synchronous sends take a second
+    /// acknowledgement round.
     pub(crate) fn rows_of(x: &Extended, sizes: &[usize], mss: usize) -> Vec<CalibRow> {
         let seed = x.seed;
         let ns = |v: f64| v * 1e9;
@@ -503,6 +575,8 @@ pub(crate) mod tests {
             .iter()
             .map(|&size| {
                 let l = size as f64;
+                let (n_a, multi) = if size >= 65_536 { (1.25, 25) } else { (1.0, 0) };
+                let xa = x.with_acks(n_a);
                 CalibRow {
                     kind: "calibration".into(),
                     size,
@@ -510,7 +584,15 @@ pub(crate) mod tests {
                     l_a: 72,
                     proc_delay_ns: ns(seed.delta_0 + seed.rho_delta * l),
                     proc_period_ns: ns(seed.t_0 + seed.rho_t * l),
-                    proc_complete_ns: ns(x.completion(l)),
+                    proc_complete_ns: ns(xa.completion(l)),
+                    proc_complete_one_ns: ns(x.completion(l)),
+                    proc_complete_multi_ns: if multi > 0 {
+                        ns(x.with_acks(2.0).completion(l))
+                    } else {
+                        f64::NAN
+                    },
+                    multi_blocks: if multi > 0 { 2.0 } else { f64::NAN },
+                    multi_sends: multi,
                     write_ns: ns(seed.delta_w + seed.rho_w * (seed.l_c + l)),
                     doorbell_ns: ns(x.delta_d),
                     all_cpu_ns: ns(x.u_0 + x.upsilon * l),
@@ -521,15 +603,16 @@ pub(crate) mod tests {
                     wake_cpu_ns: ns(x.delta_i_cpu),
                     engine_wake_ns: ns(x.delta_e),
                     delay_ns: ns(x.delay(l)),
-                    sync_period_ns: ns(x.period_send(l).max(x.period_recv(l))),
+                    sync_period_ns: ns(xa.period_send(l).max(xa.period_recv(l))),
                     async_period_ns: ns(l / x.async_throughput(l)),
-                    host_send_ns: ns(x.host_send(l)),
+                    host_send_ns: ns(xa.host_send(l)),
                     sync_wakeups: 1.0,
                     host_recv_ns: ns(x.host_recv(l)),
                     send_write_cpu_ns: 0.0,
-                    send_wait_cpu_ns: 0.0,
+                    // One block per round, each δ_i^cpu.
+                    send_wait_cpu_ns: ns(n_a * x.delta_i_cpu),
                     pp_sleeps: 1.0,
-                    sync_blocks: 1.0,
+                    sync_blocks: n_a,
                     probe_pp_local_ns: None,
                     probe_pp_remote_ns: None,
                     probe_pp_local: None,
@@ -541,6 +624,9 @@ pub(crate) mod tests {
                     pp_rings: 1.0,
                     sync_rings: 1.0,
                     pipe_host_cpu_ns: 0.0,
+                    // The receive's work without its wake-up: H_r less the
+                    // wait (δ_i^cpu), so that W_s + R_p is H_r exactly.
+                    pipe_sink_cpu_ns: ns(x.host_recv(l) - x.delta_i_cpu),
                     pipe_runq_ns: 0.0,
                     pipe_slices: 0.0,
                     pipe_other_cpu_ns: 0.0,
@@ -579,20 +665,33 @@ pub(crate) mod tests {
         let h = held_out(&q).unwrap();
         assert_eq!(sizes_of(&h.test), [4096]);
         assert_eq!(h.notes.len(), 1);
-        // Baseline on exact lines within a regime: exact too.
+        // Baseline on exact lines within a regime: exact too — but not
+        // for the host's send time, which the second acknowledgement round
+        // at 64 KB bends (the model, with n_a and R_a, stays exact; here
+        // the receive period sets τ_s, which the round does not touch).
         let h = held_out(&refs).unwrap();
         for b in baseline(&h.train, &h.test) {
-            if !b.name.contains("throughput") {
+            if b.name.contains("latency") || b.name.contains("H_r") {
                 assert!(b.worst(true) < 1e-6, "{}: {}", b.name, b.worst(true));
+            }
+            if b.name.contains("H_t") {
+                assert!(b.worst(true) > 1e-3, "{}: {}", b.name, b.worst(true));
             }
             assert_eq!(b.points.len(), 3);
         }
+        for c in checks(&h.test, &h.cal.model) {
+            if !c.name.contains("throughput") {
+                assert!(c.worst(true) < 1e-6, "held out {}: {}", c.name, c.worst(true));
+            }
+        }
+        assert!((h.cal.model.ack_round - x.ack_round).abs() < 1e-12, "{}", h.cal.model.ack_round);
     }
 
     #[test]
     fn ping_pong_only_predicts_a_machine_whose_completion_is_two_one_ways() {
         let m = exact_model();
-        let x = Extended { c_0: 2.0 * m.seed.delta_0, gamma: m.seed.rho_delta, wake_sync: 0.0, ..m };
+        let d0 = m.seed.delta_0;
+        let x = Extended { c_0: 2.0 * d0, gamma: m.seed.rho_delta, ack_round: 2.0 * d0, wake_sync: 0.0, ..m };
         let rows = rows_of(&x, &[1, 1024, 65_536], 0);
         let refs: Vec<&CalibRow> = rows.iter().collect();
         let cal = calibrate(&refs).unwrap();
