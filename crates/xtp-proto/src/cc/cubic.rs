@@ -106,20 +106,30 @@ impl Cubic {
     /// A loss ends slow start. The window at detection says little about
     /// the path: it grew for the round trip the loss took to show, and in a
     /// shallow queue the loss came from one paced round's burst at half the
-    /// BDP in flight, not from a full pipe. So the window becomes the
-    /// bottleneck rate the report trains measured times the minimum RTT
-    /// (the pipe: TCP Westwood+'s ssthresh = BWE × RTTmin), never below what
-    /// RFC 9438's β would leave nor above the window at detection; and
-    /// congestion avoidance starts as after a delay-based exit (RFC 9438
-    /// §4.10: W_max is that window, K = 0), because an overshoot's window
-    /// is no saturation point — as W_max it would make the next loss look
-    /// like a shrinking share and cost fast convergence's further 15 %.
+    /// BDP in flight, not from a full pipe. So when the reports measured a
+    /// pipe (the bottleneck rate they showed times the minimum RTT: TCP
+    /// Westwood+'s ssthresh = BWE × RTTmin) above what RFC 9438's β would
+    /// leave, the window becomes that pipe (at most the window at
+    /// detection), and congestion avoidance starts as after a delay-based
+    /// exit (RFC 9438 §4.10: W_max is that window, K = 0) — an overshoot's
+    /// window is no saturation point, and as W_max it would make the next
+    /// loss look like a shrinking share and cost fast convergence's further
+    /// 15 %. Without such a measurement the reduction is RFC 9438's own
+    /// (through the emulator at 500 ms the reports showed less than β ×
+    /// the window; a flat start from there regrew more slowly than the
+    /// RFC's concave one). Either way the refill is paced at the window's
+    /// rate.
     fn leave_slow_start_on_loss(&mut self) {
+        let pipe = (self.s.hystart.ack_rate() as f64 * self.s.min_rtt.as_secs_f64()) as u64;
+        let floor = (self.s.cwnd as f64 * BETA) as u64;
+        if pipe <= floor {
+            self.reduce(false);
+            self.s.refill = true;
+            return;
+        }
         self.saved = Some(self.s);
         let s = &mut self.s;
-        let pipe = (s.hystart.ack_rate() as f64 * s.min_rtt.as_secs_f64()) as u64;
-        let floor = (s.cwnd as f64 * BETA) as u64;
-        let w = pipe.clamp(floor, s.cwnd).max(2 * self.mss);
+        let w = pipe.min(s.cwnd).max(2 * self.mss);
         s.cwnd_prior = s.cwnd as f64;
         s.reduced = true;
         s.cwnd = w;
@@ -304,11 +314,13 @@ mod tests {
         let w2 = c.window();
         assert!(w2 - w < 1000, "flat at first (K = 0): {w} -> {w2}");
         assert_eq!(c.pacing_rate(srtt), Some(w2 * 10 * 5 / 4), "window full: headroom back");
-        // Without a rate measured the floor is RFC 9438's: β × the window.
+        // Without a rate measured the reduction is RFC 9438's: β × the
+        // window, W_max the window at detection.
         let mut d = Cubic::new(1000);
         d.on_ack(&ack(0, 90_000, 100, false));
         d.on_congestion(Instant::ZERO, 0);
         assert_eq!(d.window(), 70_000);
+        assert_eq!(d.s.w_max, 100_000.0);
     }
 
     #[test]
