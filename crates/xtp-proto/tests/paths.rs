@@ -65,6 +65,19 @@ fn run(seed: u64, path: Path, cfg: ContextConfig, secs: u64) -> Run {
 
 /// [`run`] with the sender writing `write_size` bytes at a time (0: 1 MiB).
 fn run_writing(seed: u64, path: Path, cfg: ContextConfig, secs: u64, write_size: usize) -> Run {
+    let half = Duration::from_secs(secs / 2);
+    run_counting(seed, path, cfg, half, Duration::from_secs(secs) - half, write_size)
+}
+
+/// A run whose goodput counts the `count` after the first `omit`.
+fn run_counting(
+    seed: u64,
+    path: Path,
+    cfg: ContextConfig,
+    omit: Duration,
+    count: Duration,
+    write_size: usize,
+) -> Run {
     let fwd = LinkParams {
         delay: path.rtt / 2,
         rate_bps: path.rate_bps,
@@ -76,10 +89,10 @@ fn run_writing(seed: u64, path: Path, cfg: ContextConfig, secs: u64, write_size:
     let back = LinkParams { delay: path.rtt / 2, rate_bps: path.rate_bps, ..LinkParams::default() };
     let (mut sim, c, s) = pair(seed, Role::Bulk { port: 7, cfg }, Role::Sink { port: 7 }, fwd, back);
     sim.node_mut(c).write_size = write_size;
-    let half = Instant::from_secs(secs / 2);
+    let half = Instant::ZERO + omit;
     sim.run_until(half, u64::MAX, |_| false).unwrap();
     let at_half = sim.node(s).sink_bytes;
-    let end = Instant::from_secs(secs);
+    let end = half + count;
     sim.run_until(end, u64::MAX, |_| false).unwrap();
     let bytes = sim.node(s).sink_bytes - at_half;
     let goodput = bytes as f64 * 8.0 / (end - half).as_secs_f64();
@@ -214,6 +227,52 @@ fn default_controller_fills_long_fat_pipes() {
 #[test]
 fn default_controller_fills_gigabit_pipes() {
     fills(&[10u64, 100, 1000].map(|r| (1_000_000_000, r)));
+}
+
+/// Issue #12's 1 Gbit/s, 200 ms, lossless cell as PATHS measures it through
+/// `xpress netns`: a 1,000-packet queue (6 % of the 25 MB BDP, so slow start
+/// overflows it with half the BDP in flight and HyStart++'s delay signal,
+/// 11.5 ms of queue at most, never fires), goodput over 50 round trips after
+/// ten left out for slow start (`netns_run::Timing::steady`), the default
+/// controller. Before the slow-start exit took the pipe the reports showed
+/// (and the refill paced at the window's rate): 80-84 %, a second loss in
+/// congestion avoidance 0.5 s after the first and a W_max below the BDP.
+#[test]
+fn gigabit_shallow_queue_long_rtt() {
+    shallow(&[(200, 8001)]);
+}
+
+/// The same at 500 ms (BDP 62.5 MB, the queue 2.3 % of it). Misses: the
+/// slow-start exit is clean (97.8 % from 2 s after it), but CUBIC's convex
+/// probe from the pipe reaches pipe + queue 14.5 s later (C·t³ = 1,000
+/// packets at t = 13.6 s, whatever the RTT), inside the 25 s counted, and
+/// RFC 9438's β = 0.7 then leaves 74 % of the BDP with K = 32 s to regrow:
+/// 80 % over the window. Run with `--ignored` to see it.
+#[test]
+#[ignore = "misses the 90 % goal: a congestion-avoidance loss (RFC 9438 β) inside the 25 s counted"]
+fn gigabit_shallow_queue_500ms() {
+    shallow(&[(500, 8002)]);
+}
+
+fn shallow(cells: &[(u64, u64)]) {
+    let mut out = Vec::new();
+    for &(rtt_ms, seed) in cells {
+        let rtt = Duration::from_millis(rtt_ms);
+        let path = Path { rate_bps: 1_000_000_000, rtt, queue: 1000, loss: 0.0, reorder: 0.0 };
+        // PATHS' steady state: ten round trips (1-10 s) left out, fifty counted.
+        let omit = Duration::from_millis((rtt_ms * 10).clamp(1000, 10_000));
+        let count = rtt * 50;
+        let r = run_counting(seed, path, ContextConfig::stream(), omit, count, 0);
+        let verdict = if r.stats.timeouts > 0 {
+            Err("a timeout".to_string())
+        } else if r.goodput < 0.9 * path.rate_bps as f64 {
+            Err(format!("goodput under 90 % over {count:?} after {omit:?}"))
+        } else {
+            Ok(())
+        };
+        out.push((path, Congestion::Cubic, r, verdict));
+    }
+    check(out);
 }
 
 fn fills(grid: &[(u64, u64)]) {

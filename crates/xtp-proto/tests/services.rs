@@ -60,7 +60,12 @@ fn reliable_stream_under_loss_reordering_duplication() {
     let ctx = sim.node(c).ctx.unwrap();
     let _ = ctx; // freed by now; the endpoint totals tell the story
     let st = sim.node(c).ep.stats();
-    assert!(st.datagrams_out > 380, "retransmissions happened: {st:?}");
+    // Ten 50,000-byte messages are 360 packets at least (36 each); every
+    // packet the link lost was sent again (data) or counted when sent
+    // (control), so retransmissions show as at least that many more. (A
+    // fixed bound, > 380, sat on the edge: 380 once the slow-start exit
+    // left a different window, issue #12.)
+    assert!(st.datagrams_out >= 360 + link.drop_loss, "retransmissions happened: {st:?}, {link:?}");
 }
 
 #[test]

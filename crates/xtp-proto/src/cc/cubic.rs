@@ -40,6 +40,12 @@ struct State {
     /// A loss (or timeout) has reduced the window: the path's capacity has
     /// been found once.
     reduced: bool,
+    /// A loss ended slow start and the data in flight has not yet grown
+    /// back to the new window: pace at the window's own rate, without the
+    /// 1.25 headroom (see [`Cubic::pacing_rate`]).
+    refill: bool,
+    /// Smallest RTT seen (from the reports).
+    min_rtt: Duration,
     hystart: HyStart,
 }
 
@@ -64,6 +70,8 @@ impl Cubic {
             w_est: 0.0,
             cwnd_prior: 0.0,
             reduced: false,
+            refill: false,
+            min_rtt: Duration::ZERO,
             hystart: HyStart::default(),
         };
         Cubic { mss, s, saved: None }
@@ -88,12 +96,59 @@ impl Cubic {
         s.cwnd = if to_min { 2 * self.mss } else { s.ssthresh };
         s.epoch = None;
         s.w_est = s.cwnd as f64;
+        // A congestion-avoidance loss keeps RFC 9438's and Linux's pacing:
+        // proportional rate reduction leaves the data in flight at the new
+        // window when recovery ends, so there is no gap to refill.
+        s.refill = false;
+        s.hystart.reset();
+    }
+
+    /// A loss ends slow start. The window at detection says little about
+    /// the path: it grew for the round trip the loss took to show, and in a
+    /// shallow queue the loss came from one paced round's burst at half the
+    /// BDP in flight, not from a full pipe. So when the reports measured a
+    /// pipe (the bottleneck rate they showed times the minimum RTT: TCP
+    /// Westwood+'s ssthresh = BWE × RTTmin) above what RFC 9438's β would
+    /// leave, the window becomes that pipe (at most the window at
+    /// detection), and congestion avoidance starts as after a delay-based
+    /// exit (RFC 9438 §4.10: W_max is that window, K = 0) — an overshoot's
+    /// window is no saturation point, and as W_max it would make the next
+    /// loss look like a shrinking share and cost fast convergence's further
+    /// 15 %. Without such a measurement the reduction is RFC 9438's own
+    /// (through the emulator at 500 ms the reports showed less than β ×
+    /// the window; a flat start from there regrew more slowly than the
+    /// RFC's concave one). Either way the refill is paced at the window's
+    /// rate.
+    fn leave_slow_start_on_loss(&mut self) {
+        let pipe = (self.s.hystart.ack_rate() as f64 * self.s.min_rtt.as_secs_f64()) as u64;
+        let floor = (self.s.cwnd as f64 * BETA) as u64;
+        if pipe <= floor {
+            self.reduce(false);
+            self.s.refill = true;
+            return;
+        }
+        self.saved = Some(self.s);
+        let s = &mut self.s;
+        let w = pipe.min(s.cwnd).max(2 * self.mss);
+        s.cwnd_prior = s.cwnd as f64;
+        s.reduced = true;
+        s.cwnd = w;
+        s.ssthresh = w;
+        s.w_max = w as f64;
+        s.epoch = None;
+        s.w_est = w as f64;
+        s.refill = true;
         s.hystart.reset();
     }
 }
 
 impl CongestionController for Cubic {
     fn on_ack(&mut self, ack: &Ack) {
+        self.s.min_rtt = ack.min_rtt;
+        if ack.in_flight >= self.s.cwnd - self.s.cwnd / 16 {
+            // Within one report's worth of the window: refilled.
+            self.s.refill = false;
+        }
         if ack.app_limited {
             // RFC 9438 §5.8: no growth from a window that is not used; the
             // epoch restarts when the sender uses it again.
@@ -145,7 +200,11 @@ impl CongestionController for Cubic {
     }
 
     fn on_congestion(&mut self, _now: Instant, _in_flight: u64) {
-        self.reduce(false);
+        if self.in_slow_start() {
+            self.leave_slow_start_on_loss();
+        } else {
+            self.reduce(false);
+        }
     }
 
     fn on_timeout(&mut self, _now: Instant) {
@@ -164,7 +223,19 @@ impl CongestionController for Cubic {
         self.s.cwnd
     }
 
+    /// As [`window_pacing`], except while refilling after a loss ended slow
+    /// start: the data in flight is far below the window (the overshoot's
+    /// losses took much of it, and the window is now the pipe), and 1.25 × the window per RTT would send
+    /// the gap at a quarter above the bottleneck rate when the window is
+    /// about the BDP — more than a queue of a few per cent of the BDP holds
+    /// (1 Gbit/s, 200 ms, 1,000 packets: a second loss 0.5 s after the
+    /// first, in congestion avoidance). At the window's own rate the gap
+    /// fills in one round trip without a queue; the headroom returns once
+    /// the window is full, where the window, not the pacer, binds.
     fn pacing_rate(&self, srtt: Option<Duration>) -> Option<u64> {
+        if self.s.refill && !self.in_slow_start() {
+            return super::paced(self.s.cwnd, srtt, 1.0);
+        }
         window_pacing(self.s.cwnd, srtt, self.in_slow_start())
     }
 
@@ -192,6 +263,9 @@ mod tests {
         let mut c = Cubic::new(mss);
         c.on_ack(&ack(0, 90_000, 100, false));
         assert_eq!(c.window(), 100_000);
+        // A loss in congestion avoidance (slow start left by delay), where
+        // RFC 9438's reduction applies.
+        c.s.ssthresh = c.s.cwnd;
         c.on_congestion(Instant::ZERO, 0);
         assert_eq!(c.window(), 70_000, "β = 0.7");
         // K = cbrt(30 segments / 0.4) = 4.2 s: after K the window is back near w_max.
@@ -211,6 +285,42 @@ mod tests {
         assert_eq!(c.window(), 2 * mss);
         c.on_spurious();
         assert!(c.window() > 110_000, "spurious timeout undone");
+    }
+
+    /// Slow start's reports arrive 1 ms apart acknowledging 100 KB each
+    /// (a 100 MB/s bottleneck, 100 ms RTT: a 10 MB pipe) while the window
+    /// overshoots to 12 MB; the loss that ends slow start leaves the pipe,
+    /// not β × 12 MB, starts congestion avoidance flat there (K = 0), and
+    /// the refill is paced at the window's rate, not 1.25 times it.
+    #[test]
+    fn a_loss_in_slow_start_leaves_the_pipe_the_reports_measured() {
+        let mut c = Cubic::new(1000);
+        for i in 0..120u64 {
+            // Paced rounds of 50 reports: no report train lasts a min RTT.
+            c.on_ack(&ack(i, 100_000, 100, i % 50 == 0));
+        }
+        assert!(c.in_slow_start());
+        assert_eq!(c.window(), 12_010_000);
+        c.on_congestion(Instant::from_millis(120), 6_000_000);
+        assert!(!c.in_slow_start());
+        let w = c.window();
+        assert!((9_900_000..=10_100_000).contains(&w), "the pipe, 10 MB: {w}");
+        assert_eq!(c.s.w_max, w as f64, "W_max is the pipe, not the overshoot");
+        let srtt = Some(Duration::from_millis(100));
+        assert_eq!(c.pacing_rate(srtt), Some(w * 10), "refill at the window's rate");
+        let mut full = ack(220, 10_000, 100, true);
+        full.in_flight = w;
+        c.on_ack(&full);
+        let w2 = c.window();
+        assert!(w2 - w < 1000, "flat at first (K = 0): {w} -> {w2}");
+        assert_eq!(c.pacing_rate(srtt), Some(w2 * 10 * 5 / 4), "window full: headroom back");
+        // Without a rate measured the reduction is RFC 9438's: β × the
+        // window, W_max the window at detection.
+        let mut d = Cubic::new(1000);
+        d.on_ack(&ack(0, 90_000, 100, false));
+        d.on_congestion(Instant::ZERO, 0);
+        assert_eq!(d.window(), 70_000);
+        assert_eq!(d.s.w_max, 100_000.0);
     }
 
     #[test]

@@ -21,6 +21,11 @@ const MIN_RTT_THRESH: Duration = Duration::from_millis(4);
 const MAX_RTT_THRESH: Duration = Duration::from_millis(16);
 /// Shortest pause between reports that breaks a train (Linux: 2 ms).
 const TRAIN_GAP_MIN: Duration = Duration::from_millis(2);
+/// Bounds of the bucket over which the report rate is measured: long enough
+/// to hold several reports, short enough to fit in the busy period of a
+/// queue of a few hundred packets.
+const ACK_RATE_BUCKET_MIN: Duration = Duration::from_millis(1);
+const ACK_RATE_BUCKET_MAX: Duration = Duration::from_millis(10);
 
 /// What the controller should do after a report.
 /// How much a round's minimum RTT must rise to count (RFC 9406 §4.2).
@@ -52,11 +57,17 @@ pub struct HyStart {
     train_start: Option<Instant>,
     /// When the last report arrived.
     last_report: Option<Instant>,
+    /// Start of the current ack-rate bucket and the bytes reported in it
+    /// since (see [`HyStart::ack_rate`]).
+    bucket: Option<(Instant, u64)>,
+    /// Highest rate, bytes/s, any bucket of this slow start saw.
+    peak_ack_rate: u64,
 }
 
 impl HyStart {
     /// Feeds one report during slow start; returns the phase to apply.
     pub fn on_ack(&mut self, ack: &Ack) -> Phase {
+        self.measure_ack_rate(ack);
         // The report train (Linux's HyStart "ACK train", in its paced form):
         // reports that keep arriving without a pause for a whole minimum RTT
         // since the round began mean the bottleneck was busy all that time —
@@ -132,6 +143,41 @@ impl HyStart {
             Phase::Conservative => acked / CSS_GROWTH_DIVISOR,
             Phase::Exit => 0,
         }
+    }
+
+    /// The rate at which reports acknowledged data, over consecutive
+    /// buckets of a sixteenth of the minimum RTT (1-10 ms).
+    fn measure_ack_rate(&mut self, ack: &Ack) {
+        let width = (ack.min_rtt / 16).clamp(ACK_RATE_BUCKET_MIN, ACK_RATE_BUCKET_MAX);
+        match &mut self.bucket {
+            None => self.bucket = Some((ack.now, 0)),
+            Some((start, bytes)) => {
+                *bytes += ack.bytes;
+                let span = ack.now.saturating_since(*start);
+                if span >= width {
+                    let rate = u128::from(*bytes) * 1_000_000_000 / span.as_nanos().max(1);
+                    self.peak_ack_rate = self.peak_ack_rate.max(u64::try_from(rate).unwrap_or(u64::MAX));
+                    self.bucket = Some((ack.now, 0));
+                }
+            }
+        }
+    }
+
+    /// The bottleneck's rate as this slow start's reports showed it,
+    /// bytes/s (0 before a bucket completed).
+    ///
+    /// Reports come back spaced as the bottleneck forwarded the data they
+    /// acknowledge; while a queue stands there, at exactly its rate
+    /// (packet-pair dispersion, Keshav 1991; the ack-rate estimate of TCP
+    /// Westwood). Once a round's paced burst queues at the bottleneck, the
+    /// busiest bucket of its reports reads the bottleneck rate, and no
+    /// bucket can read more. The delivery-rate samples cannot show it: each
+    /// spans a round trip, so it reads at most the data in flight per RTT —
+    /// and into a queue of a few per cent of the BDP, slow start overflows
+    /// with half the BDP in flight or less (a round's burst leaves at twice
+    /// the window per RTT; a receive window that opened a round late, less).
+    pub fn ack_rate(&self) -> u64 {
+        self.peak_ack_rate
     }
 
     /// Starts over (after a loss ends slow start, or a timeout restarts it).

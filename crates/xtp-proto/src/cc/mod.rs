@@ -111,8 +111,12 @@ pub(crate) fn send_quantum(rate: u64, packet: u64) -> u64 {
 /// and 1.25 times in congestion avoidance (Linux's ratios), so pacing never
 /// holds the window back while still breaking up line-rate bursts.
 pub(crate) fn window_pacing(cwnd: u64, srtt: Option<Duration>, slow_start: bool) -> Option<u64> {
+    paced(cwnd, srtt, if slow_start { 2.0 } else { 1.25 })
+}
+
+/// `gain` windows of `cwnd` bytes per smoothed RTT, in bytes/s.
+pub(crate) fn paced(cwnd: u64, srtt: Option<Duration>, gain: f64) -> Option<u64> {
     let srtt_ns = srtt?.as_nanos().max(1);
-    let gain = if slow_start { 2.0 } else { 1.25 };
     Some(((cwnd as f64) * gain * 1e9 / srtt_ns as f64).max(1.0) as u64)
 }
 
