@@ -46,8 +46,15 @@ fn reliable_stream_under_loss_reordering_duplication() {
     let bad = "delay 20ms 5ms jitter-reorders rate 20mbit loss 5% duplicate 2% limit 500";
     let (mut sim, c, s) =
         pair(7, stream_client(9, msgs.clone()), Role::Server { port: 9, reply: None }, link(bad), link(bad));
+    // The client's context is freed when it closes; its counters are
+    // read while it lives.
+    let mut last = None;
     let r = sim
         .run_until(Instant::from_secs(300), 10_000_000, |sim| {
+            let n = sim.node(c);
+            if let Some(st) = n.ctx.and_then(|ctx| n.ep.context_stats(ctx)) {
+                last = Some(st);
+            }
             !sim.node(c).closed.is_empty() && !sim.node(s).closed.is_empty()
         })
         .unwrap_or_else(|e| panic!("{e}"));
@@ -57,15 +64,10 @@ fn reliable_stream_under_loss_reordering_duplication() {
     assert_eq!(sim.node(c).closed[0].1, CloseReason::Graceful, "{r}");
     let link = sim.link_stats(c, s).unwrap();
     assert!(link.drop_loss > 10 && link.duplicated > 0, "the link really was lossy: {link:?}");
-    let ctx = sim.node(c).ctx.unwrap();
-    let _ = ctx; // freed by now; the endpoint totals tell the story
-    let st = sim.node(c).ep.stats();
-    // Ten 50,000-byte messages are 360 packets at least (36 each); every
-    // packet the link lost was sent again (data) or counted when sent
-    // (control), so retransmissions show as at least that many more. (A
-    // fixed bound, > 380, sat on the edge: 380 once the slow-start exit
-    // left a different window, issue #12.)
-    assert!(st.datagrams_out >= 360 + link.drop_loss, "retransmissions happened: {st:?}, {link:?}");
+    // The link lost data, so the client's context must have seen loss (a
+    // report or a timeout) and sent data again; on a clean link both stay 0.
+    let st = last.expect("the client's context was seen alive");
+    assert!(st.retransmitted > 0 && st.timeouts + st.loss_reports > 0, "no retransmission: {st:?}, {link:?}");
 }
 
 #[test]

@@ -109,8 +109,8 @@ impl Cubic {
     /// BDP in flight, not from a full pipe. So when the reports measured a
     /// pipe (the bottleneck rate they showed times the minimum RTT: TCP
     /// Westwood+'s ssthresh = BWE × RTTmin) above what RFC 9438's β would
-    /// leave, the window becomes that pipe (at most the window at
-    /// detection), and congestion avoidance starts as after a delay-based
+    /// leave, the window becomes that pipe (at most (1 + β)/2 of the window
+    /// at detection, so every loss still reduces it), and congestion avoidance starts as after a delay-based
     /// exit (RFC 9438 §4.10: W_max is that window, K = 0) — an overshoot's
     /// window is no saturation point, and as W_max it would make the next
     /// loss look like a shrinking share and cost fast convergence's further
@@ -129,7 +129,13 @@ impl Cubic {
         }
         self.saved = Some(self.s);
         let s = &mut self.s;
-        let w = pipe.min(s.cwnd).max(2 * self.mss);
+        // Never the window that overflowed: at least half of RFC 9438's
+        // reduction (1 − β)/2 is kept whatever the estimate says, so an
+        // estimate inflated by compressed reports, or one that measured the
+        // whole link where this flow has only a share, still answers the
+        // loss (RFC 5033: respond to every congestion signal).
+        let cap = (s.cwnd as f64 * (1.0 + BETA) / 2.0) as u64;
+        let w = pipe.min(cap).max(2 * self.mss);
         s.cwnd_prior = s.cwnd as f64;
         s.reduced = true;
         s.cwnd = w;
@@ -145,8 +151,11 @@ impl Cubic {
 impl CongestionController for Cubic {
     fn on_ack(&mut self, ack: &Ack) {
         self.s.min_rtt = ack.min_rtt;
-        if ack.in_flight >= self.s.cwnd - self.s.cwnd / 16 {
-            // Within one report's worth of the window: refilled.
+        if ack.in_flight + ack.bytes >= self.s.cwnd - self.s.cwnd / 16 {
+            // The data in flight before this report was within a sixteenth
+            // of the window: refilled. (After the report it can be a whole
+            // report's worth lower, which at a small window is more than a
+            // sixteenth of it.)
             self.s.refill = false;
         }
         if ack.app_limited {
