@@ -323,6 +323,16 @@ mod tests {
         let w2 = c.window();
         assert!(w2 - w < 1000, "flat at first (K = 0): {w} -> {w2}");
         assert_eq!(c.pacing_rate(srtt), Some(w2 * 10 * 5 / 4), "window full: headroom back");
+        // An estimate above the window (the link measured where the flow
+        // has a share, or reports compressed) still reduces it, by half of
+        // RFC 9438's reduction.
+        let mut e = Cubic::new(1000);
+        for i in 0..60u64 {
+            e.on_ack(&ack(i, 100_000, 100, i % 50 == 0));
+        }
+        let before = e.window();
+        e.on_congestion(Instant::from_millis(60), 3_000_000);
+        assert_eq!(e.window(), (before as f64 * 0.85) as u64, "a 10 MB pipe, a {before} B window");
         // Without a rate measured the reduction is RFC 9438's: β × the
         // window, W_max the window at detection.
         let mut d = Cubic::new(1000);
