@@ -78,7 +78,7 @@ impl<M: Msg> Cx<M> for DeviceCx<M> {
         self.events.push_back(Event::Deliver { session, msg, eom });
     }
     fn open_done(&mut self, _upper: Upper, session: SessionId, parts: Participants) {
-        self.events.push_back(Event::OpenDone { session, parts });
+        self.events.push_back(Event::OpenDone { session, parts: Box::new(parts) });
     }
     fn close_done(&mut self, _upper: Upper, session: SessionId) {
         self.events.push_back(Event::CloseDone { session });

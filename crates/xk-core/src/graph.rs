@@ -42,8 +42,11 @@ pub enum Event<M> {
     OpenDone {
         /// The new session.
         session: SessionId,
-        /// Its participants as the protocol saw them.
-        parts: Participants,
+        /// Its participants as the protocol saw them. Boxed: an open is
+        /// rare, and unboxed its two address lists made every `Event` (each
+        /// delivery among them, returned by value through the stack's
+        /// `poll_event`) 72 bytes instead of 64 (`Event<Contig>`).
+        parts: Box<Participants>,
     },
     /// A session the application sat on is closed.
     CloseDone {
@@ -147,7 +150,7 @@ impl<M: Msg> Ctx<'_, M> {
     /// Tells `upper` that `session` was created for it by a passive open.
     pub fn open_done(&mut self, upper: Upper, session: SessionId, parts: Participants) {
         match upper {
-            Upper::App => self.queues.events.push_back(Event::OpenDone { session, parts }),
+            Upper::App => self.queues.events.push_back(Event::OpenDone { session, parts: Box::new(parts) }),
             Upper::Protocol(to) => self.queues.work.push_back(Work::OpenDone { to, lower: session, parts }),
         }
     }

@@ -184,3 +184,14 @@ fn a_described_stack_echoes() {
     assert_eq!(msg.to_vec(), b"described");
     assert!(b.g.to_dot().contains("label=\"echo\""));
 }
+
+#[test]
+fn an_event_is_no_larger_than_a_delivery() {
+    // Every delivery crosses to the application as an `Event` by value; the
+    // rare open keeps its participants boxed so it does not set the size
+    // (72 bytes unboxed, 64 boxed: the delivery's session, message and
+    // end mark).
+    let (event, delivery) =
+        (std::mem::size_of::<Event<Contig>>(), std::mem::size_of::<(xk_core::SessionId, Contig, bool)>());
+    assert!(event <= delivery, "Event<Contig> {event} bytes, a delivery's fields {delivery}");
+}

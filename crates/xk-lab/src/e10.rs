@@ -7,13 +7,16 @@
 //! a bulk transfer, in the deterministic simulator and over real UDP on
 //! loopback.
 //!
-//! Every variant is its own instance of the same code
-//! (`XtpProtocol<M, Q>` in a run-time `Graph<M>` built from a graph
-//! description, `XtpStack::from_desc`): nothing is switched at run time.
-//! The compiled composition (`xk_core::compiled::Stack`, which `compose
-//! auto` picks for these shapes and `xpress --graph` runs) is not among
-//! the variants yet: E10 compares the graph's variants with each other; the
-//! compiled stack against the direct path and the graph is measured by
+//! Every variant is its own instance of the same code (`XtpProtocol<M,
+//! Q>`), composed one of two ways from a graph description: in a run-time
+//! `Graph<M>` (`compose dynamic`, `XtpStack::from_desc`; the form × timer
+//! × Limit variants) or as the compiled stack `xk_core::compiled::Stack`
+//! (`compose compiled`, what `compose auto` picks for `app -> xtp ->
+//! <device>` and `xpress --graph` runs; the rows `compiled contig/heap` and
+//! `compiled rope/heap`). Nothing is switched at run time. The runners are
+//! generic over the composition ([`Compose`]: the simulator's node and the
+//! UDP driver take any `DeviceStack`), so both run the same harness. The
+//! compiled stack against the direct endpoint path is measured by
 //! `xtp-proto`'s `layer` benchmark (docs/PERF.md, "XTP in the framework").
 //!
 //! The demux map's one-entry cache (`XtpProtocol`'s `CACHE`) is not a
@@ -61,6 +64,7 @@ use std::thread::JoinHandle;
 use std::time::Instant as Clock;
 
 use nix::time::{ClockId, clock_gettime};
+use xk_core::compiled::Stack;
 use xk_core::device::{DeviceStack, GraphOn};
 use xk_core::{Addr, ArenaId, Event, Graph, Part, Participants, SessionId};
 use xk_driver::graph_udp::GraphUdp;
@@ -68,8 +72,8 @@ use xk_msg::{Bytes, Contig, Limit, Msg, Rope, copy_stats};
 use xk_netemu::LinkParams;
 use xk_sim::{NodeId, Sim};
 use xk_time::{DeltaList, Duration, HeapQueue, TimerQueue, TimingWheel};
-use xtp_proto::stack::XtpStack;
-use xtp_proto::{ContextConfig, EndpointConfig};
+use xtp_proto::stack::{Composed, XtpStack};
+use xtp_proto::{ContextConfig, EndpointConfig, XtpProtocol};
 use xtp_testkit::{GraphApp, GraphHost};
 
 use crate::experiment::{Env, Experiment, Step};
@@ -88,8 +92,12 @@ pub struct Row {
     pub workload: String,
     /// Message bytes (ping-pong) or bytes per transfer (bulk).
     pub size: usize,
-    /// The variant, `form/timers`.
+    /// The variant, `form/timers`, prefixed `compiled ` for the compiled
+    /// stack.
     pub variant: String,
+    /// `graph` (the run-time graph) or `compiled` (`xk_core::compiled::Stack`).
+    #[serde(default = "graph")]
+    pub compose: String,
     /// `contig`, `rope` or `limit`.
     pub form: String,
     /// `heap`, `delta` or `wheel`.
@@ -143,6 +151,10 @@ pub struct Params {
     pub udp_round_trips: usize,
     /// Bulk transfers per round.
     pub bulk_transfers: usize,
+}
+
+fn graph() -> String {
+    "graph".into()
 }
 
 /// One step: where and what.
@@ -301,57 +313,93 @@ fn timed(
     Ok(Sample { wall_ns: wall.as_nanos() as f64 / n, cpu_ns: (c1 - c0) / n, copied: (k1 - k0) as f64 / n })
 }
 
-/// The stack of one variant, its demux cache on (see the module's docs).
-fn stack<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
-    device: &str,
-    seed: u64,
-) -> Result<XtpStack<M>, String> {
-    XtpStack::<M>::from_desc::<Q, true>(
-        &format!("app -> xtp -> {device}"),
-        EndpointConfig::default(),
-        ContextConfig::stream(),
-        seed,
-    )
-    .map_err(|e| e.to_string())
+/// How a variant is composed: the composition type it builds and how.
+/// The runners below are generic over it, so the graph's variants and the
+/// compiled stack's run the same simulator and socket code.
+trait Compose<M: Msg>: 'static {
+    /// `graph` or `compiled` (the row's `compose`).
+    const NAME: &'static str;
+    /// The application's view of the stack.
+    type S: DeviceStack<M> + 'static;
+    /// `app -> xtp -> {device}`, its demux cache on (see the module's docs).
+    fn build(device: &str, seed: u64) -> Result<Self::S, String>;
 }
 
-fn listen<M: Msg>(s: &mut XtpStack<M>) -> Result<(), String> {
-    s.graph
-        .open_enable(s.xtp, &Participants::local(Part::top_first([Addr::Port(PORT)])))
-        .map_err(|e| e.to_string())
+/// The run-time graph (`compose dynamic`), XTP's timers in a `Q`.
+struct ByGraph<Q>(std::marker::PhantomData<Q>);
+
+impl<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static> Compose<M> for ByGraph<Q> {
+    const NAME: &'static str = "graph";
+    type S = GraphOn<Graph<M>>;
+    fn build(device: &str, seed: u64) -> Result<Self::S, String> {
+        let s = XtpStack::<M>::from_desc::<Q, true>(
+            &format!("compose dynamic\napp -> xtp -> {device}"),
+            EndpointConfig::default(),
+            ContextConfig::stream(),
+            seed,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(GraphOn::new(s.graph, s.xtp))
+    }
 }
 
-fn open<M: Msg>(s: &mut XtpStack<M>, to: SocketAddr) -> Result<SessionId, String> {
+/// The compiled stack (`compose compiled`, what `compose auto` picks for
+/// this shape), XTP's timers in a `Q`.
+struct ByStack<Q>(std::marker::PhantomData<Q>);
+
+impl<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static> Compose<M> for ByStack<Q> {
+    const NAME: &'static str = "compiled";
+    type S = Stack<M, XtpProtocol<M, Q, true>>;
+    fn build(device: &str, seed: u64) -> Result<Self::S, String> {
+        let (c, _) = XtpStack::<M>::compose::<Q, true>(
+            &format!("compose compiled\napp -> xtp -> {device}"),
+            EndpointConfig::default(),
+            ContextConfig::stream(),
+            seed,
+        )
+        .map_err(|e| e.to_string())?;
+        match c {
+            Composed::Compiled(s) => Ok(s),
+            Composed::Graph(_) => Err("`compose compiled` built a graph".into()),
+        }
+    }
+}
+
+fn listen<M: Msg>(s: &mut impl DeviceStack<M>) -> Result<(), String> {
+    s.open_enable(&Participants::local(Part::top_first([Addr::Port(PORT)]))).map_err(|e| e.to_string())
+}
+
+fn open<M: Msg>(s: &mut impl DeviceStack<M>, to: SocketAddr) -> Result<SessionId, String> {
     let parts = Participants::new(Part::new(), Part::top_first([Addr::Port(PORT), Addr::Inet(to)]));
-    s.graph.open(s.xtp, &parts).map_err(|e| e.to_string())
+    s.open(&parts).map_err(|e| e.to_string())
 }
 
 /// Both sides in `xk-sim` on this thread.
-struct SimRun<M: Msg> {
-    sim: Sim<GraphHost<M, GraphOn<Graph<M>>, Peer>>,
+struct SimRun<M: Msg, S: DeviceStack<M>> {
+    sim: Sim<GraphHost<M, S, Peer>>,
     client: NodeId,
 }
 
-fn sim_runner<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
+fn sim_runner<M: Msg + 'static, C: Compose<M>>(
     work: Work,
     seed: u64,
     _cpu: Option<usize>,
 ) -> Result<Box<dyn Runner>, String> {
-    let (mut c, mut s) = (stack::<M, Q>("link", 1)?, stack::<M, Q>("link", 2)?);
+    let (mut c, mut s) = (C::build("link", 1)?, C::build("link", 2)?);
     listen(&mut s)?;
     let mut sim = Sim::new(seed);
-    let (sid, saddr) = sim.add_node(GraphHost::new(GraphOn::new(s.graph, s.xtp), Peer::new(true, work)));
+    let (sid, saddr) = sim.add_node(GraphHost::new(s, Peer::new(true, work)));
     let session = open(&mut c, saddr)?;
     let mut client = Peer::new(false, work);
     client.session = Some(session);
-    let (cid, _) = sim.add_node(GraphHost::new(GraphOn::new(c.graph, c.xtp), client));
+    let (cid, _) = sim.add_node(GraphHost::new(c, client));
     sim.connect(cid, sid, LinkParams::default(), LinkParams::default()).map_err(|e| e.to_string())?;
     let mut r = SimRun { sim, client: cid };
     r.round(1)?; // the handshake, untimed
     Ok(Box::new(r))
 }
 
-impl<M: Msg> Runner for SimRun<M> {
+impl<M: Msg, S: DeviceStack<M>> Runner for SimRun<M, S> {
     fn round(&mut self, ops: usize) -> Result<Sample, String> {
         let (sim, cid) = (&mut self.sim, self.client);
         timed(
@@ -375,9 +423,10 @@ impl<M: Msg> Runner for SimRun<M> {
 }
 
 /// The client on this thread, the server on its own, both on UDP sockets.
-struct UdpRun<M: Msg> {
+struct UdpRun<M: Msg, S: DeviceStack<M>> {
     dev: GraphUdp,
-    client: XtpStack<M>,
+    client: S,
+    _msg: std::marker::PhantomData<M>,
     app: Peer,
     stop: Arc<AtomicBool>,
     server: Option<JoinHandle<Result<(), String>>>,
@@ -389,17 +438,17 @@ struct UdpRun<M: Msg> {
 /// retransmitted within milliseconds).
 const UDP_ROUND_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
 
-fn udp_server<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
+fn udp_server<M: Msg + 'static, C: Compose<M>>(
     work: Work,
     stop: Arc<AtomicBool>,
     cpu: Option<usize>,
     ready: std::sync::mpsc::Sender<Result<(SocketAddr, i32), String>>,
 ) -> Result<(), String> {
     pin(cpu);
-    let setup = || -> Result<(XtpStack<M>, GraphUdp), String> {
-        let mut s = stack::<M, Q>("udp", 2)?;
+    let setup = || -> Result<(C::S, GraphUdp), String> {
+        let mut s = C::build("udp", 2)?;
         let dev = GraphUdp::bind("127.0.0.1:0".parse().expect("literal")).map_err(|e| e.to_string())?;
-        s.graph.advance(dev.now());
+        s.advance(dev.now());
         listen(&mut s)?;
         Ok((s, dev))
     };
@@ -417,7 +466,7 @@ fn udp_server<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
     let end = dev.now() + Duration::from_secs(3600);
     while !stop.load(Ordering::Relaxed) && dev.now() < end {
         let until = dev.now() + Duration::from_millis(50);
-        dev.run_until(&mut GraphOn::new(&mut s.graph, s.xtp), until, |g| {
+        dev.run_until(&mut s, until, |g| {
             app.poll(g);
             stop.load(Ordering::Relaxed)
         })
@@ -426,7 +475,7 @@ fn udp_server<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
     Ok(())
 }
 
-fn udp_runner<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
+fn udp_runner<M: Msg + 'static, C: Compose<M>>(
     work: Work,
     _seed: u64,
     cpu: Option<usize>,
@@ -436,11 +485,12 @@ fn udp_runner<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
     let st = stop.clone();
     let server = std::thread::Builder::new()
         .name("e10-server".into())
-        .spawn(move || udp_server::<M, Q>(work, st, cpu, tx))
+        .spawn(move || udp_server::<M, C>(work, st, cpu, tx))
         .map_err(|e| e.to_string())?;
     let mut r = UdpRun {
         dev: GraphUdp::bind("127.0.0.1:0".parse().expect("literal")).map_err(|e| e.to_string())?,
-        client: stack::<M, Q>("udp", 1)?,
+        client: C::build("udp", 1)?,
+        _msg: std::marker::PhantomData,
         app: Peer::new(false, work),
         stop,
         server: Some(server),
@@ -450,13 +500,13 @@ fn udp_runner<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
         .recv_timeout(std::time::Duration::from_secs(10))
         .map_err(|_| "E10: the UDP server did not start".to_string())??;
     r.server_tid = tid;
-    r.client.graph.advance(r.dev.now());
+    r.client.advance(r.dev.now());
     r.app.session = Some(open(&mut r.client, to)?);
     r.round(1)?; // the handshake, untimed
     Ok(Box::new(r))
 }
 
-impl<M: Msg> Runner for UdpRun<M> {
+impl<M: Msg, S: DeviceStack<M>> Runner for UdpRun<M, S> {
     fn round(&mut self, ops: usize) -> Result<Sample, String> {
         let UdpRun { dev, client, app, server_tid, .. } = self;
         let tid = *server_tid;
@@ -473,11 +523,11 @@ impl<M: Msg> Runner for UdpRun<M> {
             })
         };
         timed(cpu, ops, || {
-            client.graph.advance(dev.now());
-            app.start(&mut GraphOn::new(&mut client.graph, client.xtp), ops);
+            client.advance(dev.now());
+            app.start(client, ops);
             let limit = Duration::from_nanos(UDP_ROUND_LIMIT.as_nanos() as u64);
             let end = dev.now() + limit;
-            dev.run_until(&mut GraphOn::new(&mut client.graph, client.xtp), end, |g| {
+            dev.run_until(client, end, |g| {
                 app.poll(g);
                 app.done || app.failed.is_some()
             })
@@ -491,7 +541,7 @@ impl<M: Msg> Runner for UdpRun<M> {
     }
 }
 
-impl<M: Msg> Drop for UdpRun<M> {
+impl<M: Msg, S: DeviceStack<M>> Drop for UdpRun<M, S> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.server.take() {
@@ -548,6 +598,8 @@ type Make = fn(Work, u64, Option<usize>) -> Result<Box<dyn Runner>, String>;
 
 /// One variant: its names and its two instantiations.
 struct Variant {
+    /// `graph` or `compiled`.
+    compose: &'static str,
     form: &'static str,
     timers: &'static str,
     limit: usize,
@@ -558,21 +610,26 @@ struct Variant {
 impl Variant {
     fn name(&self) -> String {
         let form = if self.limit > 0 { format!("limit{}", self.limit) } else { self.form.to_string() };
-        format!("{form}/{}", self.timers)
+        let compiled = if self.compose == "compiled" { "compiled " } else { "" };
+        format!("{compiled}{form}/{}", self.timers)
     }
 }
 
 /// Every variant, each a separate instance of the generic code.
 fn variants() -> Vec<Variant> {
     macro_rules! v {
-        ($form:literal, $m:ty, $timers:literal, $q:ty, $limit:expr) => {
+        ($by:ident, $form:literal, $m:ty, $timers:literal, $q:ty, $limit:expr) => {
             Variant {
+                compose: <$by<$q> as Compose<$m>>::NAME,
                 form: $form,
                 timers: $timers,
                 limit: $limit,
-                sim: sim_runner::<$m, $q>,
-                udp: udp_runner::<$m, $q>,
+                sim: sim_runner::<$m, $by<$q>>,
+                udp: udp_runner::<$m, $by<$q>>,
             }
+        };
+        ($form:literal, $m:ty, $timers:literal, $q:ty, $limit:expr) => {
+            v!(ByGraph, $form, $m, $timers, $q, $limit)
         };
     }
     type H = HeapQueue<ArenaId>;
@@ -588,6 +645,10 @@ fn variants() -> Vec<Variant> {
         v!("limit", Limit<10>, "heap", H, 10),
         v!("limit", Limit<1_000>, "heap", H, 1_000),
         v!("limit", Limit<10_000>, "heap", H, 10_000),
+        // The compiled stack beside the graph, in both forms (the timer
+        // queue is the graph's choice that matters least: see the reading).
+        v!(ByStack, "contig", Contig, "heap", H, 0),
+        v!(ByStack, "rope", Rope, "heap", H, 0),
     ]
 }
 
@@ -630,7 +691,7 @@ impl Experiment for E10 {
             bulk_message: 10_000,
             limits: LIMITS.to_vec(),
             rounds: if quick { 2 } else { 7 },
-            sim_round_trips: if quick { 100 } else { 2_000 },
+            sim_round_trips: if quick { 100 } else { 1_500 },
             udp_round_trips: if quick { 20 } else { 200 },
             bulk_transfers: 1,
         }
@@ -739,6 +800,7 @@ impl Experiment for E10 {
                     workload: p.workload.clone(),
                     size: p.size,
                     variant: v.name(),
+                    compose: v.compose.into(),
                     form: v.form.into(),
                     timers: v.timers.into(),
                     limit: v.limit,
@@ -772,11 +834,12 @@ impl Experiment for E10 {
             let (fast, slow) = fastest_slowest(&at, |r| r.limit == 0);
             let n = at.iter().filter(|r| r.limit == 0).count();
             out.push(format!(
-                "  {net} {workload} {size} B: fastest {} {:.2} µs; slowest of the {n} zero-copy {} {:.2}x{}",
+                "  {net} {workload} {size} B: fastest {} {:.2} µs; slowest of the {n} zero-copy {} {:.2}x{}{}",
                 fast.map_or("-", |r| r.variant.as_str()),
                 fast.map_or(f64::NAN, |r| r.cpu_ns / 1e3),
                 slow.map_or("-", |r| r.variant.as_str()),
                 slow.map_or(f64::NAN, |r| r.relative),
+                compiled_note(&at),
                 limit_note(&at),
             ));
         }
@@ -811,7 +874,10 @@ fn fastest_slowest<'a>(at: &[&'a Row], keep: impl Fn(&Row) -> bool) -> (Option<&
 
 /// The `limit` rows against the zero-copy `contig/heap` row.
 fn limit_note(at: &[&Row]) -> String {
-    let Some(base) = at.iter().find(|r| r.limit == 0 && r.form == "contig" && r.timers == "heap") else {
+    let Some(base) = at
+        .iter()
+        .find(|r| r.compose != "compiled" && r.limit == 0 && r.form == "contig" && r.timers == "heap")
+    else {
         return String::new();
     };
     let parts: Vec<String> = at
@@ -872,7 +938,7 @@ fn render(rows: &[Row], page: &mut Page) {
                 at.first().map_or(0, |r| r.rounds),
                 at.first().map_or(0, |r| r.ops)
             ),
-            &["variant (form/timers)", "CPU µs/op", "CPU range", "wall µs/op", "relative", "bytes copied/op"],
+            &["variant ([compiled] form/timers)", "CPU µs/op", "CPU range", "wall µs/op", "relative", "bytes copied/op"],
             &table,
         );
     }
@@ -916,9 +982,10 @@ fn render(rows: &[Row], page: &mut Page) {
 }
 
 /// The median over matching groups of `f(group)`: each group holds the
-/// zero-copy rows of one point that differ only in the one choice left free.
+/// zero-copy graph rows of one point that differ only in the one choice
+/// left free (the compiled rows are compared apart, [`compiled_note`]).
 fn effect(rows: &[Row], key: impl Fn(&Row) -> String, f: impl Fn(&[&Row]) -> Option<f64>) -> f64 {
-    let zero: Vec<&Row> = rows.iter().filter(|r| r.limit == 0).collect();
+    let zero: Vec<&Row> = rows.iter().filter(|r| r.limit == 0 && r.compose != "compiled").collect();
     let mut keys: Vec<String> = zero.iter().map(|r| key(r)).collect();
     keys.sort();
     keys.dedup();
@@ -932,6 +999,22 @@ fn effect(rows: &[Row], key: impl Fn(&Row) -> String, f: impl Fn(&[&Row]) -> Opt
     if v.is_empty() { f64::NAN } else { xk_stats::median(v) }
 }
 
+/// The compiled stack against the graph at one point, per form (heap
+/// timers both): CPU time compiled / graph.
+fn compiled_note(at: &[&Row]) -> String {
+    let parts: Vec<String> = ["contig", "rope"]
+        .iter()
+        .filter_map(|form| {
+            let find = |c: &str| {
+                at.iter().find(|r| r.compose == c && r.limit == 0 && r.form == *form && r.timers == "heap")
+            };
+            let (g, c) = (find("graph")?, find("compiled")?);
+            Some(format!("{form} {:.2}x", c.cpu_ns / g.cpu_ns))
+        })
+        .collect();
+    if parts.is_empty() { String::new() } else { format!("; compiled / graph {}", parts.join(", ")) }
+}
+
 fn reading(rows: &[Row]) -> String {
     let mut parts = Vec::new();
     for (net, workload, size) in points(rows) {
@@ -939,10 +1022,11 @@ fn reading(rows: &[Row]) -> String {
         let (fast, slow) = fastest_slowest(&at, |r| r.limit == 0);
         if let (Some(f), Some(s)) = (fast, slow) {
             parts.push(format!(
-                "{net} {workload} {size} B: the zero-copy variants span {:.2}x (fastest {}, slowest {}){}",
+                "{net} {workload} {size} B: the zero-copy variants span {:.2}x (fastest {}, slowest {}){}{}",
                 s.cpu_ns / f.cpu_ns,
                 f.variant,
                 s.variant,
+                compiled_note(&at),
                 limit_note(&at)
             ));
         }
@@ -968,7 +1052,7 @@ fn reading(rows: &[Row]) -> String {
         rows.iter().filter(|r| r.cpu_ns > 0.0).map(|r| (r.cpu_ns_max - r.cpu_ns_min) / r.cpu_ns),
     );
     format!(
-        "{}. Each choice alone, as the median over the points and the other choice: slowest / fastest timer queue {timers:.3}; rope / contig {form:.3}; against a median spread between a variant's rounds of {:.1} % of its time — an effect smaller than that spread is not one this run can see. A ping-pong or a bulk transfer on one context arms a few timers per packet, so the timer queue is not exercised hard here; the message form decides whether a layer boundary copies. The demux map's one-entry cache is not varied: after the key exchange every packet carries the return key, which XTP resolves by slot index without consulting the map, so in the timed rounds the cache is not consulted at all (E5 measures the demux with the cache hit, missed and off). Over UDP the system calls and the wake-ups of two threads cost tens of microseconds per round trip and the variants' differences shrink beside them. The Limit rows reproduce seed 000's effect: a message crossing from the application or the device into XTP is copied twice as a record of the maximum size (once when the message is made, once when XTP takes its bytes), one crossing from XTP to the device or to the application once (when the message is made); bytes copied per operation count them (both nodes in the simulator, the client only over UDP), so the cost grows with the limit even for 10-byte messages — the seed's EC took 3.06 ms at Limit 10 and 10.2 ms at Limit 10,000 for the same 10-byte ping-pong (3.3x), and 37.6 ms against SandiaXTP's 2.68 ms at 10,000 bytes (14x).",
+        "{}. The compiled rows are `xk_core::compiled::Stack` (the composition `compose auto` picks for `app -> xtp -> <device>`, XTP a type parameter, no dispatcher queue, no dynamic call) beside the run-time graph with the same form and timers: in the simulator the framework is most of the host's work and the compiled stack's saving shows in full (the `layer` benchmark of xtp-proto puts the graph at 1.2-1.4x and the compiled stack within 1.03-1.09x of the direct endpoint path, docs/PERF.md); over UDP the system calls dominate and the two draw close. Each choice of the graph alone, as the median over the points and the other choice: slowest / fastest timer queue {timers:.3}; rope / contig {form:.3}; against a median spread between a variant's rounds of {:.1} % of its time — an effect smaller than that spread is not one this run can see. A ping-pong or a bulk transfer on one context arms a few timers per packet, so the timer queue is not exercised hard here; the message form decides whether a layer boundary copies. The demux map's one-entry cache is not varied: after the key exchange every packet carries the return key, which XTP resolves by slot index without consulting the map, so in the timed rounds the cache is not consulted at all (E5 measures the demux with the cache hit, missed and off). Over UDP the system calls and the wake-ups of two threads cost tens of microseconds per round trip and the variants' differences shrink beside them. The Limit rows reproduce seed 000's effect: a message crossing from the application or the device into XTP is copied twice as a record of the maximum size (once when the message is made, once when XTP takes its bytes), one crossing from XTP to the device or to the application once (when the message is made); bytes copied per operation count them (both nodes in the simulator, the client only over UDP), so the cost grows with the limit even for 10-byte messages — the seed's EC took 3.06 ms at Limit 10 and 10.2 ms at Limit 10,000 for the same 10-byte ping-pong (3.3x), and 37.6 ms against SandiaXTP's 2.68 ms at 10,000 bytes (14x).",
         parts.join("; "),
         100.0 * spread
     )

@@ -183,11 +183,12 @@ fn quick_report_has_every_experiment_and_renders() {
     assert!(
         calibration.iter().all(|r| r["delay_ns"].as_f64().unwrap() > r["proc_delay_ns"].as_f64().unwrap())
     );
-    // E10: sim and udp × (3 ping-pong sizes + bulk) × 6 zero-copy variants
-    // (2 forms × 3 timer queues), plus the copying Limit where the messages
-    // fit it (3 + 2 + 1 + 1).
+    // E10: sim and udp × (3 ping-pong sizes + bulk) × 8 zero-copy variants
+    // (2 forms × 3 timer queues in the graph, 2 forms in the compiled
+    // stack), plus the copying Limit where the messages fit it (3 + 2 + 1 + 1).
     let e10 = rows(&json, "E10");
-    assert_eq!(e10.len(), 2 * (4 * 6 + 7), "E10 rows");
+    assert_eq!(e10.len(), 2 * (4 * 8 + 7), "E10 rows");
+    assert_eq!(e10.iter().filter(|r| r["compose"] == "compiled").count(), 2 * 4 * 2, "E10 compiled rows");
     for r in &e10 {
         let rel = r["relative"].as_f64().unwrap();
         assert!(rel >= 1.0 && r["cpu_ns"].as_f64().unwrap() > 0.0, "{r}");

@@ -176,7 +176,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
         while let Some((upper, ev)) = self.next_up(now, me) {
             match ev {
                 UpEvent::Deliver { session, msg, eom } => cx.deliver(upper, session, msg, eom),
-                UpEvent::OpenDone { session, parts } => cx.open_done(upper, session, parts),
+                UpEvent::OpenDone { session, parts } => cx.open_done(upper, session, *parts),
                 UpEvent::CloseDone { session } => cx.close_done(upper, session),
             }
         }
@@ -231,7 +231,10 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
                     );
                     return Some((
                         upper,
-                        UpEvent::OpenDone { session: SessionId { protocol: me, slot: ctx.0 }, parts },
+                        UpEvent::OpenDone {
+                            session: SessionId { protocol: me, slot: ctx.0 },
+                            parts: Box::new(parts),
+                        },
                     ));
                 }
                 Event::Closed { ctx, .. } => {
