@@ -64,6 +64,7 @@ use crate::e8_measure::{
     engine_of, engine_threads, instants, machine_ticks, schedstat3, thread_cpu_ns, thread_named,
     thread_switches, threads_named, ticks_per_s,
 };
+use crate::e8_place::{Pinned, Placement};
 
 /// One calibration point: every measured quantity at one message length.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -798,16 +799,24 @@ impl Crossings {
 /// that a change of the machine's load falls on all of them alike rather
 /// than on a few), `count` round trips and synchronous sends per length in
 /// all; then three pipelined windows per length of ≥ `stream_ms` / 3 each.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn sweep(
-    echo: SocketAddr,
+    echo: &PeerApp,
     sink: &PeerApp,
     sizes: &[usize],
     count: usize,
     stream_ms: u64,
     rounds: usize,
     probe: bool,
+    placement: Placement,
 ) -> Result<Vec<CalibRow>, String> {
-    let mut eng = Engines::new(echo, sink, probe)?;
+    let mut eng = Engines::new(echo.addr, sink, probe)?;
+    // Pinned until the sweep ends (the runner thread's mask put back).
+    let _pinned = Pinned::apply(
+        placement,
+        &[echo.app_tid.as_ref(), sink.app_tid.as_ref()],
+        &[eng.pp_tid.as_ref(), eng.tx_tid.as_ref(), echo.engine_tid(), sink.engine_tid()],
+    )?;
     let msgs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0x42u8; l]).collect();
     let mut samples: Vec<Samples> = sizes.iter().map(|_| Samples::default()).collect();
     let rounds = rounds.max(1);
@@ -937,6 +946,11 @@ pub(crate) struct PeerApp {
 }
 
 impl PeerApp {
+    /// Its engine thread's id (None when not found).
+    fn engine_tid(&self) -> Option<&String> {
+        self.tids.iter().find(|t| Some(*t) != self.app_tid.as_ref())
+    }
+
     /// The echo (thread `e8-echo-app`, found by name in traces).
     pub(crate) fn echo() -> Result<PeerApp, String> {
         PeerApp::start(true, None)
@@ -1090,7 +1104,7 @@ mod tests {
         let _one = crate::e8_measure::TRACE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (echo, sink) = (PeerApp::echo().unwrap(), PeerApp::sink(None).unwrap());
         assert_eq!(sink.tids.len(), 2, "{:?}", sink.tids);
-        let rows = sweep(echo.addr, &sink, &[1, 8_192], 20, 30, 2, true).unwrap();
+        let rows = sweep(&echo, &sink, &[1, 8_192], 20, 30, 2, true, Placement::Split).unwrap();
         assert_eq!(rows.len(), 2);
         for r in &rows {
             for (name, v) in [
