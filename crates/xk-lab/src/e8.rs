@@ -101,8 +101,9 @@ pub struct Params {
     pub sink_reply_hold_us: Option<u64>,
     /// Where the calibration's threads run: `"split"` (the application
     /// threads on one CPU, the engine threads on another, as seed 004's
-    /// host and protocol processor were) or `"free"` (the scheduler's
-    /// choice). The profiles are never pinned.
+    /// host and protocol processor were), `"hosts"` (the measuring
+    /// application and its engines on one CPU, the peers on another) or
+    /// `"free"` (the scheduler's choice). The profiles are never pinned.
     #[serde(default)]
     pub placement: Placement,
 }

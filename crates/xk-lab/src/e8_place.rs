@@ -6,8 +6,9 @@
 //! placement (a wake-up within one CPU 3.0–4.0 µs, across CPUs 7.7–9.3 µs,
 //! ping-pong), and which of the two an operation pays changes from run to
 //! run when the scheduler chooses. `Split` makes every wake-up between an
-//! application and its engine cross CPUs, always; `Free` is the
-//! scheduler's choice. The calling (runner) thread's own affinity is put
+//! application and its engine cross CPUs, always; `Hosts` keeps every such
+//! wake-up on one CPU (each side of the transfer a host of its own);
+//! `Free` is the scheduler's choice. The calling (runner) thread's own affinity is put
 //! back when the [`Pinned`] guard is dropped: other experiments of the
 //! report run on that thread afterwards.
 
@@ -26,6 +27,11 @@ pub enum Placement {
     /// sink's) on the first CPU this process may use, the engine threads
     /// (the "protocol processors") on the second.
     Split,
+    /// Each side a host of its own: the measuring application and its
+    /// engine threads on the first CPU, the peers (the echo's and the
+    /// sink's applications and engines) on the second — every wake-up
+    /// between an application and its engine stays on one CPU.
+    Hosts,
 }
 
 impl Placement {
@@ -35,6 +41,9 @@ impl Placement {
             Placement::Free => "free (the scheduler places every thread)",
             Placement::Split => {
                 "split (the applications on one CPU, the engine threads on the other, sched_setaffinity)"
+            }
+            Placement::Hosts => {
+                "hosts (the measuring application and its engines on one CPU, the peers and theirs on the other, sched_setaffinity)"
             }
         }
     }
@@ -48,23 +57,23 @@ pub(crate) struct Pinned {
 }
 
 impl Pinned {
-    /// Applies `placement` to the calling thread and `apps` (application
-    /// threads' ids) and `engines` (engine threads' ids). `Free` sets
-    /// nothing. `Split` needs two CPUs and every thread's id.
+    /// Applies a fixed placement: the calling thread and `first` on one
+    /// CPU, `second` on another (thread ids; `Free` sets nothing). Needs
+    /// two CPUs and every thread's id.
     pub(crate) fn apply(
         placement: Placement,
-        apps: &[Option<&String>],
-        engines: &[Option<&String>],
+        first: &[Option<&String>],
+        second: &[Option<&String>],
     ) -> Result<Pinned, String> {
         if placement == Placement::Free {
             return Ok(Pinned { restore: None });
         }
-        let err = |e: nix::Error| format!("E8 placement = \"split\": {e}");
+        let err = |e: nix::Error| format!("E8 placement {placement:?}: {e}");
         let mine = sched_getaffinity(Pid::from_raw(0)).map_err(err)?;
         let cpus: Vec<usize> = (0..CpuSet::count()).filter(|&c| mine.is_set(c).unwrap_or(false)).collect();
         if cpus.len() < 2 {
             return Err(format!(
-                "E8 placement = \"split\": needs two CPUs, this thread may use {} (use placement = \"free\")",
+                "E8 placement {placement:?}: needs two CPUs, this thread may use {} (use placement = \"free\")",
                 cpus.len()
             ));
         }
@@ -72,19 +81,19 @@ impl Pinned {
             let mut s = CpuSet::new();
             s.set(cpu).map(|()| s)
         };
-        let (app_set, eng_set) = (one(cpus[0]).map_err(err)?, one(cpus[1]).map_err(err)?);
-        let tid = |t: Option<&String>, what: &str| {
+        let (a, b) = (one(cpus[0]).map_err(err)?, one(cpus[1]).map_err(err)?);
+        let tid = |t: Option<&String>| {
             t.and_then(|t| t.parse::<i32>().ok())
                 .map(Pid::from_raw)
-                .ok_or_else(|| format!("E8 placement = \"split\": the {what} thread's id is unknown"))
+                .ok_or_else(|| format!("E8 placement {placement:?}: a calibration thread's id is unknown"))
         };
         let guard = Pinned { restore: Some(mine) };
-        sched_setaffinity(Pid::from_raw(0), &app_set).map_err(err)?;
-        for &t in apps {
-            sched_setaffinity(tid(t, "application")?, &app_set).map_err(err)?;
+        sched_setaffinity(Pid::from_raw(0), &a).map_err(err)?;
+        for &t in first {
+            sched_setaffinity(tid(t)?, &a).map_err(err)?;
         }
-        for &t in engines {
-            sched_setaffinity(tid(t, "engine")?, &eng_set).map_err(err)?;
+        for &t in second {
+            sched_setaffinity(tid(t)?, &b).map_err(err)?;
         }
         Ok(guard)
     }
