@@ -46,6 +46,7 @@ use crate::e8_calib::{PeerApp, sweep};
 pub use crate::e8_disturb::Disturbed;
 use crate::e8_measure::profile;
 pub use crate::e8_measure::{ModeName, PhaseStat, ProfileRow};
+pub use crate::e8_place::Placement;
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
 
@@ -98,6 +99,13 @@ pub struct Params {
     /// `plans/e8-hold.toml`).
     #[serde(default)]
     pub sink_reply_hold_us: Option<u64>,
+    /// Where the calibration's threads run: `"split"` (the application
+    /// threads on one CPU, the engine threads on another, as seed 004's
+    /// host and protocol processor were), `"hosts"` (the measuring
+    /// application and its engines on one CPU, the peers on another) or
+    /// `"free"` (the scheduler's choice). The profiles are never pinned.
+    #[serde(default)]
+    pub placement: Placement,
 }
 
 /// What one step measures.
@@ -155,6 +163,7 @@ impl Experiment for E8 {
                 rounds: 3,
                 placement_probe: false,
                 sink_reply_hold_us: None,
+                placement: Placement::default(),
             }
         } else {
             Params {
@@ -166,6 +175,7 @@ impl Experiment for E8 {
                 rounds: 20,
                 placement_probe: false,
                 sink_reply_hold_us: None,
+                placement: Placement::default(),
             }
         }
     }
@@ -248,10 +258,11 @@ impl Experiment for E8 {
                     let hold = self.p.sink_reply_hold_us.map(xk_time::Duration::from_micros);
                     self.app_sink = Some(PeerApp::sink(hold)?);
                 }
-                let echo = self.app_echo.as_ref().map(|e| e.addr).expect("just set");
+                let echo = self.app_echo.as_ref().expect("just set");
                 let sink = self.app_sink.as_ref().expect("just set");
                 let p = &self.p;
-                let rows = sweep(echo, sink, sizes, p.count, p.stream_ms, p.rounds, p.placement_probe)?;
+                let rows =
+                    sweep(echo, sink, sizes, p.count, p.stream_ms, p.rounds, p.placement_probe, p.placement)?;
                 Ok(rows.into_iter().map(Row::Calibration).collect())
             }
         }

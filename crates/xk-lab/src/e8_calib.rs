@@ -64,6 +64,7 @@ use crate::e8_measure::{
     engine_of, engine_threads, instants, machine_ticks, schedstat3, thread_cpu_ns, thread_named,
     thread_switches, threads_named, ticks_per_s,
 };
+use crate::e8_place::{Pinned, Placement};
 
 /// One calibration point: every measured quantity at one message length.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -247,6 +248,13 @@ pub struct CalibRow {
     /// Pipelined, per message: the machine's idle CPU time, ns (`/proc/stat`).
     #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pipe_idle_ns: f64,
+    /// With a fixed placement (`placement` not free; None when free):
+    /// pipelined, per message, the CPU time of the threads pinned to the
+    /// busier of the two CPUs (per window, pooled), ns — the period that
+    /// CPU allows, which replaces (U + I)/cores in τ_a' (the work can no
+    /// longer spread over the cores).
+    #[serde(default)]
+    pub pipe_busiest_cpu_ns: Option<f64>,
     /// Pipelined, per message: CPU time the hypervisor gave to other
     /// guests while this one was runnable (`/proc/stat` steal), ns.
     #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
@@ -330,6 +338,8 @@ struct Samples {
     stream_host_cpu_ns: u64,
     stream_sink_cpu_ns: u64,
     stream_ticks: [u64; 3],
+    /// Fixed placement: the busier CPU's pinned threads' CPU time.
+    stream_busiest_ns: u64,
     send_write_cpu: Vec<u64>,
     send_wait_cpu: Vec<u64>,
     pp_sleeps: u64,
@@ -798,16 +808,26 @@ impl Crossings {
 /// that a change of the machine's load falls on all of them alike rather
 /// than on a few), `count` round trips and synchronous sends per length in
 /// all; then three pipelined windows per length of ≥ `stream_ms` / 3 each.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn sweep(
-    echo: SocketAddr,
+    echo: &PeerApp,
     sink: &PeerApp,
     sizes: &[usize],
     count: usize,
     stream_ms: u64,
     rounds: usize,
     probe: bool,
+    placement: Placement,
 ) -> Result<Vec<CalibRow>, String> {
-    let mut eng = Engines::new(echo, sink, probe)?;
+    let mut eng = Engines::new(echo.addr, sink, probe)?;
+    // Pinned until the sweep ends (the runner thread's mask put back).
+    let (apps, mine) =
+        ([echo.app_tid.as_ref(), sink.app_tid.as_ref()], [eng.pp_tid.as_ref(), eng.tx_tid.as_ref()]);
+    let peers = [echo.engine_tid(), sink.engine_tid()];
+    let _pinned = match placement {
+        Placement::Hosts => Pinned::apply(placement, &mine, &[apps, peers].concat())?,
+        _ => Pinned::apply(placement, &apps, &[mine, peers].concat())?,
+    };
     let msgs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0x42u8; l]).collect();
     let mut samples: Vec<Samples> = sizes.iter().map(|_| Samples::default()).collect();
     let rounds = rounds.max(1);
@@ -838,6 +858,14 @@ pub(crate) fn sweep(
             s.stream_all_cpu_ns += d.all;
             s.stream_host_cpu_ns += d.host;
             s.stream_sink_cpu_ns += d.sink_app;
+            // The two CPUs' pinned threads (the sink's engine is what is
+            // left of `all`): split, the applications against the engines;
+            // hosts, the measuring side against the peers.
+            let first = match placement {
+                Placement::Split => d.host + d.sink_app,
+                _ => d.host + d.eng,
+            };
+            s.stream_busiest_ns += first.max(d.all.saturating_sub(first));
             for j in 0..3 {
                 s.stream_sched[j] += d.sched[j];
                 s.stream_ticks[j] += d.ticks[j];
@@ -911,6 +939,9 @@ pub(crate) fn sweep(
                 s.stream_msgs,
             ),
             pipe_idle_ns: per_msg_f(s.stream_ticks[1] as f64 * tick_ns, s.stream_msgs),
+            pipe_busiest_cpu_ns: (placement != Placement::Free)
+                .then(|| per_msg(s.stream_busiest_ns, s.stream_msgs))
+                .filter(|v| v.is_finite()),
             pipe_steal_ns: per_msg_f(s.stream_ticks[2] as f64 * tick_ns, s.stream_msgs),
             pipe_tick_ns: per_msg_f((WINDOWS * cores) as f64 * tick_ns, s.stream_msgs),
             count: s.rtt.len(),
@@ -937,6 +968,11 @@ pub(crate) struct PeerApp {
 }
 
 impl PeerApp {
+    /// Its engine thread's id (None when not found).
+    fn engine_tid(&self) -> Option<&String> {
+        self.tids.iter().find(|t| Some(*t) != self.app_tid.as_ref())
+    }
+
     /// The echo (thread `e8-echo-app`, found by name in traces).
     pub(crate) fn echo() -> Result<PeerApp, String> {
         PeerApp::start(true, None)
@@ -1090,7 +1126,7 @@ mod tests {
         let _one = crate::e8_measure::TRACE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (echo, sink) = (PeerApp::echo().unwrap(), PeerApp::sink(None).unwrap());
         assert_eq!(sink.tids.len(), 2, "{:?}", sink.tids);
-        let rows = sweep(echo.addr, &sink, &[1, 8_192], 20, 30, 2, true).unwrap();
+        let rows = sweep(&echo, &sink, &[1, 8_192], 20, 30, 2, true, Placement::Split).unwrap();
         assert_eq!(rows.len(), 2);
         for r in &rows {
             for (name, v) in [

@@ -86,8 +86,20 @@ pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
     // multi-round send's completion is not on that line: R_a below).
     let complete = fit("one-round completion", |r| r.proc_complete_one_ns);
     let doorbell = fit("doorbell", |r| r.doorbell_ns);
-    let all_cpu = regime("four threads' CPU", |r| r.all_cpu_ns, false);
-    let all_cpu_m = regime("four threads' CPU", |r| r.all_cpu_ns, true);
+    // With a fixed placement the pipelined work cannot spread over the
+    // cores: the busier CPU's pinned threads set the period, no idle time
+    // is added and `cores` is 1 (Session 16: the period is that CPU's work
+    // per message within 0-9 % at every length, split or hosts).
+    let pinned = rows.iter().all(|r| r.pipe_busiest_cpu_ns.is_some());
+    let (all_cpu, all_cpu_m) = if pinned {
+        let busiest = |r: &CalibRow| r.pipe_busiest_cpu_ns.unwrap_or(f64::NAN);
+        (regime("busier CPU's work", busiest, false), regime("busier CPU's work", busiest, true))
+    } else {
+        (
+            regime("four threads' CPU", |r| r.all_cpu_ns, false),
+            regime("four threads' CPU", |r| r.all_cpu_ns, true),
+        )
+    };
     let wake_cpu = fit("wake-up CPU", |r| r.wake_cpu_ns);
     let sync_wakes = fit("synchronous wake-ups", |r| r.sync_engine_wake_ns + r.sync_wake_ns);
     // The cores' idle time per pipelined message: a small term that can be
@@ -99,8 +111,8 @@ pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
             .or_else(|| fit_line(&points("idle", |r| r.pipe_idle_ns, &|_| true, false)))
             .unwrap_or_else(unfit)
     };
-    let idle = idle_fit(false);
-    let idle_m = idle_fit(true);
+    let none = || LineFit { intercept: 0.0, slope: 0.0, r2: f64::NAN, residuals: Vec::new() };
+    let (idle, idle_m) = if pinned { (none(), none()) } else { (idle_fit(false), idle_fit(true)) };
     let (mut clamped, mut unfitted) = (Vec::new(), Vec::new());
     let mut pos = |name: &'static str, v: f64| {
         if v.is_nan() {
@@ -164,7 +176,7 @@ pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
         wake_sync: if wake_sync.is_nan() { pos("wake_sync", wake_sync) } else { wake_sync },
         u_0: pos("u_0", all_cpu.intercept),
         upsilon: pos("upsilon", all_cpu.slope),
-        cores: first.cores as f64,
+        cores: if pinned { 1.0 } else { first.cores as f64 },
         mss: mss as f64,
         t_0_multi: pos("t_0_multi", period_m.intercept),
         rho_t_multi: pos("rho_t_multi", period_m.slope),
@@ -209,7 +221,11 @@ pub(crate) fn calibrate(rows: &[&CalibRow]) -> Option<Calibration> {
         ),
         (
             "U_0, υ (added)",
-            "CPU time of the four threads of a pipelined transfer per message (both applications, both engines), steady-state window, one packet",
+            if pinned {
+                "fixed placement: CPU time of the threads pinned to the busier CPU per pipelined message, steady-state window, one packet (over 1 core; no idle term)"
+            } else {
+                "CPU time of the four threads of a pipelined transfer per message (both applications, both engines), steady-state window, one packet"
+            },
             all_cpu,
         ),
         ("U_0^m, υ^m (added)", "the same, several packets (fitted separately)", all_cpu_m),
@@ -631,6 +647,7 @@ pub(crate) mod tests {
                     pipe_slices: 0.0,
                     pipe_other_cpu_ns: 0.0,
                     pipe_idle_ns: ns(x.i_0 + x.iota * l),
+                    pipe_busiest_cpu_ns: None,
                     pipe_steal_ns: 0.0,
                     pipe_tick_ns: 0.0,
                     count: 1,

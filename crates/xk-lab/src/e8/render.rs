@@ -627,7 +627,7 @@ fn figures(checks: &[Check], page: &mut Page) {
     }
 }
 
-pub(super) fn render(_p: &Params, rows: &[Row], notes: &[String], page: &mut Page) {
+pub(super) fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page) {
     let profile: Vec<&ProfileRow> =
         rows.iter().filter_map(|r| if let Row::Profile(p) = r { Some(p) } else { None }).collect();
     let mut cal_rows: Vec<&CalibRow> =
@@ -656,14 +656,16 @@ pub(super) fn render(_p: &Params, rows: &[Row], notes: &[String], page: &mut Pag
     placement_table(&cal_rows, page);
     pipeline_table(&cal_rows, page);
     figures(&checks, page);
-    page.reading(&reading(&profile, &cal_rows, &cal, &checks, &held_checks, &base, &cross));
+    page.reading(&reading(p, &profile, &cal_rows, &cal, &checks, &held_checks, &base, &cross));
 }
 
 fn find<'a>(rows: &[&'a ProfileRow], mode: super::ModeName, size: usize) -> Option<&'a ProfileRow> {
     rows.iter().copied().find(|r| r.mode == mode && r.size == size)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn reading(
+    p: &Params,
     profile: &[&ProfileRow],
     cal_rows: &[&CalibRow],
     cal: &Calibration,
@@ -716,6 +718,15 @@ fn reading(
     }
     let m = &cal.model;
     let then = Model::SEED_004;
+    s += &format!(
+        "The calibration's threads ran with placement {} (the profiles above are never pinned): which CPU a wake-up lands on sets a doorbell's cost (Session 15's probe: 3.0–4.0 µs within one CPU, 7.7–9.3 µs across), and left to the scheduler it changes from run to run{}. ",
+        p.placement.label(),
+        if p.placement == super::Placement::Free {
+            ""
+        } else {
+            "; pinned, the pipelined work cannot spread over the cores, so in τ_a' below U is the CPU time per message of the threads on the busier CPU, over one core, and I is 0"
+        }
+    );
     s += &format!(
         "Calibrated for the engine thread (relative-error fits; residuals above): δ_w {:.2} µs, δ_r {:.2} µs, δ_i {:.2} µs, δ_0 {:.2} µs, T_0 {:.2} µs, ρ_w {:.3} ns/B, ρ_r {:.3} ns/B, ρ_δ {:.3} ns/B, ρ_T {:.3} ns/B: the fixed costs {} times smaller than the seed's, the per-byte costs {} times smaller. δ_0 and T_0 have the seed's meaning and come from the engine threads themselves: δ_0 from the sending engine taking the write block to the receiving engine posting the message to its application (trace), T_0 + ρ_T·l the engine thread's CPU time per message streaming (T_0 {} δ_0 here; the seed's 2.06 ms was below its 3.11 ms). ",
         m.seed.delta_w * 1e6,
