@@ -1019,10 +1019,12 @@ fn reading(rows: &[Row]) -> String {
     let mut parts = Vec::new();
     for (net, workload, size) in points(rows) {
         let at = rows_at(rows, &net, &workload, size);
-        let (fast, slow) = fastest_slowest(&at, |r| r.limit == 0);
+        // The span is the graph's variants' (the choices of form and
+        // timers); the compiled stack is another composition, given apart.
+        let (fast, slow) = fastest_slowest(&at, |r| r.limit == 0 && r.compose == "graph");
         if let (Some(f), Some(s)) = (fast, slow) {
             parts.push(format!(
-                "{net} {workload} {size} B: the zero-copy variants span {:.2}x (fastest {}, slowest {}){}{}",
+                "{net} {workload} {size} B: the graph's zero-copy variants span {:.2}x (fastest {}, slowest {}){}{}",
                 s.cpu_ns / f.cpu_ns,
                 f.variant,
                 s.variant,
@@ -1051,8 +1053,30 @@ fn reading(rows: &[Row]) -> String {
     let spread = xk_stats::median(
         rows.iter().filter(|r| r.cpu_ns > 0.0).map(|r| (r.cpu_ns_max - r.cpu_ns_min) / r.cpu_ns),
     );
+    // Compiled / graph per network, median over the points (contiguous
+    // form, heap timers: the pair every point has).
+    let compiled_vs_graph = |net: &str| {
+        xk_stats::median(points(rows).into_iter().filter(|(n, _, _)| n == net).filter_map(|(n, w, size)| {
+            let at = rows_at(rows, &n, &w, size);
+            let find = |c: &str| {
+                at.iter().find(|r| r.compose == c && r.limit == 0 && r.form == "contig" && r.timers == "heap")
+            };
+            Some(find("compiled")?.cpu_ns / find("graph")?.cpu_ns)
+        }))
+    };
+    let nets: Vec<String> = [("sim", "in the simulator"), ("udp", "over UDP")]
+        .iter()
+        .map(|&(net, words)| (compiled_vs_graph(net), words))
+        .filter(|(m, _)| m.is_finite())
+        .map(|(m, words)| format!("{m:.2} {words}"))
+        .collect();
+    let compiled = if nets.is_empty() {
+        String::new()
+    } else {
+        format!(" Compiled / graph in this run, median over the points: {}.", nets.join(", "))
+    };
     format!(
-        "{}. The compiled rows are `xk_core::compiled::Stack` (the composition `compose auto` picks for `app -> xtp -> <device>`, XTP a type parameter, no dispatcher queue, no dynamic call) beside the run-time graph with the same form and timers: in the simulator the framework is most of the host's work and the compiled stack's saving shows in full (the `layer` benchmark of xtp-proto puts the graph at 1.2-1.4x and the compiled stack within 1.03-1.09x of the direct endpoint path, docs/PERF.md); over UDP the system calls dominate and the two draw close. Each choice of the graph alone, as the median over the points and the other choice: slowest / fastest timer queue {timers:.3}; rope / contig {form:.3}; against a median spread between a variant's rounds of {:.1} % of its time — an effect smaller than that spread is not one this run can see. A ping-pong or a bulk transfer on one context arms a few timers per packet, so the timer queue is not exercised hard here; the message form decides whether a layer boundary copies. The demux map's one-entry cache is not varied: after the key exchange every packet carries the return key, which XTP resolves by slot index without consulting the map, so in the timed rounds the cache is not consulted at all (E5 measures the demux with the cache hit, missed and off). Over UDP the system calls and the wake-ups of two threads cost tens of microseconds per round trip and the variants' differences shrink beside them. The Limit rows reproduce seed 000's effect: a message crossing from the application or the device into XTP is copied twice as a record of the maximum size (once when the message is made, once when XTP takes its bytes), one crossing from XTP to the device or to the application once (when the message is made); bytes copied per operation count them (both nodes in the simulator, the client only over UDP), so the cost grows with the limit even for 10-byte messages — the seed's EC took 3.06 ms at Limit 10 and 10.2 ms at Limit 10,000 for the same 10-byte ping-pong (3.3x), and 37.6 ms against SandiaXTP's 2.68 ms at 10,000 bytes (14x).",
+        "{}. The compiled rows are `xk_core::compiled::Stack` (the composition `compose auto` picks for `app -> xtp -> <device>`, XTP a type parameter, no dispatcher queue, no dynamic call) beside the run-time graph with the same form and timers.{compiled} The compiled stack against the direct endpoint path is measured by xtp-proto's `layer` benchmark, not here (docs/PERF.md). Each choice of the graph alone, as the median over the points and the other choice: slowest / fastest timer queue {timers:.3}; rope / contig {form:.3}; against a median spread between a variant's rounds of {:.1} % of its time — an effect smaller than that spread is not one this run can see. A ping-pong or a bulk transfer on one context arms a few timers per packet, so the timer queue is not exercised hard here; the message form decides whether a layer boundary copies. The demux map's one-entry cache is not varied: after the key exchange every packet carries the return key, which XTP resolves by slot index without consulting the map, so in the timed rounds the cache is not consulted at all (E5 measures the demux with the cache hit, missed and off). Over UDP the system calls and the wake-ups of two threads cost tens of microseconds per round trip and the variants' differences shrink beside them. The Limit rows reproduce seed 000's effect: a message crossing from the application or the device into XTP is copied twice as a record of the maximum size (once when the message is made, once when XTP takes its bytes), one crossing from XTP to the device or to the application once (when the message is made); bytes copied per operation count them (both nodes in the simulator, the client only over UDP), so the cost grows with the limit even for 10-byte messages — the seed's EC took 3.06 ms at Limit 10 and 10.2 ms at Limit 10,000 for the same 10-byte ping-pong (3.3x), and 37.6 ms against SandiaXTP's 2.68 ms at 10,000 bytes (14x).",
         parts.join("; "),
         100.0 * spread
     )
