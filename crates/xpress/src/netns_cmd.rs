@@ -184,9 +184,11 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     let ns = Netns::create_with(PREFIX, mtu, !a.no_offload).map_err(|e| format!("--link: {e}"))?;
     eprintln!("xpress netns: {} ({ADDR_A}) <-> {} ({ADDR_B}), seed {}", ns.names.0, ns.names.1, a.seed);
     eprintln!("xpress netns: {}", ns.offloads);
-    let buffers = ns
-        .size_tcp_buffers(&forward, &reverse, !a.keep_tcp_buffers)
-        .map_err(|e| format!("TCP buffers: {e}"))?;
+    let buffers = ns.size_tcp_buffers(&forward, &reverse, !a.keep_tcp_buffers).map_err(|e| {
+        format!(
+            "sizing kernel TCP's buffers in the namespaces: {e} (--keep-tcp-buffers runs with the host's)"
+        )
+    })?;
     eprintln!("xpress netns: {buffers}");
     // What was understood, in the link's own words.
     eprintln!("xpress netns: A -> B: {forward}");
