@@ -14,7 +14,8 @@
 //!   and serves client processes through shared-memory rings
 //!   ([`engine::Mode::Daemon`]).
 //! * [`netns`]: driver 3 of the link model — two network namespaces joined by
-//!   TUN devices through the model (root).
+//!   TUN devices through the model (root); [`netns_buffers`] sizes kernel
+//!   TCP's buffer limits in them for the emulated path.
 //! * [`transport`]: what the driver needs from a socket; [`batch`] implements
 //!   it for UDP with `sendmmsg`/`recvmmsg` and GSO/GRO, [`raw`] for IP 36.
 //! * [`relay`]: driver 2 of the link model — a real-time UDP relay that applies
@@ -44,6 +45,7 @@ pub mod graph_udp;
 pub mod intake;
 pub mod lanes;
 pub mod netns;
+pub mod netns_buffers;
 pub mod pacer;
 pub mod raw;
 pub mod relay;

@@ -252,6 +252,30 @@ impl Netns {
         Some(one(&self.names.0, &self.devs.0)? + one(&self.names.1, &self.devs.1)?)
     }
 
+    /// Raises `tcp_rmem` / `tcp_wmem`'s maximum in both namespaces to what
+    /// the path `forward` / `reverse` needs ([`crate::netns_buffers`]), or
+    /// with `raise` false only reads what they are.
+    pub fn size_tcp_buffers(
+        &self,
+        forward: &LinkSpec,
+        reverse: &LinkSpec,
+        raise: bool,
+    ) -> io::Result<crate::netns_buffers::TcpBuffers> {
+        crate::netns_buffers::apply(&[&self.names.0, &self.names.1], forward, reverse, raise)
+    }
+
+    /// Datagrams each namespace's UDP sockets dropped for a full
+    /// socket buffer so far, (A, B) as (receive, send) from `/proc/net/snmp`
+    /// (`Udp: RcvbufErrors, SndbufErrors`) inside it; None if unreadable.
+    pub fn udp_buffer_errors(&self) -> Option<((u64, u64), (u64, u64))> {
+        let one = |ns: &str| -> Option<(u64, u64)> {
+            let out =
+                Command::new("ip").args(["netns", "exec", ns, "cat", "/proc/net/snmp"]).output().ok()?;
+            udp_buffer_errors(&String::from_utf8_lossy(&out.stdout))
+        };
+        Some((one(&self.names.0)?, one(&self.names.1)?))
+    }
+
     /// A command that runs `sh -c script` inside namespace A (`false`) or B
     /// (`true`), with `XPRESS_PEER` set to the other end's address.
     pub fn command(&self, in_b: bool, script: &str) -> Command {
@@ -452,6 +476,18 @@ impl Netns {
         }
         Ok(report)
     }
+}
+
+/// `Udp:`'s `RcvbufErrors` and `SndbufErrors` in the text of
+/// `/proc/net/snmp` (a header line of names, then one of values).
+fn udp_buffer_errors(snmp: &str) -> Option<(u64, u64)> {
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let field = |want: &str| {
+        let i = names.split_whitespace().position(|n| n == want)?;
+        values.split_whitespace().nth(i)?.parse::<u64>().ok()
+    };
+    Some((field("RcvbufErrors")?, field("SndbufErrors")?))
 }
 
 /// Direction names in logs and reports: A → B is "forward".
@@ -692,4 +728,15 @@ pub fn leftover(prefix: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn udp_buffer_errors_are_read_by_name() {
+        let snmp = "Tcp: RtoAlgorithm RtoMin\nTcp: 1 200\nUdp: InDatagrams NoPorts InErrors OutDatagrams \
+                    RcvbufErrors SndbufErrors InCsumErrors\nUdp: 10 0 7 12 5 2 0\n";
+        assert_eq!(super::udp_buffer_errors(snmp), Some((5, 2)));
+        assert_eq!(super::udp_buffer_errors("Tcp: A\nTcp: 1\n"), None);
+    }
 }

@@ -139,9 +139,7 @@ impl Transport for RawSocket {
     }
 
     fn size_buffers(&self, bytes: usize) -> (usize, usize) {
-        let _ = self.sock.set_recv_buffer_size(bytes);
-        let _ = self.sock.set_send_buffer_size(bytes);
-        (self.sock.recv_buffer_size().unwrap_or(0), self.sock.send_buffer_size().unwrap_or(0))
+        crate::batch::size_socket_buffers(&self.sock, bytes)
     }
 }
 

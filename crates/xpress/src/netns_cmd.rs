@@ -83,6 +83,12 @@ pub(crate) struct NetnsArgs {
     /// baseline for comparison).
     #[arg(long)]
     no_offload: bool,
+    /// Keep the host's kernel TCP buffer limits in the namespaces. By
+    /// default net.ipv4.tcp_rmem / tcp_wmem's maximum is raised there (not on
+    /// the host) to twice the path's bandwidth-delay product plus its queues
+    /// and 4 MiB, so kernel TCP's window is not held by its buffers.
+    #[arg(long)]
+    keep_tcp_buffers: bool,
     /// Do not ask for SCHED_FIFO (by default the forwarding thread asks, and
     /// goes on at normal priority, saying so, where it is not permitted).
     #[arg(long)]
@@ -178,6 +184,12 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     let ns = Netns::create_with(PREFIX, mtu, !a.no_offload).map_err(|e| format!("--link: {e}"))?;
     eprintln!("xpress netns: {} ({ADDR_A}) <-> {} ({ADDR_B}), seed {}", ns.names.0, ns.names.1, a.seed);
     eprintln!("xpress netns: {}", ns.offloads);
+    let buffers = ns.size_tcp_buffers(&forward, &reverse, !a.keep_tcp_buffers).map_err(|e| {
+        format!(
+            "sizing kernel TCP's buffers in the namespaces: {e} (--keep-tcp-buffers runs with the host's)"
+        )
+    })?;
+    eprintln!("xpress netns: {buffers}");
     // What was understood, in the link's own words.
     eprintln!("xpress netns: A -> B: {forward}");
     eprintln!("xpress netns: B -> A: {reverse}");
@@ -245,6 +257,9 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
         let report = fwd.join().map_err(|_| "the forwarding thread panicked".to_string());
         (result, report)
     });
+    // Whether XTP's (or any UDP) socket buffers overflowed: a sender's
+    // full buffer or a receiver that fell behind by a whole buffer.
+    let udp = ns.udp_buffer_errors();
     // Only this run's namespaces are its to answer for; others of the
     // prefix (another run's, or a killed one's) are mentioned, not blamed.
     let mine = [ns.names.0.clone(), ns.names.1.clone()];
@@ -262,6 +277,12 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
     }
     eprintln!("xpress netns: A -> B: {}", report.forward.summary());
     eprintln!("xpress netns: B -> A: {}", report.reverse.summary());
+    match udp {
+        Some(((ar, as_), (br, bs))) => eprintln!(
+            "xpress netns: UDP socket-buffer drops: A {ar} receive / {as_} send, B {br} receive / {bs} send"
+        ),
+        None => eprintln!("xpress netns: UDP socket-buffer drops: could not be read"),
+    }
     if let Some(n) = report.kernel_drops.filter(|&n| n > 0) {
         eprintln!("xpress netns: the kernel dropped {n} packets before the emulator read them");
     }

@@ -506,3 +506,57 @@ fn reordering_inside_a_batch_reaches_the_receiver() {
         "{late} segments released out of order, {ofo} arrived so: GRO put them back"
     );
 }
+
+/// `max` of a `tcp_rmem` / `tcp_wmem` line.
+fn buffer_max(line: &str) -> u64 {
+    line.split_whitespace()
+        .nth(2)
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("not a triple: {line:?}"))
+}
+
+/// Kernel TCP in the namespaces may fill the emulated path: at 1 Gbit/s and
+/// 200 ms (25 MB in flight) `tcp_rmem` / `tcp_wmem`'s maximum inside them is
+/// at least twice that, the host's own values are untouched, and
+/// `--keep-tcp-buffers` leaves the host's in the namespaces. (Before, a
+/// namespace kept the host's 4 MiB `tcp_wmem`: 3.67 MB per round trip.)
+#[test]
+fn tcp_buffers_in_the_namespaces_fit_the_path() {
+    if !is_root() {
+        eprintln!("skipped: xpress netns needs root");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let host = |k: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{k}")).unwrap();
+    let (host_r, host_w) = (host("tcp_rmem"), host("tcp_wmem"));
+    let read = "cat /proc/sys/net/ipv4/tcp_rmem /proc/sys/net/ipv4/tcp_wmem";
+    let run = |extra: &[&str]| {
+        let out = Command::new(X)
+            .args(["netns", "--link", "rate 1000mbit delay 100ms limit 1000", "--b", read, "--settle", "0"])
+            .args(extra)
+            .output()
+            .expect("run xpress netns");
+        assert!(out.status.success(), "xpress netns failed: {}", String::from_utf8_lossy(&out.stderr));
+        torn_down(&out);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        (buffer_max(lines[0]), buffer_max(lines[1]), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (r, w, err) = run(&[]);
+    let bdp = 1_000_000_000u64 / 8 / 5; // 1 Gbit/s x 200 ms
+    assert!(r >= 2 * bdp && w >= 2 * bdp, "namespace tcp_rmem max {r}, tcp_wmem max {w}: under 2 x {bdp}");
+    assert!(r >= buffer_max(&host_r) && w >= buffer_max(&host_w), "below the host's: {r} {w}");
+    assert!(
+        err.contains(&format!("tcp_wmem max {} -> {w}", buffer_max(&host_w))),
+        "startup line missing:\n{err}"
+    );
+    assert_eq!(
+        (host("tcp_rmem"), host("tcp_wmem")),
+        (host_r.clone(), host_w.clone()),
+        "the host's values changed"
+    );
+    let (r, w, err) = run(&["--keep-tcp-buffers"]);
+    assert_eq!((r, w), (buffer_max(&host_r), buffer_max(&host_w)), "--keep-tcp-buffers changed them");
+    assert!(err.contains("the host's kept"), "{err}");
+}
