@@ -663,9 +663,11 @@ impl Engines {
                     s.proc_complete.push(push - pop);
                     // Split by acknowledgement rounds: a send whose message
                     // was acknowledged in parts took a block per part.
-                    if blocks <= 1 {
+                    // A send with no block traced (the trace lost it) is
+                    // in neither: it is not known to be one round.
+                    if blocks == 1 {
                         s.complete_one.push(push - pop);
-                    } else {
+                    } else if blocks > 1 {
                         s.complete_multi.push((push - pop, blocks));
                     }
                 }
