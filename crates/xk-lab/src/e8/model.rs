@@ -669,6 +669,7 @@ pub(crate) mod tests {
                     pipe_other_cpu_ns: 0.0,
                     pipe_idle_ns: ns(x.i_0 + x.iota * l),
                     pipe_busiest_cpu_ns: None,
+                    sink_reply_hold_us: Some(50),
                     pipe_steal_ns: 0.0,
                     pipe_tick_ns: 0.0,
                     count: 1,

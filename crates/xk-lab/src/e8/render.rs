@@ -638,7 +638,7 @@ pub(super) fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page
     }
     page.note(&format!(
         "The sink's engine holds an acknowledgement back for the sink application's answer (which never comes) up to {} (sink_reply_hold_us); the echo's engine answers at once.",
-        hold_label(p)
+        hold_label(p, &cal_rows)
     ));
     page.push("<h3>Where the time goes (seed 004 Tables 1–2)</h3>");
     seed_tables(page);
@@ -663,12 +663,26 @@ pub(super) fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page
     page.reading(&reading(p, &profile, &cal_rows, &cal, &checks, &held_checks, &base, &cross));
 }
 
-/// The sink's reply hold as this run set it.
-fn hold_label(p: &Params) -> String {
-    match p.sink_reply_hold_us {
-        Some(h) => format!("{h} µs (set by the plan)"),
-        None => "50 µs (the engine's default, unset in the plan)".into(),
+/// The sink's reply hold in this run, µs: as the rows recorded it (one
+/// value for all), else from the plan (results written before the rows
+/// carried it), else the engine's default; and how it is known.
+fn hold_of(p: &Params, rows: &[&CalibRow]) -> (u64, &'static str) {
+    let recorded: Vec<u64> = rows.iter().filter_map(|r| r.sink_reply_hold_us).collect();
+    if let Some(&h) = recorded.first()
+        && recorded.len() == rows.len()
+        && recorded.iter().all(|&v| v == h)
+    {
+        return (h, "recorded in the rows");
     }
+    match p.sink_reply_hold_us {
+        Some(h) => (h, "set by the plan; not recorded in the rows"),
+        None => (50, "the engine's default, unset in the plan; not recorded in the rows"),
+    }
+}
+
+fn hold_label(p: &Params, rows: &[&CalibRow]) -> String {
+    let (h, how) = hold_of(p, rows);
+    format!("{h} µs ({how})")
 }
 
 fn find<'a>(rows: &[&'a ProfileRow], mode: super::ModeName, size: usize) -> Option<&'a ProfileRow> {
@@ -995,11 +1009,11 @@ fn tau_cross_text(p: &Params, c: Option<&Check>, rows: &[&CalibRow]) -> String {
             );
         }
     }
-    let hold = p.sink_reply_hold_us.unwrap_or(50);
+    let (hold, _) = hold_of(p, rows);
     if hold > 0 {
         t += &format!(
             "; terms the ping-pong does not measure: the sink's engine holds each acknowledgement back up to {} for an answer the sink never gives (an echo answers at once)",
-            hold_label(p)
+            hold_label(p, rows)
         );
     } else {
         t += "; the sink's reply hold was 0 in this run, so none of that is the hold; terms the ping-pong does not measure";
