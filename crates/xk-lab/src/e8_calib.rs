@@ -255,6 +255,12 @@ pub struct CalibRow {
     /// longer spread over the cores).
     #[serde(default)]
     pub pipe_busiest_cpu_ns: Option<f64>,
+    /// The sink's engine's reply hold in force, µs (the plan's
+    /// `sink_reply_hold_us`, else the engine's default): it changes the
+    /// synchronous sends' completion and the pipelined stream, so a row
+    /// carries it. None in results written before it was recorded.
+    #[serde(default)]
+    pub sink_reply_hold_us: Option<u64>,
     /// Pipelined, per message: CPU time the hypervisor gave to other
     /// guests while this one was runnable (`/proc/stat` steal), ns.
     #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
@@ -663,9 +669,11 @@ impl Engines {
                     s.proc_complete.push(push - pop);
                     // Split by acknowledgement rounds: a send whose message
                     // was acknowledged in parts took a block per part.
-                    if blocks <= 1 {
+                    // A send with no block traced (the trace lost it) is
+                    // in neither: it is not known to be one round.
+                    if blocks == 1 {
                         s.complete_one.push(push - pop);
-                    } else {
+                    } else if blocks > 1 {
                         s.complete_multi.push((push - pop, blocks));
                     }
                 }
@@ -942,6 +950,7 @@ pub(crate) fn sweep(
             pipe_busiest_cpu_ns: (placement != Placement::Free)
                 .then(|| per_msg(s.stream_busiest_ns, s.stream_msgs))
                 .filter(|v| v.is_finite()),
+            sink_reply_hold_us: Some(sink.reply_hold_us),
             pipe_steal_ns: per_msg_f(s.stream_ticks[2] as f64 * tick_ns, s.stream_msgs),
             pipe_tick_ns: per_msg_f((WINDOWS * cores) as f64 * tick_ns, s.stream_msgs),
             count: s.rtt.len(),
@@ -965,6 +974,8 @@ pub(crate) struct PeerApp {
     app_tid: Option<String>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Its engine's reply hold in force, µs (recorded in the rows).
+    reply_hold_us: u64,
 }
 
 impl PeerApp {
@@ -1048,7 +1059,9 @@ impl PeerApp {
         let app: Vec<String> = threads_named(name).into_iter().collect();
         let app_tid = (app.len() == 1).then(|| app[0].clone());
         tids.extend(app);
-        Ok(PeerApp { addr, tids, app_tid, stop, thread: Some(thread) })
+        let hold = reply_hold.unwrap_or(EngineConfig::default().reply_hold);
+        let reply_hold_us = u64::try_from(hold.as_micros()).unwrap_or(u64::MAX);
+        Ok(PeerApp { addr, tids, app_tid, stop, thread: Some(thread), reply_hold_us })
     }
 }
 
@@ -1128,6 +1141,8 @@ mod tests {
         assert_eq!(sink.tids.len(), 2, "{:?}", sink.tids);
         let rows = sweep(&echo, &sink, &[1, 8_192], 20, 30, 2, true, Placement::Split).unwrap();
         assert_eq!(rows.len(), 2);
+        // The engine's default hold, recorded in every row.
+        assert!(rows.iter().all(|r| r.sink_reply_hold_us == Some(50)));
         for r in &rows {
             for (name, v) in [
                 ("proc_delay", r.proc_delay_ns),

@@ -86,7 +86,7 @@ fn cross_table(cross: &[Check], page: &mut Page) {
         }
     }
     page.table(
-        "Predictions from another operation: the synchronous sends' τ_s and their completion C(l) (engine takes the block → posts the acknowledgment block) predicted from the ping-pong's terms alone — C(l) = (δ_0 + ρ_δ·l) + δ_0, the data's processor one way out and a minimum-length one way back for the acknowledgement, each further acknowledgement round (n_a − 1 per send, counted on the sends) a minimum-length round trip 2·δ_0, Δ_s = 0 — and the ping-pong's host time per receive H_r predicted from the synchronous sends' wait per block taken (sleep, wake-up, take a block: W_s) plus the pipelined receiving application's CPU per message (take and copy out the message: R_p(l), a line per regime) — beside the extended form calibrated on the checked operation itself (a decomposition)",
+        "Predictions from another operation: the synchronous sends' τ_s and their completion C(l) (engine takes the block → posts the acknowledgment block) predicted from the ping-pong's terms alone — C(l) = (δ_0 + ρ_δ·l) + δ_0, the data's processor one way out and a minimum-length one way back for the acknowledgement, with n_a = 1 (the rounds counted on the sends are not put into their own prediction, so a length whose sends took further rounds shows them as error), Δ_s = 0 — and the ping-pong's host time per receive H_r predicted from the synchronous sends' wait per block taken (sleep, wake-up, take a block: W_s) plus the pipelined receiving application's CPU per message (take and copy out the message: R_p(l), a line per regime) — beside the extended form calibrated on the checked operation itself (a decomposition)",
         &["quantity", "bytes", "measured", "from other operations (error)", "extended, calibrated on this operation (error)"],
         &t,
     );
@@ -436,7 +436,7 @@ fn model_tables(
     }
     if !cal.unfitted.is_empty() {
         page.note(&format!(
-            "Parameters that could not be fitted (fewer than two lengths with a usable value): {} — NaN in the model, so every prediction that uses one is counted a miss.",
+            "Parameters that could not be fitted (a line: fewer than two lengths with a usable value; ack_round: some length counted more than one acknowledgement block per send but no two-round completion was traced): {} — NaN in the model, so every prediction that uses one is counted a miss.",
             cal.unfitted.join(", ")
         ));
     }
@@ -636,6 +636,10 @@ pub(super) fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page
     for n in notes {
         page.note(n);
     }
+    page.note(&format!(
+        "The sink's engine holds an acknowledgement back for the sink application's answer (which never comes) up to {} (sink_reply_hold_us); the echo's engine answers at once.",
+        hold_label(p, &cal_rows)
+    ));
     page.push("<h3>Where the time goes (seed 004 Tables 1–2)</h3>");
     seed_tables(page);
     profiles(&profile, page);
@@ -657,6 +661,28 @@ pub(super) fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page
     pipeline_table(&cal_rows, page);
     figures(&checks, page);
     page.reading(&reading(p, &profile, &cal_rows, &cal, &checks, &held_checks, &base, &cross));
+}
+
+/// The sink's reply hold in this run, µs: as the rows recorded it (one
+/// value for all), else from the plan (results written before the rows
+/// carried it), else the engine's default; and how it is known.
+fn hold_of(p: &Params, rows: &[&CalibRow]) -> (u64, &'static str) {
+    let recorded: Vec<u64> = rows.iter().filter_map(|r| r.sink_reply_hold_us).collect();
+    if let Some(&h) = recorded.first()
+        && recorded.len() == rows.len()
+        && recorded.iter().all(|&v| v == h)
+    {
+        return (h, "recorded in the rows");
+    }
+    match p.sink_reply_hold_us {
+        Some(h) => (h, "set by the plan; not recorded in the rows"),
+        None => (50, "the engine's default, unset in the plan; not recorded in the rows"),
+    }
+}
+
+fn hold_label(p: &Params, rows: &[&CalibRow]) -> String {
+    let (h, how) = hold_of(p, rows);
+    format!("{h} µs ({how})")
 }
 
 fn find<'a>(rows: &[&'a ProfileRow], mode: super::ModeName, size: usize) -> Option<&'a ProfileRow> {
@@ -719,7 +745,7 @@ fn reading(
     let m = &cal.model;
     let then = Model::SEED_004;
     s += &format!(
-        "The calibration's threads ran with placement {} (the profiles above are never pinned): which CPU a wake-up lands on sets a doorbell's cost (Session 15's probe: 3.0–4.0 µs within one CPU, 7.7–9.3 µs across), and left to the scheduler it changes from run to run{}. ",
+        "The calibration's threads ran with placement {} (the profiles above are never pinned): which CPU a wake-up lands on sets a doorbell's cost (the placement probe, plans/e8-placement.toml, measures it within one CPU and across), and left to the scheduler it changes from run to run{}. ",
         p.placement.label(),
         if p.placement == super::Placement::Free {
             ""
@@ -776,7 +802,7 @@ fn reading(
         s += ". ";
     }
     s += &format!(
-        "The added terms (each a measured part, not a correction fitted to the errors; which of them are measured on the very operation they are checked on is said below): δ_e = {:.2} µs, the engine thread's wake-up by the application's doorbell (post to the engine taking the block), which the seed's dedicated processor did not pay and which enters every path that starts with a write; δ_d = {:.2} µs, the doorbell's system call itself (host CPU), measured over the ping-pong writes that found the engine asleep and rang it ({:.0}–{:.0} % of them did), times n_d = {:.2} doorbells per synchronous send in H_t (a count, {:.2}–{:.2} over the lengths: the engine, woken by the peer's acknowledgement, is sometimes still awake when the next send posts); C_0 = {:.2} µs and γ = {:.3} ns/B, the engine's time from taking a synchronous send to posting its acknowledgment block when the message is acknowledged in one round — our local completion is the peer's acknowledgement, a network round trip, where the seed's T_t has the processor's period; R_a = {:.2} µs per further acknowledgement round, times n_a − 1 with n_a the acknowledgment blocks a synchronous send took at that length ({:.2}–{:.2}: a send whose message is acknowledged in parts takes a block per part, and its completion waits a round more — Session 16; in H_t each further block adds its wake-up and read, δ_i^cpu + δ_r + ρ_r·l_a); Δ_s = {:.2} µs (signed: negative when a synchronous send's wake-ups are the quicker), how much longer a synchronous send's two wake-ups (engine and application, each asleep through a whole acknowledgement round trip) take than the ping-pong's δ_e + δ_i, cut from the trace of the same synchronous sends τ_s is checked on; in τ_a the slower of the processor's own period T_0 + ρ_T·l (which the seed assumed hidden behind bus transfers but an engine thread doing protocol and copies on one CPU cannot hide) and the cores' time per message over the {:.0} cores: the CPU time all four threads of the transfer spend (U_0 = {:.2} µs, υ = {:.3} ns/B) plus the time the cores sit idle while a thread is being woken by the one before (I_0 = {:.2} µs, ι = {:.4} ns/B, from /proc/stat over the same windows whose period τ_a is checked against) — the seed's host and processors were separate CPUs that polled; the pipelined T, U and I each fitted separately for messages of one packet (l ≤ {:.0} B, where T_0 keeps the seed's meaning) and of several (T_0^m = {:.2} µs, ρ_T^m = {:.3} ns/B), because the processor's cost per message changes regime there (segmenting, trains of datagrams); the host's per-message work is no separate bound on τ_a (pipelined, its writes run warm and acknowledgment blocks coalesce: {:.2}–{:.2} µs of its CPU per message, part of U); in H_r no receive command (an engine delivers unasked, the seed's receive posted a control block); in both host times one read (δ_r) where the seed's host made two read() calls — a send takes its acknowledgment block ({:.2}–{:.2} blocks per synchronous send measured), a receive its data block, which is its own notice; and δ_i^cpu = {:.2} µs, the host's CPU time for a wake-up, in host times in place of the wake-up's latency δ_i (the seed's interrupt ran a handler on the host; a woken thread is off the CPU for most of δ_i) — measured inside the same receive loop whose host time H_r it then predicts, so H_r's check at a calibration length is not independent of it. ",
+        "The added terms (each a measured part, not a correction fitted to the errors; which of them are measured on the very operation they are checked on is said below): δ_e = {:.2} µs, the engine thread's wake-up by the application's doorbell (post to the engine taking the block), which the seed's dedicated processor did not pay and which enters every path that starts with a write; δ_d = {:.2} µs, the doorbell's system call itself (host CPU), measured over the ping-pong writes that found the engine asleep and rang it ({:.0}–{:.0} % of them did), times n_d = {:.2} doorbells per synchronous send in H_t (a count, {:.2}–{:.2} over the lengths: the engine, woken by the peer's acknowledgement, is sometimes still awake when the next send posts); C_0 = {:.2} µs and γ = {:.3} ns/B, the engine's time from taking a synchronous send to posting its acknowledgment block when the message is acknowledged in one round — our local completion is the peer's acknowledgement, a network round trip, where the seed's T_t has the processor's period; {} Δ_s = {:.2} µs (signed: negative when a synchronous send's wake-ups are the quicker), how much longer a synchronous send's two wake-ups (engine and application, each asleep through a whole acknowledgement round trip) take than the ping-pong's δ_e + δ_i, cut from the trace of the same synchronous sends τ_s is checked on; in τ_a the slower of the processor's own period T_0 + ρ_T·l (which the seed assumed hidden behind bus transfers but an engine thread doing protocol and copies on one CPU cannot hide) and the cores' time per message over the {:.0} cores: the CPU time all four threads of the transfer spend (U_0 = {:.2} µs, υ = {:.3} ns/B) plus the time the cores sit idle while a thread is being woken by the one before (I_0 = {:.2} µs, ι = {:.4} ns/B, from /proc/stat over the same windows whose period τ_a is checked against) — the seed's host and processors were separate CPUs that polled; the pipelined T, U and I each fitted separately for messages of one packet (l ≤ {:.0} B, where T_0 keeps the seed's meaning) and of several (T_0^m = {:.2} µs, ρ_T^m = {:.3} ns/B), because the processor's cost per message changes regime there (segmenting, trains of datagrams); the host's per-message work is no separate bound on τ_a (pipelined, its writes run warm and acknowledgment blocks coalesce: {:.2}–{:.2} µs of its CPU per message, part of U); in H_r no receive command (an engine delivers unasked, the seed's receive posted a control block); in both host times one read (δ_r) where the seed's host made two read() calls — a send takes its acknowledgment block ({:.2}–{:.2} blocks per synchronous send measured), a receive its data block, which is its own notice; and δ_i^cpu = {:.2} µs, the host's CPU time for a wake-up, in host times in place of the wake-up's latency δ_i (the seed's interrupt ran a handler on the host; a woken thread is off the CPU for most of δ_i) — measured inside the same receive loop whose host time H_r it then predicts, so H_r's check at a calibration length is not independent of it. ",
         m.delta_e * 1e6,
         m.delta_d * 1e6,
         100.0 * range(cal_rows, |r| r.pp_rings).0,
@@ -786,9 +812,7 @@ fn reading(
         range(cal_rows, |r| r.sync_rings).1,
         m.c_0 * 1e6,
         m.gamma * 1e9,
-        m.ack_round * 1e6,
-        range(cal_rows, |r| r.sync_blocks).0,
-        range(cal_rows, |r| r.sync_blocks).1,
+        ack_round_text(cal, cal_rows),
         m.wake_sync * 1e6,
         m.cores,
         m.u_0 * 1e6,
@@ -807,7 +831,7 @@ fn reading(
     // Which checks are predictions and which only check that measured
     // parts add up (an independent review of session 14 found the reading
     // claimed more than this).
-    s += "How independent the checks are (review of session 15): only H_t is a prediction from other operations — every time in it is measured on the ping-pong, and only the counts n_d and n_a on the synchronous sends it is checked against. The others are decompositions: the latency δ's terms (δ_0, δ_e, δ_i, the write and read entries) are pieces of the same round trips whose half it is compared with; τ_s's C(l), R_a and Δ_s are spans of the same synchronous sends; τ_a's T, U and I come from the same pipelined windows as its period, and (U + I + the rest of the machine)/cores is that period by construction, up to /proc/stat's ticks; H_r's δ_i^cpu and read entry are measured inside the same receive loop whose time is checked. Their agreement shows that the measured parts add up to the whole, not that the model predicts. The held-out column does not change that: a parameter fitted at other lengths and evaluated at the held-out one tests how well lines interpolate across lengths, and the summary's baseline is a line through the checked quantity's own measurements at the same lengths, with the same weights and regimes: ";
+    s += "How independent the checks are (review of session 15): only H_t is a prediction from other operations — every time in it is measured on the ping-pong, but the counts n_d and n_a are counted on the very synchronous sends it is checked against, so at a length where sends took more than one acknowledgement round its further rounds are counted on the outcome, not predicted. The others are decompositions: the latency δ's terms (δ_0, δ_e, δ_i, the write and read entries) are pieces of the same round trips whose half it is compared with; τ_s's C(l), R_a and Δ_s are spans of the same synchronous sends; τ_a's T, U and I come from the same pipelined windows as its period, and (U + I + the rest of the machine)/cores is that period by construction, up to /proc/stat's ticks; H_r's δ_i^cpu and read entry are measured inside the same receive loop whose time is checked. Their agreement shows that the measured parts add up to the whole, not that the model predicts. The held-out column does not change that: a parameter fitted at other lengths and evaluated at the held-out one tests how well lines interpolate across lengths, and the summary's baseline is a line through the checked quantity's own measurements at the same lengths, with the same weights and regimes. For τ_s in particular, the held-out lengths test C_1 (C_0 + γ·l, fitted on the sends acknowledged in one round) and Δ_s; R_a is tested only at a held-out length whose sends took two rounds: ";
     for (c, b) in held.iter().zip(base) {
         s += &format!(
             "{} {} (baseline {}), ",
@@ -828,10 +852,10 @@ fn reading(
         "worst held-out |error| of the extended form and of the baseline: the baseline does as well or better for {as_good} of the {} quantities. ",
         held.len().min(base.len())
     );
-    s += "Predicted from another operation instead (the cross-operation table: τ_s with C(l) as the ping-pong's processor one way out plus a minimum-length one way back and 2·δ_0 per further acknowledgement round, Δ_s = 0; H_r from the synchronous sends' wait and the pipelined receiver's CPU): ";
+    s += "Predicted from another operation instead (the cross-operation table: τ_s with C(l) as the ping-pong's processor one way out plus a minimum-length one way back, with n_a = 1 — the ping-pong does not say how many acknowledgement rounds a send takes, so the rounds counted on the sends are not put into their own prediction — and Δ_s = 0; H_r from the synchronous sends' wait and the pipelined receiver's CPU): ";
     for c in cross {
         s += &format!(
-            "{} off by up to {} ({} of {} lengths within 10 %), ",
+            "{} off by up to {} ({} of {} lengths within 10 %); ",
             c.name,
             pct(c.worst(true)).replace('+', ""),
             c.within(true, 0.10),
@@ -841,22 +865,26 @@ fn reading(
     if let (Some(x), Some(d)) = (cross.first(), checks.get(1)) {
         let (xw, dw) = (x.worst(true), d.worst(true));
         s += &format!(
-            "against {} for the decomposition: {}. ",
+            "τ_s from the ping-pong only is off by up to {} against {} for τ_s's decomposition: {}. ",
+            pct(xw).replace('+', ""),
             pct(dw).replace('+', ""),
             if xw > 0.10 && xw > dw {
-                "with the synchronous sends' own spans taken out, τ_s misses the 10 % goal by more: the completion is not two of the ping-pong's one ways (the table shows C(l) beside them at each length) — the sink's engine holds each acknowledgement back for an answer the sink never gives (the engine's reply hold, 50 µs by default; an echo answers at once, so the ping-pong never waits for it: Session 16 measured C(1 B) 37 µs with the hold at 0 against 54–68 µs), and a synchronous send's wake-ups differ from the ping-pong's (Δ_s) — terms the ping-pong does not measure"
+                tau_cross_text(p, cross.get(1), cal_rows)
             } else if xw <= 0.10 {
-                "the ping-pong's terms alone predict τ_s within 10 % in this run"
+                "the ping-pong's terms alone predict τ_s within 10 % in this run".into()
             } else {
-                "the cross-operation prediction misses 10 %, but by no more than the decomposition"
+                "the cross-operation prediction misses 10 %, but by no more than the decomposition".into()
             }
         );
     }
     if let (Some(x), Some(d)) = (cross.get(2), checks.get(4)) {
+        let over = x.errors(true).into_iter().filter(|e| *e > 0.10).count();
+        let under = x.errors(true).into_iter().filter(|e| *e < -0.10).count();
         s += &format!(
-            "H_r from the synchronous sends' wait and the pipelined receiver is off by up to {} against {} for its decomposition (where it over-predicts, the synchronous send's wake-up is the dearer one: see the wait per block below). ",
+            "H_r from the synchronous sends' wait and the pipelined receiver is off by up to {} against {} for H_r's decomposition (over-predicted beyond 10 % at {over}, under-predicted at {under} of {} lengths; the wait per block below compares a synchronous send's wake-up with the ping-pong's). ",
             pct(x.worst(true)).replace('+', ""),
             pct(d.worst(true)).replace('+', ""),
+            x.points.len(),
         );
     }
     let sleeps = xk_stats::median(cal_rows.iter().map(|r| r.sync_wakeups));
@@ -948,12 +976,79 @@ fn reading(
                 us(hi),
                 us(pp_wait * 1e9)
             );
-            s += "where the first is the larger, a sleep, wake-up and take of a block cost the host more CPU in a synchronous send than in a ping-pong; no term measured on another operation holds that difference, so H_t, a prediction from the ping-pong, keeps it as its error. ";
+            s += if lo > pp_wait * 1e9 {
+                "larger at every length: a sleep, wake-up and take of a block cost the host more CPU in a synchronous send than in a ping-pong; no term measured on another operation holds that difference, so H_t, a prediction from the ping-pong, keeps it as its error. "
+            } else if hi < pp_wait * 1e9 {
+                "smaller at every length: a synchronous send's wait cost the host less than the ping-pong's terms hold, an over-prediction in H_t. "
+            } else {
+                "on both sides of it over the lengths: the difference is no single sign, and not a term of the model. "
+            };
         }
         s += "Where a host time misses, the table of a synchronous send's two parts shows which term did (the doorbell's and the wake-up's CPU cost vary from run to run and between the ping-pong and the synchronous sends by more than 10 %: whether the woken thread's CPU is idle, and whether waker and sleeper share a CPU, are not in the model); where τ_a misses, the pipelined accounting shows which of U and I moved between the lengths. ";
     }
     s += "Errors are from one run under the machine's load at the time (see the header's load average); the tables keep every measured value.";
     s
+}
+
+/// Why τ_s from the ping-pong misses, from this run's numbers: how far
+/// the measured completion is above the ping-pong's two one ways, and the
+/// terms the ping-pong does not measure (the sink's reply hold as this
+/// run set it, further acknowledgement rounds, Δ_s).
+fn tau_cross_text(p: &Params, c: Option<&Check>, rows: &[&CalibRow]) -> String {
+    let mut t =
+        "with the synchronous sends' own spans taken out, τ_s misses the 10 % goal by more".to_string();
+    if let Some(c) = c {
+        let gap: Vec<f64> = c.points.iter().map(|q| q.1 - q.3).filter(|v| v.is_finite()).collect();
+        if let (Some(lo), Some(hi)) =
+            (gap.iter().copied().reduce(f64::min), gap.iter().copied().reduce(f64::max))
+        {
+            t += &format!(
+                "; the measured completion C(l) is {:.1} to {:.1} µs away from the ping-pong's two one ways over the lengths (measured minus predicted; the table has each length)",
+                lo * 1e6,
+                hi * 1e6
+            );
+        }
+    }
+    let (hold, _) = hold_of(p, rows);
+    if hold > 0 {
+        t += &format!(
+            "; terms the ping-pong does not measure: the sink's engine holds each acknowledgement back up to {} for an answer the sink never gives (an echo answers at once)",
+            hold_label(p, rows)
+        );
+    } else {
+        t += "; the sink's reply hold was 0 in this run, so none of that is the hold; terms the ping-pong does not measure";
+    }
+    let (_, most) = range(rows, |r| r.sync_blocks);
+    if most > 1.0 {
+        t += &format!(
+            ", sends acknowledged in more than one round (up to {most:.2} blocks per send here, n_a = 1 predicted)"
+        );
+    }
+    t += ", and a synchronous send's wake-ups against the ping-pong's (Δ_s)";
+    t
+}
+
+/// R_a in the reading, as this run measured it: which lengths had sends
+/// acknowledged in two rounds (R_a's only source), and that no held-out
+/// length tests it unless one of them had such sends.
+fn ack_round_text(cal: &Calibration, rows: &[&CalibRow]) -> String {
+    let (lo, hi) = range(rows, |r| r.sync_blocks);
+    let blocks = format!(
+        "n_a the acknowledgment blocks a synchronous send took at that length ({lo:.2}–{hi:.2} here)"
+    );
+    if !cal.two_round {
+        return format!(
+            "R_a, the cost of a further acknowledgement round, is {}: no synchronous send took two rounds at any length in this run ({blocks}), so no prediction here uses or tests it;",
+            if cal.model.ack_round.is_nan() { "not fitted" } else { "0 and unused" }
+        );
+    }
+    let multi: Vec<String> =
+        rows.iter().filter(|r| r.multi_sends > 0).map(|r| format!("{} B", r.size)).collect();
+    format!(
+        "R_a = {:.2} µs per further acknowledgement round, times n_a − 1 with {blocks}: a send whose message is acknowledged in parts takes a block per part, and its completion waits a round more (in H_t each further block adds its wake-up and read, δ_i^cpu + δ_r + ρ_r·l_a); R_a comes only from the sends that took two rounds or more, here at {} — where a length has none, n_a − 1 is 0 and R_a is not tested there, held out or not;",
+        cal.model.ack_round * 1e6,
+        multi.join(", ")
+    )
 }
 
 /// (min, max) of `f` over the rows (NaN, NaN for none).
