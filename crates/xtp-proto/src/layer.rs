@@ -173,7 +173,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
     /// the one the compiled stack's application pulls through `poll_up`.
     fn hand_up_events<C: Cx<M>>(&mut self, cx: &mut C) {
         let (now, me) = (cx.now(), cx.me());
-        while let Some((upper, ev)) = self.next_up(now, me) {
+        while let Some((upper, ev)) = self.next_up(now, me, false) {
             match ev {
                 UpEvent::Deliver { session, msg, eom } => cx.deliver(upper, session, msg, eom),
                 UpEvent::OpenDone { session, parts } => cx.open_done(upper, session, *parts),
@@ -185,11 +185,22 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
     /// The next chunk of the context being handed up, as a delivery to its
     /// upper layer; `None` when it has no more (and the reading ends).
     /// Inline: the per-delivery path of both compositions.
+    ///
+    /// `pull` (the application pulls, one event per call): once a chunk is
+    /// handed up and other events wait, the reading ends there and the
+    /// context is signalled readable again behind them
+    /// ([`Endpoint::requeue_readable`]), so a context whose data keeps
+    /// coming cannot hold back other contexts' events for as long as it
+    /// streams. The graph drains everything at each verb and reads on.
     #[inline]
-    fn read_up(&mut self, now: Instant, me: ProtocolId) -> Option<(Upper, UpEvent<M>)> {
+    fn read_up(&mut self, now: Instant, me: ProtocolId, pull: bool) -> Option<(Upper, UpEvent<M>)> {
         let (ctx, upper) = self.reading?;
         match self.ep.read(now, ctx) {
             Some(chunk) => {
+                if pull && self.ep.has_events() {
+                    self.reading = None;
+                    self.ep.requeue_readable(ctx);
+                }
                 let session = SessionId { protocol: me, slot: ctx.0 };
                 Some((upper, UpEvent::Deliver { session, msg: M::from_shared(chunk.data), eom: chunk.eom }))
             }
@@ -207,9 +218,9 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
     /// `CloseDone`). `None`: nothing is ready. One event per call, so an
     /// application that pulls gets each straight from the endpoint, with no
     /// queue in between.
-    fn next_up(&mut self, now: Instant, me: ProtocolId) -> Option<(Upper, UpEvent<M>)> {
+    fn next_up(&mut self, now: Instant, me: ProtocolId, pull: bool) -> Option<(Upper, UpEvent<M>)> {
         loop {
-            if let Some(up) = self.read_up(now, me) {
+            if let Some(up) = self.read_up(now, me, pull) {
                 return Some(up);
             }
             match self.ep.poll_event()? {
@@ -412,13 +423,13 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
         // The two common cases inline: the next chunk of the context being
         // read (every delivery of a transfer), and nothing at all (the
         // application polls until it finds nothing). The rest is `next_up`.
-        if let Some((_, ev)) = self.read_up(cx.now(), cx.me()) {
+        if let Some((_, ev)) = self.read_up(cx.now(), cx.me(), C::PULLS_EVENTS) {
             return Some(ev);
         }
         if !self.ep.has_events() {
             return None;
         }
-        self.next_up(cx.now(), cx.me()).map(|(_, ev)| ev)
+        self.next_up(cx.now(), cx.me(), C::PULLS_EVENTS).map(|(_, ev)| ev)
     }
 
     fn control(

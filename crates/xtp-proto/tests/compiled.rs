@@ -157,3 +157,58 @@ fn the_application_sees_message_boundaries_in_both_compositions() {
     boundaries::<Contig>();
     boundaries::<Rope>();
 }
+
+/// The application pulls one event at a time while session A keeps
+/// streaming: a second session B, opened meanwhile, still gets its
+/// `OpenDone` and its data up (issue #16 review). A context being read
+/// must not hold the endpoint's other events back for as long as its
+/// data keeps coming.
+#[test]
+fn a_streaming_session_does_not_starve_another_in_the_compiled_stack() {
+    let (mut w, sa) = stack_wire::<Contig>();
+    let ba = w.ba;
+    let piece = || Contig::from_shared(Bytes::from_static(b"0123456789"));
+    w.run(Duration::from_millis(1));
+    let server_a = std::iter::from_fn(|| w.b.poll_event())
+        .find_map(|e| match e {
+            Event::OpenDone { session, .. } => Some(session),
+            _ => None,
+        })
+        .expect("A's OpenDone");
+    // A backlog on A, then B opens and sends once.
+    for _ in 0..4 {
+        w.a.push(sa, piece()).unwrap();
+    }
+    w.run(Duration::from_millis(1));
+    let first = w.b.poll_event();
+    assert!(matches!(first, Some(Event::Deliver { session, .. }) if session == server_a), "{first:?}");
+    let sb = w.a.open(&to(ba)).unwrap();
+    w.a.push(sb, Contig::from_shared(Bytes::from_static(b"B"))).unwrap();
+    let (mut b_open, mut b_data, mut a_data) = (None, false, 1);
+    for _ in 0..50 {
+        w.a.push(sa, piece()).unwrap();
+        w.run(Duration::from_millis(1));
+        match w.b.poll_event() {
+            Some(Event::OpenDone { session, .. }) => b_open = Some(session),
+            Some(Event::Deliver { session, msg, .. }) if session == server_a => {
+                assert_eq!(msg.len(), 10);
+                a_data += 1;
+            }
+            Some(Event::Deliver { session, msg, .. }) => {
+                assert_eq!((Some(session), msg.len()), (b_open, 1), "B's data after B's OpenDone");
+                b_data = true;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(b_open.is_some(), "B's OpenDone came up while A streamed ({a_data} pieces of A did)");
+    assert!(b_data, "B's data came up while A streamed ({a_data} pieces of A did)");
+    // Nothing of A was lost or reordered into a gap: the rest follows.
+    while let Some(ev) = w.b.poll_event() {
+        if let Event::Deliver { session, .. } = ev {
+            assert_eq!(session, server_a);
+            a_data += 1;
+        }
+    }
+    assert_eq!(a_data, 4 + 50, "every piece of A came up");
+}
