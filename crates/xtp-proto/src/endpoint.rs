@@ -606,6 +606,9 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CA
     /// before, say, its `Closed`): a reader that stops reading one context
     /// to let other contexts' events go first (the compiled stack's
     /// `poll_up`) comes back to it in turn. The scan runs only then.
+    // Cold and out of line: kept off the per-delivery path it branches from.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn requeue_readable(&mut self, ctx: ContextId) {
         if !self.contexts.get(ctx.0).is_some_and(|c| c.recv.readable()) {
             return;
