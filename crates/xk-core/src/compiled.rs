@@ -216,7 +216,9 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
     /// [`Stack::last_drop`]), never a panic.
     #[inline]
     pub fn receive(&mut self, from: SocketAddr, frame: M) {
-        // Read by the protocol's `demux` and `pop` of this frame only.
+        // Read by the protocol while it receives this frame (XTP's
+        // `receive` hands it to its endpoint with the frame; a protocol
+        // keeping `demux` and `pop` reads it in both).
         self.cx.source = Some(from);
         match self.proto.receive(&mut self.cx, None, frame) {
             Ok(()) => self.stats.popped += 1,

@@ -84,5 +84,5 @@ pub use keys::WordKey;
 pub use map::DemuxMap;
 pub use upi::{
     CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Layer, OpenError, Protocol, ProtocolId,
-    PushError, SessionId, Upper,
+    PushError, SessionId, Upper, demux_then_pop,
 };

@@ -194,6 +194,19 @@ impl From<TooShort> for DemuxError {
     }
 }
 
+/// `demux` then `pop`: [`Layer::receive`]'s default, for a protocol that
+/// overrides `receive` for some frames and keeps the default for others.
+#[inline]
+pub fn demux_then_pop<M: Msg, C, L: Layer<M, C> + ?Sized>(
+    layer: &mut L,
+    cx: &mut C,
+    lower: Option<SessionId>,
+    mut msg: M,
+) -> Result<(), DemuxError> {
+    let session = layer.demux(cx, lower, &mut msg)?;
+    layer.pop(cx, session, lower, msg)
+}
+
 /// A protocol: the object that owns sessions of one kind, with the uniform
 /// interface's verbs, over the context `C` of the composition it sits in.
 ///
@@ -250,9 +263,8 @@ pub trait Layer<M: Msg, C> {
     /// and finds the context on the way) may do both in one pass. Either
     /// way the same session is found and the same work done.
     #[inline]
-    fn receive(&mut self, cx: &mut C, lower: Option<SessionId>, mut msg: M) -> Result<(), DemuxError> {
-        let session = self.demux(cx, lower, &mut msg)?;
-        self.pop(cx, session, lower, msg)
+    fn receive(&mut self, cx: &mut C, lower: Option<SessionId>, msg: M) -> Result<(), DemuxError> {
+        demux_then_pop(self, cx, lower, msg)
     }
 
     /// Sends a message on `session`: add the header, hand it down.

@@ -601,6 +601,30 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CA
         Some(k)
     }
 
+    /// Signals `ctx` readable again, if it is, behind the events waiting
+    /// now but ahead of any later event of its own (its data is handed up
+    /// before, say, its `Closed`): a reader that stops reading one context
+    /// to let other contexts' events go first (the compiled stack's
+    /// `poll_up`) comes back to it in turn. The scan runs only then.
+    // Cold and out of line: kept off the per-delivery path it branches from.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn requeue_readable(&mut self, ctx: ContextId) {
+        if !self.contexts.get(ctx.0).is_some_and(|c| c.recv.readable()) {
+            return;
+        }
+        let own = |e: &Event| match e {
+            Event::Incoming { ctx: c, .. }
+            | Event::Readable { ctx: c }
+            | Event::Gap { ctx: c, .. }
+            | Event::Acked { ctx: c, .. }
+            | Event::PeerFinished { ctx: c }
+            | Event::Closed { ctx: c, .. } => *c == ctx,
+        };
+        let at = self.events.iter().position(own).unwrap_or(self.events.len());
+        self.events.insert(at, Event::Readable { ctx });
+    }
+
     /// Bytes readable now.
     pub fn readable_bytes(&self, ctx: ContextId) -> u64 {
         self.contexts.get(ctx.0).map_or(0, |c| c.recv.ready_bytes())

@@ -82,6 +82,10 @@ pub struct XtpProtocol<M, Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>, const CAC
     /// Who sits above each context, by slot index, with the slot's
     /// generation (a stale entry is recognised, never misdelivered).
     upper: Vec<Option<(u32, Upper)>>,
+    /// Uppers of ended contexts whose slot a new context took before the
+    /// application pulled their `CloseDone` (the compiled stack hands
+    /// events up when polled): kept until their `Closed` is translated.
+    closing: Vec<(ContextId, Upper)>,
     /// Ports enabled for passive opens and who enabled them.
     listeners: Vec<(u16, Upper)>,
     tx: BytesMut,
@@ -113,6 +117,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId> + Default, const CACHE: bool> XtpProtocol<M,
             ep: Endpoint::with_timer_queue(cfg, seed, NoTrace),
             ctx_cfg,
             upper: Vec::new(),
+            closing: Vec::new(),
             listeners: Vec::new(),
             tx: BytesMut::new(),
             scratch: Vec::new(),
@@ -139,13 +144,22 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
     }
 
     fn session<C: Cx<M>>(cx: &C, ctx: ContextId) -> SessionId {
-        SessionId { protocol: cx.me(), slot: ctx.0 }
+        Self::session_of(cx.me(), ctx)
+    }
+
+    fn session_of(me: ProtocolId, ctx: ContextId) -> SessionId {
+        SessionId { protocol: me, slot: ctx.0 }
     }
 
     fn set_upper(&mut self, ctx: ContextId, upper: Upper) {
         let i = ctx.0.index() as usize;
         if self.upper.len() <= i {
             self.upper.resize(i + 1, None);
+        }
+        // An entry of an older generation is a context that ended and
+        // whose `Closed` waits in the endpoint's queue: keep its upper.
+        if let Some((g, old)) = self.upper[i].filter(|(g, _)| *g != ctx.0.generation()) {
+            self.closing.push((ContextId(ArenaId::from_parts(ctx.0.index(), g)), old));
         }
         self.upper[i] = Some((ctx.0.generation(), upper));
     }
@@ -173,7 +187,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
     /// the one the compiled stack's application pulls through `poll_up`.
     fn hand_up_events<C: Cx<M>>(&mut self, cx: &mut C) {
         let (now, me) = (cx.now(), cx.me());
-        while let Some((upper, ev)) = self.next_up(now, me) {
+        while let Some((upper, ev)) = self.next_up(now, me, false) {
             match ev {
                 UpEvent::Deliver { session, msg, eom } => cx.deliver(upper, session, msg, eom),
                 UpEvent::OpenDone { session, parts } => cx.open_done(upper, session, *parts),
@@ -185,12 +199,23 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
     /// The next chunk of the context being handed up, as a delivery to its
     /// upper layer; `None` when it has no more (and the reading ends).
     /// Inline: the per-delivery path of both compositions.
+    ///
+    /// `pull` (the application pulls, one event per call): once a chunk is
+    /// handed up and other events wait, the reading ends there and the
+    /// context is signalled readable again behind them
+    /// ([`Endpoint::requeue_readable`]), so a context whose data keeps
+    /// coming cannot hold back other contexts' events for as long as it
+    /// streams. The graph drains everything at each verb and reads on.
     #[inline]
-    fn read_up(&mut self, now: Instant, me: ProtocolId) -> Option<(Upper, UpEvent<M>)> {
+    fn read_up(&mut self, now: Instant, me: ProtocolId, pull: bool) -> Option<(Upper, UpEvent<M>)> {
         let (ctx, upper) = self.reading?;
         match self.ep.read(now, ctx) {
             Some(chunk) => {
-                let session = SessionId { protocol: me, slot: ctx.0 };
+                if pull && self.ep.has_events() {
+                    self.reading = None;
+                    self.ep.requeue_readable(ctx);
+                }
+                let session = Self::session_of(me, ctx);
                 Some((upper, UpEvent::Deliver { session, msg: M::from_shared(chunk.data), eom: chunk.eom }))
             }
             None => {
@@ -207,9 +232,9 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
     /// `CloseDone`). `None`: nothing is ready. One event per call, so an
     /// application that pulls gets each straight from the endpoint, with no
     /// queue in between.
-    fn next_up(&mut self, now: Instant, me: ProtocolId) -> Option<(Upper, UpEvent<M>)> {
+    fn next_up(&mut self, now: Instant, me: ProtocolId, pull: bool) -> Option<(Upper, UpEvent<M>)> {
         loop {
-            if let Some(up) = self.read_up(now, me) {
+            if let Some(up) = self.read_up(now, me, pull) {
                 return Some(up);
             }
             match self.ep.poll_event()? {
@@ -231,19 +256,19 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
                     );
                     return Some((
                         upper,
-                        UpEvent::OpenDone {
-                            session: SessionId { protocol: me, slot: ctx.0 },
-                            parts: Box::new(parts),
-                        },
+                        UpEvent::OpenDone { session: Self::session_of(me, ctx), parts: Box::new(parts) },
                     ));
                 }
                 Event::Closed { ctx, .. } => {
-                    if let Some(upper) = self.upper_of(ctx) {
+                    let upper = if let Some(upper) = self.upper_of(ctx) {
                         self.upper[ctx.0.index() as usize] = None;
-                        return Some((
-                            upper,
-                            UpEvent::CloseDone { session: SessionId { protocol: me, slot: ctx.0 } },
-                        ));
+                        Some(upper)
+                    } else {
+                        let at = self.closing.iter().position(|(c, _)| *c == ctx);
+                        at.map(|at| self.closing.swap_remove(at).1)
+                    };
+                    if let Some(upper) = upper {
+                        return Some((upper, UpEvent::CloseDone { session: Self::session_of(me, ctx) }));
                     }
                 }
                 Event::Gap { .. } | Event::Acked { .. } | Event::PeerFinished { .. } => {}
@@ -346,7 +371,7 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
     }
 
     #[inline]
-    fn receive(&mut self, cx: &mut C, lower: Option<SessionId>, mut msg: M) -> Result<(), DemuxError> {
+    fn receive(&mut self, cx: &mut C, lower: Option<SessionId>, msg: M) -> Result<(), DemuxError> {
         match cx.source() {
             // The peer beside the frame (the compiled stack): the endpoint
             // parses the packet and finds its context in the one pass it
@@ -357,10 +382,7 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
                 self.drain_events(cx);
                 Ok(())
             }
-            _ => {
-                let session = self.demux(cx, lower, &mut msg)?;
-                self.pop(cx, session, lower, msg)
-            }
+            _ => xk_core::demux_then_pop(self, cx, lower, msg),
         }
     }
 
@@ -412,13 +434,13 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
         // The two common cases inline: the next chunk of the context being
         // read (every delivery of a transfer), and nothing at all (the
         // application polls until it finds nothing). The rest is `next_up`.
-        if let Some((_, ev)) = self.read_up(cx.now(), cx.me()) {
+        if let Some((_, ev)) = self.read_up(cx.now(), cx.me(), C::PULLS_EVENTS) {
             return Some(ev);
         }
         if !self.ep.has_events() {
             return None;
         }
-        self.next_up(cx.now(), cx.me()).map(|(_, ev)| ev)
+        self.next_up(cx.now(), cx.me(), C::PULLS_EVENTS).map(|(_, ev)| ev)
     }
 
     fn control(

@@ -7,7 +7,10 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use xk_core::compiled::Stack;
-use xk_core::{Addr, ArenaId, Event, Graph, GraphBuilder, Part, Participants, ProtocolId, SessionId};
+use xk_core::{
+    Addr, ArenaId, Control, ControlReply, Event, Graph, GraphBuilder, Part, Participants, ProtocolId,
+    PushError, SessionId,
+};
 use xk_msg::{Contig, Msg, Rope};
 use xk_time::{Duration, HeapQueue, Instant};
 use xtp_proto::{ContextConfig, EndpointConfig, XtpProtocol};
@@ -156,4 +159,129 @@ fn boundaries<M: Msg + 'static>() {
 fn the_application_sees_message_boundaries_in_both_compositions() {
     boundaries::<Contig>();
     boundaries::<Rope>();
+}
+
+/// The application pulls one event at a time while session A keeps
+/// streaming: a second session B, opened meanwhile, still gets its
+/// `OpenDone` and its data up (issue #16 review). A context being read
+/// must not hold the endpoint's other events back for as long as its
+/// data keeps coming.
+#[test]
+fn a_streaming_session_does_not_starve_another_in_the_compiled_stack() {
+    let (mut w, sa) = stack_wire::<Contig>();
+    let ba = w.ba;
+    let piece = || Contig::from_shared(Bytes::from_static(b"0123456789"));
+    w.run(Duration::from_millis(1));
+    let server_a = std::iter::from_fn(|| w.b.poll_event())
+        .find_map(|e| match e {
+            Event::OpenDone { session, .. } => Some(session),
+            _ => None,
+        })
+        .expect("A's OpenDone");
+    // A backlog on A, then B opens and sends once.
+    for _ in 0..4 {
+        w.a.push(sa, piece()).unwrap();
+    }
+    w.run(Duration::from_millis(1));
+    let first = w.b.poll_event();
+    assert!(matches!(first, Some(Event::Deliver { session, .. }) if session == server_a), "{first:?}");
+    let sb = w.a.open(&to(ba)).unwrap();
+    w.a.push(sb, Contig::from_shared(Bytes::from_static(b"B"))).unwrap();
+    let (mut b_open, mut b_data, mut a_data) = (None, false, 1);
+    for _ in 0..50 {
+        w.a.push(sa, piece()).unwrap();
+        w.run(Duration::from_millis(1));
+        match w.b.poll_event() {
+            Some(Event::OpenDone { session, .. }) => b_open = Some(session),
+            Some(Event::Deliver { session, msg, .. }) if session == server_a => {
+                assert_eq!(msg.len(), 10);
+                a_data += 1;
+            }
+            Some(Event::Deliver { session, msg, .. }) => {
+                assert_eq!((Some(session), msg.len()), (b_open, 1), "B's data after B's OpenDone");
+                b_data = true;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(b_open.is_some(), "B's OpenDone came up while A streamed ({a_data} pieces of A did)");
+    assert!(b_data, "B's data came up while A streamed ({a_data} pieces of A did)");
+    // Nothing of A was lost or reordered into a gap: the rest follows.
+    while let Some(ev) = w.b.poll_event() {
+        if let Event::Deliver { session, .. } = ev {
+            assert_eq!(session, server_a);
+            a_data += 1;
+        }
+    }
+    assert_eq!(a_data, 4 + 50, "every piece of A came up");
+}
+
+/// `tests/layer.rs::close_reaches_both_applications_through_the_timers` in
+/// the compiled stack, where the application pulls: the server's
+/// `OpenDone` and both sides' `CloseDone` come up through `poll_event`.
+#[test]
+fn close_reaches_both_applications_in_the_compiled_stack() {
+    let (mut w, s) = stack_wire::<Rope>();
+    w.a.push(s, Rope::from_payload(Bytes::from_static(b"bye"), 0)).unwrap();
+    w.run(Duration::from_millis(10));
+    let mut server = None;
+    while let Some(ev) = w.b.poll_event() {
+        if let Event::OpenDone { session, .. } = ev {
+            server = Some(session);
+        }
+    }
+    let server = server.expect("open_done");
+    w.a.close(s).unwrap();
+    w.b.close(server).unwrap();
+    w.run(Duration::from_secs(10));
+    assert!(
+        std::iter::from_fn(|| w.a.poll_event())
+            .any(|e| matches!(e, Event::CloseDone { session } if session == s))
+    );
+    assert!(
+        std::iter::from_fn(|| w.b.poll_event())
+            .any(|e| matches!(e, Event::CloseDone { session } if session == server))
+    );
+    assert_eq!(w.a.push(s, Rope::from_payload(Bytes::from_static(b"x"), 0)), Err(PushError::NoSession));
+    assert_eq!(w.a.control(None, Control::GetSessionCount), Ok(ControlReply::Count(0)));
+}
+
+/// A session's context ends while the application is not polling, and the
+/// application opens another before it polls: the new context takes the
+/// freed arena slot. The first session's `CloseDone` must still come up
+/// (it was lost when the new session's upper overwrote the slot's).
+#[test]
+fn close_done_survives_the_slot_being_reused_before_the_application_polls() {
+    let (mut w, s) = stack_wire::<Contig>();
+    let ba = w.ba;
+    w.run(Duration::from_millis(10));
+    let server = std::iter::from_fn(|| w.b.poll_event())
+        .find_map(|e| match e {
+            Event::OpenDone { session, .. } => Some(session),
+            _ => None,
+        })
+        .expect("open_done");
+    w.a.close(s).unwrap();
+    w.b.close(server).unwrap();
+    for _ in 0..1_000 {
+        if w.a.control(None, Control::GetSessionCount) == Ok(ControlReply::Count(0)) {
+            break;
+        }
+        w.exchange();
+        if !w.fire_next_timer(None) {
+            break;
+        }
+    }
+    assert_eq!(w.a.control(None, Control::GetSessionCount), Ok(ControlReply::Count(0)), "a's context freed");
+    let again = w.a.open(&to(ba)).unwrap();
+    assert_eq!(again.slot.index(), s.slot.index(), "the test needs the slot reused");
+    let seen: Vec<_> = std::iter::from_fn(|| w.a.poll_event()).collect();
+    assert!(
+        seen.iter().any(|e| matches!(e, Event::CloseDone { session } if *session == s)),
+        "the first session's CloseDone: {seen:?}"
+    );
+    assert!(
+        !seen.iter().any(|e| matches!(e, Event::CloseDone { session } if *session == again)),
+        "the new session is not closed: {seen:?}"
+    );
 }
