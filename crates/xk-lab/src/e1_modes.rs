@@ -186,13 +186,6 @@ impl Drop for Relay {
 pub(crate) fn api_modes(size: usize, count: u32, via: Option<(Duration, u64)>) -> Result<Vec<Row>, String> {
     let server = EchoThread::start()?;
     let daemon = DaemonProcess::start()?;
-    let relay = via.map(|(d, seed)| Relay::start(server.addr, d, seed)).transpose()?;
-    let (to, delay, link) = match (&relay, via) {
-        (Some(r), Some((d, _))) => {
-            (r.addr, d.as_nanos() as u64, format!(", {:.1} ms link (relay)", d.as_nanos() as f64 / 1e6))
-        }
-        _ => (server.addr, 0, String::new()),
-    };
     let modes = [
         ("real UDP, API integrated", Mode::integrated()),
         ("real UDP, API engine thread", Mode::engine_thread()),
@@ -200,6 +193,18 @@ pub(crate) fn api_modes(size: usize, count: u32, via: Option<(Duration, u64)>) -
     ];
     let mut rows = Vec::new();
     for (name, mode) in modes {
+        // A relay of its own for each client: the relay sends the server's
+        // packets to the last client it heard from, so with one relay for
+        // all three a packet the server sent late to the client before
+        // (its context's END, after that client's abort) reached the next
+        // one.
+        let relay = via.map(|(d, seed)| Relay::start(server.addr, d, seed)).transpose()?;
+        let (to, delay, link) = match (&relay, via) {
+            (Some(r), Some((d, _))) => {
+                (r.addr, d.as_nanos() as u64, format!(", {:.1} ms link (relay)", d.as_nanos() as f64 / 1e6))
+            }
+            _ => (server.addr, 0, String::new()),
+        };
         let name = format!("{name}{link}");
         let r = api_client(&Xtp::new(mode), to, size, count, &name)?;
         rows.push(Row::new(name, size, delay, r));
