@@ -695,6 +695,11 @@ fn make_end(
     // and the flow stall on refused retransmissions).
     let segs = segment_buffers(mtu).to_string();
     ip(&["-n", ns, "link", "set", dev, "gso_max_segs", &segs])?;
+    // The device's queue holds what the kernel sends while the forwarder
+    // is busy; the emulated link's queue is the link model's, so this one
+    // must not drop first. TUN's default of 500 packets overflowed (one
+    // drop in a run) once kernel TCP had buffers sized to a gigabit path.
+    ip(&["-n", ns, "link", "set", dev, "txqueuelen", "10000"])?;
     ip(&["-n", ns, "link", "set", dev, "up"])?;
     ip(&["-n", ns, "link", "set", "lo", "up"])?;
     Ok((device, offloads))
