@@ -755,7 +755,8 @@ pub(crate) mod tests {
                 assert!(b.worst(true) < 1e-6, "{}: {}", b.name, b.worst(true));
             }
             if b.name.contains("H_t") {
-                assert!(b.worst(true) > 1e-3, "{}: {}", b.name, b.worst(true));
+                // (a quarter of δ_i^cpu at 64 KB: small, but not a line)
+                assert!(b.worst(true) > 1e-6, "{}: {}", b.name, b.worst(true));
             }
             assert_eq!(b.points.len(), 3);
         }

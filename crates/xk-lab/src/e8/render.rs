@@ -105,7 +105,8 @@ fn host_parts_table(rows: &[&CalibRow], m: &Extended, page: &mut Page) {
             let l = r.size as f64;
             let write = s.delta_w + s.rho_w * (s.l_c + l) + m.doorbells_send * m.delta_d;
             let n_a = if r.sync_blocks.is_finite() { r.sync_blocks } else { 1.0 };
-            let wait = n_a * (m.delta_i_cpu + s.delta_r + s.rho_r * s.l_a);
+            let wait = n_a * m.delta_i_cpu;
+            let read = s.delta_r + s.rho_r * s.l_a;
             vec![
                 r.size.to_string(),
                 us(r.send_write_cpu_ns),
@@ -114,6 +115,7 @@ fn host_parts_table(rows: &[&CalibRow], m: &Extended, page: &mut Page) {
                 format!("{:.2}", r.pp_rings),
                 us(r.send_wait_cpu_ns),
                 us(wait * 1e9),
+                us(read * 1e9),
                 format!("{:.2}", r.sync_wakeups),
                 format!("{:.2}", r.sync_blocks),
                 us(r.host_send_ns),
@@ -123,7 +125,7 @@ fn host_parts_table(rows: &[&CalibRow], m: &Extended, page: &mut Page) {
         })
         .collect();
     page.table(
-        "A synchronous send's host CPU time in its two parts (measured on the synchronous sends) beside the terms the model predicts each by (calibrated on the ping-pong): the write call (copy in, post, doorbell) against δ_w + ρ_w·(l_c + l) + n_d·δ_d, where δ_d is the doorbell over the ping-pong writes that rang a sleeping engine; the wait for the completion (sleep, wake-up, take the block) against n_a·(δ_i^cpu + δ_r + ρ_r·l_a), n_a the blocks taken per send; the counts the structure assumes (one doorbell, one sleep, one block per send) as measured; and the two wake-up latencies (trace) in a synchronous send beside the ping-pong's, which the model's T_t uses; µs",
+        "A synchronous send's host CPU time in its two parts (measured on the synchronous sends) beside the terms the model predicts each by (calibrated on the ping-pong): the write call (copy in, post, doorbell) against δ_w + ρ_w·(l_c + l) + n_d·δ_d, where δ_d is the doorbell over the ping-pong writes that rang a sleeping engine; the wait for the completion (sleep, wake-up, take the block) against n_a·δ_i^cpu, n_a the blocks taken per send, and beside it the read entry δ_r + ρ_r·l_a that Session 16's H_t added per block (a send takes its block inside the wait and copies nothing out: Session 17 left it out); the counts the structure assumes (one doorbell, one sleep, one block per send) as measured; and the two wake-up latencies (trace) in a synchronous send beside the ping-pong's, which the model's T_t uses; µs",
         &[
             "bytes",
             "write call (measured)",
@@ -131,7 +133,8 @@ fn host_parts_table(rows: &[&CalibRow], m: &Extended, page: &mut Page) {
             "doorbells / send",
             "ping-pong writes that rang",
             "wait (measured)",
-            "n_a·(δ_i^cpu + δ_r + ρ_r·l_a)",
+            "n_a·δ_i^cpu",
+            "δ_r + ρ_r·l_a (not in H_t)",
             "sleeps / send",
             "blocks taken / send",
             "H_t measured",
@@ -1025,12 +1028,11 @@ fn reading(
         }
         // The wait of a synchronous send per block against the ping-pong's
         // wake-up and read (H_t's wait terms), said from the rows.
-        let s_m = &m.seed;
-        let pp_wait = m.delta_i_cpu + s_m.delta_r + s_m.rho_r * s_m.l_a;
+        let pp_wait = m.delta_i_cpu;
         let (lo, hi) = range(cal_rows, |r| r.send_wait_cpu_ns / r.sync_blocks.max(1.0));
         if lo.is_finite() {
             s += &format!(
-                "A synchronous send's wait cost the host {}–{} µs per block taken against {} µs for δ_i^cpu + δ_r + ρ_r·l_a from the ping-pong (its wake-up in waiting for the echo, and a read): ",
+                "A synchronous send's wait cost the host {}–{} µs per block taken against {} µs for δ_i^cpu from the ping-pong (its CPU time in waiting for the echo, taking the echo's blocks included): ",
                 us(lo),
                 us(hi),
                 us(pp_wait * 1e9)
@@ -1045,7 +1047,7 @@ fn reading(
         }
         s += "Where a host time misses, the table of a synchronous send's two parts shows which term did (the doorbell's and the wake-up's CPU cost vary from run to run and between the ping-pong and the synchronous sends by more than 10 %: whether the woken thread's CPU is idle, and whether waker and sleeper share a CPU, are not in the model); where τ_a misses, the pipelined accounting shows which of U and I moved between the lengths. ";
     }
-    s += "Errors are from one run under the machine's load at the time (see the header's load average); the tables keep every measured value.";
+    s += "Errors are from one run under the machine's load at the time (see the header's load average); the repeatability table gives each measured value's own standard error over the rounds, and the tables keep every measured value.";
     s
 }
 
@@ -1104,7 +1106,7 @@ fn ack_round_text(cal: &Calibration, rows: &[&CalibRow]) -> String {
     let multi: Vec<String> =
         rows.iter().filter(|r| r.multi_sends > 0).map(|r| format!("{} B", r.size)).collect();
     format!(
-        "R_a = {:.2} µs per further acknowledgement round, times n_a − 1 with {blocks}: a send whose message is acknowledged in parts takes a block per part, and its completion waits a round more (in H_t each further block adds its wake-up and read, δ_i^cpu + δ_r + ρ_r·l_a); R_a comes only from the sends that took two rounds or more, here at {} — where a length has none, n_a − 1 is 0 and R_a is not tested there, held out or not;",
+        "R_a = {:.2} µs per further acknowledgement round, times n_a − 1 with {blocks}: a send whose message is acknowledged in parts takes a block per part, and its completion waits a round more (in H_t each further block adds its wake-up, δ_i^cpu); R_a comes only from the sends that took two rounds or more, here at {} — where a length has none, n_a − 1 is 0 and R_a is not tested there, held out or not;",
         cal.model.ack_round * 1e6,
         multi.join(", ")
     )
