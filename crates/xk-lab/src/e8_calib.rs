@@ -386,7 +386,10 @@ struct Samples {
 /// The per-round quantities whose repeatability a row records: (name,
 /// samples, scale) — the checked quantities and the terms that predict
 /// them. The latency is half a round trip.
-const TRACKED: [(&str, fn(&Samples) -> &Vec<u64>, f64); 14] = [
+/// One tracked series: (name, where its samples are, scale).
+type Tracked = (&'static str, fn(&Samples) -> &Vec<u64>, f64);
+
+const TRACKED: [Tracked; 14] = [
     ("delay", |s| &s.rtt, 0.5),
     ("sync_period", |s| &s.sync_period, 1.0),
     ("host_send", |s| &s.host_send, 1.0),
