@@ -383,12 +383,12 @@ struct Samples {
     repeats: std::collections::BTreeMap<String, Vec<f64>>,
 }
 
-/// The per-round quantities whose repeatability a row records: (name,
-/// samples, scale) — the checked quantities and the terms that predict
-/// them. The latency is half a round trip.
 /// One tracked series: (name, where its samples are, scale).
 type Tracked = (&'static str, fn(&Samples) -> &Vec<u64>, f64);
 
+/// The per-round quantities whose repeatability a row records: the
+/// checked quantities and the terms that predict them. The latency is
+/// half a round trip.
 const TRACKED: [Tracked; 14] = [
     ("delay", |s| &s.rtt, 0.5),
     ("sync_period", |s| &s.sync_period, 1.0),
@@ -889,7 +889,8 @@ pub(crate) fn sweep(
     windows: usize,
 ) -> Result<Vec<CalibRow>, String> {
     let mut eng = Engines::new(echo.addr, sink, probe)?;
-    // Pinned until the sweep ends (the runner thread's mask put back).
+    // Pinned as `placement` says for each part; every thread's mask is put
+    // back when the sweep ends (the runner's and the peers', which outlive it).
     let (pp_tid, tx_tid) = (eng.pp_tid.clone(), eng.tx_tid.clone());
     let (apps, mine) = ([echo.app_tid.as_ref(), sink.app_tid.as_ref()], [pp_tid.as_ref(), tx_tid.as_ref()]);
     let peers = [echo.engine_tid(), sink.engine_tid()];

@@ -729,7 +729,7 @@ fn hold_label(p: &Params, rows: &[&CalibRow]) -> String {
 /// τ_a's shared-CPU bound as the model used it: free, all four threads'
 /// CPU time and the cores' idle time over the cores; pinned, the busier
 /// CPU's threads' CPU time over one core (no idle term).
-fn tau_a_bound_text(m: &xk_model::Extended, pinned: bool) -> String {
+fn tau_a_bound_text(m: &Extended, pinned: bool) -> String {
     if pinned {
         format!(
             "the period the busier CPU allows: the pipelined threads ran pinned, so the work cannot spread over the cores, and U is the CPU time per message of the threads pinned to the busier of the two CPUs (U_0 = {:.2} µs, υ = {:.3} ns/B), over that one core, with no idle term — measured over the same windows as the period, which it restates when that CPU is saturated (review of Session 16), so under a pinned stream τ_a's check is not a test of the model",
