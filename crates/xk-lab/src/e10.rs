@@ -552,13 +552,10 @@ impl<M: Msg, S: DeviceStack<M>> Drop for UdpRun<M, S> {
 
 /// Pins the calling thread to `cpu`; `None` leaves it alone.
 fn pin(cpu: Option<usize>) {
-    use nix::sched::{CpuSet, sched_setaffinity};
     if let Some(c) = cpu {
-        let mut set = CpuSet::new();
-        if set.set(c).is_ok() {
-            // Best effort: an unpinned run measures the same, noisier.
-            let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
-        }
+        // Best effort: an unpinned run measures the same, noisier. The
+        // server threads end with the step, so nothing is restored.
+        let _ = crate::affinity::pin_self(c);
     }
 }
 
@@ -573,24 +570,15 @@ fn pin(cpu: Option<usize>) {
 /// context switches per round trip.
 struct Pinned {
     cpu: Option<usize>,
-    old: Option<nix::sched::CpuSet>,
+    /// Restores the lab thread's mask when dropped.
+    _guard: crate::affinity::Affinity,
 }
 
 impl Pinned {
     fn here() -> Self {
-        use nix::sched::{sched_getaffinity, sched_getcpu};
-        let old = sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
-        let cpu = sched_getcpu().ok().filter(|_| old.is_some());
-        pin(cpu);
-        Pinned { cpu, old }
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        if let Some(old) = &self.old {
-            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), old);
-        }
+        let mut guard = crate::affinity::Affinity::default();
+        let cpu = nix::sched::sched_getcpu().ok().filter(|&c| guard.pin(0, c).is_ok());
+        Pinned { cpu, _guard: guard }
     }
 }
 

@@ -79,9 +79,14 @@ pub struct Params {
     /// Round trips (and synchronous sends) per calibration length, in all.
     pub count: usize,
     /// Steady-state time of the pipelined (asynchronous) runs per
-    /// calibration length, in all (three windows of a third each, after
-    /// 10 ms of start-up each), ms.
+    /// calibration length, in all (`windows` windows, each after 10 ms of
+    /// start-up), ms.
     pub stream_ms: u64,
+    /// Pipelined windows per calibration length (lengths interleaved):
+    /// the period of one window moves by up to 2× with where the four
+    /// threads land (Session 17), so τ_a's value is a mean over several.
+    #[serde(default = "three")]
+    pub windows: usize,
     /// Rounds the calibration lengths are interleaved in (each round
     /// measures every length with 1/rounds of the counts).
     pub rounds: usize,
@@ -102,10 +107,17 @@ pub struct Params {
     /// Where the calibration's threads run: `"split"` (the application
     /// threads on one CPU, the engine threads on another, as seed 004's
     /// host and protocol processor were), `"hosts"` (the measuring
-    /// application and its engines on one CPU, the peers on another) or
-    /// `"free"` (the scheduler's choice). The profiles are never pinned.
+    /// application and its engines on one CPU, the peers on another),
+    /// `"free"` (the scheduler's choice) or `"hosts_free"` (the default:
+    /// hosts for the ping-pong and the synchronous sends, free for the
+    /// pipelined windows; free on a machine with one CPU). The profiles
+    /// are never pinned.
     #[serde(default)]
     pub placement: Placement,
+}
+
+fn three() -> usize {
+    3
 }
 
 /// What one step measures.
@@ -160,6 +172,7 @@ impl Experiment for E8 {
                 sizes: vec![1, 4_096, 65_536],
                 count: 60,
                 stream_ms: 30,
+                windows: 3,
                 rounds: 3,
                 placement_probe: false,
                 sink_reply_hold_us: None,
@@ -170,9 +183,10 @@ impl Experiment for E8 {
                 profile_sizes: vec![1, 65_536],
                 profile_round_trips: 3_000,
                 sizes: vec![1, 64, 256, 1_024, 4_096, 8_192, 16_384, 32_768, 65_536],
-                count: 3_000,
-                stream_ms: 150,
-                rounds: 20,
+                count: 6_000,
+                stream_ms: 600,
+                windows: 15,
+                rounds: 40,
                 placement_probe: false,
                 sink_reply_hold_us: None,
                 placement: Placement::default(),
@@ -196,8 +210,11 @@ impl Experiment for E8 {
         if !(10..=100_000).contains(&p.count) {
             return Err("count: 10 to 100,000".into());
         }
-        if !(15..=60_000).contains(&p.stream_ms) {
-            return Err("stream_ms: 15 to 60,000 (three windows of at least 5 ms)".into());
+        if !(1..=100).contains(&p.windows) {
+            return Err("windows: 1 to 100".into());
+        }
+        if !(15..=60_000).contains(&p.stream_ms) || p.stream_ms < 5 * p.windows as u64 {
+            return Err("stream_ms: 15 to 60,000, and at least 5 ms per window".into());
         }
         if !(1..=100).contains(&p.rounds) || p.rounds > p.count {
             return Err("rounds: 1 to 100, and at most count".into());
@@ -261,8 +278,17 @@ impl Experiment for E8 {
                 let echo = self.app_echo.as_ref().expect("just set");
                 let sink = self.app_sink.as_ref().expect("just set");
                 let p = &self.p;
-                let rows =
-                    sweep(echo, sink, sizes, p.count, p.stream_ms, p.rounds, p.placement_probe, p.placement)?;
+                let rows = sweep(
+                    echo,
+                    sink,
+                    sizes,
+                    p.count,
+                    p.stream_ms,
+                    p.rounds,
+                    p.placement_probe,
+                    p.placement,
+                    p.windows,
+                )?;
                 Ok(rows.into_iter().map(Row::Calibration).collect())
             }
         }

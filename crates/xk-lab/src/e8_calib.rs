@@ -281,6 +281,19 @@ pub struct CalibRow {
     /// operating system, per cause (kept out of the means).
     #[serde(default)]
     pub disturbed: Disturbed,
+    /// The measurement's own repeatability (Session 17): per quantity
+    /// (named as its field above, without `_ns`), its mean in each round
+    /// of the sweep (ping-pong and synchronous quantities) or each
+    /// pipelined window (`async_period`, `proc_period`, `all_cpu`), ns, in
+    /// the order measured. Empty in results written before.
+    #[serde(default)]
+    pub repeats: std::collections::BTreeMap<String, Vec<f64>>,
+    /// Where the calibration's threads ran (the plan's `placement` as
+    /// applied: the default runs free on one CPU); None in results
+    /// written before Session 17. The one source the model and the
+    /// reading take it from.
+    #[serde(default)]
+    pub placement: Option<Placement>,
 }
 
 /// The CPU `tid` (a thread of this process) last ran on (`stat`'s 39th
@@ -365,6 +378,49 @@ struct Samples {
     sync_sleeps: u64,
     sync_sends: u64,
     disturbed: Disturbed,
+    /// Per tracked quantity ([`TRACKED`], then the pipelined ones), its
+    /// mean in each kept round or window: the row's `repeats`.
+    repeats: std::collections::BTreeMap<String, Vec<f64>>,
+}
+
+/// One tracked series: (name, where its samples are, scale).
+type Tracked = (&'static str, fn(&Samples) -> &Vec<u64>, f64);
+
+/// The per-round quantities whose repeatability a row records: the
+/// checked quantities and the terms that predict them. The latency is
+/// half a round trip.
+const TRACKED: [Tracked; 14] = [
+    ("delay", |s| &s.rtt, 0.5),
+    ("sync_period", |s| &s.sync_period, 1.0),
+    ("host_send", |s| &s.host_send, 1.0),
+    ("host_recv", |s| &s.host_recv, 1.0),
+    ("proc_delay", |s| &s.proc_oneway, 1.0),
+    ("proc_complete_one", |s| &s.complete_one, 1.0),
+    ("write", |s| &s.write, 1.0),
+    ("read", |s| &s.read, 1.0),
+    ("wake", |s| &s.wake, 1.0),
+    ("wake_cpu", |s| &s.wake_cpu, 1.0),
+    ("engine_wake", |s| &s.engine_wake, 1.0),
+    ("doorbell", |s| &s.doorbell, 1.0),
+    ("send_write_cpu", |s| &s.send_write_cpu, 1.0),
+    ("send_wait_cpu", |s| &s.send_wait_cpu, 1.0),
+];
+
+impl Samples {
+    /// Where each tracked series stands (at a round's start).
+    fn marks(&self) -> [usize; TRACKED.len()] {
+        TRACKED.map(|t| t.1(self).len())
+    }
+
+    /// Records each tracked series' mean over the samples since `from`.
+    fn round_done(&mut self, from: [usize; TRACKED.len()]) {
+        for (&(name, f, scale), start) in TRACKED.iter().zip(from) {
+            let m = mean(&f(self)[start..]) * scale;
+            if m.is_finite() {
+                self.repeats.entry(name.into()).or_default().push(m);
+            }
+        }
+    }
 }
 
 /// The engine thread's clients: one with the default settings (the
@@ -815,7 +871,11 @@ impl Crossings {
 /// each of `rounds` rounds (lengths interleaved, in alternating order, so
 /// that a change of the machine's load falls on all of them alike rather
 /// than on a few), `count` round trips and synchronous sends per length in
-/// all; then three pipelined windows per length of ≥ `stream_ms` / 3 each.
+/// all; then `windows` pipelined windows per length of ≥ `stream_ms` /
+/// `windows` each (lengths interleaved, in alternating order). The
+/// ping-pong and synchronous sends run under `placement.for_rounds()`,
+/// the windows under `placement.for_stream()`; every mask is put back
+/// when the sweep returns.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn sweep(
     echo: &PeerApp,
@@ -826,16 +886,20 @@ pub(crate) fn sweep(
     rounds: usize,
     probe: bool,
     placement: Placement,
+    windows: usize,
 ) -> Result<Vec<CalibRow>, String> {
     let mut eng = Engines::new(echo.addr, sink, probe)?;
-    // Pinned until the sweep ends (the runner thread's mask put back).
-    let (apps, mine) =
-        ([echo.app_tid.as_ref(), sink.app_tid.as_ref()], [eng.pp_tid.as_ref(), eng.tx_tid.as_ref()]);
+    // Pinned as `placement` says for each part; every thread's mask is put
+    // back when the sweep ends (the runner's and the peers', which outlive it).
+    let (pp_tid, tx_tid) = (eng.pp_tid.clone(), eng.tx_tid.clone());
+    let (apps, mine) = ([echo.app_tid.as_ref(), sink.app_tid.as_ref()], [pp_tid.as_ref(), tx_tid.as_ref()]);
     let peers = [echo.engine_tid(), sink.engine_tid()];
-    let _pinned = match placement {
-        Placement::Hosts => Pinned::apply(placement, &mine, &[apps, peers].concat())?,
-        _ => Pinned::apply(placement, &apps, &[mine, peers].concat())?,
+    let placement = placement.here();
+    let pin = |p: Placement| match p {
+        Placement::Hosts => Pinned::apply(p, &mine, &[apps, peers].concat()),
+        _ => Pinned::apply(p, &apps, &[mine, peers].concat()),
     };
+    let mut pinned = pin(placement.for_rounds())?;
     let msgs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0x42u8; l]).collect();
     let mut samples: Vec<Samples> = sizes.iter().map(|_| Samples::default()).collect();
     let rounds = rounds.max(1);
@@ -848,18 +912,34 @@ pub(crate) fn sweep(
             if round % 2 == 0 { (0..sizes.len()).collect() } else { (0..sizes.len()).rev().collect() };
         for i in order {
             let (m, s) = (&msgs[i], &mut samples[i]);
+            let from = s.marks();
             eng.ping_pong(m, n, s, keep)?;
             eng.sync_sends(m, n, s, keep)?;
+            if keep {
+                s.round_done(from);
+            }
         }
     }
-    const WINDOWS: usize = 3;
-    let window_ns = (stream_ms * 1_000_000).div_ceil(WINDOWS as u64);
-    for w in 0..WINDOWS {
+    let stream_placement = placement.for_stream();
+    if stream_placement != placement.for_rounds() {
+        pinned.release();
+        pinned = pin(stream_placement)?;
+    }
+    // Dropped (every mask put back) when the sweep returns.
+    let _pinned = pinned;
+    let windows = windows.max(1);
+    let window_ns = (stream_ms * 1_000_000).div_ceil(windows as u64);
+    for w in 0..windows {
         let order: Vec<usize> =
             if w % 2 == 0 { (0..sizes.len()).collect() } else { (0..sizes.len()).rev().collect() };
         for i in order {
             let (k, ns, d) = eng.pipelined(&msgs[i], window_ns)?;
             let s = &mut samples[i];
+            if k > 0 {
+                for (name, v) in [("async_period", ns), ("proc_period", d.eng), ("all_cpu", d.all)] {
+                    s.repeats.entry(name.into()).or_default().push(v as f64 / k as f64);
+                }
+            }
             s.stream_msgs += k;
             s.stream_ns += ns;
             s.stream_cpu_ns += d.eng;
@@ -869,7 +949,7 @@ pub(crate) fn sweep(
             // The two CPUs' pinned threads (the sink's engine is what is
             // left of `all`): split, the applications against the engines;
             // hosts, the measuring side against the peers.
-            let first = match placement {
+            let first = match stream_placement {
                 Placement::Split => d.host + d.sink_app,
                 _ => d.host + d.eng,
             };
@@ -947,16 +1027,18 @@ pub(crate) fn sweep(
                 s.stream_msgs,
             ),
             pipe_idle_ns: per_msg_f(s.stream_ticks[1] as f64 * tick_ns, s.stream_msgs),
-            pipe_busiest_cpu_ns: (placement != Placement::Free)
+            pipe_busiest_cpu_ns: (stream_placement != Placement::Free)
                 .then(|| per_msg(s.stream_busiest_ns, s.stream_msgs))
                 .filter(|v| v.is_finite()),
             sink_reply_hold_us: Some(sink.reply_hold_us),
             pipe_steal_ns: per_msg_f(s.stream_ticks[2] as f64 * tick_ns, s.stream_msgs),
-            pipe_tick_ns: per_msg_f((WINDOWS * cores) as f64 * tick_ns, s.stream_msgs),
+            pipe_tick_ns: per_msg_f((windows * cores) as f64 * tick_ns, s.stream_msgs),
             count: s.rtt.len(),
             stream: s.stream_msgs,
             stream_ms: s.stream_ns as f64 / 1e6,
             disturbed: s.disturbed,
+            repeats: s.repeats,
+            placement: Some(placement),
         })
         .collect())
 }
@@ -1139,7 +1221,7 @@ mod tests {
         let _one = crate::e8_measure::TRACE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (echo, sink) = (PeerApp::echo().unwrap(), PeerApp::sink(None).unwrap());
         assert_eq!(sink.tids.len(), 2, "{:?}", sink.tids);
-        let rows = sweep(&echo, &sink, &[1, 8_192], 20, 30, 2, true, Placement::Split).unwrap();
+        let rows = sweep(&echo, &sink, &[1, 8_192], 20, 30, 2, true, Placement::default(), 3).unwrap();
         assert_eq!(rows.len(), 2);
         // The engine's default hold, recorded in every row.
         assert!(rows.iter().all(|r| r.sink_reply_hold_us == Some(50)));

@@ -20,6 +20,7 @@
 //! Ctrl-C stops after the step under way and still writes everything, marked
 //! partial.
 
+mod affinity;
 pub mod churn;
 pub mod copies;
 pub mod e1;

@@ -278,6 +278,7 @@ mod tests {
                 "[MSG]\npeers = [\"sctp\"]",
                 "MSG.peers = [\"sctp\"]: unknown peer \"sctp\" (known: xtp, tcp, quic, iperf3)",
             ),
+            ("[E8]\nplacement = \"bogus\"", "E8.placement = \"bogus\": unknown variant `bogus`"),
             ("[E6]\nrates = [2400]", "E6.rates = [2400]: 2400: the packet-radio profiles are 1200 and 9600"),
             ("seed = 3", "seed = 3: unknown key"),
             ("[E1\n", "not valid TOML"),

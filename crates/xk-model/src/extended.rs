@@ -29,7 +29,8 @@
 //!   acknowledgment blocks per send, is a count (as n_d), R_a measured as
 //!   the multi-round sends' completion beyond C_1 per extra block:
 //!   T_t'(l) adds (n_a − 1)·R_a, and H_t' takes n_a blocks, each with its
-//!   wake-up: n_a·(δ_i^cpu + δ_r + ρ_r·l_a) in place of one.
+//!   wake-up: n_a·δ_i^cpu in place of one (Session 16 had n_a·(δ_i^cpu +
+//!   δ_r + ρ_r·l_a); see "no read call in a send" below).
 //! * **Δ_s, a synchronous send's longer wake-ups**: δ_e and δ_i are
 //!   measured in the ping-pong, where a thread sleeps for about half a
 //!   round trip; in a synchronous send the engine and the application
@@ -77,12 +78,28 @@
 //!   calls per operation (Table 1: the acknowledgment block, then the
 //!   data or status); our host takes one block per operation — a send's
 //!   acknowledgment block, a receive's data block, which is its own
-//!   notice — so H_t' and H_r' hold δ_r once and H_r' no ρ_r·l_a.
+//!   notice — so H_r' holds δ_r once and no ρ_r·l_a.
+//! * **No read call in a send** (Session 17): a synchronous send takes its
+//!   acknowledgment block inside its wait (the engine client's wait pops
+//!   and handles it), which δ_i^cpu — the ping-pong's CPU time inside its
+//!   wait, popping the echo's blocks included — already holds; a send
+//!   copies nothing out, so H_t' holds no read entry δ_r + ρ_r·l_a. With
+//!   each side on a CPU of its own (placement `hosts`), a send's wait
+//!   measured 5.3–5.9 µs against δ_i^cpu 5.1–5.6 µs and δ_i^cpu + δ_r +
+//!   ρ_r·l_a 6.2–6.9 µs (docs/PERF.md, Session 17).
+//!   Not modelled (Session 17): the ping-pong's CPU time inside its wait
+//!   rises with the message (5.1 µs at 1 B, 9.0 µs at 64 KB, placement
+//!   `hosts`), while the read entry δ_r + ρ_r·l, a wall-clock span from
+//!   the first block's pop, already holds part of that rise (the later
+//!   blocks are taken inside it): the two overlap by an amount that grows
+//!   with l, so H_r' with δ_i^cpu constant under-predicts at 8–32 KB and
+//!   δ_i^cpu + ρ_i^cpu·l over-predicts at 64 KB (docs/PERF.md).
 //! * **δ_i^cpu, the host's CPU cost of a wake-up**, in host times in
 //!   place of δ_i: the seed counted the interrupt's delivery as host work
 //!   (a signal handler ran on the host), but a thread woken from a futex
 //!   is off the CPU for most of its wake-up latency — the scheduler's
-//!   time, not the host's. H_t' = H_t − δ_i + δ_i^cpu + n_d·δ_d − δ_r.
+//!   time, not the host's. H_t' = H_t − δ_i + δ_i^cpu + n_d·δ_d − 2δ_r −
+//!   ρ_r·l_a + (n_a − 1)·δ_i^cpu.
 //! * **No receive command**: the seed's receive posted a control block
 //!   (δ_w + ρ_w·l_c in H_r); an engine delivers data unasked, so
 //!   H_r' = H_r − δ_w − ρ_w·l_c − δ_i + δ_i^cpu − δ_r − ρ_r·l_a.
@@ -297,15 +314,16 @@ impl Extended {
         rate(l, period)
     }
 
-    /// H_t'(l) = H_t(l) − δ_i + δ_i^cpu + n_d·δ_d − δ_r +
-    /// (n_a − 1)·(δ_i^cpu + δ_r + ρ_r·l_a): the doorbells, the wake-up's CPU
-    /// rather than its latency, one read per acknowledgment block, each
-    /// block its wake-up.
+    /// H_t'(l) = H_t(l) − δ_i + δ_i^cpu + n_d·δ_d − 2δ_r − ρ_r·l_a +
+    /// (n_a − 1)·δ_i^cpu: the doorbells, the wake-up's CPU rather than its
+    /// latency, no read call (each acknowledgment block is taken inside
+    /// the wait δ_i^cpu holds), each further block its wake-up.
     pub fn host_send(&self, l: f64) -> f64 {
         let p = &self.seed;
-        let block = self.delta_i_cpu + p.delta_r + p.rho_r * p.l_a;
-        p.host_send(l) - p.delta_i + self.delta_i_cpu + self.doorbells_send * self.delta_d - p.delta_r
-            + self.extra_rounds() * block
+        p.host_send(l) - p.delta_i + self.delta_i_cpu + self.doorbells_send * self.delta_d
+            - 2.0 * p.delta_r
+            - p.rho_r * p.l_a
+            + self.extra_rounds() * self.delta_i_cpu
     }
 
     /// H_r'(l) = H_r(l) − δ_w − ρ_w·l_c − δ_i + δ_i^cpu − δ_r − ρ_r·l_a:
@@ -352,15 +370,17 @@ mod tests {
     }
 
     #[test]
-    fn with_no_added_cost_it_is_the_seed_model_less_one_read() {
+    fn with_no_added_cost_it_is_the_seed_model_less_the_reads() {
         let p = Params::SEED_004;
         // C(l) = T_0 + ρ_T·l: completion at the end of the processor's period.
         let x = neutral(p);
         for l in [1.0, 1024.0, 65536.0] {
             assert_eq!(x.delay(l), p.delay(l));
             assert!((x.sync_throughput(l) / p.sync_throughput(l) - 1.0).abs() < 1e-12);
-            // − δ_i + δ_i: equal up to rounding, less the second read.
-            assert!((x.host_send(l) - (p.host_send(l) - 382e-6)).abs() < 1e-15);
+            // − δ_i + δ_i: equal up to rounding, less both reads (the
+            // acknowledgment block is taken in the wait).
+            let reads = 2.0 * 382e-6 + 64.0 * 364.8e-9;
+            assert!((x.host_send(l) - (p.host_send(l) - reads)).abs() < 1e-15);
             // The receive command left out (δ_w + ρ_w·l_c), and one read
             // of the two (δ_r + ρ_r·l_a).
             let no_cmd = 392e-6 + 104.0 * 279.45e-9 + 382e-6 + 64.0 * 364.8e-9;
@@ -402,13 +422,14 @@ mod tests {
         assert_eq!(slow_wake.delay(64.0), x.delay(64.0));
         let recv = p.host_recv(64.0) - 392e-6 - 104.0 * 279.45e-9 - 143e-6 + 3e-6 - 382e-6 - 64.0 * 364.8e-9;
         assert!((x.host_recv(64.0) - recv).abs() < 1e-15);
-        assert!((x.host_send(64.0) - (p.host_send(64.0) - 143e-6 + 3e-6 + 2e-6 - 382e-6)).abs() < 1e-15);
+        let reads = 2.0 * 382e-6 + 64.0 * 364.8e-9;
+        assert!((x.host_send(64.0) - (p.host_send(64.0) - 143e-6 + 3e-6 + 2e-6 - reads)).abs() < 1e-15);
         // A send acknowledged in 1.25 rounds on average: a quarter of R_a
-        // in its completion, a quarter of a block's wake-up and read in the
+        // in its completion, a quarter of a block's wake-up in the
         // host's time; R_a unmeasured (NaN) does not matter at one round.
         let rounds = Extended { ack_round: 80e-6, ..x }.with_acks(1.25);
         assert!((rounds.period_send(64.0) - x.period_send(64.0) - 20e-6).abs() < 1e-12);
-        let block = 3e-6 + 382e-6 + 64.0 * 364.8e-9;
+        let block = 3e-6;
         assert!((rounds.host_send(64.0) - x.host_send(64.0) - 0.25 * block).abs() < 1e-15);
         let unmeasured = Extended { ack_round: f64::NAN, ..x }.with_acks(1.0);
         assert_eq!(unmeasured.period_send(64.0), x.period_send(64.0));

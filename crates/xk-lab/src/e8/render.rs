@@ -6,7 +6,10 @@
 
 use xk_model::{Extended, Params as Model};
 
-use super::model::{Calibration, Check, HeldOut, baseline, calibrate, checks, cross_checks, held_out};
+use super::model::{
+    Calibration, Check, HeldOut, REPEATED, baseline, calibrate, checks, cross_checks, held_out, placement_of,
+    repeat_se, stream_pinned,
+};
 use super::{CalibRow, Disturbed, Params, ProfileRow, Row};
 use crate::html::Page;
 use crate::svg::plot;
@@ -102,7 +105,8 @@ fn host_parts_table(rows: &[&CalibRow], m: &Extended, page: &mut Page) {
             let l = r.size as f64;
             let write = s.delta_w + s.rho_w * (s.l_c + l) + m.doorbells_send * m.delta_d;
             let n_a = if r.sync_blocks.is_finite() { r.sync_blocks } else { 1.0 };
-            let wait = n_a * (m.delta_i_cpu + s.delta_r + s.rho_r * s.l_a);
+            let wait = n_a * m.delta_i_cpu;
+            let read = s.delta_r + s.rho_r * s.l_a;
             vec![
                 r.size.to_string(),
                 us(r.send_write_cpu_ns),
@@ -111,6 +115,7 @@ fn host_parts_table(rows: &[&CalibRow], m: &Extended, page: &mut Page) {
                 format!("{:.2}", r.pp_rings),
                 us(r.send_wait_cpu_ns),
                 us(wait * 1e9),
+                us(read * 1e9),
                 format!("{:.2}", r.sync_wakeups),
                 format!("{:.2}", r.sync_blocks),
                 us(r.host_send_ns),
@@ -120,7 +125,7 @@ fn host_parts_table(rows: &[&CalibRow], m: &Extended, page: &mut Page) {
         })
         .collect();
     page.table(
-        "A synchronous send's host CPU time in its two parts (measured on the synchronous sends) beside the terms the model predicts each by (calibrated on the ping-pong): the write call (copy in, post, doorbell) against δ_w + ρ_w·(l_c + l) + n_d·δ_d, where δ_d is the doorbell over the ping-pong writes that rang a sleeping engine; the wait for the completion (sleep, wake-up, take the block) against n_a·(δ_i^cpu + δ_r + ρ_r·l_a), n_a the blocks taken per send; the counts the structure assumes (one doorbell, one sleep, one block per send) as measured; and the two wake-up latencies (trace) in a synchronous send beside the ping-pong's, which the model's T_t uses; µs",
+        "A synchronous send's host CPU time in its two parts (measured on the synchronous sends) beside the terms the model predicts each by (calibrated on the ping-pong): the write call (copy in, post, doorbell) against δ_w + ρ_w·(l_c + l) + n_d·δ_d, where δ_d is the doorbell over the ping-pong writes that rang a sleeping engine; the wait for the completion (sleep, wake-up, take the block) against n_a·δ_i^cpu, n_a the blocks taken per send, and beside it the read entry δ_r + ρ_r·l_a that Session 16's H_t added per block (a send takes its block inside the wait and copies nothing out: Session 17 left it out); the counts the structure assumes (one doorbell, one sleep, one block per send) as measured; and the two wake-up latencies (trace) in a synchronous send beside the ping-pong's, which the model's T_t uses; µs",
         &[
             "bytes",
             "write call (measured)",
@@ -128,7 +133,8 @@ fn host_parts_table(rows: &[&CalibRow], m: &Extended, page: &mut Page) {
             "doorbells / send",
             "ping-pong writes that rang",
             "wait (measured)",
-            "n_a·(δ_i^cpu + δ_r + ρ_r·l_a)",
+            "n_a·δ_i^cpu",
+            "δ_r + ρ_r·l_a (not in H_t)",
             "sleeps / send",
             "blocks taken / send",
             "H_t measured",
@@ -190,6 +196,7 @@ fn pipeline_table(rows: &[&CalibRow], page: &mut Page) {
                 us(r.proc_period_ns),
                 us(r.pipe_host_cpu_ns),
                 us(r.all_cpu_ns),
+                r.pipe_busiest_cpu_ns.map_or("—".into(), us),
                 us(r.pipe_idle_ns),
                 us(r.pipe_other_cpu_ns),
                 us(r.pipe_steal_ns),
@@ -201,13 +208,14 @@ fn pipeline_table(rows: &[&CalibRow], page: &mut Page) {
         })
         .collect();
     page.table(
-        &format!("Pipelined steady state, per message over the windows: the period; the sending engine's CPU time (T); the sending application's; all four threads' (U); the cores' idle time (I), the rest of the machine's CPU time (busy less U, not clamped: negative when the ticks under-count U) and the time the hypervisor ran other guests (steal), all from /proc/stat in ticks of {:.0} ms (sysconf(_SC_CLK_TCK)), each read up to a tick off per CPU, so a window's figure is within ± cores ticks — the resolution column, per message over the windows; the cores' capacity (cores × period ≈ U + I + rest); the four threads' time runnable but waiting for a core (schedstat), and their times scheduled in; µs", 1e3 / crate::e8_measure::ticks_per_s()),
+        &format!("Pipelined steady state, per message over the windows: the period; the sending engine's CPU time (T); the sending application's; all four threads' (U); with the stream pinned, the busier CPU's threads' (its U then, over one core; — when free); the cores' idle time (I), the rest of the machine's CPU time (busy less U, not clamped: negative when the ticks under-count U) and the time the hypervisor ran other guests (steal), all from /proc/stat in ticks of {:.0} ms (sysconf(_SC_CLK_TCK)), each read up to a tick off per CPU, so a window's figure is within ± cores ticks — the resolution column, per message over the windows; the cores' capacity (cores × period ≈ U + I + rest); the four threads' time runnable but waiting for a core (schedstat), and their times scheduled in; µs", 1e3 / crate::e8_measure::ticks_per_s()),
         &[
             "bytes",
             "period",
             "engine CPU T",
             "application CPU",
             "four threads' CPU U",
+            "busier CPU's threads (pinned)",
             "idle I",
             "rest of the machine",
             "steal",
@@ -355,10 +363,42 @@ fn disturbance_table(cal: &[&CalibRow], page: &mut Page) {
         })
         .collect();
     page.table(
-        "Calibration sweep: undisturbed round trips kept; round trips and synchronous sends the operating system disturbed, per cause (kept out of every mean; the calibration uses means over the undisturbed operations, as the seed used time averages, because the model adds times along a path and medians do not add); the pipelined runs' steady-state windows (three per length, start-up discarded, from the k-th to the n-th completion)",
+        "Calibration sweep: undisturbed round trips kept; round trips and synchronous sends the operating system disturbed, per cause (kept out of every mean; the calibration uses means over the undisturbed operations, as the seed used time averages, because the model adds times along a path and medians do not add); the pipelined runs' steady-state windows (several per length, interleaved, start-up discarded, each from the k-th to the n-th completion)",
         &["bytes", "round trips kept", "disturbed (round trips + synchronous sends)", "pipelined windows"],
         &t,
     );
+}
+
+/// The measurement's own repeatability (Session 17): per checked quantity
+/// and length, the relative standard error of the value from its rounds'
+/// (τ_a: its windows') means, how many, and their largest over smallest.
+fn repeat_table(cal: &[&CalibRow], page: &mut Page) {
+    if !cal.iter().any(|r| !r.repeats.is_empty()) {
+        return;
+    }
+    let t: Vec<Vec<String>> = cal
+        .iter()
+        .map(|r| {
+            let mut row = vec![r.size.to_string()];
+            for name in REPEATED {
+                row.push(repeat_se(r, name).map_or("—".into(), |(se, n, spread)| {
+                    format!("{:.1} % ({n}, {spread:.2}×)", 100.0 * se)
+                }));
+            }
+            row
+        })
+        .collect();
+    page.table(
+        "The measurement's own repeatability: each checked value's relative standard error at each length (the standard deviation of its means over the sweep's rounds — the pipelined windows for τ_a — over √n, over the value), with n and the largest of those means over the smallest. A held-out error is a difference of a prediction built from other measured values and this one, so errors of about twice these are the measurement's noise, not the model's",
+        &["bytes", "latency δ", "τ_s (its period)", "τ_a (its period)", "H_t", "H_r"],
+        &t,
+    );
+}
+
+/// The worst relative standard error over the lengths of each checked
+/// quantity (NaN where not recorded), in [`REPEATED`]'s order.
+fn worst_se(cal: &[&CalibRow]) -> [f64; 5] {
+    REPEATED.map(|name| cal.iter().filter_map(|r| repeat_se(r, name)).map(|s| s.0).fold(f64::NAN, f64::max))
 }
 
 fn model_tables(
@@ -648,6 +688,7 @@ pub(super) fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page
     sync_send_table(&cal_rows, page);
     page.push("<h3>The model calibrated here and checked (seed 004 §4, Figs. 5–6)</h3>");
     disturbance_table(&cal_rows, page);
+    repeat_table(&cal_rows, page);
     let Some(cal) = calibrate(&cal_rows) else {
         page.note("No calibration rows (or fewer than two lengths): the model is not calibrated.");
         return;
@@ -683,6 +724,28 @@ fn hold_of(p: &Params, rows: &[&CalibRow]) -> (u64, &'static str) {
 fn hold_label(p: &Params, rows: &[&CalibRow]) -> String {
     let (h, how) = hold_of(p, rows);
     format!("{h} µs ({how})")
+}
+
+/// τ_a's shared-CPU bound as the model used it: free, all four threads'
+/// CPU time and the cores' idle time over the cores; pinned, the busier
+/// CPU's threads' CPU time over one core (no idle term).
+fn tau_a_bound_text(m: &Extended, pinned: bool) -> String {
+    if pinned {
+        format!(
+            "the period the busier CPU allows: the pipelined threads ran pinned, so the work cannot spread over the cores, and U is the CPU time per message of the threads pinned to the busier of the two CPUs (U_0 = {:.2} µs, υ = {:.3} ns/B), over that one core, with no idle term — measured over the same windows as the period, which it restates when that CPU is saturated (review of Session 16), so under a pinned stream τ_a's check is not a test of the model",
+            m.u_0 * 1e6,
+            m.upsilon * 1e9
+        )
+    } else {
+        format!(
+            "the cores' time per message over the {:.0} cores: the CPU time all four threads of the transfer spend (U_0 = {:.2} µs, υ = {:.3} ns/B) plus the time the cores sit idle while a thread is being woken by the one before (I_0 = {:.2} µs, ι = {:.4} ns/B, from /proc/stat over the same windows whose period τ_a is checked against) — the seed's host and processors were separate CPUs that polled",
+            m.cores,
+            m.u_0 * 1e6,
+            m.upsilon * 1e9,
+            m.i_0 * 1e6,
+            m.iota * 1e9
+        )
+    }
 }
 
 fn find<'a>(rows: &[&'a ProfileRow], mode: super::ModeName, size: usize) -> Option<&'a ProfileRow> {
@@ -745,12 +808,15 @@ fn reading(
     let m = &cal.model;
     let then = Model::SEED_004;
     s += &format!(
-        "The calibration's threads ran with placement {} (the profiles above are never pinned): which CPU a wake-up lands on sets a doorbell's cost (the placement probe, plans/e8-placement.toml, measures it within one CPU and across), and left to the scheduler it changes from run to run{}. ",
-        p.placement.label(),
-        if p.placement == super::Placement::Free {
-            ""
+        "The calibration's threads ran with placement {} (the profiles above are never pinned): which CPU a wake-up lands on sets a doorbell's cost (the placement probe, plans/e8-placement.toml, measures it within one CPU and across), and left to the scheduler it changes from round to round and run to run (Session 17: a synchronous send's host time 6.5 or 13–15 µs by round, free){}. ",
+        placement_of(cal_rows).map_or_else(
+            || format!("not recorded in the rows (the plan says {})", p.placement.name()),
+            |pl| pl.label().to_string()
+        ),
+        if stream_pinned(cal_rows) {
+            "; the pipelined windows ran pinned, so in τ_a' below U is the CPU time per message of the threads on the busier CPU, over one core, and I is 0"
         } else {
-            "; pinned, the pipelined work cannot spread over the cores, so in τ_a' below U is the CPU time per message of the threads on the busier CPU, over one core, and I is 0"
+            ""
         }
     );
     s += &format!(
@@ -802,7 +868,7 @@ fn reading(
         s += ". ";
     }
     s += &format!(
-        "The added terms (each a measured part, not a correction fitted to the errors; which of them are measured on the very operation they are checked on is said below): δ_e = {:.2} µs, the engine thread's wake-up by the application's doorbell (post to the engine taking the block), which the seed's dedicated processor did not pay and which enters every path that starts with a write; δ_d = {:.2} µs, the doorbell's system call itself (host CPU), measured over the ping-pong writes that found the engine asleep and rang it ({:.0}–{:.0} % of them did), times n_d = {:.2} doorbells per synchronous send in H_t (a count, {:.2}–{:.2} over the lengths: the engine, woken by the peer's acknowledgement, is sometimes still awake when the next send posts); C_0 = {:.2} µs and γ = {:.3} ns/B, the engine's time from taking a synchronous send to posting its acknowledgment block when the message is acknowledged in one round — our local completion is the peer's acknowledgement, a network round trip, where the seed's T_t has the processor's period; {} Δ_s = {:.2} µs (signed: negative when a synchronous send's wake-ups are the quicker), how much longer a synchronous send's two wake-ups (engine and application, each asleep through a whole acknowledgement round trip) take than the ping-pong's δ_e + δ_i, cut from the trace of the same synchronous sends τ_s is checked on; in τ_a the slower of the processor's own period T_0 + ρ_T·l (which the seed assumed hidden behind bus transfers but an engine thread doing protocol and copies on one CPU cannot hide) and the cores' time per message over the {:.0} cores: the CPU time all four threads of the transfer spend (U_0 = {:.2} µs, υ = {:.3} ns/B) plus the time the cores sit idle while a thread is being woken by the one before (I_0 = {:.2} µs, ι = {:.4} ns/B, from /proc/stat over the same windows whose period τ_a is checked against) — the seed's host and processors were separate CPUs that polled; the pipelined T, U and I each fitted separately for messages of one packet (l ≤ {:.0} B, where T_0 keeps the seed's meaning) and of several (T_0^m = {:.2} µs, ρ_T^m = {:.3} ns/B), because the processor's cost per message changes regime there (segmenting, trains of datagrams); the host's per-message work is no separate bound on τ_a (pipelined, its writes run warm and acknowledgment blocks coalesce: {:.2}–{:.2} µs of its CPU per message, part of U); in H_r no receive command (an engine delivers unasked, the seed's receive posted a control block); in both host times one read (δ_r) where the seed's host made two read() calls — a send takes its acknowledgment block ({:.2}–{:.2} blocks per synchronous send measured), a receive its data block, which is its own notice; and δ_i^cpu = {:.2} µs, the host's CPU time for a wake-up, in host times in place of the wake-up's latency δ_i (the seed's interrupt ran a handler on the host; a woken thread is off the CPU for most of δ_i) — measured inside the same receive loop whose host time H_r it then predicts, so H_r's check at a calibration length is not independent of it. ",
+        "The added terms (each a measured part, not a correction fitted to the errors; which of them are measured on the very operation they are checked on is said below): δ_e = {:.2} µs, the engine thread's wake-up by the application's doorbell (post to the engine taking the block), which the seed's dedicated processor did not pay and which enters every path that starts with a write; δ_d = {:.2} µs, the doorbell's system call itself (host CPU), measured over the ping-pong writes that found the engine asleep and rang it ({:.0}–{:.0} % of them did), times n_d = {:.2} doorbells per synchronous send in H_t (a count, {:.2}–{:.2} over the lengths: the engine, woken by the peer's acknowledgement, is sometimes still awake when the next send posts); C_0 = {:.2} µs and γ = {:.3} ns/B, the engine's time from taking a synchronous send to posting its acknowledgment block when the message is acknowledged in one round — our local completion is the peer's acknowledgement, a network round trip, where the seed's T_t has the processor's period; {} Δ_s = {:.2} µs (signed: negative when a synchronous send's wake-ups are the quicker), how much longer a synchronous send's two wake-ups (engine and application, each asleep through a whole acknowledgement round trip) take than the ping-pong's δ_e + δ_i, cut from the trace of the same synchronous sends τ_s is checked on; in τ_a the slower of the processor's own period T_0 + ρ_T·l (which the seed assumed hidden behind bus transfers but an engine thread doing protocol and copies on one CPU cannot hide) and {}; the pipelined T, U and I each fitted separately for messages of one packet (l ≤ {:.0} B, where T_0 keeps the seed's meaning) and of several (T_0^m = {:.2} µs, ρ_T^m = {:.3} ns/B), because the processor's cost per message changes regime there (segmenting, trains of datagrams); the host's per-message work is no separate bound on τ_a (pipelined, its writes run warm and acknowledgment blocks coalesce: {:.2}–{:.2} µs of its CPU per message, part of U); in H_r no receive command (an engine delivers unasked, the seed's receive posted a control block); in H_r one read (δ_r) where the seed's host made two read() calls, and in H_t none — a send takes its acknowledgment block ({:.2}–{:.2} blocks per synchronous send measured) inside its wait, which δ_i^cpu holds, and copies nothing out (Session 17), a receive takes its data block, which is its own notice, and copies it out; and δ_i^cpu = {:.2} µs, the host's CPU time for a wake-up, in host times in place of the wake-up's latency δ_i (the seed's interrupt ran a handler on the host; a woken thread is off the CPU for most of δ_i) — measured inside the same receive loop whose host time H_r it then predicts, so H_r's check at a calibration length is not independent of it; in a receive it grows with the message (its blocks are taken inside the wait) while the read entry, a wall-clock span from the first block's pop, holds part of that growth, so H_r's two terms overlap by an amount that grows with l — not modelled (Session 17). ",
         m.delta_e * 1e6,
         m.delta_d * 1e6,
         100.0 * range(cal_rows, |r| r.pp_rings).0,
@@ -814,11 +880,7 @@ fn reading(
         m.gamma * 1e9,
         ack_round_text(cal, cal_rows),
         m.wake_sync * 1e6,
-        m.cores,
-        m.u_0 * 1e6,
-        m.upsilon * 1e9,
-        m.i_0 * 1e6,
-        m.iota * 1e9,
+        tau_a_bound_text(m, stream_pinned(cal_rows)),
         m.mss,
         m.t_0_multi * 1e6,
         m.rho_t_multi * 1e9,
@@ -966,12 +1028,11 @@ fn reading(
         }
         // The wait of a synchronous send per block against the ping-pong's
         // wake-up and read (H_t's wait terms), said from the rows.
-        let s_m = &m.seed;
-        let pp_wait = m.delta_i_cpu + s_m.delta_r + s_m.rho_r * s_m.l_a;
+        let pp_wait = m.delta_i_cpu;
         let (lo, hi) = range(cal_rows, |r| r.send_wait_cpu_ns / r.sync_blocks.max(1.0));
         if lo.is_finite() {
             s += &format!(
-                "A synchronous send's wait cost the host {}–{} µs per block taken against {} µs for δ_i^cpu + δ_r + ρ_r·l_a from the ping-pong (its wake-up in waiting for the echo, and a read): ",
+                "A synchronous send's wait cost the host {}–{} µs per block taken against {} µs for δ_i^cpu from the ping-pong (its CPU time in waiting for the echo, taking the echo's blocks included): ",
                 us(lo),
                 us(hi),
                 us(pp_wait * 1e9)
@@ -986,7 +1047,7 @@ fn reading(
         }
         s += "Where a host time misses, the table of a synchronous send's two parts shows which term did (the doorbell's and the wake-up's CPU cost vary from run to run and between the ping-pong and the synchronous sends by more than 10 %: whether the woken thread's CPU is idle, and whether waker and sleeper share a CPU, are not in the model); where τ_a misses, the pipelined accounting shows which of U and I moved between the lengths. ";
     }
-    s += "Errors are from one run under the machine's load at the time (see the header's load average); the tables keep every measured value.";
+    s += "Errors are from one run under the machine's load at the time (see the header's load average); the repeatability table gives each measured value's own standard error over the rounds, and the tables keep every measured value.";
     s
 }
 
@@ -1045,7 +1106,7 @@ fn ack_round_text(cal: &Calibration, rows: &[&CalibRow]) -> String {
     let multi: Vec<String> =
         rows.iter().filter(|r| r.multi_sends > 0).map(|r| format!("{} B", r.size)).collect();
     format!(
-        "R_a = {:.2} µs per further acknowledgement round, times n_a − 1 with {blocks}: a send whose message is acknowledged in parts takes a block per part, and its completion waits a round more (in H_t each further block adds its wake-up and read, δ_i^cpu + δ_r + ρ_r·l_a); R_a comes only from the sends that took two rounds or more, here at {} — where a length has none, n_a − 1 is 0 and R_a is not tested there, held out or not;",
+        "R_a = {:.2} µs per further acknowledgement round, times n_a − 1 with {blocks}: a send whose message is acknowledged in parts takes a block per part, and its completion waits a round more (in H_t each further block adds its wake-up, δ_i^cpu); R_a comes only from the sends that took two rounds or more, here at {} — where a length has none, n_a − 1 is 0 and R_a is not tested there, held out or not;",
         cal.model.ack_round * 1e6,
         multi.join(", ")
     )
@@ -1114,6 +1175,21 @@ pub(super) fn summary(rows: &[Row]) -> Vec<String> {
             .map(|c| format!("{} {}", c.name, pct(c.worst(true)).replace('+', "")))
             .collect();
         out.push(format!("  from other operations (worst |error|): {}", cross.join("; ")));
+        let se = worst_se(&cal_rows);
+        if se.iter().any(|v| v.is_finite()) {
+            let names = ["δ", "τ_s", "τ_a", "H_t", "H_r"];
+            let v: Vec<String> = names
+                .iter()
+                .zip(se)
+                .map(|(n, e)| {
+                    format!("{n} {}", if e.is_finite() { format!("{:.1} %", 100.0 * e) } else { "—".into() })
+                })
+                .collect();
+            out.push(format!(
+                "  the measurement's own standard error, worst over the lengths (rounds / windows): {}",
+                v.join(", ")
+            ));
+        }
     }
     out
 }
