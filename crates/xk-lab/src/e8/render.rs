@@ -389,7 +389,7 @@ fn repeat_table(cal: &[&CalibRow], page: &mut Page) {
         })
         .collect();
     page.table(
-        "The measurement's own repeatability: each checked value's relative standard error at each length (the standard deviation of its means over the sweep's rounds — the pipelined windows for τ_a — over √n, over the value), with n and the largest of those means over the smallest. A held-out error is a difference of a prediction built from other measured values and this one, so errors up to about twice these can be the measurement's noise within this run, not the model's. That is the least of it: between runs the values move more (docs/PERF.md, over six runs: the level, by a shift common to every length, and at some lengths the shape too) — a between-run part these standard errors do not hold",
+        "The measurement's own repeatability: each checked value's relative standard error at each length (the standard deviation of its means over the sweep's rounds — the pipelined windows for τ_a — over √n, over the value), with n and the largest of those means over the smallest. A held-out error is a difference of a prediction built from other measured values and this one, so errors up to about twice these can be the measurement's noise within this run, not the model's. They bound that noise from below only: between runs the values move more (docs/PERF.md, over six runs: the level, by a shift common to every length, and at some lengths the shape too), a between-run part one run's standard errors do not hold",
         &["bytes", "latency δ", "τ_s (its period)", "τ_a (its period)", "H_t", "H_r"],
         &t,
     );
@@ -1057,7 +1057,7 @@ fn reading(
         }
         s += "Where a host time misses, the table of a synchronous send's two parts shows which term did (the doorbell's and the wake-up's CPU cost vary from run to run and between the ping-pong and the synchronous sends by more than 10 %: whether the woken thread's CPU is idle, and whether waker and sleeper share a CPU, are not in the model); where τ_a misses, the pipelined accounting shows which of U and I moved between the lengths. ";
     }
-    s += "Errors are from one run under the machine's load at the time (see the header's load average); the repeatability table gives each measured value's own standard error over the rounds — at least its noise, not all of it: between runs the values move by more at some lengths — and the tables keep every measured value.";
+    s += "Errors are from one run under the machine's load at the time (see the header's load average); the repeatability table gives each measured value's own standard error over the rounds, a lower bound on its noise (between runs the values move by more at some lengths), and the tables keep every measured value.";
     s
 }
 
