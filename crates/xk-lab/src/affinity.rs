@@ -37,9 +37,11 @@ pub(crate) struct Affinity {
 
 impl Affinity {
     /// Pins thread `tid` (0: the calling thread) to `cpu`, remembering
-    /// its mask the first time it is pinned.
+    /// its mask the first time it is pinned. The calling thread is
+    /// remembered by its own id, not 0: a guard released or dropped on
+    /// another thread must restore the thread it pinned, not its releaser.
     pub(crate) fn pin(&mut self, tid: i32, cpu: usize) -> nix::Result<()> {
-        let pid = Pid::from_raw(tid);
+        let pid = if tid == 0 { nix::unistd::gettid() } else { Pid::from_raw(tid) };
         if !self.restore.iter().any(|r| r.0 == pid) {
             self.restore.push((pid, sched_getaffinity(pid)?));
         }
@@ -92,6 +94,32 @@ mod tests {
         assert!(a.restore.is_empty());
         assert_eq!(sched_getaffinity(Pid::from_raw(0)).unwrap(), before);
         assert_eq!(sched_getaffinity(Pid::from_raw(tid)).unwrap(), theirs);
+        drop(stop_tx);
+        t.join().unwrap();
+    }
+
+    /// A thread that pins itself (tid 0) and hands the guard to another
+    /// gets its own mask back when that other thread releases it; the
+    /// releaser's mask is left alone.
+    #[test]
+    fn release_on_another_thread_restores_the_pinned_one() {
+        let cpus = usable_cpus().unwrap();
+        let mine = sched_getaffinity(Pid::from_raw(0)).unwrap();
+        let cpu = *cpus.last().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let theirs = sched_getaffinity(Pid::from_raw(0)).unwrap();
+            let mut a = Affinity::default();
+            a.pin(0, cpu).unwrap();
+            tx.send((nix::unistd::gettid().as_raw(), theirs, a)).unwrap();
+            let _ = stop_rx.recv();
+        });
+        let (tid, theirs, mut a) = rx.recv().unwrap();
+        assert_eq!(sched_getaffinity(Pid::from_raw(tid)).unwrap(), one(cpu).unwrap());
+        a.release();
+        assert_eq!(sched_getaffinity(Pid::from_raw(tid)).unwrap(), theirs);
+        assert_eq!(sched_getaffinity(Pid::from_raw(0)).unwrap(), mine);
         drop(stop_tx);
         t.join().unwrap();
     }

@@ -50,7 +50,7 @@ pub use crate::e8_place::Placement;
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
 
-mod model;
+pub(crate) mod model;
 mod render;
 
 /// One row: a profile of one mode at one size, or one calibration point.
@@ -84,7 +84,7 @@ pub struct Params {
     pub stream_ms: u64,
     /// Pipelined windows per calibration length (lengths interleaved):
     /// the period of one window moves by up to 2× with where the four
-    /// threads land (Session 17), so τ_a's value is a mean over several.
+    /// threads land, so τ_a's value is a mean over several.
     #[serde(default = "three")]
     pub windows: usize,
     /// Rounds the calibration lengths are interleaved in (each round

@@ -383,6 +383,19 @@ struct Samples {
     repeats: std::collections::BTreeMap<String, Vec<f64>>,
 }
 
+/// The names of the series in a row's `repeats` (each its field's name
+/// without `_ns`): the one spelling the sweep writes and the model reads.
+pub(crate) mod series {
+    pub(crate) const DELAY: &str = "delay";
+    pub(crate) const SYNC_PERIOD: &str = "sync_period";
+    pub(crate) const HOST_SEND: &str = "host_send";
+    pub(crate) const HOST_RECV: &str = "host_recv";
+    /// Per pipelined window, as the next two.
+    pub(crate) const ASYNC_PERIOD: &str = "async_period";
+    pub(crate) const PROC_PERIOD: &str = "proc_period";
+    pub(crate) const ALL_CPU: &str = "all_cpu";
+}
+
 /// One tracked series: (name, where its samples are, scale).
 type Tracked = (&'static str, fn(&Samples) -> &Vec<u64>, f64);
 
@@ -390,10 +403,10 @@ type Tracked = (&'static str, fn(&Samples) -> &Vec<u64>, f64);
 /// checked quantities and the terms that predict them. The latency is
 /// half a round trip.
 const TRACKED: [Tracked; 14] = [
-    ("delay", |s| &s.rtt, 0.5),
-    ("sync_period", |s| &s.sync_period, 1.0),
-    ("host_send", |s| &s.host_send, 1.0),
-    ("host_recv", |s| &s.host_recv, 1.0),
+    (series::DELAY, |s| &s.rtt, 0.5),
+    (series::SYNC_PERIOD, |s| &s.sync_period, 1.0),
+    (series::HOST_SEND, |s| &s.host_send, 1.0),
+    (series::HOST_RECV, |s| &s.host_recv, 1.0),
     ("proc_delay", |s| &s.proc_oneway, 1.0),
     ("proc_complete_one", |s| &s.complete_one, 1.0),
     ("write", |s| &s.write, 1.0),
@@ -894,10 +907,12 @@ pub(crate) fn sweep(
     let (pp_tid, tx_tid) = (eng.pp_tid.clone(), eng.tx_tid.clone());
     let (apps, mine) = ([echo.app_tid.as_ref(), sink.app_tid.as_ref()], [pp_tid.as_ref(), tx_tid.as_ref()]);
     let peers = [echo.engine_tid(), sink.engine_tid()];
+    // Errors name the plan's value (`hosts_free` pins as `hosts`).
+    let plan = placement;
     let placement = placement.here();
     let pin = |p: Placement| match p {
-        Placement::Hosts => Pinned::apply(p, &mine, &[apps, peers].concat()),
-        _ => Pinned::apply(p, &apps, &[mine, peers].concat()),
+        Placement::Hosts => Pinned::apply(p, plan, &mine, &[apps, peers].concat()),
+        _ => Pinned::apply(p, plan, &apps, &[mine, peers].concat()),
     };
     let mut pinned = pin(placement.for_rounds())?;
     let msgs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0x42u8; l]).collect();
@@ -925,8 +940,6 @@ pub(crate) fn sweep(
         pinned.release();
         pinned = pin(stream_placement)?;
     }
-    // Dropped (every mask put back) when the sweep returns.
-    let _pinned = pinned;
     let windows = windows.max(1);
     let window_ns = (stream_ms * 1_000_000).div_ceil(windows as u64);
     for w in 0..windows {
@@ -936,7 +949,9 @@ pub(crate) fn sweep(
             let (k, ns, d) = eng.pipelined(&msgs[i], window_ns)?;
             let s = &mut samples[i];
             if k > 0 {
-                for (name, v) in [("async_period", ns), ("proc_period", d.eng), ("all_cpu", d.all)] {
+                for (name, v) in
+                    [(series::ASYNC_PERIOD, ns), (series::PROC_PERIOD, d.eng), (series::ALL_CPU, d.all)]
+                {
                     s.repeats.entry(name.into()).or_default().push(v as f64 / k as f64);
                 }
             }
@@ -960,6 +975,10 @@ pub(crate) fn sweep(
             }
         }
     }
+    // Every mask back while the engines' threads still run (once they
+    // end, their ids may be reused); on an error above, `pinned` is
+    // dropped before `eng`, declared earlier.
+    pinned.release();
     eng.end();
     // The probe's local share of the ringing writes (NaN without probe).
     let frac = |v: &[Vec<u64>; 2]| {
@@ -1221,8 +1240,30 @@ mod tests {
         let _one = crate::e8_measure::TRACE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (echo, sink) = (PeerApp::echo().unwrap(), PeerApp::sink(None).unwrap());
         assert_eq!(sink.tids.len(), 2, "{:?}", sink.tids);
-        let rows = sweep(&echo, &sink, &[1, 8_192], 20, 30, 2, true, Placement::default(), 3).unwrap();
+        // Every thread's mask before: the sweep pins (two CPUs) and must
+        // give each back — this thread's and the peers', which outlive it.
+        let mask =
+            |t: &str| nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(t.parse().unwrap())).ok();
+        let tids: Vec<String> = [nix::unistd::gettid().as_raw().to_string()]
+            .into_iter()
+            .chain(echo.tids.clone())
+            .chain(sink.tids.clone())
+            .collect();
+        let before: Vec<_> = tids.iter().map(|t| mask(t)).collect();
+        // Four rounds of six, three windows: each repeated series has a
+        // value per round or window (a round whose every operation was
+        // disturbed has none, hence at least two).
+        let rows = sweep(&echo, &sink, &[1, 8_192], 24, 30, 4, true, Placement::default(), 3).unwrap();
         assert_eq!(rows.len(), 2);
+        assert_eq!(tids.iter().map(|t| mask(t)).collect::<Vec<_>>(), before, "{tids:?}");
+        for r in &rows {
+            assert_eq!(r.placement, Some(Placement::default().here()), "{r:?}");
+            for name in crate::e8::model::REPEATED {
+                let n = r.repeats.get(name).map_or(0, Vec::len);
+                assert!(n >= 2, "{} B {name}: {n} values, {:?}", r.size, r.repeats);
+                assert!(crate::e8::model::repeat_se(r, name).is_some(), "{} B {name}", r.size);
+            }
+        }
         // The engine's default hold, recorded in every row.
         assert!(rows.iter().all(|r| r.sink_reply_hold_us == Some(50)));
         for r in &rows {
@@ -1254,8 +1295,8 @@ mod tests {
             // /proc/stat's figures: steal never negative, a resolution.
             assert!(r.pipe_steal_ns >= 0.0 && r.pipe_tick_ns > 0.0, "{r:?}");
             // Every round trip measured, disturbed or kept.
-            assert_eq!(r.disturbed.measured, 2 * 20);
-            assert!(r.count <= 20 && r.count + r.disturbed.disturbed >= 20, "{r:?}");
+            assert_eq!(r.disturbed.measured, 2 * 24);
+            assert!(r.count <= 24 && r.count + r.disturbed.disturbed >= 24, "{r:?}");
             // Application to application costs more than processor to
             // processor; a window of ≥ 10 ms of pipelined messages.
             assert!(r.delay_ns > r.proc_delay_ns, "{r:?}");

@@ -29,8 +29,8 @@
 //!   acknowledgment blocks per send, is a count (as n_d), R_a measured as
 //!   the multi-round sends' completion beyond C_1 per extra block:
 //!   T_t'(l) adds (n_a − 1)·R_a, and H_t' takes n_a blocks, each with its
-//!   wake-up: n_a·δ_i^cpu in place of one (Session 16 had n_a·(δ_i^cpu +
-//!   δ_r + ρ_r·l_a); see "no read call in a send" below).
+//!   wake-up: n_a·δ_i^cpu in place of one (no read entry per block; see
+//!   "no read call in a send" below).
 //! * **Δ_s, a synchronous send's longer wake-ups**: δ_e and δ_i are
 //!   measured in the ping-pong, where a thread sleeps for about half a
 //!   round trip; in a synchronous send the engine and the application
@@ -79,15 +79,15 @@
 //!   data or status); our host takes one block per operation — a send's
 //!   acknowledgment block, a receive's data block, which is its own
 //!   notice — so H_r' holds δ_r once and no ρ_r·l_a.
-//! * **No read call in a send** (Session 17): a synchronous send takes its
+//! * **No read call in a send**: a synchronous send takes its
 //!   acknowledgment block inside its wait (the engine client's wait pops
 //!   and handles it), which δ_i^cpu — the ping-pong's CPU time inside its
 //!   wait, popping the echo's blocks included — already holds; a send
 //!   copies nothing out, so H_t' holds no read entry δ_r + ρ_r·l_a. With
 //!   each side on a CPU of its own (placement `hosts`), a send's wait
 //!   measured 5.3–5.9 µs against δ_i^cpu 5.1–5.6 µs and δ_i^cpu + δ_r +
-//!   ρ_r·l_a 6.2–6.9 µs (docs/PERF.md, Session 17).
-//!   Not modelled (Session 17): the ping-pong's CPU time inside its wait
+//!   ρ_r·l_a 6.2–6.9 µs (docs/PERF.md, "Session 17, E8").
+//!   Not modelled: the ping-pong's CPU time inside its wait
 //!   rises with the message (5.1 µs at 1 B, 9.0 µs at 64 KB, placement
 //!   `hosts`), while the read entry δ_r + ρ_r·l, a wall-clock span from
 //!   the first block's pop, already holds part of that rise (the later

@@ -47,7 +47,10 @@ pub(crate) fn placement_of(rows: &[&CalibRow]) -> Option<super::Placement> {
 
 /// The checked quantities' per-round (per-window for τ_a) series in a
 /// row's `repeats`, in [`QUANTITIES`]' order.
-pub(crate) const REPEATED: [&str; 5] = ["delay", "sync_period", "async_period", "host_send", "host_recv"];
+pub(crate) const REPEATED: [&str; 5] = {
+    use crate::e8_calib::series::*;
+    [DELAY, SYNC_PERIOD, ASYNC_PERIOD, HOST_SEND, HOST_RECV]
+};
 
 /// The measurement's own repeatability at one length: the standard error
 /// of the row's value, relative, from the spread of its rounds' (or
@@ -541,7 +544,8 @@ pub(crate) fn ping_pong_only(m: &Extended) -> Extended {
 /// another operation), R_p(l) = R_0 + ρ_p·l per regime; each a
 /// relative-error line over `rows`. (The seed's H_r instead holds a
 /// receive command, the wake-up's latency and two reads.) NaN where a
-/// line cannot be fitted.
+/// line cannot be fitted. Under `hosts_free` the two terms come from
+/// different placements (the sends pinned as hosts, the stream free).
 pub(crate) fn recv_from_other_ops(rows: &[&CalibRow]) -> impl Fn(f64) -> f64 + use<> {
     let per_block =
         |r: &CalibRow| r.send_wait_cpu_ns * 1e-9 / if r.sync_blocks >= 1.0 { r.sync_blocks } else { 1.0 };

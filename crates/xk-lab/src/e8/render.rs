@@ -125,7 +125,7 @@ fn host_parts_table(rows: &[&CalibRow], m: &Extended, page: &mut Page) {
         })
         .collect();
     page.table(
-        "A synchronous send's host CPU time in its two parts (measured on the synchronous sends) beside the terms the model predicts each by (calibrated on the ping-pong): the write call (copy in, post, doorbell) against δ_w + ρ_w·(l_c + l) + n_d·δ_d, where δ_d is the doorbell over the ping-pong writes that rang a sleeping engine; the wait for the completion (sleep, wake-up, take the block) against n_a·δ_i^cpu, n_a the blocks taken per send, and beside it the read entry δ_r + ρ_r·l_a that Session 16's H_t added per block (a send takes its block inside the wait and copies nothing out: Session 17 left it out); the counts the structure assumes (one doorbell, one sleep, one block per send) as measured; and the two wake-up latencies (trace) in a synchronous send beside the ping-pong's, which the model's T_t uses; µs",
+        "A synchronous send's host CPU time in its two parts (measured on the synchronous sends) beside the terms the model predicts each by (calibrated on the ping-pong): the write call (copy in, post, doorbell) against δ_w + ρ_w·(l_c + l) + n_d·δ_d, where δ_d is the doorbell over the ping-pong writes that rang a sleeping engine; the wait for the completion (sleep, wake-up, take the block) against n_a·δ_i^cpu, n_a the blocks taken per send, and beside it the read entry δ_r + ρ_r·l_a, which H_t does not hold (a send takes its block inside the wait, which δ_i^cpu holds, and copies nothing out); the counts the structure assumes (one doorbell, one sleep, one block per send) as measured; and the two wake-up latencies (trace) in a synchronous send beside the ping-pong's, which the model's T_t uses; µs",
         &[
             "bytes",
             "write call (measured)",
@@ -369,7 +369,7 @@ fn disturbance_table(cal: &[&CalibRow], page: &mut Page) {
     );
 }
 
-/// The measurement's own repeatability (Session 17): per checked quantity
+/// The measurement's own repeatability: per checked quantity
 /// and length, the relative standard error of the value from its rounds'
 /// (τ_a: its windows') means, how many, and their largest over smallest.
 fn repeat_table(cal: &[&CalibRow], page: &mut Page) {
@@ -389,7 +389,7 @@ fn repeat_table(cal: &[&CalibRow], page: &mut Page) {
         })
         .collect();
     page.table(
-        "The measurement's own repeatability: each checked value's relative standard error at each length (the standard deviation of its means over the sweep's rounds — the pipelined windows for τ_a — over √n, over the value), with n and the largest of those means over the smallest. A held-out error is a difference of a prediction built from other measured values and this one, so errors of about twice these are the measurement's noise, not the model's",
+        "The measurement's own repeatability: each checked value's relative standard error at each length (the standard deviation of its means over the sweep's rounds — the pipelined windows for τ_a — over √n, over the value), with n and the largest of those means over the smallest. A held-out error is a difference of a prediction built from other measured values and this one, so errors up to about twice these can be the measurement's noise within this run, not the model's. They bound that noise from below only: between runs the values move more (docs/PERF.md, over six runs: the level, by a shift common to every length, and at some lengths the shape too), a between-run part one run's standard errors do not hold",
         &["bytes", "latency δ", "τ_s (its period)", "τ_a (its period)", "H_t", "H_r"],
         &t,
     );
@@ -738,7 +738,7 @@ fn tau_a_bound_text(m: &Extended, pinned: bool) -> String {
         )
     } else {
         format!(
-            "the cores' time per message over the {:.0} cores: the CPU time all four threads of the transfer spend (U_0 = {:.2} µs, υ = {:.3} ns/B) plus the time the cores sit idle while a thread is being woken by the one before (I_0 = {:.2} µs, ι = {:.4} ns/B, from /proc/stat over the same windows whose period τ_a is checked against) — the seed's host and processors were separate CPUs that polled",
+            "the cores' time per message over the {:.0} cores: the CPU time all four threads of the transfer spend (U_0 = {:.2} µs, υ = {:.3} ns/B) plus the time the cores sit idle while a thread is being woken by the one before (I_0 = {:.2} µs, ι = {:.4} ns/B, from /proc/stat over the same windows whose period τ_a is checked against) — the seed's host and processors were separate CPUs that polled. /proc/stat's accounting makes U + I + the rest of the machine the cores' time over those windows, so (U + I)/cores is the period less the rest's share, which is small on an otherwise quiet machine: close to an identity, so under free placement too τ_a's check is not a test of the model",
             m.cores,
             m.u_0 * 1e6,
             m.upsilon * 1e9,
@@ -808,7 +808,7 @@ fn reading(
     let m = &cal.model;
     let then = Model::SEED_004;
     s += &format!(
-        "The calibration's threads ran with placement {} (the profiles above are never pinned): which CPU a wake-up lands on sets a doorbell's cost (the placement probe, plans/e8-placement.toml, measures it within one CPU and across), and left to the scheduler it changes from round to round and run to run (Session 17: a synchronous send's host time 6.5 or 13–15 µs by round, free){}. ",
+        "The calibration's threads ran with placement {} (the profiles above are never pinned): which CPU a wake-up lands on sets a doorbell's cost (the placement probe, plans/e8-placement.toml, measures it within one CPU and across), and left to the scheduler it changes from round to round and run to run (the repeatability table shows how far the rounds' means spread){}. ",
         placement_of(cal_rows).map_or_else(
             || format!("not recorded in the rows (the plan says {})", p.placement.name()),
             |pl| pl.label().to_string()
@@ -868,7 +868,7 @@ fn reading(
         s += ". ";
     }
     s += &format!(
-        "The added terms (each a measured part, not a correction fitted to the errors; which of them are measured on the very operation they are checked on is said below): δ_e = {:.2} µs, the engine thread's wake-up by the application's doorbell (post to the engine taking the block), which the seed's dedicated processor did not pay and which enters every path that starts with a write; δ_d = {:.2} µs, the doorbell's system call itself (host CPU), measured over the ping-pong writes that found the engine asleep and rang it ({:.0}–{:.0} % of them did), times n_d = {:.2} doorbells per synchronous send in H_t (a count, {:.2}–{:.2} over the lengths: the engine, woken by the peer's acknowledgement, is sometimes still awake when the next send posts); C_0 = {:.2} µs and γ = {:.3} ns/B, the engine's time from taking a synchronous send to posting its acknowledgment block when the message is acknowledged in one round — our local completion is the peer's acknowledgement, a network round trip, where the seed's T_t has the processor's period; {} Δ_s = {:.2} µs (signed: negative when a synchronous send's wake-ups are the quicker), how much longer a synchronous send's two wake-ups (engine and application, each asleep through a whole acknowledgement round trip) take than the ping-pong's δ_e + δ_i, cut from the trace of the same synchronous sends τ_s is checked on; in τ_a the slower of the processor's own period T_0 + ρ_T·l (which the seed assumed hidden behind bus transfers but an engine thread doing protocol and copies on one CPU cannot hide) and {}; the pipelined T, U and I each fitted separately for messages of one packet (l ≤ {:.0} B, where T_0 keeps the seed's meaning) and of several (T_0^m = {:.2} µs, ρ_T^m = {:.3} ns/B), because the processor's cost per message changes regime there (segmenting, trains of datagrams); the host's per-message work is no separate bound on τ_a (pipelined, its writes run warm and acknowledgment blocks coalesce: {:.2}–{:.2} µs of its CPU per message, part of U); in H_r no receive command (an engine delivers unasked, the seed's receive posted a control block); in H_r one read (δ_r) where the seed's host made two read() calls, and in H_t none — a send takes its acknowledgment block ({:.2}–{:.2} blocks per synchronous send measured) inside its wait, which δ_i^cpu holds, and copies nothing out (Session 17), a receive takes its data block, which is its own notice, and copies it out; and δ_i^cpu = {:.2} µs, the host's CPU time for a wake-up, in host times in place of the wake-up's latency δ_i (the seed's interrupt ran a handler on the host; a woken thread is off the CPU for most of δ_i) — measured inside the same receive loop whose host time H_r it then predicts, so H_r's check at a calibration length is not independent of it; in a receive it grows with the message (its blocks are taken inside the wait) while the read entry, a wall-clock span from the first block's pop, holds part of that growth, so H_r's two terms overlap by an amount that grows with l — not modelled (Session 17). ",
+        "The added terms (each a measured part, not a correction fitted to the errors; which of them are measured on the very operation they are checked on is said below): δ_e = {:.2} µs, the engine thread's wake-up by the application's doorbell (post to the engine taking the block), which the seed's dedicated processor did not pay and which enters every path that starts with a write; δ_d = {:.2} µs, the doorbell's system call itself (host CPU), measured over the ping-pong writes that found the engine asleep and rang it ({:.0}–{:.0} % of them did), times n_d = {:.2} doorbells per synchronous send in H_t (a count, {:.2}–{:.2} over the lengths: the engine, woken by the peer's acknowledgement, is sometimes still awake when the next send posts); C_0 = {:.2} µs and γ = {:.3} ns/B, the engine's time from taking a synchronous send to posting its acknowledgment block when the message is acknowledged in one round — our local completion is the peer's acknowledgement, a network round trip, where the seed's T_t has the processor's period; {} Δ_s = {:.2} µs (signed: negative when a synchronous send's wake-ups are the quicker), how much longer a synchronous send's two wake-ups (engine and application, each asleep through a whole acknowledgement round trip) take than the ping-pong's δ_e + δ_i, cut from the trace of the same synchronous sends τ_s is checked on; in τ_a the slower of the processor's own period T_0 + ρ_T·l (which the seed assumed hidden behind bus transfers but an engine thread doing protocol and copies on one CPU cannot hide) and {}; the pipelined T, U and I each fitted separately for messages of one packet (l ≤ {:.0} B, where T_0 keeps the seed's meaning) and of several (T_0^m = {:.2} µs, ρ_T^m = {:.3} ns/B), because the processor's cost per message changes regime there (segmenting, trains of datagrams); the host's per-message work is no separate bound on τ_a (pipelined, its writes run warm and acknowledgment blocks coalesce: {:.2}–{:.2} µs of its CPU per message, part of U); in H_r no receive command (an engine delivers unasked, the seed's receive posted a control block); in H_r one read (δ_r) where the seed's host made two read() calls, and in H_t none — a send takes its acknowledgment block ({:.2}–{:.2} blocks per synchronous send measured) inside its wait, which δ_i^cpu holds, and copies nothing out, a receive takes its data block, which is its own notice, and copies it out; and δ_i^cpu = {:.2} µs, the host's CPU time for a wake-up, in host times in place of the wake-up's latency δ_i (the seed's interrupt ran a handler on the host; a woken thread is off the CPU for most of δ_i) — measured inside the same receive loop whose host time H_r it then predicts, so H_r's check at a calibration length is not independent of it; in a receive it grows with the message (its blocks are taken inside the wait) while the read entry, a wall-clock span from the first block's pop, holds part of that growth, so H_r's two terms overlap by an amount that grows with l — not modelled. ",
         m.delta_e * 1e6,
         m.delta_d * 1e6,
         100.0 * range(cal_rows, |r| r.pp_rings).0,
@@ -943,10 +943,20 @@ fn reading(
         let over = x.errors(true).into_iter().filter(|e| *e > 0.10).count();
         let under = x.errors(true).into_iter().filter(|e| *e < -0.10).count();
         s += &format!(
-            "H_r from the synchronous sends' wait and the pipelined receiver is off by up to {} against {} for H_r's decomposition (over-predicted beyond 10 % at {over}, under-predicted at {under} of {} lengths; the wait per block below compares a synchronous send's wake-up with the ping-pong's). ",
+            "H_r from the synchronous sends' wait and the pipelined receiver is off by up to {} against {} for H_r's decomposition (over-predicted beyond 10 % at {over}, under-predicted at {under} of {} lengths; the wait per block below compares a synchronous send's wake-up with the ping-pong's){}. ",
             pct(x.worst(true)).replace('+', ""),
             pct(d.worst(true)).replace('+', ""),
             x.points.len(),
+            match placement_of(cal_rows) {
+                Some(pl) if pl.for_rounds() != pl.for_stream() => format!(
+                    "; under {} its two terms come from different placements — the sends' wait measured as {}, the pipelined receiver's CPU as {} — and the ping-pong's H_r it is checked against as {}, so its error mixes the placements' difference with the model's",
+                    pl.name(),
+                    pl.for_rounds().name(),
+                    pl.for_stream().name(),
+                    pl.for_rounds().name()
+                ),
+                _ => String::new(),
+            }
         );
     }
     let sleeps = xk_stats::median(cal_rows.iter().map(|r| r.sync_wakeups));
@@ -1047,7 +1057,7 @@ fn reading(
         }
         s += "Where a host time misses, the table of a synchronous send's two parts shows which term did (the doorbell's and the wake-up's CPU cost vary from run to run and between the ping-pong and the synchronous sends by more than 10 %: whether the woken thread's CPU is idle, and whether waker and sleeper share a CPU, are not in the model); where τ_a misses, the pipelined accounting shows which of U and I moved between the lengths. ";
     }
-    s += "Errors are from one run under the machine's load at the time (see the header's load average); the repeatability table gives each measured value's own standard error over the rounds, and the tables keep every measured value.";
+    s += "Errors are from one run under the machine's load at the time (see the header's load average); the repeatability table gives each measured value's own standard error over the rounds, a lower bound on its noise (between runs the values move by more at some lengths), and the tables keep every measured value.";
     s
 }
 
