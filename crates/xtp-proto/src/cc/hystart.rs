@@ -98,10 +98,10 @@ struct Done {
 
 /// Reports that arrive this much more slowly than the data they acknowledge
 /// left show a queue growing at the bottleneck: it was busy all along, so
-/// their rate is its rate, not a lower bound on it. Over three buckets (6-30
-/// ms) the pacer's 1 ms bursts and a host's scheduling hiccups move the
-/// ratio by a few per cent; a slow-start burst that overruns the bottleneck
-/// moves it by up to 2 (its pacing gain).
+/// their rate is its rate, not a lower bound on it. A slow-start burst that
+/// overruns the bottleneck reads up to 2 (its pacing gain); the pacer's
+/// bursts (at most 64 packets, under a millisecond) blur one bucket's
+/// 2-10 ms by less than that.
 const SATURATED_NUM: u64 = 5;
 const SATURATED_DEN: u64 = 4;
 
@@ -224,11 +224,16 @@ impl HyStart {
         let mut r = self.recent.map(|d| d.rate);
         r.sort_unstable();
         self.peak_ack_rate = self.peak_ack_rate.max(r[1]);
-        let sent: u64 = self.recent.iter().map(|d| d.send_ns).sum();
-        let acked: u64 = self.recent.iter().map(|d| d.ack_ns).sum();
-        if self.recent.iter().all(|d| d.send_ns > 0)
-            && u128::from(acked) * u128::from(SATURATED_DEN) >= u128::from(sent) * u128::from(SATURATED_NUM)
-        {
+        // Each of the three, not their sum: a stall on the way back (the
+        // receiver or a forwarder descheduled) stretches one bucket as a
+        // queue would, and a sum over it and two ordinary buckets reads
+        // "saturated" at the rate the sender paced at.
+        let saturated = |d: &Done| {
+            d.send_ns > 0
+                && u128::from(d.ack_ns) * u128::from(SATURATED_DEN)
+                    >= u128::from(d.send_ns) * u128::from(SATURATED_NUM)
+        };
+        if self.recent.iter().all(saturated) {
             self.peak_saturated_rate = self.peak_saturated_rate.max(r[1]);
         }
     }
@@ -254,8 +259,8 @@ impl HyStart {
     }
 
     /// The bottleneck's rate from reports that show it saturated, bytes/s
-    /// (0 if none did): three consecutive buckets whose reports arrived at
-    /// least 5/4 as slowly as the data they acknowledge had left. The data
+    /// (0 if none did): three consecutive buckets whose reports each arrived
+    /// at least 5/4 as slowly as the data they acknowledge had left. The data
     /// queued at the bottleneck all that time, so it was busy and the rate
     /// is its own (or this flow's share of it, on a shared one) — not the
     /// lower bound an unsaturated bucket gives, which reads the rate the
@@ -366,6 +371,30 @@ mod tests {
             }
             assert!((49_000_000..=51_000_000).contains(&h.ack_rate()));
         }
+    }
+
+    /// Unsaturated reports (spaced as the data left, 200 µs) and one 6 ms
+    /// stall on the way back, the backlog released at once behind it: the
+    /// stalled bucket reads 4 times slower than its data left, the one
+    /// after it faster — not a saturated bottleneck, and the rate the
+    /// sender paced at must not pass for the bottleneck's.
+    #[test]
+    fn a_stall_on_the_way_back_is_not_saturation() {
+        let mut h = HyStart::default();
+        let stall = (20_000 + 100 * 200, 6_000);
+        for i in 0..300u64 {
+            let nominal = 20_000 + i * 200;
+            let at = if (stall.0..stall.0 + stall.1).contains(&nominal) {
+                stall.0 + stall.1 + i % 50
+            } else {
+                nominal
+            };
+            let mut a = ack(0, 10_000, 20, i == 0);
+            a.now = Instant::from_micros(at);
+            a.sent_at = Some(Instant::from_micros(i * 200));
+            h.on_ack(&a);
+        }
+        assert_eq!(h.saturated_rate(), 0);
     }
 
     #[test]
