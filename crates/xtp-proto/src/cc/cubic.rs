@@ -43,10 +43,22 @@ struct State {
     /// A loss ended slow start and the data in flight has not yet grown
     /// back to the new window: pace at the window's own rate, without the
     /// 1.25 headroom (see [`Cubic::pacing_rate`]).
-    refill: bool,
+    refill: Refill,
     /// Smallest RTT seen (from the reports).
     min_rtt: Duration,
     hystart: HyStart,
+}
+
+/// The refill after a loss ended slow start (see [`Cubic::pacing_rate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refill {
+    /// None under way.
+    Off,
+    /// The window was just set; the data in flight may still be above it
+    /// (the overshoot and its retransmissions drain first).
+    Armed,
+    /// The data in flight fell below the window: it is being refilled.
+    Filling,
 }
 
 /// Until the first loss, congestion avoidance grows the window by at least
@@ -70,7 +82,7 @@ impl Cubic {
             w_est: 0.0,
             cwnd_prior: 0.0,
             reduced: false,
-            refill: false,
+            refill: Refill::Off,
             min_rtt: Duration::ZERO,
             hystart: HyStart::default(),
         };
@@ -99,7 +111,7 @@ impl Cubic {
         // A congestion-avoidance loss keeps RFC 9438's and Linux's pacing:
         // proportional rate reduction leaves the data in flight at the new
         // window when recovery ends, so there is no gap to refill.
-        s.refill = false;
+        s.refill = Refill::Off;
         s.hystart.reset();
     }
 
@@ -120,11 +132,22 @@ impl Cubic {
     /// RFC's concave one). Either way the refill is paced at the window's
     /// rate.
     fn leave_slow_start_on_loss(&mut self) {
-        let pipe = (self.s.hystart.ack_rate() as f64 * self.s.min_rtt.as_secs_f64()) as u64;
+        let rtt = self.s.min_rtt.as_secs_f64();
+        let pipe = (self.s.hystart.ack_rate() as f64 * rtt) as u64;
+        let saturated = (self.s.hystart.saturated_rate() as f64 * rtt) as u64;
         let floor = (self.s.cwnd as f64 * BETA) as u64;
-        if pipe <= floor {
+        // A pipe measured while the bottleneck was saturated is its size
+        // (or this flow's share of it), so it stands even below β × the
+        // window: above it, the window would overflow the queue again
+        // (1 Gbit/s, 50 ms, 1,000 packets: slow start's window had grown
+        // to 13.6 MB while the receiver's window held the data in flight
+        // at 4-8 MiB; β left 9.6 MB against 7.5 MB of pipe and queue, and
+        // a second loss 0.1 s later cut it to 6.8 MB with W_max at 8.2 MB,
+        // under which the next congestion-avoidance loss cost another β).
+        let pipe = if saturated > 0 { saturated } else { pipe };
+        if saturated == 0 && pipe <= floor {
             self.reduce(false);
-            self.s.refill = true;
+            self.s.refill = Refill::Armed;
             return;
         }
         self.saved = Some(self.s);
@@ -143,7 +166,7 @@ impl Cubic {
         s.w_max = w as f64;
         s.epoch = None;
         s.w_est = w as f64;
-        s.refill = true;
+        s.refill = Refill::Armed;
         s.hystart.reset();
     }
 }
@@ -151,13 +174,26 @@ impl Cubic {
 impl CongestionController for Cubic {
     fn on_ack(&mut self, ack: &Ack) {
         self.s.min_rtt = ack.min_rtt;
-        if ack.in_flight + ack.bytes >= self.s.cwnd - self.s.cwnd / 16 {
-            // The data in flight before this report was within a sixteenth
-            // of the window: refilled. (After the report it can be a whole
-            // report's worth lower, which at a small window is more than a
-            // sixteenth of it.)
-            self.s.refill = false;
-        }
+        // The data in flight before this report, within a report's worth:
+        // the report after a retransmission filled a hole acknowledges
+        // everything held beyond it at once (megabytes at 1 Gbit/s), which
+        // says nothing about how full the window is. (After the report the
+        // data in flight can be a whole report's worth lower, which at a
+        // small window is more than a sixteenth of it.)
+        let before = ack.in_flight + ack.bytes.min(self.s.cwnd / 16);
+        let full = before >= self.s.cwnd - self.s.cwnd / 16;
+        self.s.refill = match (self.s.refill, full) {
+            // The refill ends once the data in flight is back within a
+            // sixteenth of the window — after it first fell below: right
+            // after the exit the overshoot can still hold more than the new
+            // window, and ending the refill then left the gap that opened
+            // during recovery to be refilled at 1.25 × the window's rate
+            // into a queue that still stood (1 Gbit/s, 100 ms: overflowed,
+            // and a second β followed).
+            (Refill::Armed, false) => Refill::Filling,
+            (Refill::Filling, true) => Refill::Off,
+            (r, _) => r,
+        };
         if ack.app_limited {
             // RFC 9438 §5.8: no growth from a window that is not used; the
             // epoch restarts when the sender uses it again.
@@ -242,7 +278,7 @@ impl CongestionController for Cubic {
     /// fills in one round trip without a queue; the headroom returns once
     /// the window is full, where the window, not the pacer, binds.
     fn pacing_rate(&self, srtt: Option<Duration>) -> Option<u64> {
-        if self.s.refill && !self.in_slow_start() {
+        if self.s.refill != Refill::Off && !self.in_slow_start() {
             return super::paced(self.s.cwnd, srtt, 1.0);
         }
         window_pacing(self.s.cwnd, srtt, self.in_slow_start())
@@ -317,6 +353,23 @@ mod tests {
         assert_eq!(c.s.w_max, w as f64, "W_max is the pipe, not the overshoot");
         let srtt = Some(Duration::from_millis(100));
         assert_eq!(c.pacing_rate(srtt), Some(w * 10), "refill at the window's rate");
+        // The overshoot still holds more than the new window: the refill
+        // waits for the data in flight to fall below it, then for it to
+        // come back.
+        let mut over = ack(121, 10_000, 100, false);
+        over.in_flight = 11_000_000;
+        c.on_ack(&over);
+        assert_eq!(c.pacing_rate(srtt), Some(c.window() * 10), "still armed while the overshoot drains");
+        let mut dip = ack(200, 10_000, 100, true);
+        dip.in_flight = w / 2;
+        c.on_ack(&dip);
+        assert_eq!(c.pacing_rate(srtt), Some(c.window() * 10), "refilling");
+        // The report after a repaired hole acknowledges megabytes at once:
+        // that is not a full window.
+        let mut jump = ack(210, 5_000_000, 100, false);
+        jump.in_flight = w / 2;
+        c.on_ack(&jump);
+        assert_eq!(c.pacing_rate(srtt), Some(c.window() * 10), "a cumulative jump does not end the refill");
         let mut full = ack(220, 10_000, 100, true);
         full.in_flight = w;
         c.on_ack(&full);
@@ -333,6 +386,25 @@ mod tests {
         let before = e.window();
         e.on_congestion(Instant::from_millis(60), 3_000_000);
         assert_eq!(e.window(), (before as f64 * 0.85) as u64, "a 10 MB pipe, a {before} B window");
+        // A pipe measured while the bottleneck was saturated stands even
+        // below β × the window: reports 1 ms apart acknowledging 60 KB of
+        // data that left 0.5 ms apart (60 MB/s, a 6 MB pipe at 100 ms)
+        // while the window grew to 9.6 MB.
+        let mut f = Cubic::new(1000);
+        for i in 0..100u64 {
+            let mut a = ack(i, 120_000, 100, i % 50 == 0);
+            if i >= 60 {
+                a.bytes = 60_000;
+                a.sent_at = Some(Instant::from_micros(30_000 + i * 500));
+            }
+            f.on_ack(&a);
+        }
+        assert!(f.s.hystart.saturated_rate() > 0);
+        let before = f.window();
+        f.on_congestion(Instant::from_millis(100), 3_000_000);
+        let w = f.window();
+        assert!(w < (before as f64 * BETA) as u64, "below β × {before}: {w}");
+        assert!((5_900_000..=6_100_000).contains(&w), "the saturated pipe, 6 MB: {w}");
         // Without a rate measured the reduction is RFC 9438's: β × the
         // window, W_max the window at detection.
         let mut d = Cubic::new(1000);

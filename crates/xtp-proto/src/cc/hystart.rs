@@ -62,15 +62,48 @@ pub struct HyStart {
     train_start: Option<Instant>,
     /// When the last report arrived.
     last_report: Option<Instant>,
-    /// Start of the current ack-rate bucket, the bytes and the reports in
-    /// it since (see [`HyStart::ack_rate`]).
-    bucket: Option<(Instant, u64, u32)>,
-    /// The last three buckets' rates, bytes/s, newest last (0: none yet).
-    recent_rates: [u64; 3],
+    /// The current ack-rate bucket (see [`HyStart::ack_rate`]).
+    bucket: Option<Bucket>,
+    /// The last three buckets, newest last (rate 0: none yet).
+    recent: [Done; 3],
     /// Highest median of three consecutive buckets this slow start saw,
     /// bytes/s.
     peak_ack_rate: u64,
+    /// The same over the triples that showed the bottleneck saturated
+    /// (see [`HyStart::saturated_rate`]).
+    peak_saturated_rate: u64,
 }
+
+/// An ack-rate bucket being filled: when it opened, the bytes and reports
+/// since, and the send times of the packets its first and latest reports
+/// echoed (the data those reports acknowledge left between them).
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    start: Instant,
+    bytes: u64,
+    reports: u32,
+    sent_from: Option<Instant>,
+    sent_to: Option<Instant>,
+}
+
+/// A completed bucket: its rate (bytes/s), how long its reports took to
+/// arrive and how long the data they acknowledge took to leave (ns; 0 when
+/// the reports echoed no packet of ours).
+#[derive(Clone, Copy, Debug, Default)]
+struct Done {
+    rate: u64,
+    ack_ns: u64,
+    send_ns: u64,
+}
+
+/// Reports that arrive this much more slowly than the data they acknowledge
+/// left show a queue growing at the bottleneck: it was busy all along, so
+/// their rate is its rate, not a lower bound on it. A slow-start burst that
+/// overruns the bottleneck reads up to 2 (its pacing gain); the pacer's
+/// bursts (at most 64 packets, under a millisecond) blur one bucket's
+/// 2-10 ms by less than that.
+const SATURATED_NUM: u64 = 5;
+const SATURATED_DEN: u64 = 4;
 
 impl HyStart {
     /// Feeds one report during slow start; returns the phase to apply.
@@ -158,29 +191,50 @@ impl HyStart {
     /// [`ACK_RATE_BUCKET_REPORTS`] reports.
     fn measure_ack_rate(&mut self, ack: &Ack) {
         let width = (ack.min_rtt / 16).clamp(ACK_RATE_BUCKET_MIN, ACK_RATE_BUCKET_MAX);
-        match &mut self.bucket {
-            None => self.bucket = Some((ack.now, 0, 0)),
-            Some((start, bytes, reports)) => {
-                *bytes += ack.bytes;
-                *reports += 1;
-                let span = ack.now.saturating_since(*start);
-                if span >= width && *reports >= ACK_RATE_BUCKET_REPORTS {
-                    let rate = u128::from(*bytes) * 1_000_000_000 / span.as_nanos().max(1);
-                    let rate = u64::try_from(rate).unwrap_or(u64::MAX).max(1);
-                    self.bucket = Some((ack.now, 0, 0));
-                    self.recent_rates = [self.recent_rates[1], self.recent_rates[2], rate];
-                    // The median of three: reports held back and released
-                    // together make one bucket read low and the next high
-                    // (it starts at the late report and holds the backlog);
-                    // neither is the bottleneck's rate, and the median of
-                    // the pair and a neighbour is.
-                    if self.recent_rates[0] > 0 {
-                        let mut r = self.recent_rates;
-                        r.sort_unstable();
-                        self.peak_ack_rate = self.peak_ack_rate.max(r[1]);
-                    }
-                }
-            }
+        let open = Bucket { start: ack.now, bytes: 0, reports: 0, sent_from: ack.sent_at, sent_to: None };
+        let Some(b) = &mut self.bucket else {
+            self.bucket = Some(open);
+            return;
+        };
+        b.bytes += ack.bytes;
+        b.reports += 1;
+        if ack.sent_at.is_some() {
+            b.sent_to = ack.sent_at;
+        }
+        let span = ack.now.saturating_since(b.start);
+        if span < width || b.reports < ACK_RATE_BUCKET_REPORTS {
+            return;
+        }
+        let rate = u128::from(b.bytes) * 1_000_000_000 / span.as_nanos().max(1);
+        let rate = u64::try_from(rate).unwrap_or(u64::MAX).max(1);
+        let send_ns = match (b.sent_from, b.sent_to) {
+            (Some(a), Some(z)) => u64::try_from(z.saturating_since(a).as_nanos()).unwrap_or(u64::MAX),
+            _ => 0,
+        };
+        let ack_ns = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
+        self.bucket = Some(open);
+        self.recent = [self.recent[1], self.recent[2], Done { rate, ack_ns, send_ns }];
+        if self.recent[0].rate == 0 {
+            return;
+        }
+        // The median of three: reports held back and released together
+        // make one bucket read low and the next high (it starts at the late
+        // report and holds the backlog); neither is the bottleneck's rate,
+        // and the median of the pair and a neighbour is.
+        let mut r = self.recent.map(|d| d.rate);
+        r.sort_unstable();
+        self.peak_ack_rate = self.peak_ack_rate.max(r[1]);
+        // Each of the three, not their sum: a stall on the way back (the
+        // receiver or a forwarder descheduled) stretches one bucket as a
+        // queue would, and a sum over it and two ordinary buckets reads
+        // "saturated" at the rate the sender paced at.
+        let saturated = |d: &Done| {
+            d.send_ns > 0
+                && u128::from(d.ack_ns) * u128::from(SATURATED_DEN)
+                    >= u128::from(d.send_ns) * u128::from(SATURATED_NUM)
+        };
+        if self.recent.iter().all(saturated) {
+            self.peak_saturated_rate = self.peak_saturated_rate.max(r[1]);
         }
     }
 
@@ -202,6 +256,17 @@ impl HyStart {
     /// the window per RTT; a receive window that opened a round late, less).
     pub fn ack_rate(&self) -> u64 {
         self.peak_ack_rate
+    }
+
+    /// The bottleneck's rate from reports that show it saturated, bytes/s
+    /// (0 if none did): three consecutive buckets whose reports each arrived
+    /// at least 5/4 as slowly as the data they acknowledge had left. The data
+    /// queued at the bottleneck all that time, so it was busy and the rate
+    /// is its own (or this flow's share of it, on a shared one) — not the
+    /// lower bound an unsaturated bucket gives, which reads the rate the
+    /// sender paced at.
+    pub fn saturated_rate(&self) -> u64 {
+        self.peak_saturated_rate
     }
 
     /// Starts over (after a loss ends slow start, or a timeout restarts it).
@@ -282,6 +347,54 @@ mod tests {
         let true_rate = 50_000_000u64;
         let r = h.ack_rate();
         assert!(r > true_rate * 9 / 10 && r < true_rate * 11 / 10, "estimate {r} B/s against {true_rate}");
+    }
+
+    /// Reports 200 µs apart acknowledging 10 KB each (50 MB/s) for data
+    /// that left 100 µs apart: a queue grew at the bottleneck all along, so
+    /// 50 MB/s is its rate. The same reports for data that left 200 µs apart
+    /// (the pacer's rate, nothing queued) are no such measurement.
+    #[test]
+    fn reports_slower_than_the_sends_measure_a_saturated_bottleneck() {
+        for (send_gap_us, saturated) in [(100u64, true), (200, false), (190, false)] {
+            let mut h = HyStart::default();
+            for i in 0..200u64 {
+                let mut a = ack(0, 10_000, 20, i == 0);
+                a.now = Instant::from_micros(20_000 + i * 200);
+                a.sent_at = Some(Instant::from_micros(i * send_gap_us));
+                h.on_ack(&a);
+            }
+            let r = h.saturated_rate();
+            if saturated {
+                assert!((49_000_000..=51_000_000).contains(&r), "sent every {send_gap_us} µs: {r} B/s");
+            } else {
+                assert_eq!(r, 0, "sent every {send_gap_us} µs");
+            }
+            assert!((49_000_000..=51_000_000).contains(&h.ack_rate()));
+        }
+    }
+
+    /// Unsaturated reports (spaced as the data left, 200 µs) and one 6 ms
+    /// stall on the way back, the backlog released at once behind it: the
+    /// stalled bucket reads 4 times slower than its data left, the one
+    /// after it faster — not a saturated bottleneck, and the rate the
+    /// sender paced at must not pass for the bottleneck's.
+    #[test]
+    fn a_stall_on_the_way_back_is_not_saturation() {
+        let mut h = HyStart::default();
+        let stall = (20_000 + 100 * 200, 6_000);
+        for i in 0..300u64 {
+            let nominal = 20_000 + i * 200;
+            let at = if (stall.0..stall.0 + stall.1).contains(&nominal) {
+                stall.0 + stall.1 + i % 50
+            } else {
+                nominal
+            };
+            let mut a = ack(0, 10_000, 20, i == 0);
+            a.now = Instant::from_micros(at);
+            a.sent_at = Some(Instant::from_micros(i * 200));
+            h.on_ack(&a);
+        }
+        assert_eq!(h.saturated_rate(), 0);
     }
 
     #[test]

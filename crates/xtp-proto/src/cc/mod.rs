@@ -49,6 +49,9 @@ pub struct Ack {
     pub bytes: u64,
     /// RTT of the packet whose `sync` the report echoes, if it was ours.
     pub rtt: Option<Duration>,
+    /// When the packet whose `sync` the report echoes was sent, if it was
+    /// ours (what `rtt` is measured from).
+    pub sent_at: Option<Instant>,
     /// Smoothed RTT (the sample itself before the first smoothing).
     pub srtt: Duration,
     /// Smallest RTT seen.
@@ -228,6 +231,7 @@ pub(crate) mod tests {
             now: Instant::from_millis(ms),
             bytes,
             rtt: Some(rtt),
+            sent_at: Some(Instant::from_millis(ms.saturating_sub(rtt_ms))),
             srtt: rtt,
             min_rtt: rtt,
             in_flight: 0,

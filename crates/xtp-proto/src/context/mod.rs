@@ -921,6 +921,7 @@ impl Context {
                 now,
                 bytes: acked,
                 rtt: info.rtt,
+                sent_at: info.echoed_sent_at,
                 srtt: self.rtt.srtt().unwrap_or_default(),
                 min_rtt: self.rec.min_rtt.unwrap_or_default(),
                 in_flight: self.send.in_flight(),
