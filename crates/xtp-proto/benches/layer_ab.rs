@@ -17,7 +17,9 @@
 //! Each batch runs about `T` ms (default 25) of the first path; `N` rounds
 //! (default 21). Every exchange is checked (the bytes each side read) and
 //! each batch's datagram count must equal the first path's over the same
-//! exchanges, so both paths time the same round trips.
+//! exchanges, so both paths time the same round trips. A path may be
+//! named twice (`--paths direct,direct`): the ratio of a path against
+//! itself is the harness's own spread.
 
 use std::time::Instant;
 
@@ -83,10 +85,17 @@ fn main() {
             "bulk" => (Bytes::from(vec![0x5au8; 1 << 20]), false),
             size => (Bytes::from(vec![0x42u8; size.parse().unwrap()]), true),
         };
-        let mut xs: Vec<(&str, Box<dyn Exchange>)> =
-            paths().into_iter().filter(|(name, _)| o.paths.iter().any(|p| p == name)).collect();
-        xs.sort_by_key(|(name, _)| o.paths.iter().position(|p| p == name));
-        assert_eq!(xs.len(), o.paths.len(), "--paths: unknown path among {:?}", o.paths);
+        // Each from a fresh set, so a path may be named twice: an A/A run
+        // (`--paths direct,direct`) shows the harness's own spread.
+        let mut xs: Vec<(&str, Box<dyn Exchange>)> = o
+            .paths
+            .iter()
+            .map(|want| {
+                paths().into_iter().find(|(name, _)| name == want).unwrap_or_else(|| {
+                    panic!("--paths: no path `{want}` (direct, compiled-contig, compiled-rope, contig, rope)")
+                })
+            })
+            .collect();
         // Calibrate on the first path: the batch that takes about `ms`.
         let t = Instant::now();
         let mut probe = 0;
