@@ -21,12 +21,19 @@
 //! named twice (`--paths direct,direct`): the ratio of a path against
 //! itself is the harness's own spread.
 
-use std::time::Instant;
-
 use bytes::Bytes;
+use criterion::measurement::{Measurement, WallTime};
 
 mod paths;
 use paths::{Exchange, paths};
+
+/// Seconds `f` took, on criterion's wall clock (the one `layer.rs` times
+/// with; this crate's code never reads the clock itself).
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let start = WallTime.start();
+    let r = f();
+    (r, WallTime.end(start).as_secs_f64())
+}
 
 struct Opts {
     workloads: Vec<String>,
@@ -97,13 +104,12 @@ fn main() {
             })
             .collect();
         // Calibrate on the first path: the batch that takes about `ms`.
-        let t = Instant::now();
-        let mut probe = 0;
-        while t.elapsed().as_secs_f64() < 0.05 {
-            batch(xs[0].1.as_mut(), &data, echo, 1);
+        let (mut probe, mut spent) = (0, 0.0);
+        while spent < 0.05 {
+            spent += timed(|| batch(xs[0].1.as_mut(), &data, echo, 1)).1;
             probe += 1;
         }
-        let per = t.elapsed().as_secs_f64() / probe as f64;
+        let per = spent / probe as f64;
         let n = ((o.ms / 1e3 / per) as usize).max(1);
         // Warm up every path (and bring each to the first's exchange count,
         // so the datagram check compares the same ranks).
@@ -121,9 +127,9 @@ fn main() {
             let order: Vec<usize> =
                 if r % 2 == 0 { (0..xs.len()).collect() } else { (0..xs.len()).rev().collect() };
             for i in order {
-                let t = Instant::now();
-                dg[i] = batch(xs[i].1.as_mut(), &data, echo, n);
-                round[i] = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+                let (d, t) = timed(|| batch(xs[i].1.as_mut(), &data, echo, n));
+                dg[i] = d;
+                round[i] = t * 1e9 / n as f64;
             }
             for i in 1..xs.len() {
                 assert_eq!(dg[i], dg[0], "round {r}: {} sent other datagrams than {}", xs[i].0, xs[0].0);
