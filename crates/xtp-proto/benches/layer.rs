@@ -1,256 +1,45 @@
-//! The framework path against the direct path (issue #16): the same
-//! ping-pong and bulk transfer as `engine.rs`, once on two `Endpoint`s over
-//! the test kit's `Wire` (direct), once on two `xk-core` graphs holding
-//! `XtpProtocol` over `GraphWire` (framework), once on two compiled
-//! `Stack`s holding the same `XtpProtocol` over `StackWire` (compiled), in
-//! each message form. The
-//! packets are the same on both paths (`tests/layer.rs` checks it), so the
-//! ratio is the framework's own cost: the dispatcher, the dynamic calls,
-//! the device header, the message conversions.
-//!
-//! Copies: the direct wire copies each datagram once, from the sender's
-//! packet buffer into a shared receive arena (`Delivery::Arena`, as the UDP
-//! driver receives); the framework paths have the endpoint write each
-//! packet into a scratch buffer that stays in the cache and copy it once, at
-//! its length, into a shared 64 KiB transmit arena (not zeroed), whose frame
-//! the device hands over. One pass over the bytes each.
-//!
-//! The echoes pass each delivered chunk on with its end-of-message mark
-//! (`push_part` on both framework paths, `write(.., eom, ..)` on the direct
-//! one), so all three send the same packets.
+//! The framework path against the direct path (issue #16), each path timed
+//! by criterion on its own: the direct pair, the compiled stacks and the
+//! run-time graphs in each message form (`paths/mod.rs`). `layer_ab.rs`
+//! times the direct and compiled paths in alternating batches instead, for
+//! a ratio that the machine's load drifting between two criterion runs
+//! does not move.
 
+use std::cell::{Cell, RefCell};
 use std::hint::black_box;
 
 use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use xk_core::compiled::Stack;
-use xk_core::{Addr, ArenaId, Event as GEvent, GraphBuilder, Part, Participants, SessionId};
-use xk_msg::{Contig, Msg, Rope};
-use xk_time::{Duration, HeapQueue, Instant, TimerQueue};
-use xtp_proto::{ContextConfig, ContextId, Endpoint, EndpointConfig, Event, NoTrace, XtpProtocol};
-use xtp_testkit::{Delivery, GraphWire, StackPair, StackWire, Wire};
 
-/// The direct pair: as `engine.rs`'s.
-struct Direct {
-    w: Wire,
-    client: ContextId,
-}
-
-impl Direct {
-    fn new(cfg: ContextConfig) -> Self {
-        let ep = EndpointConfig::default();
-        let mut a = Endpoint::<NoTrace>::new(ep.clone(), 1);
-        let mut b = Endpoint::new(ep, 2);
-        b.listen(7, cfg.clone()).unwrap();
-        let (aa, ba) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
-        let client = a.connect(Instant::ZERO, ba, 7, cfg).unwrap();
-        let mut w = Wire::new(a, aa, b, ba, Instant::ZERO);
-        w.step = Duration::from_micros(1);
-        w.delivery = Delivery::Arena;
-        w.log = false;
-        Direct { w, client }
-    }
-
-    fn pump(&mut self, echo: bool) -> (usize, usize) {
-        let (mut s, mut c) = (0, 0);
-        loop {
-            let mut moved = self.w.from_a() > 0;
-            let (b, now) = (&mut self.w.b, self.w.now);
-            while let Some(ev) = b.poll_event() {
-                if let Event::Readable { ctx } = ev {
-                    while let Some(ch) = b.read(now, ctx) {
-                        s += ch.data.len();
-                        if echo {
-                            b.write(now, ctx, ch.data, ch.eom, None).unwrap();
-                        }
-                    }
-                }
-            }
-            moved |= self.w.from_b() > 0;
-            let (a, now) = (&mut self.w.a, self.w.now);
-            while let Some(ev) = a.poll_event() {
-                if let Event::Readable { ctx } = ev {
-                    while let Some(ch) = a.read(now, ctx) {
-                        c += ch.data.len();
-                    }
-                }
-            }
-            if !moved {
-                return (s, c);
-            }
-        }
-    }
-}
-
-/// The framework pair: XTP in two graphs.
-struct Framework<M> {
-    w: GraphWire<M>,
-    client: SessionId,
-}
-
-impl<M: Msg + 'static> Framework<M> {
-    fn new<Q: TimerQueue<ArenaId> + Default + 'static>(cfg: ContextConfig) -> Self {
-        let ep = EndpointConfig::default();
-        let graph = |seed| {
-            let mut b = GraphBuilder::<M>::new();
-            let x = b.add(XtpProtocol::<M, Q>::with_timer_queue(ep.clone(), cfg.clone(), seed), &[]);
-            (b.build().unwrap(), x)
-        };
-        let (a, xa) = graph(1);
-        let (mut b, xb) = graph(2);
-        b.open_enable(xb, &Participants::local(Part::top_first([Addr::Port(7)]))).unwrap();
-        let (aa, ba) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
-        let mut w = GraphWire::new((a, xa, aa), (b, xb, ba), Instant::ZERO);
-        w.step = Duration::from_micros(1);
-        let remote = Part::top_first([Addr::Port(7), Addr::Inet(ba)]);
-        let client = w.a.open(xa, &Participants::new(Part::new(), remote)).unwrap();
-        Framework { w, client }
-    }
-
-    fn pump(&mut self, echo: bool) -> (usize, usize) {
-        pump_pair(&mut self.w, echo)
-    }
-}
-
-/// The compiled pair: XTP in two `Stack`s (the composition a type, every
-/// call static, the peer beside the frame).
-struct Compiled<M: Msg> {
-    w: StackWire<M, XtpProtocol<M, HeapQueue<ArenaId>>>,
-    client: SessionId,
-}
-
-impl<M: Msg + 'static> Compiled<M> {
-    fn new(cfg: ContextConfig) -> Self {
-        let ep = EndpointConfig::default();
-        let stack = |seed| Stack::new(XtpProtocol::<M>::new(ep.clone(), cfg.clone(), seed)).unwrap();
-        let (a, mut b) = (stack(1), stack(2));
-        b.open_enable(&Participants::local(Part::top_first([Addr::Port(7)]))).unwrap();
-        let (aa, ba) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
-        let mut w = StackWire::new((a, aa), (b, ba), Instant::ZERO);
-        w.step = Duration::from_micros(1);
-        let remote = Part::top_first([Addr::Port(7), Addr::Inet(ba)]);
-        let client = w.a.open(&Participants::new(Part::new(), remote)).unwrap();
-        Compiled { w, client }
-    }
-
-    fn pump(&mut self, echo: bool) -> (usize, usize) {
-        pump_pair(&mut self.w, echo)
-    }
-}
-
-/// One path of the comparison: the application's write, one round of
-/// delivery, and a jump to the next timer.
-/// Moves frames both ways until both stacks are quiet; b echoes what it
-/// receives if `echo`, each chunk with its mark as the direct echo does.
-/// Returns (bytes b received, bytes a received back). One copy for both
-/// compositions, monomorphised for each.
-fn pump_pair<M: Msg>(w: &mut impl StackPair<M>, echo: bool) -> (usize, usize) {
-    let (mut s, mut c) = (0, 0);
-    loop {
-        let mut moved = w.deliver(true) > 0;
-        while let Some(ev) = w.poll_event(false) {
-            if let GEvent::Deliver { session, msg, eom } = ev {
-                s += msg.len();
-                if echo {
-                    w.push_part(false, session, msg, eom).unwrap();
-                }
-            }
-        }
-        moved |= w.deliver(false) > 0;
-        while let Some(ev) = w.poll_event(true) {
-            if let GEvent::Deliver { msg, .. } = ev {
-                c += msg.len();
-            }
-        }
-        if !moved {
-            return (s, c);
-        }
-    }
-}
-
-trait Exchange {
-    fn send(&mut self, data: &Bytes);
-    /// Delivers what is in flight; the bytes the server and the client read.
-    fn pump(&mut self, echo: bool) -> (usize, usize);
-    /// Fires the next timer (false: none left).
-    fn fire_next_timer(&mut self) -> bool;
-
-    /// A transfer of `data`, echoed or not: pumps until both sides have
-    /// read what they should, firing timers when the path falls quiet
-    /// first. The bytes the server and the client read.
-    fn exchange(&mut self, data: &Bytes, echo: bool) -> (usize, usize) {
-        self.send(data);
-        let (mut s, mut c) = self.pump(echo);
-        let want = (data.len(), if echo { data.len() } else { 0 });
-        for _ in 0..10_000 {
-            if s >= want.0 && c >= want.1 || !self.fire_next_timer() {
-                break;
-            }
-            let (ds, dc) = self.pump(echo);
-            (s, c) = (s + ds, c + dc);
-        }
-        (s, c)
-    }
-}
-
-impl Exchange for Direct {
-    fn send(&mut self, data: &Bytes) {
-        self.w.a.write(self.w.now, self.client, data.clone(), true, None).unwrap();
-    }
-    fn pump(&mut self, echo: bool) -> (usize, usize) {
-        Direct::pump(self, echo)
-    }
-    fn fire_next_timer(&mut self) -> bool {
-        self.w.fire_next_timer(None)
-    }
-}
-
-impl<M: Msg + 'static> Exchange for Framework<M> {
-    fn send(&mut self, data: &Bytes) {
-        // The application hands a shared payload: no copy in either form.
-        self.w.a.push(self.client, M::from_shared(data.clone())).unwrap();
-    }
-    fn pump(&mut self, echo: bool) -> (usize, usize) {
-        Framework::pump(self, echo)
-    }
-    fn fire_next_timer(&mut self) -> bool {
-        self.w.fire_next_timer(None)
-    }
-}
-
-impl<M: Msg + 'static> Exchange for Compiled<M> {
-    fn send(&mut self, data: &Bytes) {
-        self.w.a.push(self.client, M::from_shared(data.clone())).unwrap();
-    }
-    fn pump(&mut self, echo: bool) -> (usize, usize) {
-        Compiled::pump(self, echo)
-    }
-    fn fire_next_timer(&mut self) -> bool {
-        self.w.fire_next_timer(None)
-    }
-}
-
-/// The paths, each new (direct; the dynamic graph with ropes and with
-/// contiguous messages; the compiled stack with each), under their
-/// benchmark names.
-fn paths() -> [(&'static str, Box<dyn Exchange>); 5] {
-    [
-        ("direct", Box::new(Direct::new(ContextConfig::stream()))),
-        ("compiled-contig", Box::new(Compiled::<Contig>::new(ContextConfig::stream()))),
-        ("compiled-rope", Box::new(Compiled::<Rope>::new(ContextConfig::stream()))),
-        ("rope", Box::new(Framework::<Rope>::new::<HeapQueue<ArenaId>>(ContextConfig::stream()))),
-        ("contig", Box::new(Framework::<Contig>::new::<HeapQueue<ArenaId>>(ContextConfig::stream()))),
-    ]
-}
+mod paths;
+use paths::{Exchange, paths};
 
 /// Times `x` exchanging `data`, checking every exchange moved what it
-/// should. (One dynamic call per exchange, on every path alike: a
-/// nanosecond against microseconds, and not in the ratio.)
-fn time(b: &mut criterion::Bencher<'_>, x: &mut dyn Exchange, data: &Bytes, echo: bool) {
+/// should: the bytes each side read, and the datagrams against the direct
+/// path's exchange of the same rank (`direct`: recorded by the direct
+/// path, which runs first; every other path must match it, so each path
+/// times the same round trips; `rank` counts the path's exchanges across
+/// criterion's calls). (One dynamic call per exchange, on every path
+/// alike: a nanosecond against microseconds, and not in the ratio.)
+fn time(
+    b: &mut criterion::Bencher<'_>,
+    x: &mut dyn Exchange,
+    data: &Bytes,
+    echo: bool,
+    direct: &RefCell<Vec<usize>>,
+    (is_direct, rank): (bool, &Cell<usize>),
+) {
     let want = (data.len(), if echo { data.len() } else { 0 });
     b.iter(|| {
         let got = x.exchange(data, echo);
-        assert_eq!(got, want);
+        assert_eq!((got.server, got.client), want);
+        let mut d = direct.borrow_mut();
+        if is_direct {
+            d.push(got.datagrams);
+        } else if let Some(&n) = d.get(rank.get()) {
+            assert_eq!(got.datagrams, n, "exchange {}: datagrams differ from the direct path's", rank.get());
+        }
+        rank.set(rank.get() + 1);
         black_box(got)
     })
 }
@@ -260,8 +49,12 @@ fn pingpong(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     for size in [10usize, 1000, 10_000] {
         let data = Bytes::from(vec![0x42u8; size]);
+        let direct = RefCell::new(Vec::new());
         for (name, mut x) in paths() {
-            group.bench_function(BenchmarkId::new(name, size), |b| time(b, x.as_mut(), &data, true));
+            let me = (name == "direct", &Cell::new(0));
+            group.bench_function(BenchmarkId::new(name, size), |b| {
+                time(b, x.as_mut(), &data, true, &direct, me)
+            });
         }
     }
     group.finish();
@@ -271,8 +64,10 @@ fn bulk(c: &mut Criterion) {
     let mut group = c.benchmark_group("framework/bulk");
     let data = Bytes::from(vec![0x5au8; 1 << 20]);
     group.throughput(Throughput::Bytes(data.len() as u64));
+    let direct = RefCell::new(Vec::new());
     for (name, mut x) in paths() {
-        group.bench_function(name, |b| time(b, x.as_mut(), &data, false));
+        let me = (name == "direct", &Cell::new(0));
+        group.bench_function(name, |b| time(b, x.as_mut(), &data, false, &direct, me));
     }
     group.finish();
 }

@@ -25,21 +25,28 @@ pub trait StackPair<M> {
     fn fire_next_timer(&mut self, end: Option<Instant>) -> bool;
 }
 
-/// The methods both wires have under the same names.
+/// The methods both wires have under the same names. Inline: the
+/// benchmarks' loops call them per packet, and a call here would be
+/// charged to whichever composition's loop it happened to land in.
 macro_rules! forward {
     () => {
+        #[inline]
         fn deliver(&mut self, from_a: bool) -> usize {
             if from_a { self.from_a() } else { self.from_b() }
         }
+        #[inline]
         fn poll_event(&mut self, at_a: bool) -> Option<Event<M>> {
             if at_a { self.a.poll_event() } else { self.b.poll_event() }
         }
+        #[inline]
         fn push(&mut self, at_a: bool, session: SessionId, msg: M) -> Result<(), PushError> {
             if at_a { self.a.push(session, msg) } else { self.b.push(session, msg) }
         }
+        #[inline]
         fn push_part(&mut self, at_a: bool, session: SessionId, msg: M, eom: bool) -> Result<(), PushError> {
             if at_a { self.a.push_part(session, msg, eom) } else { self.b.push_part(session, msg, eom) }
         }
+        #[inline]
         fn fire_next_timer(&mut self, end: Option<Instant>) -> bool {
             // The inherent method (it takes precedence over this one).
             Self::fire_next_timer(self, end)
