@@ -6,9 +6,13 @@
 //! `XtpProtocol` over `GraphWire` (framework), once on two compiled
 //! `Stack`s holding the same `XtpProtocol` over `StackWire` (compiled), in
 //! each message form. The packets are the same on every path
-//! (`tests/layer.rs`, `tests/compiled.rs`; and each benchmark checks the
-//! datagram count of every exchange against the direct path's), so the
-//! ratio is the framework's own cost.
+//! (`tests/layer.rs`, `tests/compiled.rs` compare the packets themselves),
+//! so the ratio is the framework's own cost. The benchmarks check counts
+//! only: `layer.rs` the datagrams of every exchange against the direct
+//! path's exchange of the same rank, `layer_ab.rs` one sum of datagrams
+//! per timed batch against the direct batch of the same ranks (a
+//! difference that cancels within a batch would pass it; `tests/layer.rs`
+//! is the check on the packets).
 //!
 //! Copies: each wire copies each datagram once, from the buffer the sender
 //! wrote it into to a shared 64 KiB receive arena (`Delivery::Arena`, as
@@ -19,6 +23,8 @@
 //! The echoes pass each delivered chunk on with its end-of-message mark
 //! (`push_part` on both framework paths, `write(.., eom, ..)` on the direct
 //! one), so all three send the same packets.
+
+use std::marker::PhantomData;
 
 use bytes::Bytes;
 use xk_core::compiled::Stack;
@@ -84,60 +90,51 @@ impl Direct {
     }
 }
 
-/// The framework pair: XTP in two graphs.
-struct Framework<M> {
-    w: GraphWire<M>,
+/// A framework pair: XTP in two graphs (`GraphWire`) or in two compiled
+/// `Stack`s (`StackWire`: the composition a type, every call static, the
+/// peer beside the frame). Both wires share the `StackPair` interface, so
+/// one `Exchange` impl serves both, monomorphised for each.
+struct Pair<M, W> {
+    w: W,
     client: SessionId,
+    _msg: PhantomData<M>,
 }
 
-impl<M: Msg + 'static> Framework<M> {
-    fn new<Q: TimerQueue<ArenaId> + Default + 'static>(cfg: ContextConfig) -> Self {
-        let ep = EndpointConfig::default();
-        let graph = |seed| {
-            let mut b = GraphBuilder::<M>::new();
-            let x = b.add(XtpProtocol::<M, Q>::with_timer_queue(ep.clone(), cfg.clone(), seed), &[]);
-            (b.build().unwrap(), x)
-        };
-        let (a, xa) = graph(1);
-        let (mut b, xb) = graph(2);
-        b.open_enable(xb, &Participants::local(Part::top_first([Addr::Port(7)]))).unwrap();
-        let (aa, ba) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
-        let mut w = GraphWire::new((a, xa, aa), (b, xb, ba), Instant::ZERO);
-        w.step = Duration::from_micros(1);
-        let remote = Part::top_first([Addr::Port(7), Addr::Inet(ba)]);
-        let client = w.a.open(xa, &Participants::new(Part::new(), remote)).unwrap();
-        Framework { w, client }
-    }
-
-    fn pump(&mut self, echo: bool) -> Moved {
-        pump_pair(&mut self.w, echo)
-    }
+/// XTP in two graphs.
+fn framework<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static>(
+    cfg: ContextConfig,
+) -> Pair<M, GraphWire<M>> {
+    let ep = EndpointConfig::default();
+    let graph = |seed| {
+        let mut b = GraphBuilder::<M>::new();
+        let x = b.add(XtpProtocol::<M, Q>::with_timer_queue(ep.clone(), cfg.clone(), seed), &[]);
+        (b.build().unwrap(), x)
+    };
+    let (a, xa) = graph(1);
+    let (mut b, xb) = graph(2);
+    b.open_enable(xb, &Participants::local(Part::top_first([Addr::Port(7)]))).unwrap();
+    let (aa, ba) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
+    let mut w = GraphWire::new((a, xa, aa), (b, xb, ba), Instant::ZERO);
+    w.step = Duration::from_micros(1);
+    let remote = Part::top_first([Addr::Port(7), Addr::Inet(ba)]);
+    let client = w.a.open(xa, &Participants::new(Part::new(), remote)).unwrap();
+    Pair { w, client, _msg: PhantomData }
 }
 
-/// The compiled pair: XTP in two `Stack`s (the composition a type, every
-/// call static, the peer beside the frame).
-struct Compiled<M: Msg> {
-    w: StackWire<M, XtpProtocol<M, HeapQueue<ArenaId>>>,
-    client: SessionId,
-}
-
-impl<M: Msg + 'static> Compiled<M> {
-    fn new(cfg: ContextConfig) -> Self {
-        let ep = EndpointConfig::default();
-        let stack = |seed| Stack::new(XtpProtocol::<M>::new(ep.clone(), cfg.clone(), seed)).unwrap();
-        let (a, mut b) = (stack(1), stack(2));
-        b.open_enable(&Participants::local(Part::top_first([Addr::Port(7)]))).unwrap();
-        let (aa, ba) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
-        let mut w = StackWire::new((a, aa), (b, ba), Instant::ZERO);
-        w.step = Duration::from_micros(1);
-        let remote = Part::top_first([Addr::Port(7), Addr::Inet(ba)]);
-        let client = w.a.open(&Participants::new(Part::new(), remote)).unwrap();
-        Compiled { w, client }
-    }
-
-    fn pump(&mut self, echo: bool) -> Moved {
-        pump_pair(&mut self.w, echo)
-    }
+/// XTP in two compiled `Stack`s.
+fn compiled<M: Msg + 'static>(
+    cfg: ContextConfig,
+) -> Pair<M, StackWire<M, XtpProtocol<M, HeapQueue<ArenaId>>>> {
+    let ep = EndpointConfig::default();
+    let stack = |seed| Stack::new(XtpProtocol::<M>::new(ep.clone(), cfg.clone(), seed)).unwrap();
+    let (a, mut b) = (stack(1), stack(2));
+    b.open_enable(&Participants::local(Part::top_first([Addr::Port(7)]))).unwrap();
+    let (aa, ba) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
+    let mut w = StackWire::new((a, aa), (b, ba), Instant::ZERO);
+    w.step = Duration::from_micros(1);
+    let remote = Part::top_first([Addr::Port(7), Addr::Inet(ba)]);
+    let client = w.a.open(&Participants::new(Part::new(), remote)).unwrap();
+    Pair { w, client, _msg: PhantomData }
 }
 
 /// Moves frames both ways until both stacks are quiet; b echoes what it
@@ -221,40 +218,35 @@ impl Exchange for Direct {
     }
 }
 
-impl<M: Msg + 'static> Exchange for Framework<M> {
+impl<M: Msg + 'static, W: StackPair<M>> Exchange for Pair<M, W> {
     fn send(&mut self, data: &Bytes) {
         // The application hands a shared payload: no copy in either form.
-        self.w.a.push(self.client, M::from_shared(data.clone())).unwrap();
+        self.w.push(true, self.client, M::from_shared(data.clone())).unwrap();
     }
     fn pump(&mut self, echo: bool) -> Moved {
-        Framework::pump(self, echo)
+        pump_pair(&mut self.w, echo)
     }
     fn fire_next_timer(&mut self) -> bool {
         self.w.fire_next_timer(None)
     }
 }
 
-impl<M: Msg + 'static> Exchange for Compiled<M> {
-    fn send(&mut self, data: &Bytes) {
-        self.w.a.push(self.client, M::from_shared(data.clone())).unwrap();
-    }
-    fn pump(&mut self, echo: bool) -> Moved {
-        Compiled::pump(self, echo)
-    }
-    fn fire_next_timer(&mut self) -> bool {
-        self.w.fire_next_timer(None)
-    }
-}
+/// The paths' names, in the order `layer.rs` times them (direct first: it
+/// records the datagram counts the others are checked against); `make`
+/// builds any of them.
+pub(crate) const NAMES: [&str; 5] = ["direct", "compiled-contig", "compiled-rope", "rope", "contig"];
 
-/// The paths, each new (direct; the dynamic graph with ropes and with
-/// contiguous messages; the compiled stack with each), under their
-/// benchmark names.
-pub(crate) fn paths() -> [(&'static str, Box<dyn Exchange>); 5] {
-    [
-        ("direct", Box::new(Direct::new(ContextConfig::stream()))),
-        ("compiled-contig", Box::new(Compiled::<Contig>::new(ContextConfig::stream()))),
-        ("compiled-rope", Box::new(Compiled::<Rope>::new(ContextConfig::stream()))),
-        ("rope", Box::new(Framework::<Rope>::new::<HeapQueue<ArenaId>>(ContextConfig::stream()))),
-        ("contig", Box::new(Framework::<Contig>::new::<HeapQueue<ArenaId>>(ContextConfig::stream()))),
-    ]
+/// A new instance of the path `name` (one of `NAMES`; `None` for another
+/// name): direct; the compiled stack with contiguous messages and with
+/// ropes; the dynamic graph with each.
+pub(crate) fn make(name: &str) -> Option<Box<dyn Exchange>> {
+    let cfg = ContextConfig::stream();
+    Some(match name {
+        "direct" => Box::new(Direct::new(cfg)),
+        "compiled-contig" => Box::new(compiled::<Contig>(cfg)),
+        "compiled-rope" => Box::new(compiled::<Rope>(cfg)),
+        "rope" => Box::new(framework::<Rope, HeapQueue<ArenaId>>(cfg)),
+        "contig" => Box::new(framework::<Contig, HeapQueue<ArenaId>>(cfg)),
+        _ => return None,
+    })
 }
