@@ -880,7 +880,9 @@ fn limit_note(at: &[&Row]) -> String {
             let ratio = r.cpu_ns / base.cpu_ns;
             let noise = round_spread(r).max(round_spread(base));
             let flag = match (ratio < 1.0, (ratio - 1.0).abs() < noise) {
-                (true, true) => format!(" (faster than zero-copy, within the rounds' spread of {:.0} %)", 100.0 * noise),
+                (true, true) => {
+                    format!(" (faster than zero-copy, within the rounds' spread of {:.0} %)", 100.0 * noise)
+                }
                 (true, false) => " (faster than zero-copy: not the seed's effect)".to_string(),
                 (false, true) => format!(" (within the rounds' spread of {:.0} %)", 100.0 * noise),
                 (false, false) => String::new(),
@@ -1067,7 +1069,8 @@ fn reading(rows: &[Row]) -> String {
     let spreads: Vec<String> = nets_here
         .iter()
         .map(|&net| {
-            let v: Vec<f64> = rows.iter().filter(|r| r.net == net).map(round_spread).filter(|v| v.is_finite()).collect();
+            let v: Vec<f64> =
+                rows.iter().filter(|r| r.net == net).map(round_spread).filter(|v| v.is_finite()).collect();
             let (rounds, ops) = rows.iter().find(|r| r.net == net).map_or((0, 0), |r| (r.rounds, r.ops));
             format!(
                 "{} {:.1} % median, {:.0} % at most ({rounds} rounds of {ops} operations)",
@@ -1118,7 +1121,7 @@ fn reading(rows: &[Row]) -> String {
     } else {
         format!(
             " In this run it grows with the limit, every round of the larger limit slower than every round of the smaller, at {grows} of {limit_points} points{}.",
-            if not.is_empty() { format!(" (not at {})", not.join(", ")) } else { String::new() }
+            if not.is_empty() { String::new() } else { format!(" (not at {})", not.join(", ")) }
         )
     };
     // Compiled / graph per network, median over the points (contiguous
@@ -1198,6 +1201,9 @@ mod tests {
         assert!(text.contains("not smaller over UDP"), "{text}");
         assert!(!text.contains("shrink"), "{text}");
         assert!(text.contains("at 1 of 2 points (not at udp pingpong 10 B)"), "{text}");
-        assert!(text.contains("over UDP 57.2 % median, 108 % at most (2 rounds of 20 operations)"), "per-network spreads: {text}");
+        assert!(
+            text.contains("over UDP 57.2 % median, 108 % at most (2 rounds of 20 operations)"),
+            "per-network spreads: {text}"
+        );
     }
 }

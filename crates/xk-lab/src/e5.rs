@@ -512,12 +512,16 @@ impl Experiment for E5 {
             "E5: the share of time the one-entry cache saves when each message's packets arrive back to back and the contexts take turns: the first packet of a message misses the cache, the rest hit.",
         );
         let spread = |v: &[f64]| {
-            (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+            (
+                v.iter().copied().fold(f64::INFINITY, f64::min),
+                v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            )
         };
         let sweep: Vec<&Row> = rows.iter().filter(|r| r.size == p.size).collect();
         let (h0, h1) = spread(&sweep.iter().map(|r| r.hit_ns).collect::<Vec<_>>());
         // At one context a "miss" is a hit: the misses are the other counts'.
-        let (m0, m1) = spread(&sweep.iter().filter(|r| r.contexts > 1).map(|r| r.miss_ns).collect::<Vec<_>>());
+        let (m0, m1) =
+            spread(&sweep.iter().filter(|r| r.contexts > 1).map(|r| r.miss_ns).collect::<Vec<_>>());
         let mut text = format!(
             "Over {}–{} contexts a cache hit costs {h0:.0}–{h1:.0} ns per packet and a miss (two or more contexts) {m0:.0}–{m1:.0} ns.",
             sweep.first().map_or(0, |r| r.contexts),
@@ -553,7 +557,11 @@ impl Experiment for E5 {
             text += &format!(
                 " In the message-size sweep at most {:.2} % of a message's whole receive time is saved{}. Packets by return key (the steady state of every context) need no lookup.",
                 100.0 * most,
-                if most < 0.1 { ": beside checksumming and processing the packets, the hash lookup is small" } else { "" }
+                if most < 0.1 {
+                    ": beside checksumming and processing the packets, the hash lookup is small"
+                } else {
+                    ""
+                }
             );
         }
         page.reading(&text);

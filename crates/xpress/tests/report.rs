@@ -171,7 +171,8 @@ fn quick_report_has_every_experiment_and_renders() {
     let (of_demux, of_receive) =
         (big["saved_of_demux"].as_f64().unwrap(), big["saved_of_receive"].as_f64().unwrap());
     assert!(of_demux > 0.0 && of_demux < 1.0 && of_receive < of_demux, "{big}");
-XX
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("cf. seed 003 Fig. 5.3"), "E5's saved-share figure");
     // E8: 3 modes × 2 sizes profiled, and 3 calibration lengths (quick).
     let e8 = rows(&json, "E8");
     let profiles: Vec<_> = e8.iter().filter(|r| r["kind"] == "profile").collect();
