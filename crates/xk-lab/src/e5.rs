@@ -290,7 +290,7 @@ fn replay(s: &mut XtpStack<Rope>, cycle: &[&[u8]], per_msg: usize, packets: usiz
             // may demux too).
             d += samples.borrow().first().copied().unwrap_or(0);
             i += 1;
-            if i % 64 == 0 {
+            if i.is_multiple_of(64) {
                 drain(&mut s.graph);
             }
         }
