@@ -861,6 +861,11 @@ fn fastest_slowest<'a>(at: &[&'a Row], keep: impl Fn(&Row) -> bool) -> (Option<&
 }
 
 /// The `limit` rows against the zero-copy `contig/heap` row.
+/// A row's spread between its rounds, (max - min) / median.
+fn round_spread(r: &Row) -> f64 {
+    if r.cpu_ns > 0.0 { (r.cpu_ns_max - r.cpu_ns_min) / r.cpu_ns } else { f64::NAN }
+}
+
 fn limit_note(at: &[&Row]) -> String {
     let Some(base) = at
         .iter()
@@ -871,7 +876,19 @@ fn limit_note(at: &[&Row]) -> String {
     let parts: Vec<String> = at
         .iter()
         .filter(|r| r.limit > 0)
-        .map(|r| format!("limit {}: {:.2}x", r.limit, r.cpu_ns / base.cpu_ns))
+        .map(|r| {
+            let ratio = r.cpu_ns / base.cpu_ns;
+            let noise = round_spread(r).max(round_spread(base));
+            let flag = match (ratio < 1.0, (ratio - 1.0).abs() < noise) {
+                (true, true) => {
+                    format!(" (faster than zero-copy, within the rounds' spread of {:.0} %)", 100.0 * noise)
+                }
+                (true, false) => " (faster than zero-copy: not the seed's effect)".to_string(),
+                (false, true) => format!(" (within the rounds' spread of {:.0} %)", 100.0 * noise),
+                (false, false) => String::new(),
+            };
+            format!("limit {}: {ratio:.2}x{flag}", r.limit)
+        })
         .collect();
     if parts.is_empty() { String::new() } else { format!("; vs contig/heap {}", parts.join(", ")) }
 }
@@ -1011,8 +1028,16 @@ fn reading(rows: &[Row]) -> String {
         // timers); the compiled stack is another composition, given apart.
         let (fast, slow) = fastest_slowest(&at, |r| r.limit == 0 && r.compose == "graph");
         if let (Some(f), Some(s)) = (fast, slow) {
+            // The span is an effect only if it exceeds the two rows' own
+            // round-to-round spread.
+            let noise = round_spread(f).max(round_spread(s));
+            let flag = if s.cpu_ns / f.cpu_ns - 1.0 < noise {
+                format!(", within the rounds' spread of {:.0} %: not resolved", 100.0 * noise)
+            } else {
+                String::new()
+            };
             parts.push(format!(
-                "{net} {workload} {size} B: the graph's zero-copy variants span {:.2}x (fastest {}, slowest {}){}{}",
+                "{net} {workload} {size} B: the graph's zero-copy variants span {:.2}x (fastest {}, slowest {}{flag}){}{}",
                 s.cpu_ns / f.cpu_ns,
                 f.variant,
                 s.variant,
@@ -1038,9 +1063,67 @@ fn reading(rows: &[Row]) -> String {
         |r| format!("{} {}", point(r), r.timers),
         |g| Some(pick(g, |r| r.form == "rope")? / pick(g, |r| r.form == "contig")?),
     );
-    let spread = xk_stats::median(
-        rows.iter().filter(|r| r.cpu_ns > 0.0).map(|r| (r.cpu_ns_max - r.cpu_ns_min) / r.cpu_ns),
-    );
+    let nets_here: Vec<&str> =
+        ["sim", "udp"].into_iter().filter(|n| rows.iter().any(|r| r.net == *n)).collect();
+    let words = |net: &str| if net == "sim" { "in the simulator" } else { "over UDP" };
+    let spreads: Vec<String> = nets_here
+        .iter()
+        .map(|&net| {
+            let v: Vec<f64> =
+                rows.iter().filter(|r| r.net == net).map(round_spread).filter(|v| v.is_finite()).collect();
+            let (rounds, ops) = rows.iter().find(|r| r.net == net).map_or((0, 0), |r| (r.rounds, r.ops));
+            format!(
+                "{} {:.1} % median, {:.0} % at most ({rounds} rounds of {ops} operations)",
+                words(net),
+                100.0 * xk_stats::median(v.iter().copied()),
+                100.0 * v.iter().copied().fold(0.0, f64::max)
+            )
+        })
+        .collect();
+    // The graph's zero-copy span per network, median over the points.
+    let span = |net: &str| {
+        xk_stats::median(points(rows).into_iter().filter(|(n, _, _)| n == net).filter_map(|(n, w, size)| {
+            let at = rows_at(rows, &n, &w, size);
+            let (f, s) = fastest_slowest(&at, |r| r.limit == 0 && r.compose == "graph");
+            Some(s?.cpu_ns / f?.cpu_ns)
+        }))
+    };
+    let spans = match (span("sim"), span("udp")) {
+        (a, b) if a.is_finite() && b.is_finite() => format!(
+            " The median span of the graph's zero-copy variants is {a:.2}x in the simulator and {b:.2}x over UDP{}.",
+            if b < a {
+                ": smaller over UDP, where system calls and the wake-ups of two threads add tens of microseconds per round trip"
+            } else {
+                ": not smaller over UDP in this run, though system calls and thread wake-ups add tens of microseconds per round trip there"
+            }
+        ),
+        _ => String::new(),
+    };
+    // Whether the Limit rows' cost grows with the limit, beyond their
+    // spread, at each point that has two or more of them.
+    let (mut grows, mut limit_points, mut not) = (0, 0, Vec::new());
+    for (n, w, size) in points(rows) {
+        let mut lim: Vec<&Row> = rows_at(rows, &n, &w, size).into_iter().filter(|r| r.limit > 0).collect();
+        if lim.len() < 2 {
+            continue;
+        }
+        lim.sort_by_key(|r| r.limit);
+        limit_points += 1;
+        let up = lim.windows(2).all(|p| p[1].cpu_ns_min > p[0].cpu_ns_max);
+        if up {
+            grows += 1;
+        } else {
+            not.push(format!("{n} {w} {size} B"));
+        }
+    }
+    let limit_claim = if limit_points == 0 {
+        String::new()
+    } else {
+        format!(
+            " In this run it grows with the limit, every round of the larger limit slower than every round of the smaller, at {grows} of {limit_points} points{}.",
+            if not.is_empty() { String::new() } else { format!(" (not at {})", not.join(", ")) }
+        )
+    };
     // Compiled / graph per network, median over the points (contiguous
     // form, heap timers: the pair every point has).
     let compiled_vs_graph = |net: &str| {
@@ -1064,8 +1147,63 @@ fn reading(rows: &[Row]) -> String {
         format!(" Compiled / graph in this run, median over the points: {}.", nets.join(", "))
     };
     format!(
-        "{}. The compiled rows are `xk_core::compiled::Stack` (the composition `compose auto` picks for `app -> xtp -> <device>`, XTP a type parameter, no dispatcher queue, no dynamic call) beside the run-time graph with the same form and timers.{compiled} The compiled stack against the direct endpoint path is measured by xtp-proto's `layer` benchmark, not here (docs/PERF.md). Each choice of the graph alone, as the median over the points and the other choice: slowest / fastest timer queue {timers:.3}; rope / contig {form:.3}; against a median spread between a variant's rounds of {:.1} % of its time — an effect smaller than that spread is not one this run can see. A ping-pong or a bulk transfer on one context arms a few timers per packet, so the timer queue is not exercised hard here; the message form decides whether a layer boundary copies. The demux map's one-entry cache is not varied: after the key exchange every packet carries the return key, which XTP resolves by slot index without consulting the map, so in the timed rounds the cache is not consulted at all (E5 measures the demux with the cache hit, missed and off). Over UDP the system calls and the wake-ups of two threads cost tens of microseconds per round trip and the variants' differences shrink beside them. The Limit rows reproduce seed 000's effect: a message crossing from the application or the device into XTP is copied twice as a record of the maximum size (once when the message is made, once when XTP takes its bytes), one crossing from XTP to the device or to the application once (when the message is made); bytes copied per operation count them (both nodes in the simulator, the client only over UDP), so the cost grows with the limit even for 10-byte messages — the seed's EC took 3.06 ms at Limit 10 and 10.2 ms at Limit 10,000 for the same 10-byte ping-pong (3.3x), and 37.6 ms against SandiaXTP's 2.68 ms at 10,000 bytes (14x).",
+        "{}. The compiled rows are `xk_core::compiled::Stack` (the composition `compose auto` picks for `app -> xtp -> <device>`, XTP a type parameter, no dispatcher queue, no dynamic call) beside the run-time graph with the same form and timers.{compiled} The compiled stack against the direct endpoint path is measured by xtp-proto's `layer` benchmark, not here (docs/PERF.md). Each choice of the graph alone, as the median over the points and the other choice: slowest / fastest timer queue {timers:.3}; rope / contig {form:.3}; against the spread between a variant's rounds, (slowest − fastest round) / median, {} — an effect smaller than its rows' spread is not one this run can see, and the points above say where. A ping-pong or a bulk transfer on one context arms a few timers per packet, so the timer queue is not exercised hard here; the message form decides whether a layer boundary copies. The demux map's one-entry cache is not varied: after the key exchange every packet carries the return key, which XTP resolves by slot index without consulting the map, so in the timed rounds the cache is not consulted at all (E5 measures the demux with the cache hit, missed and off).{spans} The Limit rows model seed 000's effect: a message crossing from the application or the device into XTP is copied twice as a record of the maximum size (once when the message is made, once when XTP takes its bytes), one crossing from XTP to the device or to the application once (when the message is made); bytes copied per operation count them (both nodes in the simulator, the client only over UDP), so the cost should grow with the limit even for 10-byte messages.{limit_claim} The seed's EC took 3.06 ms at Limit 10 and 10.2 ms at Limit 10,000 for the same 10-byte ping-pong (3.3x), and 37.6 ms against SandiaXTP's 2.68 ms at 10,000 bytes (14x).",
         parts.join("; "),
-        100.0 * spread
+        spreads.join("; ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(net: &str, form: &str, limit: usize, cpu: f64, (lo, hi): (f64, f64)) -> Row {
+        Row {
+            net: net.into(),
+            workload: "pingpong".into(),
+            size: 10,
+            variant: format!("{form}/heap"),
+            compose: "graph".into(),
+            form: form.into(),
+            timers: "heap".into(),
+            limit,
+            ops: 20,
+            rounds: 2,
+            cpu_ns: cpu,
+            cpu_ns_min: lo,
+            cpu_ns_max: hi,
+            wall_ns: cpu,
+            relative: 1.0,
+            copied_bytes: 0.0,
+        }
+    }
+
+    #[test]
+    fn the_reading_says_what_the_rounds_cannot_resolve() {
+        let rows = vec![
+            // The simulator: a clean 1.5x span, Limit rows growing.
+            row("sim", "contig", 0, 100.0, (99.0, 101.0)),
+            row("sim", "rope", 0, 150.0, (149.0, 151.0)),
+            row("sim", "limit", 10, 200.0, (199.0, 201.0)),
+            row("sim", "limit", 1000, 300.0, (299.0, 301.0)),
+            // UDP: a 1.86x span inside a 70 % round spread, and a Limit
+            // row faster than zero-copy.
+            row("udp", "contig", 0, 100.0, (60.0, 130.0)),
+            row("udp", "rope", 0, 186.0, (100.0, 300.0)),
+            row("udp", "limit", 10, 82.0, (80.0, 84.0)),
+            row("udp", "limit", 1000, 90.0, (70.0, 110.0)),
+        ];
+        let text = reading(&rows);
+        assert!(text.contains("udp pingpong 10 B: the graph's zero-copy variants span 1.86x"), "{text}");
+        assert!(text.contains("not resolved"), "{text}");
+        assert_eq!(text.matches("not resolved").count(), 1, "the simulator's span is resolved: {text}");
+        assert!(text.contains("limit 10: 0.82x (faster than zero-copy"), "{text}");
+        assert!(text.contains("not smaller over UDP"), "{text}");
+        assert!(!text.contains("shrink"), "{text}");
+        assert!(text.contains("at 1 of 2 points (not at udp pingpong 10 B)"), "{text}");
+        assert!(
+            text.contains("over UDP 57.2 % median, 108 % at most (2 rounds of 20 operations)"),
+            "per-network spreads: {text}"
+        );
+    }
 }

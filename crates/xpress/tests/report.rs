@@ -159,10 +159,20 @@ fn quick_report_has_every_experiment_and_renders() {
         assert_eq!(reps.len(), 3, "{c}");
         assert!(reps.contains(&c["hit"].as_f64().unwrap()), "{c}");
     }
-    // E5: XTP's demux through the framework, 3 context counts when quick.
+    // E5: XTP's demux through the framework, 3 context counts at 10 B and
+    // (at 100 contexts) 1 B and 64 KB messages when quick.
     let e5 = rows(&json, "E5");
-    assert_eq!(e5.len(), 3, "{e5:?}");
+    assert_eq!(e5.len(), 5, "{e5:?}");
     assert!(e5.iter().all(|r| r["total_ns"].as_f64().unwrap() > r["hit_ns"].as_f64().unwrap()), "{e5:?}");
+    let big = e5.iter().find(|r| r["size"] == 65536).expect("a 64 KB message row");
+    // 64 KB in packets of 1,400 B, all timed; the saved share of demux time
+    // is a share, and larger than the share of the whole receive.
+    assert_eq!(big["pkts_per_msg"], 47, "{big}");
+    let (of_demux, of_receive) =
+        (big["saved_of_demux"].as_f64().unwrap(), big["saved_of_receive"].as_f64().unwrap());
+    assert!(of_demux > 0.0 && of_demux < 1.0 && of_receive < of_demux, "{big}");
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("cf. seed 003 Fig. 5.3"), "E5's saved-share figure");
     // E8: 3 modes × 2 sizes profiled, and 3 calibration lengths (quick).
     let e8 = rows(&json, "E8");
     let profiles: Vec<_> = e8.iter().filter(|r| r["kind"] == "profile").collect();
