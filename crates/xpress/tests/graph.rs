@@ -171,7 +171,9 @@ fn ping_over_a_described_graph_on_raw_ip_36() {
 fn bad_descriptions_are_refused_by_line_and_edge() {
     for (text, want) in [
         ("app -> xtp\napp -> xtp -> tcp\n", "line 2: unknown protocol `tcp`"),
-        ("app -> xtp -> mux -> loop\n", "edge `xtp -> mux`: `xtp` cannot sit above `mux`"),
+        ("app -> xtp -> app\n", "edge `xtp -> app`"),
+        ("app -> xtp -> loop\n", "line 1: unknown protocol `loop` (known: app, xtp, udp, ip36, link)"),
+        ("app -> xpt -> udp\n", "unknown protocol `xpt`, did you mean `xtp`?"),
         ("app -> xtp\n", "line 1: `xtp` has no lower layer"),
         ("app -> xtp -> udp -> ip36\n", "edge `udp -> ip36`: `udp` is a root"),
         ("app -> xtp -> link\n", "device `link` is not driven on real sockets"),
