@@ -145,6 +145,29 @@ impl Catalogue {
     }
 }
 
+/// `, did you mean `x`?` for a known name one typo away from `name` (one
+/// letter changed, added or dropped, or two neighbours swapped: `xpt`);
+/// empty otherwise.
+fn did_you_mean(name: &str, known: &[&str]) -> String {
+    let near = |k: &str| {
+        let (a, b): (Vec<char>, Vec<char>) = (name.chars().collect(), k.chars().collect());
+        let (short, long) = if a.len() <= b.len() { (&a, &b) } else { (&b, &a) };
+        match long.len() - short.len() {
+            0 => {
+                let diff: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
+                match diff[..] {
+                    [_] => true,
+                    [i, j] => j == i + 1 && a[i] == b[j] && a[j] == b[i],
+                    _ => false,
+                }
+            }
+            1 => (0..long.len()).any(|i| long[..i] == short[..i] && long[i + 1..] == short[i..]),
+            _ => false,
+        }
+    };
+    known.iter().find(|k| near(k)).map_or(String::new(), |k| format!(", did you mean `{k}`?"))
+}
+
 /// The application: the top of every graph, offering nothing.
 pub const APP: Kind = Kind {
     name: "app",
@@ -252,7 +275,11 @@ impl GraphDesc {
                 }
                 let kind = catalogue.get(name).copied().ok_or_else(|| DescError {
                     line,
-                    reason: format!("unknown protocol `{name}` (known: {})", catalogue.names().join(", ")),
+                    reason: format!(
+                        "unknown protocol `{name}`{} (known: {})",
+                        did_you_mean(name, &catalogue.names()),
+                        catalogue.names().join(", ")
+                    ),
                 })?;
                 let node = *index.entry(kind.name).or_insert_with(|| {
                     nodes.push((kind, line));

@@ -1,18 +1,23 @@
 //! A protocol graph on a real socket (issue #16): the datagram device of
 //! `app -> xtp -> udp` (a UDP socket) and `app -> xtp -> ip36` (a raw IP
-//! socket, protocol 36, root only). Blocking, one socket, one thread: the
-//! framework path's real driver, without the batching of `batch.rs` (one
-//! receive / send call per datagram).
+//! socket, protocol 36, root only). One socket, one thread: the framework
+//! path's real driver. Over UDP the frames a flush produces leave together
+//! through `batch.rs`'s `BatchSocket::send` (GSO runs, `sendmmsg`; the same
+//! code as the direct driver's): one `sendto` per datagram held `bulk
+//! --graph` to a sixth of direct `bulk` (session 17). Receives are one call
+//! per datagram.
 //!
 //! It drives any `xk_core::device::DeviceStack`: the run-time graph
 //! (`GraphOn`, frames carry the peer's address in the device header, see
 //! `xk_core::device`; over raw IP the port is 0) or the compiled stack (the
-//! peer beside the frame). Received datagrams land in a shared zeroed arena
-//! behind the composition's header room, so over UDP it gets them without
-//! a copy after the kernel's; over raw IP the payload is moved once past
-//! the IPv4 header the kernel hands over.
-//! Frames leave through one send of the message (a gather into the send
-//! buffer when the message is in pieces).
+//! peer beside the frame). Received datagrams land in a shared arena behind
+//! the composition's header room, so over UDP it gets them without a copy
+//! after the kernel's; over raw IP the payload is moved once past the IPv4
+//! header the kernel hands over. The arena is zeroed only where earlier
+//! frames were split off (as `BatchSocket::recv_gro` does), not 256 KiB
+//! at each refill.
+//! Frames are gathered into one transmit arena (one copy each) and sent as
+//! a batch.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -22,6 +27,7 @@ use xk_core::device::DeviceStack;
 use xk_msg::Msg;
 use xk_time::Instant;
 
+use crate::batch::{BatchSocket, Outgoing};
 use crate::clock::Clock;
 
 /// Largest datagram received (larger ones are cut by the kernel and then
@@ -45,6 +51,17 @@ pub struct DeviceStats {
 pub trait FrameSocket {
     /// Sends one datagram to `dst`.
     fn send_frame(&mut self, buf: &[u8], dst: SocketAddr) -> io::Result<()>;
+    /// Sends the datagrams `out` (ranges of `arena`); returns how many left.
+    /// One call each unless the socket batches.
+    fn send_frames(&mut self, arena: &[u8], out: &[Outgoing]) -> io::Result<usize> {
+        let mut sent = 0;
+        for o in out {
+            if self.send_frame(&arena[o.start..o.start + o.len], o.dst).is_ok() {
+                sent += 1;
+            }
+        }
+        Ok(sent)
+    }
     /// Receives one datagram's payload into `buf` without waiting
     /// (`WouldBlock` when none is queued): its length and source.
     fn recv_frame(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)>;
@@ -66,6 +83,24 @@ impl FrameSocket for UdpSocket {
     }
     fn local_addr(&self) -> io::Result<SocketAddr> {
         UdpSocket::local_addr(self)
+    }
+}
+
+impl FrameSocket for BatchSocket {
+    fn send_frame(&mut self, buf: &[u8], dst: SocketAddr) -> io::Result<()> {
+        self.socket().send_to(buf, dst).map(|_| ())
+    }
+    fn send_frames(&mut self, arena: &[u8], out: &[Outgoing]) -> io::Result<usize> {
+        self.send(arena, out)
+    }
+    fn recv_frame(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.socket().recv_from(buf)
+    }
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(self.socket())
+    }
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket().local_addr()
     }
 }
 
@@ -123,21 +158,24 @@ pub struct GraphDevice<S> {
     sock: S,
     clock: Clock,
     rx: BytesMut,
+    /// The frames of one flush, back to back, and where each goes.
     tx: Vec<u8>,
+    out: Vec<Outgoing>,
     /// Counters.
     pub stats: DeviceStats,
 }
 
 /// The `udp` device.
-pub type GraphUdp = GraphDevice<UdpSocket>;
+pub type GraphUdp = GraphDevice<BatchSocket>;
 /// The `ip36` device.
 pub type GraphIp36 = GraphDevice<Ip36Socket>;
 
 impl GraphUdp {
     /// Binds a UDP socket at `bind`.
     pub fn bind(bind: SocketAddr) -> io::Result<Self> {
-        let sock = UdpSocket::bind(bind)?;
-        sock.set_nonblocking(true)?;
+        let sock = BatchSocket::new(UdpSocket::bind(bind)?, true)?;
+        // The device waits with `ppoll` (see `on`); receives must not wait.
+        sock.socket().set_nonblocking(true)?;
         Ok(GraphDevice::on(sock))
     }
 }
@@ -161,6 +199,7 @@ impl<S: FrameSocket> GraphDevice<S> {
             clock: Clock::new(),
             rx: BytesMut::new(),
             tx: Vec::new(),
+            out: Vec::new(),
             stats: DeviceStats::default(),
         }
     }
@@ -175,17 +214,31 @@ impl<S: FrameSocket> GraphDevice<S> {
         self.clock.now()
     }
 
-    /// Sends every frame the composition has for the device.
+    /// Sends every frame the composition has for the device, in batches
+    /// of at most [`crate::batch::BATCH`] frames.
     pub fn flush<M: Msg, G: DeviceStack<M>>(&mut self, g: &mut G) {
         g.advance(self.clock.now());
-        while let Some((dst, frame)) = g.poll_transmit_to() {
+        loop {
             self.tx.clear();
-            frame.for_each_chunk(|c| self.tx.extend_from_slice(c));
-            match self.sock.send_frame(&self.tx, dst) {
-                Ok(()) => self.stats.sent += 1,
-                Err(_) => self.stats.send_errors += 1,
+            self.out.clear();
+            while self.out.len() < crate::batch::BATCH {
+                let Some((dst, frame)) = g.poll_transmit_to() else { break };
+                let start = self.tx.len();
+                frame.for_each_chunk(|c| self.tx.extend_from_slice(c));
+                self.out.push(Outgoing { dst, start, len: self.tx.len() - start });
+                g.advance(self.clock.now());
             }
-            g.advance(self.clock.now());
+            if self.out.is_empty() {
+                return;
+            }
+            let n = self.out.len() as u64;
+            match self.sock.send_frames(&self.tx, &self.out) {
+                Ok(sent) => {
+                    self.stats.sent += sent as u64;
+                    self.stats.send_errors += n - sent as u64;
+                }
+                Err(_) => self.stats.send_errors += n,
+            }
         }
     }
 
@@ -219,9 +272,12 @@ impl<S: FrameSocket> GraphDevice<S> {
                 g.handle_timeout(self.clock.now());
                 continue;
             }
-            if self.rx.len() < room + MAX_DATAGRAM {
-                self.rx = BytesMut::zeroed(RX_ARENA);
+            if self.rx.capacity() < room + MAX_DATAGRAM {
+                self.rx = BytesMut::with_capacity(RX_ARENA);
             }
+            // Zeroes only what the last frame took from the arena: the rest
+            // is still filled (`split_to` leaves it behind).
+            self.rx.resize(room + MAX_DATAGRAM, 0);
             match self.sock.recv_frame(&mut self.rx[room..room + MAX_DATAGRAM]) {
                 Ok((n, from)) => {
                     let frame = self.rx.split_to(room + n);

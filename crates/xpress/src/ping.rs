@@ -207,6 +207,7 @@ fn run_graph(a: &PingArgs, file: &std::path::Path) -> Result<ExitCode, String> {
     let count = a.count.unwrap_or(10);
     let job =
         xk_apps::graph_app::PingJob { length: a.length, count, interval: a.interval, timeout: a.timeout };
+    let started = std::time::Instant::now();
     let r = xk_apps::graph_app::ping(&text, a.to, a.path.raw_local(), job, stop)
         .map_err(|e| format!("--graph {}: {e}", file.display()))?;
     if a.json {
@@ -222,12 +223,27 @@ fn run_graph(a: &PingArgs, file: &std::path::Path) -> Result<ExitCode, String> {
                 println!("{} bytes from {}: seq={i} time={}", a.length, a.to, format::secs(us / 1e6));
             }
         }
-        println!("--- {} xtp ping statistics (graph: {}) ---", a.to, r.graph);
+        // The direct ping's closing block (one copy of its wording).
+        let ns: Vec<u64> = r.rtt_us.iter().map(|us| (us * 1e3) as u64).collect();
+        let lost = r.sent.saturating_sub(r.received);
+        let direct = PingResult {
+            transport: "xtp",
+            busy_poll: false,
+            length: a.length,
+            count: Some(count),
+            sent: r.sent,
+            received: r.received,
+            late: 0,
+            loss_percent: if r.sent > 0 { 100.0 * lost as f64 / r.sent as f64 } else { 0.0 },
+            rtt_us: xk_apps::stats::RttSummary::of(&ns),
+            seconds: started.elapsed().as_secs_f64(),
+            interrupted: stop.load(std::sync::atomic::Ordering::Relaxed),
+            error: None,
+        };
+        print!("{}", summary(&direct, a.to));
         println!(
-            "{} sent, {} received, median {}; {} sent, {} received",
-            format::count(r.sent, "request", "requests"),
-            format::count(r.received, "reply", "replies"),
-            if r.received > 0 { format::secs(r.median_us / 1e6) } else { "-".into() },
+            "graph {}: {} sent, {} received",
+            r.graph,
             format::count(r.datagrams_sent, "datagram", "datagrams"),
             format::count(r.datagrams_received, "datagram", "datagrams"),
         );

@@ -190,9 +190,16 @@ fn run_graph(a: &ServeArgs, file: &std::path::Path) -> Result<(), String> {
     } else {
         let d = &r.drops;
         println!(
-            "{} sessions, {} bytes echoed ({} composition); dropped: {} without a device header, \
+            "{} session{}, {} bytes echoed ({} composition); dropped: {} without a device header, \
              {} refused by XTP's demux, {} malformed, {} send errors",
-            r.sessions, r.bytes, r.composition, d.bad_frames, d.demux_drops, d.malformed, d.send_errors
+            r.sessions,
+            if r.sessions == 1 { "" } else { "s" },
+            r.bytes,
+            r.composition,
+            d.bad_frames,
+            d.demux_drops,
+            d.malformed,
+            d.send_errors
         );
     }
     Ok(())

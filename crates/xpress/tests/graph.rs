@@ -36,6 +36,15 @@ fn ping_over_a_described_graph_on_real_udp() {
     assert!(v["datagrams_sent"].as_u64().unwrap() >= 50, "{v}");
     assert_eq!(v["composition"], "compiled", "{v}");
     assert_eq!(v["drops"]["malformed"].as_u64(), Some(0), "{v}");
+    // The text summary is the direct ping's closing block: loss,
+    // min/avg/max, percentiles.
+    let out = Command::new(X)
+        .args(["ping", "--graph", g, "--to", &to, "-c", "20", "-i", "0", "-q"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("20 replies received, 0% loss"), "{text}");
+    assert!(text.contains("rtt min/avg/max/mdev = ") && text.contains("rtt p50/p90/p99 = "), "{text}");
     // bulk --graph at the graph's server: it has no discard, and says so.
     let out = Command::new(X).args(["bulk", "--graph", g, "--to", &to, "-n", "10k"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -171,7 +180,9 @@ fn ping_over_a_described_graph_on_raw_ip_36() {
 fn bad_descriptions_are_refused_by_line_and_edge() {
     for (text, want) in [
         ("app -> xtp\napp -> xtp -> tcp\n", "line 2: unknown protocol `tcp`"),
-        ("app -> xtp -> mux -> loop\n", "edge `xtp -> mux`: `xtp` cannot sit above `mux`"),
+        ("app -> xtp -> app\n", "edge `xtp -> app`"),
+        ("app -> xtp -> loop\n", "line 1: unknown protocol `loop` (known: app, xtp, udp, ip36, link)"),
+        ("app -> xpt -> udp\n", "unknown protocol `xpt`, did you mean `xtp`?"),
         ("app -> xtp\n", "line 1: `xtp` has no lower layer"),
         ("app -> xtp -> udp -> ip36\n", "edge `udp -> ip36`: `udp` is a root"),
         ("app -> xtp -> link\n", "device `link` is not driven on real sockets"),
