@@ -136,6 +136,11 @@ impl Cubic {
         let pipe = (self.s.hystart.ack_rate() as f64 * rtt) as u64;
         let saturated = (self.s.hystart.saturated_rate() as f64 * rtt) as u64;
         let floor = (self.s.cwnd as f64 * BETA) as u64;
+        if saturated == 0 && pipe <= floor {
+            self.reduce(false);
+            self.s.refill = Refill::Armed;
+            return;
+        }
         // A pipe measured while the bottleneck was saturated is its size
         // (or this flow's share of it), so it stands even below β × the
         // window: above it, the window would overflow the queue again
@@ -144,12 +149,13 @@ impl Cubic {
         // at 4-8 MiB; β left 9.6 MB against 7.5 MB of pipe and queue, and
         // a second loss 0.1 s later cut it to 6.8 MB with W_max at 8.2 MB,
         // under which the next congestion-avoidance loss cost another β).
-        let pipe = if saturated > 0 { saturated } else { pipe };
-        if saturated == 0 && pipe <= floor {
-            self.reduce(false);
-            self.s.refill = Refill::Armed;
-            return;
-        }
+        // But an unsaturated bucket is a lower bound on the bottleneck's
+        // rate, so a saturated reading below it is stale (the share of a
+        // bottleneck since freed) or not the bottleneck at all (a queue on
+        // the return path, a slowed receiver): the window keeps the smaller
+        // of β × the window and the unsaturated pipe, whatever the
+        // saturated reading says.
+        let pipe = if saturated > 0 { saturated.max(pipe.min(floor)) } else { pipe };
         self.saved = Some(self.s);
         let s = &mut self.s;
         // Never the window that overflowed: at least half of RFC 9438's
@@ -389,10 +395,10 @@ mod tests {
         // A pipe measured while the bottleneck was saturated stands even
         // below β × the window: reports 1 ms apart acknowledging 60 KB of
         // data that left 0.5 ms apart (60 MB/s, a 6 MB pipe at 100 ms)
-        // while the window grew to 9.6 MB.
+        // after unsaturated ones at 40 MB/s, while the window grew to 9.6 MB.
         let mut f = Cubic::new(1000);
-        for i in 0..100u64 {
-            let mut a = ack(i, 120_000, 100, i % 50 == 0);
+        for i in 0..180u64 {
+            let mut a = ack(i, 40_000, 100, i % 50 == 0);
             if i >= 60 {
                 a.bytes = 60_000;
                 a.sent_at = Some(Instant::from_micros(30_000 + i * 500));
@@ -401,7 +407,7 @@ mod tests {
         }
         assert!(f.s.hystart.saturated_rate() > 0);
         let before = f.window();
-        f.on_congestion(Instant::from_millis(100), 3_000_000);
+        f.on_congestion(Instant::from_millis(180), 3_000_000);
         let w = f.window();
         assert!(w < (before as f64 * BETA) as u64, "below β × {before}: {w}");
         assert!((5_900_000..=6_100_000).contains(&w), "the saturated pipe, 6 MB: {w}");
@@ -412,6 +418,31 @@ mod tests {
         d.on_congestion(Instant::ZERO, 0);
         assert_eq!(d.window(), 70_000);
         assert_eq!(d.s.w_max, 100_000.0);
+    }
+
+    /// A saturated reading below what unsaturated reports later showed is
+    /// no bound on the pipe: 40 reports 1 ms apart saturated at 10 MB/s (a
+    /// 1 MB pipe at 100 ms), then 160 unsaturated ones at 100 MB/s (a
+    /// 10 MB pipe) while the window grew to 16.41 MB. The window keeps the
+    /// 10 MB the unsaturated reports showed, not the stale 1 MB.
+    #[test]
+    fn a_stale_saturated_reading_does_not_undercut_the_unsaturated_pipe() {
+        let mut c = Cubic::new(1000);
+        for i in 0..200u64 {
+            let mut a = ack(i, 100_000, 100, i % 50 == 0);
+            if i < 40 {
+                a.bytes = 10_000;
+                a.sent_at = Some(Instant::from_micros(i * 500));
+            }
+            c.on_ack(&a);
+        }
+        assert!(c.in_slow_start());
+        assert_eq!(c.window(), 16_410_000);
+        let sat = c.s.hystart.saturated_rate();
+        assert!((9_000_000..=11_000_000).contains(&sat), "saturated at 10 MB/s: {sat}");
+        c.on_congestion(Instant::from_millis(200), 8_000_000);
+        let w = c.window();
+        assert!((9_900_000..=10_100_000).contains(&w), "the unsaturated pipe, 10 MB: {w}");
     }
 
     #[test]
