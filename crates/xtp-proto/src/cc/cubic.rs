@@ -54,9 +54,9 @@ struct State {
 enum Refill {
     /// None under way.
     Off,
-    /// The window was just set; the data in flight may still be above it
-    /// (the overshoot and its retransmissions drain first).
-    Armed,
+    /// The window was set at this time; the data in flight may still be
+    /// above it (the overshoot and its retransmissions drain first).
+    Armed(Instant),
     /// The data in flight fell below the window: it is being refilled.
     Filling,
 }
@@ -131,14 +131,14 @@ impl Cubic {
     /// the window; a flat start from there regrew more slowly than the
     /// RFC's concave one). Either way the refill is paced at the window's
     /// rate.
-    fn leave_slow_start_on_loss(&mut self) {
+    fn leave_slow_start_on_loss(&mut self, now: Instant) {
         let rtt = self.s.min_rtt.as_secs_f64();
         let pipe = (self.s.hystart.ack_rate() as f64 * rtt) as u64;
         let saturated = (self.s.hystart.saturated_rate() as f64 * rtt) as u64;
         let floor = (self.s.cwnd as f64 * BETA) as u64;
         if saturated == 0 && pipe <= floor {
             self.reduce(false);
-            self.s.refill = Refill::Armed;
+            self.s.refill = Refill::Armed(now);
             return;
         }
         // A pipe measured while the bottleneck was saturated is its size
@@ -172,7 +172,7 @@ impl Cubic {
         s.w_max = w as f64;
         s.epoch = None;
         s.w_est = w as f64;
-        s.refill = Refill::Armed;
+        s.refill = Refill::Armed(now);
         s.hystart.reset();
     }
 }
@@ -190,13 +190,15 @@ impl CongestionController for Cubic {
         let full = before >= self.s.cwnd - self.s.cwnd / 16;
         self.s.refill = match (self.s.refill, full) {
             // The refill ends once the data in flight is back within a
-            // sixteenth of the window — after it first fell below: right
+            // sixteenth of the window after it first fell below: right
             // after the exit the overshoot can still hold more than the new
-            // window, and ending the refill then left the gap that opened
-            // during recovery to be refilled at 1.25 × the window's rate
-            // into a queue that still stood (1 Gbit/s, 100 ms: overflowed,
-            // and a second β followed).
-            (Refill::Armed, false) => Refill::Filling,
+            // window while recovery opens a gap under it, and that gap
+            // refilled at 1.25 × the window's rate overflows a queue that
+            // still stands (1 Gbit/s, 100 ms: a second β). A window that
+            // stays full for a round trip after the exit has no gap to
+            // refill: the headroom returns then.
+            (Refill::Armed(_), false) => Refill::Filling,
+            (Refill::Armed(at), true) if ack.now.saturating_since(at) >= ack.srtt => Refill::Off,
             (Refill::Filling, true) => Refill::Off,
             (r, _) => r,
         };
@@ -250,9 +252,9 @@ impl CongestionController for Cubic {
         self.s.cwnd = (grown as u64).max(self.s.cwnd);
     }
 
-    fn on_congestion(&mut self, _now: Instant, _in_flight: u64) {
+    fn on_congestion(&mut self, now: Instant, _in_flight: u64) {
         if self.in_slow_start() {
-            self.leave_slow_start_on_loss();
+            self.leave_slow_start_on_loss(now);
         } else {
             self.reduce(false);
         }
@@ -443,6 +445,33 @@ mod tests {
         c.on_congestion(Instant::from_millis(200), 8_000_000);
         let w = c.window();
         assert!((9_900_000..=10_100_000).contains(&w), "the unsaturated pipe, 10 MB: {w}");
+    }
+
+    /// Data in flight that comes down to the new window from above and
+    /// stays within a sixteenth of it never opens a gap: the ×1 pacing of
+    /// the refill ends a round trip after the exit.
+    #[test]
+    fn a_window_that_stays_full_ends_the_refill_after_a_round_trip() {
+        let mut c = Cubic::new(1000);
+        for i in 0..120u64 {
+            c.on_ack(&ack(i, 100_000, 100, i % 50 == 0));
+        }
+        c.on_congestion(Instant::from_millis(120), 6_000_000);
+        let w = c.window();
+        let srtt = Some(Duration::from_millis(100));
+        let mut ms = 121;
+        let paced = |c: &mut Cubic, ms: u64, in_flight: u64| {
+            let mut a = ack(ms, 10_000, 100, false);
+            a.in_flight = in_flight;
+            c.on_ack(&a);
+            c.pacing_rate(srtt)
+        };
+        assert_eq!(paced(&mut c, ms, 11_000_000), Some(c.window() * 10), "armed while above the window");
+        while ms < 210 {
+            ms += 10;
+            assert_eq!(paced(&mut c, ms, w), Some(c.window() * 10), "full, {ms} ms: within the round trip");
+        }
+        assert_eq!(paced(&mut c, 221, w), Some(c.window() * 10 * 5 / 4), "a round trip full: headroom back");
     }
 
     #[test]
