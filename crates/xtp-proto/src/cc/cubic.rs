@@ -143,12 +143,12 @@ impl Cubic {
         }
         // A pipe measured while the bottleneck was saturated is its size
         // (or this flow's share of it), so it stands even below β × the
-        // window: above it, the window would overflow the queue again
-        // (1 Gbit/s, 50 ms, 1,000 packets: slow start's window had grown
-        // to 13.6 MB while the receiver's window held the data in flight
-        // at 4-8 MiB; β left 9.6 MB against 7.5 MB of pipe and queue, and
-        // a second loss 0.1 s later cut it to 6.8 MB with W_max at 8.2 MB,
-        // under which the next congestion-avoidance loss cost another β).
+        // window: above it, the window overflows the queue again (1 Gbit/s,
+        // 50 ms, 1,000 packets: slow start's window grows to 13.6 MB while
+        // the receiver's window holds the data in flight at 4-8 MiB; β
+        // would leave 9.6 MB against 7.5 MB of pipe and queue, a second
+        // loss, and W_max under pipe and queue, where the next
+        // congestion-avoidance loss costs another β).
         // But an unsaturated bucket is a lower bound on the bottleneck's
         // rate, so a saturated reading below it is stale (the share of a
         // bottleneck since freed) or not the bottleneck at all (a queue on
