@@ -54,9 +54,9 @@ struct State {
 enum Refill {
     /// None under way.
     Off,
-    /// The window was just set; the data in flight may still be above it
-    /// (the overshoot and its retransmissions drain first).
-    Armed,
+    /// The window was set at this time; the data in flight may still be
+    /// above it (the overshoot and its retransmissions drain first).
+    Armed(Instant),
     /// The data in flight fell below the window: it is being refilled.
     Filling,
 }
@@ -131,25 +131,31 @@ impl Cubic {
     /// the window; a flat start from there regrew more slowly than the
     /// RFC's concave one). Either way the refill is paced at the window's
     /// rate.
-    fn leave_slow_start_on_loss(&mut self) {
+    fn leave_slow_start_on_loss(&mut self, now: Instant) {
         let rtt = self.s.min_rtt.as_secs_f64();
         let pipe = (self.s.hystart.ack_rate() as f64 * rtt) as u64;
         let saturated = (self.s.hystart.saturated_rate() as f64 * rtt) as u64;
         let floor = (self.s.cwnd as f64 * BETA) as u64;
-        // A pipe measured while the bottleneck was saturated is its size
-        // (or this flow's share of it), so it stands even below β × the
-        // window: above it, the window would overflow the queue again
-        // (1 Gbit/s, 50 ms, 1,000 packets: slow start's window had grown
-        // to 13.6 MB while the receiver's window held the data in flight
-        // at 4-8 MiB; β left 9.6 MB against 7.5 MB of pipe and queue, and
-        // a second loss 0.1 s later cut it to 6.8 MB with W_max at 8.2 MB,
-        // under which the next congestion-avoidance loss cost another β).
-        let pipe = if saturated > 0 { saturated } else { pipe };
         if saturated == 0 && pipe <= floor {
             self.reduce(false);
-            self.s.refill = Refill::Armed;
+            self.s.refill = Refill::Armed(now);
             return;
         }
+        // A pipe measured while the bottleneck was saturated is its size
+        // (or this flow's share of it), so it stands even below β × the
+        // window: above it, the window overflows the queue again (1 Gbit/s,
+        // 50 ms, 1,000 packets: slow start's window grows to 13.6 MB while
+        // the receiver's window holds the data in flight at 4-8 MiB; β
+        // would leave 9.6 MB against 7.5 MB of pipe and queue, a second
+        // loss, and W_max under pipe and queue, where the next
+        // congestion-avoidance loss costs another β).
+        // But an unsaturated bucket is a lower bound on the bottleneck's
+        // rate, so a saturated reading below it is stale (the share of a
+        // bottleneck since freed) or not the bottleneck at all (a queue on
+        // the return path, a slowed receiver): the window keeps the smaller
+        // of β × the window and the unsaturated pipe, whatever the
+        // saturated reading says.
+        let pipe = if saturated > 0 { saturated.max(pipe.min(floor)) } else { pipe };
         self.saved = Some(self.s);
         let s = &mut self.s;
         // Never the window that overflowed: at least half of RFC 9438's
@@ -166,7 +172,7 @@ impl Cubic {
         s.w_max = w as f64;
         s.epoch = None;
         s.w_est = w as f64;
-        s.refill = Refill::Armed;
+        s.refill = Refill::Armed(now);
         s.hystart.reset();
     }
 }
@@ -184,13 +190,15 @@ impl CongestionController for Cubic {
         let full = before >= self.s.cwnd - self.s.cwnd / 16;
         self.s.refill = match (self.s.refill, full) {
             // The refill ends once the data in flight is back within a
-            // sixteenth of the window — after it first fell below: right
+            // sixteenth of the window after it first fell below: right
             // after the exit the overshoot can still hold more than the new
-            // window, and ending the refill then left the gap that opened
-            // during recovery to be refilled at 1.25 × the window's rate
-            // into a queue that still stood (1 Gbit/s, 100 ms: overflowed,
-            // and a second β followed).
-            (Refill::Armed, false) => Refill::Filling,
+            // window while recovery opens a gap under it, and that gap
+            // refilled at 1.25 × the window's rate overflows a queue that
+            // still stands (1 Gbit/s, 100 ms: a second β). A window that
+            // stays full for a round trip after the exit has no gap to
+            // refill: the headroom returns then.
+            (Refill::Armed(_), false) => Refill::Filling,
+            (Refill::Armed(at), true) if ack.now.saturating_since(at) >= ack.srtt => Refill::Off,
             (Refill::Filling, true) => Refill::Off,
             (r, _) => r,
         };
@@ -244,9 +252,9 @@ impl CongestionController for Cubic {
         self.s.cwnd = (grown as u64).max(self.s.cwnd);
     }
 
-    fn on_congestion(&mut self, _now: Instant, _in_flight: u64) {
+    fn on_congestion(&mut self, now: Instant, _in_flight: u64) {
         if self.in_slow_start() {
-            self.leave_slow_start_on_loss();
+            self.leave_slow_start_on_loss(now);
         } else {
             self.reduce(false);
         }
@@ -389,10 +397,10 @@ mod tests {
         // A pipe measured while the bottleneck was saturated stands even
         // below β × the window: reports 1 ms apart acknowledging 60 KB of
         // data that left 0.5 ms apart (60 MB/s, a 6 MB pipe at 100 ms)
-        // while the window grew to 9.6 MB.
+        // after unsaturated ones at 40 MB/s, while the window grew to 9.6 MB.
         let mut f = Cubic::new(1000);
-        for i in 0..100u64 {
-            let mut a = ack(i, 120_000, 100, i % 50 == 0);
+        for i in 0..180u64 {
+            let mut a = ack(i, 40_000, 100, i % 50 == 0);
             if i >= 60 {
                 a.bytes = 60_000;
                 a.sent_at = Some(Instant::from_micros(30_000 + i * 500));
@@ -401,7 +409,7 @@ mod tests {
         }
         assert!(f.s.hystart.saturated_rate() > 0);
         let before = f.window();
-        f.on_congestion(Instant::from_millis(100), 3_000_000);
+        f.on_congestion(Instant::from_millis(180), 3_000_000);
         let w = f.window();
         assert!(w < (before as f64 * BETA) as u64, "below β × {before}: {w}");
         assert!((5_900_000..=6_100_000).contains(&w), "the saturated pipe, 6 MB: {w}");
@@ -412,6 +420,58 @@ mod tests {
         d.on_congestion(Instant::ZERO, 0);
         assert_eq!(d.window(), 70_000);
         assert_eq!(d.s.w_max, 100_000.0);
+    }
+
+    /// A saturated reading below what unsaturated reports later showed is
+    /// no bound on the pipe: 40 reports 1 ms apart saturated at 10 MB/s (a
+    /// 1 MB pipe at 100 ms), then 160 unsaturated ones at 100 MB/s (a
+    /// 10 MB pipe) while the window grew to 16.41 MB. The window keeps the
+    /// 10 MB the unsaturated reports showed, not the stale 1 MB.
+    #[test]
+    fn a_stale_saturated_reading_does_not_undercut_the_unsaturated_pipe() {
+        let mut c = Cubic::new(1000);
+        for i in 0..200u64 {
+            let mut a = ack(i, 100_000, 100, i % 50 == 0);
+            if i < 40 {
+                a.bytes = 10_000;
+                a.sent_at = Some(Instant::from_micros(i * 500));
+            }
+            c.on_ack(&a);
+        }
+        assert!(c.in_slow_start());
+        assert_eq!(c.window(), 16_410_000);
+        let sat = c.s.hystart.saturated_rate();
+        assert!((9_000_000..=11_000_000).contains(&sat), "saturated at 10 MB/s: {sat}");
+        c.on_congestion(Instant::from_millis(200), 8_000_000);
+        let w = c.window();
+        assert!((9_900_000..=10_100_000).contains(&w), "the unsaturated pipe, 10 MB: {w}");
+    }
+
+    /// Data in flight that comes down to the new window from above and
+    /// stays within a sixteenth of it never opens a gap: the ×1 pacing of
+    /// the refill ends a round trip after the exit.
+    #[test]
+    fn a_window_that_stays_full_ends_the_refill_after_a_round_trip() {
+        let mut c = Cubic::new(1000);
+        for i in 0..120u64 {
+            c.on_ack(&ack(i, 100_000, 100, i % 50 == 0));
+        }
+        c.on_congestion(Instant::from_millis(120), 6_000_000);
+        let w = c.window();
+        let srtt = Some(Duration::from_millis(100));
+        let mut ms = 121;
+        let paced = |c: &mut Cubic, ms: u64, in_flight: u64| {
+            let mut a = ack(ms, 10_000, 100, false);
+            a.in_flight = in_flight;
+            c.on_ack(&a);
+            c.pacing_rate(srtt)
+        };
+        assert_eq!(paced(&mut c, ms, 11_000_000), Some(c.window() * 10), "armed while above the window");
+        while ms < 210 {
+            ms += 10;
+            assert_eq!(paced(&mut c, ms, w), Some(c.window() * 10), "full, {ms} ms: within the round trip");
+        }
+        assert_eq!(paced(&mut c, 221, w), Some(c.window() * 10 * 5 / 4), "a round trip full: headroom back");
     }
 
     #[test]
