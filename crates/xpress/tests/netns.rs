@@ -373,7 +373,9 @@ fn kernel_tcp_through_a_lossy_gigabit_link_is_batched_and_byte_exact() {
 /// 53 ms stalls of the per-packet loop at 1 Gbit/s. The 200 µs validity
 /// limit itself is judged by the report's runs in a release build
 /// (PERF.md); this debug build on a shared 2-core machine can miss it by
-/// scheduling alone.
+/// scheduling alone. The bound here is 5 ms, a tenth of those stalls: a
+/// local CI run saw a p99 of 2.7 ms when the virtual CPU was descheduled
+/// for 4.3 ms (the report said so), which a 1 ms bound failed.
 fn held_up(r: &serde_json::Value) {
     let reasons = r["invalid_reasons"].to_string();
     match r["kernel_drops"].as_u64() {
@@ -383,7 +385,7 @@ fn held_up(r: &serde_json::Value) {
     assert!(!reasons.contains("could not be split"), "{reasons}\n{r}");
     for dir in ["forward", "reverse"] {
         let p99 = r[dir]["release_error_p99_us"].as_f64().unwrap();
-        assert!(p99 < 1_000.0, "{dir} release error p99 {p99} µs: {reasons}\n{r}");
+        assert!(p99 < 5_000.0, "{dir} release error p99 {p99} µs: {reasons}\n{r}");
     }
 }
 
