@@ -4,8 +4,8 @@
 //! path's real driver. Over UDP the frames a flush produces leave together
 //! through `batch.rs`'s `BatchSocket::send` (GSO runs, `sendmmsg`; the same
 //! code as the direct driver's): one `sendto` per datagram held `bulk
-//! --graph` to a sixth of direct `bulk` (session 17). Receives are one call
-//! per datagram.
+//! --graph` to a sixth of direct `bulk`. Receives are one call per
+//! datagram (so the socket has no GRO).
 //!
 //! It drives any `xk_core::device::DeviceStack`: the run-time graph
 //! (`GraphOn`, frames carry the peer's address in the device header, see
@@ -173,7 +173,9 @@ pub type GraphIp36 = GraphDevice<Ip36Socket>;
 impl GraphUdp {
     /// Binds a UDP socket at `bind`.
     pub fn bind(bind: SocketAddr) -> io::Result<Self> {
-        let sock = BatchSocket::new(UdpSocket::bind(bind)?, true)?;
+        // GSO for the batched sends; no GRO: receives are one `recv_from`
+        // per datagram, which would read a coalesced train as one frame.
+        let sock = BatchSocket::with_offload(UdpSocket::bind(bind)?, true, false)?;
         // The device waits with `ppoll` (see `on`); receives must not wait.
         sock.socket().set_nonblocking(true)?;
         Ok(GraphDevice::on(sock))
