@@ -227,19 +227,11 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
 
     /// The next thing to hand up and to whom, taken from the endpoint: the
     /// next chunk of the context being read ([`Self::read_up`]), else the
-    /// endpoint's next event translated (readable data starts reading its
-    /// context; a new context is an `OpenDone`, an ended context a
-    /// `CloseDone`, both [`Self::translate`]). `None`: nothing is ready. One
-    /// event per call, so an application that pulls gets each straight
-    /// from the endpoint, with no queue in between.
-    ///
-    /// Inline, with the per-packet cases in it (data readable; the
-    /// acknowledgement, gap and finish events, which nothing above XTP
-    /// asks for, skipped): the compiled stack's `poll_up` runs this loop
-    /// for every delivery and for every acknowledgement event, and as a
-    /// call of its own it cost a call, a spill of its state and the event
-    /// written through memory each time (docs/PERF.md, "Session 18").
-    #[inline(always)]
+    /// endpoint's next event translated (a new context is an `OpenDone`,
+    /// readable data starts reading its context, an ended context is a
+    /// `CloseDone`). `None`: nothing is ready. One event per call, so an
+    /// application that pulls gets each straight from the endpoint, with no
+    /// queue in between.
     fn next_up(&mut self, now: Instant, me: ProtocolId, pull: bool) -> Option<(Upper, UpEvent<M>)> {
         loop {
             if let Some(up) = self.read_up(now, me, pull) {
@@ -251,54 +243,35 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
                         self.reading = Some((ctx, upper));
                     }
                 }
-                Event::Gap { .. } | Event::Acked { .. } | Event::PeerFinished { .. } => {}
-                ev => {
-                    if let Some(up) = self.translate(now, me, ev) {
-                        return Some(up);
+                Event::Incoming { ctx, peer, port, .. } => {
+                    let Some(&(_, upper)) = self.listeners.iter().find(|(p, _)| *p == port) else {
+                        // Accepted by the endpoint for a port since disabled.
+                        self.ep.abort(now, ctx);
+                        continue;
+                    };
+                    self.set_upper(ctx, upper);
+                    let parts = Participants::new(
+                        Part::top_first([Addr::Port(port)]),
+                        Part::top_first([Addr::Inet(peer)]),
+                    );
+                    return Some((
+                        upper,
+                        UpEvent::OpenDone { session: Self::session_of(me, ctx), parts: Box::new(parts) },
+                    ));
+                }
+                Event::Closed { ctx, .. } => {
+                    let upper = if let Some(upper) = self.upper_of(ctx) {
+                        self.upper[ctx.0.index() as usize] = None;
+                        Some(upper)
+                    } else {
+                        let at = self.closing.iter().position(|(c, _)| *c == ctx);
+                        at.map(|at| self.closing.swap_remove(at).1)
+                    };
+                    if let Some(upper) = upper {
+                        return Some((upper, UpEvent::CloseDone { session: Self::session_of(me, ctx) }));
                     }
                 }
-            }
-        }
-    }
-
-    /// A new or ended context's event translated for its upper layer (a
-    /// new context is an `OpenDone`, an ended one a `CloseDone`); `None`
-    /// when there is nothing to hand up (an arrival for a port since
-    /// disabled, aborted here; a context no one above holds). Out of line:
-    /// once per context, not per packet.
-    #[cold]
-    #[inline(never)]
-    fn translate(&mut self, now: Instant, me: ProtocolId, ev: Event) -> Option<(Upper, UpEvent<M>)> {
-        match ev {
-            Event::Incoming { ctx, peer, port, .. } => {
-                let Some(&(_, upper)) = self.listeners.iter().find(|(p, _)| *p == port) else {
-                    // Accepted by the endpoint for a port since disabled.
-                    self.ep.abort(now, ctx);
-                    return None;
-                };
-                self.set_upper(ctx, upper);
-                let parts = Participants::new(
-                    Part::top_first([Addr::Port(port)]),
-                    Part::top_first([Addr::Inet(peer)]),
-                );
-                Some((
-                    upper,
-                    UpEvent::OpenDone { session: Self::session_of(me, ctx), parts: Box::new(parts) },
-                ))
-            }
-            Event::Closed { ctx, .. } => {
-                let upper = if let Some(upper) = self.upper_of(ctx) {
-                    self.upper[ctx.0.index() as usize] = None;
-                    Some(upper)
-                } else {
-                    let at = self.closing.iter().position(|(c, _)| *c == ctx);
-                    at.map(|at| self.closing.swap_remove(at).1)
-                };
-                upper.map(|upper| (upper, UpEvent::CloseDone { session: Self::session_of(me, ctx) }))
-            }
-            // Handled inline by `next_up`.
-            Event::Readable { .. } | Event::Gap { .. } | Event::Acked { .. } | Event::PeerFinished { .. } => {
-                None
+                Event::Gap { .. } | Event::Acked { .. } | Event::PeerFinished { .. } => {}
             }
         }
     }
@@ -456,14 +429,17 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
         self.drain_events(cx);
     }
 
-    // Always: the application's poll loop calls it per event and per
-    // empty poll, and `#[inline]` alone left it a call.
-    #[inline(always)]
+    #[inline]
     fn poll_up(&mut self, cx: &mut C) -> Option<UpEvent<M>> {
-        // All inline but a new or ended context (`next_up`): the next chunk
-        // of the context being read (every delivery of a transfer), a
-        // readable context, an event skipped, and nothing at all (the
-        // application polls until it finds nothing).
+        // The two common cases inline: the next chunk of the context being
+        // read (every delivery of a transfer), and nothing at all (the
+        // application polls until it finds nothing). The rest is `next_up`.
+        if let Some((_, ev)) = self.read_up(cx.now(), cx.me(), C::PULLS_EVENTS) {
+            return Some(ev);
+        }
+        if !self.ep.has_events() {
+            return None;
+        }
         self.next_up(cx.now(), cx.me(), C::PULLS_EVENTS).map(|(_, ev)| ev)
     }
 

@@ -34,9 +34,7 @@ macro_rules! forward {
         fn deliver(&mut self, from_a: bool) -> usize {
             if from_a { self.from_a() } else { self.from_b() }
         }
-        // Always: `#[inline]` alone left it a call per poll once the
-        // protocol's `poll_up` was inline in it.
-        #[inline(always)]
+        #[inline]
         fn poll_event(&mut self, at_a: bool) -> Option<Event<M>> {
             if at_a { self.a.poll_event() } else { self.b.poll_event() }
         }
