@@ -172,6 +172,11 @@ pub struct CalibRow {
     /// The application thread's sleeps per ping-pong round trip.
     #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pp_sleeps: f64,
+    /// Data blocks the application took off its completion ring per
+    /// undisturbed ping-pong receive, from the write's return to the echo
+    /// read whole (trace): how many blocks H_r's wait takes (Session 18).
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub pp_blocks: f64,
     /// Blocks the application took off its completion ring per
     /// undisturbed synchronous send (trace).
     #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
@@ -365,6 +370,8 @@ struct Samples {
     pp_rts: u64,
     /// Blocks taken per synchronous send (trace).
     sync_blocks: Vec<u64>,
+    /// Blocks taken per ping-pong receive (trace).
+    pp_blocks: Vec<u64>,
     /// C of the sends that took one block; (C, blocks) of those that took
     /// more.
     complete_one: Vec<u64>,
@@ -645,6 +652,7 @@ impl Engines {
                 s.doorbell.push(cpu.saturating_sub(c.a_push - t0));
             }
             s.read.push(t2 - c.a_pop);
+            s.pp_blocks.push(ev.a_pop.iter().filter(|&&p| p > t1 && p <= t2).count() as u64);
             s.engine_wake.extend([c.e_pop - c.a_push, c.pe_pop - c.pa_push]);
             s.proc_oneway.extend([c.delivered - c.e_pop, c.back - c.pe_pop]);
             s.wake.extend([c.pa_pop - c.delivered, c.a_pop - c.back]);
@@ -1023,6 +1031,7 @@ pub(crate) fn sweep(
             send_wait_cpu_ns: mean(&s.send_wait_cpu),
             pp_sleeps: s.pp_sleeps as f64 / s.pp_rts.max(1) as f64,
             sync_blocks: mean(&s.sync_blocks),
+            pp_blocks: mean(&s.pp_blocks),
             probe_pp_local_ns: probed(mean(&s.probe[0][1])),
             probe_pp_remote_ns: probed(mean(&s.probe[0][0])),
             probe_pp_local: probed(frac(&s.probe[0])),
