@@ -92,13 +92,16 @@
 //!   the woken host's first pop to the message copied out. A message of
 //!   several packets arrives as several data blocks, and the host takes
 //!   them inside its wait as they come, so that span overlaps the wait's
-//!   CPU time (by up to 2.4 µs at 64 KB; docs/PERF.md, "Session 17, E8").
+//!   CPU time (by 2.4–2.7 µs at 64 KB; docs/PERF.md, "Session 18, E8").
 //!   H_r' is instead the receive's CPU time in its two disjoint parts:
 //!   the wait W(l) (sleep, wake-up, take the blocks) and the read
 //!   R(l) = δ_r^cpu + ρ_r^cpu·l, the CPU time outside the wait (the
 //!   chunks left when the last wait returns, copying the message out).
 //!   Up to one packet W is δ_i^cpu, one block; beyond, the blocks of the
-//!   message add a cost per byte, W^m(l) = δ_i^cpu,m + ρ_i^cpu,m·l.
+//!   message add a cost per byte, W^m(l) = δ_i^cpu,m + ρ_i^cpu,m·l: the
+//!   cost of taking one more block is not fitted on its own but derived,
+//!   ρ_i^cpu,m·mss (~100 ns here, as the wait's growth over the blocks
+//!   counted per receive shows).
 //! * **The write entry beyond one packet** (Session 18): the host's write
 //!   entry (copying the message into a buffer the engine owns, posting
 //!   its block) is not one line over 1 B – 64 KB: between 1 and 4 KB it
