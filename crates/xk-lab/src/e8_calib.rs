@@ -172,6 +172,11 @@ pub struct CalibRow {
     /// The application thread's sleeps per ping-pong round trip.
     #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
     pub pp_sleeps: f64,
+    /// Data blocks the application took off its completion ring per
+    /// undisturbed ping-pong receive, from the write's return to the echo
+    /// read whole (trace): how many blocks H_r's wait takes.
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub pp_blocks: f64,
     /// Blocks the application took off its completion ring per
     /// undisturbed synchronous send (trace).
     #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
@@ -365,6 +370,8 @@ struct Samples {
     pp_rts: u64,
     /// Blocks taken per synchronous send (trace).
     sync_blocks: Vec<u64>,
+    /// Blocks taken per ping-pong receive (trace).
+    pp_blocks: Vec<u64>,
     /// C of the sends that took one block; (C, blocks) of those that took
     /// more.
     complete_one: Vec<u64>,
@@ -645,6 +652,7 @@ impl Engines {
                 s.doorbell.push(cpu.saturating_sub(c.a_push - t0));
             }
             s.read.push(t2 - c.a_pop);
+            s.pp_blocks.push(blocks_taken(&ev.a_pop, t1, t2));
             s.engine_wake.extend([c.e_pop - c.a_push, c.pe_pop - c.pa_push]);
             s.proc_oneway.extend([c.delivered - c.e_pop, c.back - c.pe_pop]);
             s.wake.extend([c.pa_pop - c.delivered, c.a_pop - c.back]);
@@ -1023,6 +1031,7 @@ pub(crate) fn sweep(
             send_wait_cpu_ns: mean(&s.send_wait_cpu),
             pp_sleeps: s.pp_sleeps as f64 / s.pp_rts.max(1) as f64,
             sync_blocks: mean(&s.sync_blocks),
+            pp_blocks: mean(&s.pp_blocks),
             probe_pp_local_ns: probed(mean(&s.probe[0][1])),
             probe_pp_remote_ns: probed(mean(&s.probe[0][0])),
             probe_pp_local: probed(frac(&s.probe[0])),
@@ -1175,10 +1184,29 @@ impl Drop for PeerApp {
     }
 }
 
+/// The blocks the application popped after its write returned (`t1`) up
+/// to the echo read whole (`t2`): the receive's data blocks, one per
+/// packet (an acknowledgement popped before the write returned is not the
+/// receive's).
+fn blocks_taken(pops: &[u64], t1: u64, t2: u64) -> u64 {
+    pops.iter().filter(|&&p| p > t1 && p <= t2).count() as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use xk_trace::{Event, ThreadEvents};
+
+    #[test]
+    fn a_receive_counts_the_blocks_between_the_write_and_the_echo() {
+        // Popped: an acknowledgement at 100, at the write's return (110),
+        // three echo blocks, and the next round's block after the read.
+        let pops = [100, 110, 300, 350, 400, 401];
+        assert_eq!(blocks_taken(&pops, 110, 400), 3);
+        assert_eq!(blocks_taken(&pops, 90, 400), 5);
+        assert_eq!(blocks_taken(&pops, 400, 500), 1);
+        assert_eq!(blocks_taken(&[], 0, 500), 0);
+    }
 
     #[test]
     fn a_round_trip_is_cut_at_its_ring_crossings() {
@@ -1307,6 +1335,15 @@ mod tests {
             assert!(r.sync_blocks >= 1.0 && (0.0..=1.0).contains(&r.sync_rings), "{r:?}");
             assert!(r.pipe_host_cpu_ns > 0.0 && r.pipe_slices >= 0.0, "{r:?}");
             assert!(r.pipe_sink_cpu_ns > 0.0, "{r:?}");
+            // A ping-pong receive takes one data block per packet: 1 B one,
+            // 8 KB ⌈8192/mss⌉ (an occasional block more or fewer: a mean).
+            let want = if r.mss > 0 { r.size.div_ceil(r.mss) as f64 } else { 1.0 };
+            assert!(
+                (r.pp_blocks - want).abs() < 0.2,
+                "{} B: {} blocks per receive, want {want}",
+                r.size,
+                r.pp_blocks
+            );
             assert!(r.send_write_cpu_ns > 0.0 && r.send_wait_cpu_ns > 0.0, "{r:?}");
             // The placement probe saw the ringing writes, each local or not.
             assert!(r.probe_sync_local.is_some_and(|f| (0.0..=1.0).contains(&f)), "{r:?}");

@@ -78,7 +78,8 @@
 //!   calls per operation (Table 1: the acknowledgment block, then the
 //!   data or status); our host takes one block per operation — a send's
 //!   acknowledgment block, a receive's data block, which is its own
-//!   notice — so H_r' holds δ_r once and no ρ_r·l_a.
+//!   notice — so H_r' holds one read and no ρ_r·l_a (below, as the
+//!   read's CPU time outside the wait, R(l)).
 //! * **No read call in a send**: a synchronous send takes its
 //!   acknowledgment block inside its wait (the engine client's wait pops
 //!   and handles it), which δ_i^cpu — the ping-pong's CPU time inside its
@@ -87,22 +88,43 @@
 //!   each side on a CPU of its own (placement `hosts`), a send's wait
 //!   measured 5.3–5.9 µs against δ_i^cpu 5.1–5.6 µs and δ_i^cpu + δ_r +
 //!   ρ_r·l_a 6.2–6.9 µs (docs/PERF.md, "Session 17, E8").
-//!   Not modelled: the ping-pong's CPU time inside its wait
-//!   rises with the message (5.1 µs at 1 B, 9.0 µs at 64 KB, placement
-//!   `hosts`), while the read entry δ_r + ρ_r·l, a wall-clock span from
-//!   the first block's pop, already holds part of that rise (the later
-//!   blocks are taken inside it): the two overlap by an amount that grows
-//!   with l, so H_r' with δ_i^cpu constant under-predicts at 8–32 KB and
-//!   δ_i^cpu + ρ_i^cpu·l over-predicts at 64 KB (docs/PERF.md).
+//! * **A receive's host time in CPU parts**: the seed's
+//!   H_r holds the read entry δ_r + ρ_r·(l_a + l), a wall-clock span from
+//!   the woken host's first pop to the message copied out. A message of
+//!   several packets arrives as several data blocks, and the host takes
+//!   them inside its wait as they come, so that span overlaps the wait's
+//!   CPU time (at 64 KB, wait + read entry − receive CPU time was
+//!   2.55–2.74 µs in the six runs d1–d6; docs/PERF.md, "Session 18, E8").
+//!   H_r' is instead the receive's CPU time in its two disjoint parts:
+//!   the wait W(l) (sleep, wake-up, take the blocks) and the read
+//!   R(l) = δ_r^cpu + ρ_r^cpu·l, the CPU time outside the wait (the
+//!   chunks left when the last wait returns, copying the message out).
+//!   The wait takes the message's data blocks, one per packet: W(l) =
+//!   δ_i^cpu + (n_b(l) − 1)·β, n_b(l) = ⌈l/mss⌉ the blocks (the count
+//!   the trace measures per receive, `pp_blocks`), β the CPU time of
+//!   taking one more block inside the wait (~0.1 µs here), fitted in
+//!   seconds per block over the multi-packet lengths with δ_i^cpu fixed.
+//! * **The write entry beyond one packet**: the host's write
+//!   entry (copying the message into a buffer the engine owns, posting
+//!   its block) is not one line over 1 B – 64 KB: between 1 and 4 KB it
+//!   steps up by ~0.3 µs (a candidate, not established: glibc's
+//!   per-thread cache serves allocations up to 1,032 B, a larger buffer
+//!   comes from the arena). The write entry is the seed's line
+//!   δ_w + ρ_w·(l_c + l), fitted over the one-packet lengths only, up to
+//!   one packet and W_w^m(l) = δ_w^m + ρ_w^m·l beyond; every term that
+//!   holds the write entry (H_t', δ', T_t') takes that piecewise entry
+//!   (δ' and T_t' add its departure from the one-packet line).
 //! * **δ_i^cpu, the host's CPU cost of a wake-up**, in host times in
 //!   place of δ_i: the seed counted the interrupt's delivery as host work
 //!   (a signal handler ran on the host), but a thread woken from a futex
 //!   is off the CPU for most of its wake-up latency — the scheduler's
 //!   time, not the host's. H_t' = H_t − δ_i + δ_i^cpu + n_d·δ_d − 2δ_r −
-//!   ρ_r·l_a + (n_a − 1)·δ_i^cpu.
+//!   ρ_r·l_a + (n_a − 1)·δ_i^cpu up to one packet (the write entry's line
+//!   beyond).
 //! * **No receive command**: the seed's receive posted a control block
 //!   (δ_w + ρ_w·l_c in H_r); an engine delivers data unasked, so
-//!   H_r' = H_r − δ_w − ρ_w·l_c − δ_i + δ_i^cpu − δ_r − ρ_r·l_a.
+//!   H_r' = W(l) + R(l) (above) in place of H_r's δ_i + 2δ_r +
+//!   ρ_r·(l_a + l) + δ_w + ρ_w·l_c.
 
 use serde::{Deserialize, Serialize};
 
@@ -188,11 +210,30 @@ pub struct Extended {
     pub u_0_multi: f64,
     /// υ^m: U's slope beyond one packet.
     pub upsilon_multi: f64,
+    /// δ_w^m: the host write entry's intercept beyond one packet (copy
+    /// into a buffer the engine owns and post its block, the whole entry:
+    /// W_w^m(l) = δ_w^m + ρ_w^m·l; up to one packet δ_w + ρ_w·(l_c + l)).
+    #[serde(default)]
+    pub delta_w_multi: f64,
+    /// ρ_w^m: the write entry's slope beyond one packet.
+    #[serde(default)]
+    pub rho_w_multi: f64,
+    /// β: the host's CPU time of taking one more data block inside a
+    /// receive's wait, seconds per block (W(l) = δ_i^cpu + (⌈l/mss⌉ − 1)·β).
+    #[serde(default)]
+    pub wait_block: f64,
+    /// δ_r^cpu: a receive's read as CPU time outside its wait (taking the
+    /// chunks left, copying the message out), intercept.
+    #[serde(default)]
+    pub delta_r_cpu: f64,
+    /// ρ_r^cpu: its slope, the copy-out per byte.
+    #[serde(default)]
+    pub rho_r_cpu: f64,
 }
 
 impl Extended {
     /// The added parameters by name.
-    pub fn named(&self) -> [(&'static str, f64); 21] {
+    pub fn named(&self) -> [(&'static str, f64); 26] {
         [
             ("acks_send", self.acks_send),
             ("ack_round", self.ack_round),
@@ -215,6 +256,11 @@ impl Extended {
             ("iota", self.iota),
             ("i_0_multi", self.i_0_multi),
             ("iota_multi", self.iota_multi),
+            ("delta_w_multi", self.delta_w_multi),
+            ("rho_w_multi", self.rho_w_multi),
+            ("wait_block", self.wait_block),
+            ("delta_r_cpu", self.delta_r_cpu),
+            ("rho_r_cpu", self.rho_r_cpu),
         ]
     }
 
@@ -237,16 +283,30 @@ impl Extended {
         Ok(())
     }
 
-    /// δ'(l) = δ(l) + δ_e.
+    /// δ'(l) = δ(l) + δ_e + the write entry's departure from the seed's
+    /// line (0 up to one packet).
     pub fn delay(&self, l: f64) -> f64 {
-        self.seed.delay(l) + self.delta_e
+        self.seed.delay(l) + self.delta_e + self.write_step(l)
     }
 
-    /// T_t'(l) = T_t(l) − (T_0 + ρ_T·l) + C(l) + δ_e + Δ_s, with C(l) =
-    /// C_1(l) + (n_a − 1)·R_a.
+    /// T_t'(l) = T_t(l) − (T_0 + ρ_T·l) + C(l) + δ_e + Δ_s + the write
+    /// entry's departure from the seed's line, with C(l) = C_1(l) +
+    /// (n_a − 1)·R_a.
     pub fn period_send(&self, l: f64) -> f64 {
         let p = &self.seed;
-        p.period_send(l) - (p.t_0 + p.rho_t * l) + self.completion(l) + self.delta_e + self.wake_sync
+        p.period_send(l) - (p.t_0 + p.rho_t * l)
+            + self.completion(l)
+            + self.delta_e
+            + self.wake_sync
+            + self.write_step(l)
+    }
+
+    /// The write entry less the seed's δ_w + ρ_w·(l_c + l): 0 up to one
+    /// packet, beyond it what the entry's own line adds (so δ' and T_t',
+    /// which hold the seed's write terms, hold the same entry as H_t').
+    pub fn write_step(&self, l: f64) -> f64 {
+        let p = &self.seed;
+        self.write_entry(l) - (p.delta_w + p.rho_w * (p.l_c + l))
     }
 
     /// C(l) = C_0 + γ·l + (n_a − 1)·R_a: the processor's completion of a
@@ -314,25 +374,51 @@ impl Extended {
         rate(l, period)
     }
 
-    /// H_t'(l) = H_t(l) − δ_i + δ_i^cpu + n_d·δ_d − 2δ_r − ρ_r·l_a +
-    /// (n_a − 1)·δ_i^cpu: the doorbells, the wake-up's CPU rather than its
-    /// latency, no read call (each acknowledgment block is taken inside
-    /// the wait δ_i^cpu holds), each further block its wake-up.
-    pub fn host_send(&self, l: f64) -> f64 {
+    /// The host's write entry: δ_w + ρ_w·(l_c + l) up to one packet (the
+    /// seed's), δ_w^m + ρ_w^m·l beyond.
+    pub fn write_entry(&self, l: f64) -> f64 {
         let p = &self.seed;
-        p.host_send(l) - p.delta_i + self.delta_i_cpu + self.doorbells_send * self.delta_d
-            - 2.0 * p.delta_r
-            - p.rho_r * p.l_a
-            + self.extra_rounds() * self.delta_i_cpu
+        if self.multi(l) {
+            self.delta_w_multi + self.rho_w_multi * l
+        } else {
+            p.delta_w + p.rho_w * (p.l_c + l)
+        }
     }
 
-    /// H_r'(l) = H_r(l) − δ_w − ρ_w·l_c − δ_i + δ_i^cpu − δ_r − ρ_r·l_a:
-    /// no receive command, the wake-up's CPU, one read (the data block).
+    /// n_b(l) = ⌈l/mss⌉: the data blocks a message of `l` bytes arrives
+    /// in, one per packet (1 with one regime, mss 0).
+    pub fn blocks(&self, l: f64) -> f64 {
+        if self.mss > 0.0 { (l / self.mss).ceil().max(1.0) } else { 1.0 }
+    }
+
+    /// W(l) = δ_i^cpu + (n_b(l) − 1)·β, the host's CPU time inside a
+    /// receive's wait: the wake-up and the message's blocks taken as they
+    /// come.
+    pub fn recv_wait(&self, l: f64) -> f64 {
+        let more = self.blocks(l) - 1.0;
+        self.delta_i_cpu + if more > 0.0 { more * self.wait_block } else { 0.0 }
+    }
+
+    /// R(l) = δ_r^cpu + ρ_r^cpu·l: a receive's CPU time outside its wait.
+    pub fn recv_read(&self, l: f64) -> f64 {
+        self.delta_r_cpu + self.rho_r_cpu * l
+    }
+
+    /// H_t'(l) = write entry + n_d·δ_d + n_a·δ_i^cpu: up to one packet
+    /// H_t(l) − δ_i + δ_i^cpu + n_d·δ_d − 2δ_r − ρ_r·l_a + (n_a − 1)·δ_i^cpu
+    /// — the doorbells, the wake-up's CPU rather than its latency, no read
+    /// call (each acknowledgment block is taken inside the wait δ_i^cpu
+    /// holds), each further block its wake-up; beyond one packet the write
+    /// entry's own line.
+    pub fn host_send(&self, l: f64) -> f64 {
+        self.write_entry(l) + self.doorbells_send * self.delta_d + self.acks_send.max(1.0) * self.delta_i_cpu
+    }
+
+    /// H_r'(l) = W(l) + R(l): the wait's CPU time and the read's outside
+    /// it (no receive command, the wake-up's CPU, no wall-clock read
+    /// entry overlapping the wait).
     pub fn host_recv(&self, l: f64) -> f64 {
-        let p = &self.seed;
-        p.host_recv(l) - p.delta_w - p.rho_w * p.l_c - p.delta_i + self.delta_i_cpu
-            - p.delta_r
-            - p.rho_r * p.l_a
+        self.recv_wait(l) + self.recv_read(l)
     }
 }
 
@@ -366,6 +452,13 @@ mod tests {
             rho_t_multi: 0.0,
             u_0_multi: 0.0,
             upsilon_multi: 0.0,
+            delta_w_multi: 0.0,
+            rho_w_multi: 0.0,
+            wait_block: 0.0,
+            // The read's CPU time at the seed's read entry, less l_a
+            // (one read, of the data block: its own notice).
+            delta_r_cpu: p.delta_r,
+            rho_r_cpu: p.rho_r,
         }
     }
 
@@ -468,5 +561,57 @@ mod tests {
         assert!(Extended { u_0: f64::NAN, ..busy }.async_throughput(64.0).is_nan());
         let bad = Extended { wake_sync: f64::INFINITY, ..x };
         assert!(bad.validate().unwrap_err().starts_with("wake_sync:"));
+    }
+
+    #[test]
+    fn host_times_in_cpu_parts_and_the_write_entry_beyond_one_packet() {
+        let p = Params::SEED_004;
+        let x = Extended {
+            mss: 1000.0,
+            delta_i_cpu: 5e-6,
+            delta_d: 1.5e-6,
+            doorbells_send: 0.5,
+            delta_w_multi: 1.2e-6,
+            rho_w_multi: 0.05e-9,
+            wait_block: 0.1e-6,
+            delta_r_cpu: 1.4e-6,
+            rho_r_cpu: 0.05e-9,
+            ..neutral(p)
+        };
+        x.validate().unwrap();
+        // H_r' at one packet: δ_i^cpu + δ_r^cpu + ρ_r^cpu·l — no wall-clock
+        // read entry (the seed's δ_r 382 µs would dominate if it were in).
+        assert!((x.host_recv(1000.0) - (5e-6 + 1.4e-6 + 1000.0 * 0.05e-9)).abs() < 1e-15);
+        // Beyond one packet a block more per packet: 64 KB is ⌈65.536⌉ =
+        // 66 blocks, 65 more at 0.1 µs (δ_i^cpu alone would be 6.5 µs less).
+        let l = 65536.0;
+        assert_eq!(x.blocks(l), 66.0);
+        assert_eq!((x.blocks(1000.0), x.blocks(1001.0), x.blocks(1.0)), (1.0, 2.0, 1.0));
+        let want = 5e-6 + 65.0 * 0.1e-6 + 1.4e-6 + 0.05e-9 * l;
+        assert!((x.host_recv(l) - want).abs() < 1e-15, "{} {want}", x.host_recv(l));
+        assert!((x.recv_wait(1001.0) - x.recv_wait(1000.0) - 0.1e-6).abs() < 1e-15);
+        // H_t' beyond one packet: the write entry's second line, not the
+        // seed's δ_w + ρ_w·(l_c + l) (18.7 ms at 64 KB with Table 4's).
+        let send = 1.2e-6 + 0.05e-9 * l + 0.5 * 1.5e-6 + 5e-6;
+        assert!((x.host_send(l) - send).abs() < 1e-15, "{} {send}", x.host_send(l));
+        let seed_write = p.delta_w + p.rho_w * (p.l_c + 1000.0);
+        assert!((x.write_entry(1000.0) - seed_write).abs() < 1e-15);
+        // δ' and T_t' hold the same piecewise entry: its departure from
+        // the seed's line beyond one packet, none up to it.
+        let step = x.write_entry(l) - (p.delta_w + p.rho_w * (p.l_c + l));
+        assert!(step < 0.0 && (x.write_step(l) - step).abs() < 1e-15);
+        assert!((x.delay(l) - p.delay(l) - step).abs() < 1e-12, "{}", x.delay(l) - p.delay(l));
+        assert!((x.period_send(l) - neutral(p).period_send(l) - step).abs() < 1e-12);
+        assert_eq!(x.write_step(1000.0), 0.0);
+        assert_eq!(x.delay(1000.0), p.delay(1000.0));
+        assert!((x.host_send(1000.0) - (seed_write + 0.75e-6 + 5e-6)).abs() < 1e-15);
+        // One regime (mss 0): every length on the one-packet lines.
+        let one = Extended { mss: 0.0, ..x };
+        assert!((one.host_recv(l) - (5e-6 + 1.4e-6 + 0.05e-9 * l)).abs() < 1e-15);
+        // The new terms are validated by name.
+        let bad = Extended { rho_r_cpu: -1.0, ..x };
+        assert!(bad.validate().unwrap_err().starts_with("rho_r_cpu:"));
+        let bad = Extended { wait_block: f64::NAN, ..x };
+        assert!(bad.validate().unwrap_err().starts_with("wait_block:"));
     }
 }

@@ -11,7 +11,8 @@
 //! [`Extended`] adds the terms an engine thread on a general-purpose
 //! machine needs (the processor's wake-up, its completion of a synchronous
 //! send, the doorbells, the pipeline's slowest stage with the cores' idle
-//! time),
+//! time, a receive's host time as the CPU time inside and outside its
+//! wait, the write entry beyond one packet),
 //! each named, so that the seed's form and the extended form can be shown
 //! side by side.
 //!
