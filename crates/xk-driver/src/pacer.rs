@@ -23,7 +23,11 @@
 //!   on each CPU while releases are near: they take only time no other
 //!   thread wants (the kernel runs `SCHED_IDLE` threads only on an
 //!   otherwise idle CPU and preempts them at once), and keep the CPUs from
-//!   halting.
+//!   halting. The spinner on the forwarding thread's own CPU naps while
+//!   that thread is awake most of the time ([`BUSY_SHARE`]): then its CPU
+//!   does not halt anyway, and an always-runnable fair-class thread there
+//!   brings in the kernel's fair server, which stops the real-time thread
+//!   for 50 ms.
 //! * **The loop is busy elsewhere.** The drivers read at most one batch of
 //!   arrivals between looks at the release queue, so a burst of arrivals
 //!   does not hold up a release that falls due meanwhile.
@@ -166,6 +170,9 @@ const HOT_WINDOW: Duration = Duration::from_millis(2);
 pub struct KeepWarm {
     stop: Arc<AtomicBool>,
     hot: Arc<AtomicBool>,
+    /// The forwarding thread is busy enough to keep its own CPU awake: the
+    /// spinner there naps (see [`BUSY_SHARE`]).
+    own_busy: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     /// The CPU the forwarding thread is pinned to.
     pub cpu: usize,
@@ -175,6 +182,27 @@ pub struct KeepWarm {
 
 /// Most CPUs kept warm (a spinner each).
 pub const MAX_WARM_CPUS: usize = 8;
+
+/// Share of a [`DUTY_WINDOW`] the forwarding thread spends awake (not
+/// blocked in `epoll_wait`) above which the spinner on its own CPU naps.
+///
+/// Why: a `SCHED_FIFO` thread that keeps its CPU mostly busy while a
+/// normal-class thread there is always runnable — the `SCHED_IDLE` spinner
+/// is one: `SCHED_IDLE` is a weight of the fair class, not a class of its
+/// own — makes the kernel's fair server (a deadline server, 50 ms of every
+/// second for the fair class, Linux 6.12+) step in: it preempts the
+/// real-time thread and runs the fair class for its whole 50 ms budget,
+/// which the spinner, always runnable, uses up. At 1 Gbit/s without
+/// segmentation offload (XTP over raw IP: a read and a write per packet)
+/// the thread is awake 0.8 of the time and every run had 50–55 ms stalls
+/// (docs/PERF.md, "Session 18: the 1 Gbit/s column over raw IP", with the
+/// scheduler trace). A thread that busy wakes every few µs, so its CPU has
+/// no time to halt and needs no spinner.
+pub const BUSY_SHARE: f64 = 0.5;
+
+/// How often [`BUSY_SHARE`] is judged: short enough to follow a transfer
+/// starting and stopping, long enough to span many releases.
+pub const DUTY_WINDOW: Duration = Duration::from_millis(20);
 
 impl KeepWarm {
     /// Pins the calling thread to the CPU it is running on and starts a
@@ -198,11 +226,14 @@ impl KeepWarm {
             .map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let hot = Arc::new(AtomicBool::new(false));
-        let mut warm = KeepWarm { stop, hot, threads: Vec::new(), cpu, warm: cpus.clone() };
+        let own_busy = Arc::new(AtomicBool::new(false));
+        let mut warm = KeepWarm { stop, hot, own_busy, threads: Vec::new(), cpu, warm: cpus.clone() };
         let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
         for c in cpus {
             let set = one(c)?;
             let (stop, hot, tx) = (warm.stop.clone(), warm.hot.clone(), tx.clone());
+            // Only the forwarding thread's own CPU naps while that thread is busy.
+            let busy = (c == cpu).then(|| warm.own_busy.clone());
             let spawned = std::thread::Builder::new().name(format!("xk-keep-warm-{c}")).spawn(move || {
                 use thread_priority::{
                     NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
@@ -223,7 +254,8 @@ impl KeepWarm {
                     return;
                 }
                 while !stop.load(Ordering::Relaxed) {
-                    if hot.load(Ordering::Relaxed) {
+                    let napping = busy.as_ref().is_some_and(|b| b.load(Ordering::Relaxed));
+                    if hot.load(Ordering::Relaxed) && !napping {
                         for _ in 0..256 {
                             std::hint::spin_loop();
                         }
@@ -317,6 +349,14 @@ pub struct LoopStats {
     /// netns only: how long each TUN write took (ns) — the kernel running
     /// the other namespace's stack inside it.
     pub write_ns: Vec<u64>,
+    /// [`DUTY_WINDOW`]s judged, and those in which the thread was awake
+    /// more than [`BUSY_SHARE`] (its own CPU's spinner napped in the next).
+    pub duty_windows: u64,
+    /// See [`LoopStats::duty_windows`].
+    pub busy_windows: u64,
+    /// `timerfd_settime` calls (a wait for the instant the timer is
+    /// already armed for makes none).
+    pub timer_sets: u64,
 }
 
 impl LoopStats {
@@ -417,6 +457,9 @@ impl LoopStats {
             "reads": self.reads,
             "mean_read_batch": if self.reads == 0 { 0.0 } else { self.read_packets as f64 / self.reads as f64 },
             "max_read_batch": self.max_read_batch,
+            "duty_windows": self.duty_windows,
+            "busy_windows": self.busy_windows,
+            "timer_sets": self.timer_sets,
         })
     }
 }
@@ -449,6 +492,13 @@ pub struct Pacer {
     late_est_ns: u64,
     events: [EpollEvent; 8],
     warm: Option<KeepWarm>,
+    /// The expiry the timer is armed for and has not yet delivered: a wait
+    /// for the same instant (the last one ended on input) leaves it armed
+    /// instead of paying a `timerfd_settime` again.
+    armed: Option<Instant>,
+    /// Start of the current [`DUTY_WINDOW`], and the time blocked in it (ns).
+    duty_since: Option<Instant>,
+    slept_ns: u64,
     /// What the waits did.
     pub stats: LoopStats,
 }
@@ -479,6 +529,9 @@ impl Pacer {
             late_est_ns: 0,
             events: [EpollEvent::empty(); 8],
             warm: None,
+            armed: None,
+            duty_since: None,
+            slept_ns: 0,
             stats,
         })
     }
@@ -515,6 +568,7 @@ impl Pacer {
     /// kernel until `spin` before the deadline, then polls without blocking.
     pub fn wait_until(&mut self, clock: &Clock, deadline: Instant) -> io::Result<Woke> {
         let now = clock.now();
+        self.judge_duty(now);
         if let Some(w) = &self.warm {
             w.hot.store(deadline.saturating_since(now) <= HOT_WINDOW, Ordering::Relaxed);
         }
@@ -539,14 +593,22 @@ impl Pacer {
         };
         let wake_at = Instant::from_nanos(deadline.as_nanos().saturating_sub(duration_nanos(spin)));
         if wake_at > now {
-            let rel = wake_at.saturating_since(now);
-            let ts = TimeSpec::from_duration(rel);
-            // Arming also clears an expiry left over from an earlier wait
-            // that ended on input instead.
-            self.timer.set(Expiration::OneShot(ts), TimerSetTimeFlags::empty()).map_err(io::Error::from)?;
+            if self.armed != Some(wake_at) {
+                let rel = wake_at.saturating_since(now);
+                let ts = TimeSpec::from_duration(rel);
+                // Arming also clears an expiry left over from an earlier wait
+                // that ended on input instead.
+                self.timer
+                    .set(Expiration::OneShot(ts), TimerSetTimeFlags::empty())
+                    .map_err(io::Error::from)?;
+                self.armed = Some(wake_at);
+                self.stats.timer_sets += 1;
+            }
             let (fired, readable) = self.poll(EpollTimeout::NONE)?;
+            let woke = clock.now();
+            self.slept_ns += duration_nanos(woke.saturating_since(now));
             if fired {
-                let woke = clock.now();
+                self.armed = None;
                 let _ = self.timer.wait(); // consume the expiry (non-blocking)
                 let late = duration_nanos(woke.saturating_since(wake_at));
                 self.stats.wake_late_ns.push(late);
@@ -584,6 +646,27 @@ impl Pacer {
         Ok(woke)
     }
 
+    /// Closes the [`DUTY_WINDOW`] if it is over: tells the spinner on this
+    /// thread's CPU whether to nap through the next ([`BUSY_SHARE`]).
+    fn judge_duty(&mut self, now: Instant) {
+        let Some(since) = self.duty_since else {
+            self.duty_since = Some(now);
+            return;
+        };
+        let span = duration_nanos(now.saturating_since(since));
+        if span < duration_nanos(DUTY_WINDOW) {
+            return;
+        }
+        let busy = is_busy(self.slept_ns, span);
+        self.stats.duty_windows += 1;
+        self.stats.busy_windows += u64::from(busy);
+        if let Some(w) = &self.warm {
+            w.own_busy.store(busy, Ordering::Relaxed);
+        }
+        self.duty_since = Some(now);
+        self.slept_ns = 0;
+    }
+
     /// One `epoll_wait`: (timer fired, an input is readable).
     fn poll(&mut self, timeout: EpollTimeout) -> io::Result<(bool, bool)> {
         let n = match self.epoll.wait(&mut self.events, timeout) {
@@ -595,6 +678,12 @@ impl Pacer {
         let readable = self.events[..n].iter().any(|e| e.data() != TIMER);
         Ok((fired, readable))
     }
+}
+
+/// Whether a thread that slept `slept_ns` of `span_ns` was awake more than
+/// [`BUSY_SHARE`] of it.
+fn is_busy(slept_ns: u64, span_ns: u64) -> bool {
+    span_ns > 0 && (span_ns.saturating_sub(slept_ns)) as f64 > BUSY_SHARE * span_ns as f64
 }
 
 #[cfg(test)]
@@ -643,6 +732,40 @@ mod tests {
         w.hot.store(true, Ordering::Relaxed);
         std::thread::sleep(std::time::Duration::from_millis(5));
         drop(w); // joins the spinner: a hang here fails the test by timeout
+    }
+
+    /// A wait that ended on input leaves the timer armed; the next wait for
+    /// the same instant uses it instead of arming it again (one
+    /// `timerfd_settime` fewer per packet at high rates), and still ends on
+    /// time.
+    #[test]
+    fn a_timer_armed_for_the_same_instant_is_not_armed_again() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let clock = Clock::new();
+        let mut p = Pacer::new(&[rx.as_fd()], Duration::ZERO).unwrap();
+        let deadline = clock.now() + Duration::from_millis(50);
+        tx.send_to(b"x", rx.local_addr().unwrap()).unwrap();
+        assert_eq!(p.wait_until(&clock, deadline).unwrap(), Woke::Readable);
+        let mut buf = [0u8; 8];
+        rx.recv(&mut buf).unwrap();
+        assert_eq!(p.stats.timer_sets, 1);
+        assert_eq!(p.wait_until(&clock, deadline).unwrap(), Woke::Due);
+        assert!(clock.now() >= deadline);
+        assert_eq!(p.stats.timer_sets, 1, "the second wait re-armed the timer for the same instant");
+        // A new instant arms it again.
+        let later = clock.now() + Duration::from_millis(1);
+        assert_eq!(p.wait_until(&clock, later).unwrap(), Woke::Due);
+        assert_eq!(p.stats.timer_sets, 2);
+    }
+
+    /// The own CPU's spinner naps once the thread is awake more than
+    /// [`BUSY_SHARE`] of a window.
+    #[test]
+    fn busy_means_awake_more_than_the_busy_share() {
+        assert!(is_busy(100, 1_000), "awake 0.9");
+        assert!(!is_busy(600, 1_000), "awake 0.4");
+        assert!(!is_busy(0, 0), "an empty window is not busy");
     }
 
     /// Input ends a wait before its deadline.
