@@ -73,7 +73,7 @@ use tun_rs::{SyncDevice, VIRTIO_NET_HDR_LEN};
 use crate::clock::Clock;
 use crate::pacer::{LoopStats, Pacer, Pacing};
 use crate::relay::{DirectionReport, RelayReport};
-use crate::tun_batch::{Batch, MAX_BATCH, coalescable, outside_offloads};
+use crate::tun_batch::{Batch, MAX_BATCH, coalescable};
 
 /// Address of namespace A's end.
 pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 1);
@@ -177,10 +177,6 @@ pub struct ForwardOptions<'a> {
     /// Longest a released packet is held back so that packets due after it
     /// leave in the same write ([`DEFAULT_BATCH_SPAN`]; zero: never).
     pub batch_span: Duration,
-    /// Also hold packets no offload coalesces (protocols other than TCP
-    /// and UDP) for the span, and write them as a train, one by one (see
-    /// [`Netns::forward`]); only when the devices have offloads.
-    pub trains: bool,
     /// One JSON line per packet event (arrive / release), if given.
     pub log: Option<&'a mut dyn Write>,
     /// Sees each released IP packet (what crossed the emulated link):
@@ -308,7 +304,7 @@ impl Netns {
         opts: ForwardOptions<'_>,
         stop: &Arc<AtomicBool>,
     ) -> io::Result<RelayReport> {
-        let ForwardOptions { spin, max_p99_error, pacing, batch_span, trains, mut log, mut capture } = opts;
+        let ForwardOptions { spin, max_p99_error, pacing, batch_span, mut log, mut capture } = opts;
         let drops_at_start = self.tun_drops();
         let clock = Clock::new();
         let start = clock.now();
@@ -333,25 +329,13 @@ impl Netns {
         let offloads = [&self.ends.1, &self.ends.0];
         let mut buf = BytesMut::new();
         let mut turn = 0u64;
-        // Packets of protocols no offload covers (XTP over IP 36) leave in
-        // trains when asked and the devices batch at all: held for the span like a
-        // batch, then written one by one back to back. Each is still a
-        // write, but the loop wakes once per train instead of once per
-        // packet, and the receiving socket's reader, woken by the first
-        // write, is still running for the rest (a wake-up is an
-        // inter-processor interrupt, the dearest part of a write here).
-        // Per-packet forwarding at 1 Gbit/s used 0.87 of a core and the
-        // kernel's fair server stalled it for 5-50 ms (docs/PERF.md,
-        // Session 18); XTP over raw IP was slower with trains there
-        // (804-901 against 924-956 Mbit/s), so they are not the default.
-        // `--no-offload` stays the per-packet baseline.
-        let trains = trains && self.offloads.tcp;
         let end = start + duration;
         while !stop.load(Ordering::Relaxed) {
             let now = clock.now();
             if now >= end {
                 break;
             }
+            pacer.turn(now);
             for d in 0..2 {
                 while let Some(p) = path.poll(now, d) {
                     tx[d].held.push((p, now));
@@ -361,15 +345,14 @@ impl Netns {
                 }
                 // Hold the batch for the next packet if it is due within the
                 // span and the batch could grow by coalescing (the last
-                // packet could head a super-packet on this device) or is a
-                // train (packets no offload coalesces, see below);
+                // packet could head a super-packet on this device);
                 // otherwise write it now, at its last packet's release time.
                 let hold = tx[d].held.first().is_some_and(|(first, _)| {
                     tx[d].held.len() < MAX_BATCH
-                        && tx[d].held.last().is_some_and(|(p, _)| {
-                            coalescable(&p.packet, offloads[d].tcp, offloads[d].udp)
-                                || (trains && outside_offloads(&p.packet))
-                        })
+                        && tx[d]
+                            .held
+                            .last()
+                            .is_some_and(|(p, _)| coalescable(&p.packet, offloads[d].tcp, offloads[d].udp))
                         && path.next_arrival(d).is_some_and(|t| t <= first.at + batch_span)
                 });
                 if hold || tx[d].held.is_empty() {

@@ -191,13 +191,21 @@ pub const MAX_WARM_CPUS: usize = 8;
 /// is one: `SCHED_IDLE` is a weight of the fair class, not a class of its
 /// own — makes the kernel's fair server (a deadline server, 50 ms of every
 /// second for the fair class, Linux 6.12+) step in: it preempts the
-/// real-time thread and runs the fair class for its whole 50 ms budget,
-/// which the spinner, always runnable, uses up. At 1 Gbit/s without
-/// segmentation offload (XTP over raw IP: a read and a write per packet)
-/// the thread is awake 0.8 of the time and every run had 50–55 ms stalls
-/// (docs/PERF.md, "Session 18: the 1 Gbit/s column over raw IP", with the
-/// scheduler trace). A thread that busy wakes every few µs, so its CPU has
-/// no time to halt and needs no spinner.
+/// real-time thread and runs the fair class for up to its 50 ms budget,
+/// which the spinner, always runnable, helps use up. At 1 Gbit/s without
+/// segmentation offload (XTP over raw IP: about 2.5 reads and one write
+/// per packet) the thread was awake 0.8 of the time and every run had
+/// 50–55 ms stalls (docs/PERF.md, "Session 18: the 1 Gbit/s column over
+/// raw IP", with the scheduler trace). A thread that busy wakes up again
+/// within a few µs of blocking, so its CPU has no time to halt and needs no
+/// spinner.
+///
+/// Why one half: the measured loads were far from it on both sides (awake
+/// about 0.8 at 1 Gbit/s over raw IP, under 0.2 at 45 Mbit/s), so any
+/// value between works for them; one half was not tuned, and a load near
+/// it is untested. There is no hysteresis: a load near one half can flip
+/// the nap on and off every window, which [`LoopStats::busy_flips`]
+/// counts.
 pub const BUSY_SHARE: f64 = 0.5;
 
 /// How often [`BUSY_SHARE`] is judged: short enough to follow a transfer
@@ -350,10 +358,16 @@ pub struct LoopStats {
     /// the other namespace's stack inside it.
     pub write_ns: Vec<u64>,
     /// [`DUTY_WINDOW`]s judged, and those in which the thread was awake
-    /// more than [`BUSY_SHARE`] (its own CPU's spinner napped in the next).
+    /// more than [`BUSY_SHARE`] (busy: the spinner on its own CPU naps
+    /// through the next window — if there is one; none runs without
+    /// `SCHED_FIFO`, e.g. without root, or with `--no-keep-warm`).
     pub duty_windows: u64,
     /// See [`LoopStats::duty_windows`].
     pub busy_windows: u64,
+    /// Windows judged busy after one judged idle or the other way round:
+    /// how often the nap turned on or off (or would have, without a
+    /// spinner). Many flips mean a load near [`BUSY_SHARE`].
+    pub busy_flips: u64,
     /// `timerfd_settime` calls (a wait for the instant the timer is
     /// already armed for makes none).
     pub timer_sets: u64,
@@ -459,6 +473,7 @@ impl LoopStats {
             "max_read_batch": self.max_read_batch,
             "duty_windows": self.duty_windows,
             "busy_windows": self.busy_windows,
+            "busy_flips": self.busy_flips,
             "timer_sets": self.timer_sets,
         })
     }
@@ -492,13 +507,16 @@ pub struct Pacer {
     late_est_ns: u64,
     events: [EpollEvent; 8],
     warm: Option<KeepWarm>,
-    /// The expiry the timer is armed for and has not yet delivered: a wait
-    /// for the same instant (the last one ended on input) leaves it armed
-    /// instead of paying a `timerfd_settime` again.
+    /// The instant the timer was last armed for, until a wait sees it
+    /// fire. A wait for that instant while it is still ahead (the last wait
+    /// ended on input) leaves the timer armed instead of paying a
+    /// `timerfd_settime` again. The expiry may also have passed unseen (the
+    /// loop was busy past it); then this is stale but never reused, since a
+    /// wait arms only instants still ahead, and arming another instant
+    /// clears the left-over expiry.
     armed: Option<Instant>,
-    /// Start of the current [`DUTY_WINDOW`], and the time blocked in it (ns).
-    duty_since: Option<Instant>,
-    slept_ns: u64,
+    /// How busy the thread is (see [`BUSY_SHARE`]).
+    duty: Duty,
     /// What the waits did.
     pub stats: LoopStats,
 }
@@ -530,8 +548,7 @@ impl Pacer {
             events: [EpollEvent::empty(); 8],
             warm: None,
             armed: None,
-            duty_since: None,
-            slept_ns: 0,
+            duty: Duty::default(),
             stats,
         })
     }
@@ -568,7 +585,6 @@ impl Pacer {
     /// kernel until `spin` before the deadline, then polls without blocking.
     pub fn wait_until(&mut self, clock: &Clock, deadline: Instant) -> io::Result<Woke> {
         let now = clock.now();
-        self.judge_duty(now);
         if let Some(w) = &self.warm {
             w.hot.store(deadline.saturating_since(now) <= HOT_WINDOW, Ordering::Relaxed);
         }
@@ -604,9 +620,12 @@ impl Pacer {
                 self.armed = Some(wake_at);
                 self.stats.timer_sets += 1;
             }
+            // Only the time inside epoll_wait counts as asleep, not the
+            // arming before it.
+            let asleep = clock.now();
             let (fired, readable) = self.poll(EpollTimeout::NONE)?;
             let woke = clock.now();
-            self.slept_ns += duration_nanos(woke.saturating_since(now));
+            self.duty.slept(duration_nanos(woke.saturating_since(asleep)));
             if fired {
                 self.armed = None;
                 let _ = self.timer.wait(); // consume the expiry (non-blocking)
@@ -646,25 +665,20 @@ impl Pacer {
         Ok(woke)
     }
 
-    /// Closes the [`DUTY_WINDOW`] if it is over: tells the spinner on this
-    /// thread's CPU whether to nap through the next ([`BUSY_SHARE`]).
-    fn judge_duty(&mut self, now: Instant) {
-        let Some(since) = self.duty_since else {
-            self.duty_since = Some(now);
+    /// Called once per turn of the forwarding loop, whether or not the
+    /// turn waits (a saturated loop reads turn after turn without waiting):
+    /// closes the [`DUTY_WINDOW`] if it is over and tells the spinner on
+    /// this thread's CPU whether to nap through the next ([`BUSY_SHARE`]).
+    pub fn turn(&mut self, now: Instant) {
+        let Some(busy) = self.duty.judge(now) else {
             return;
         };
-        let span = duration_nanos(now.saturating_since(since));
-        if span < duration_nanos(DUTY_WINDOW) {
-            return;
-        }
-        let busy = is_busy(self.slept_ns, span);
         self.stats.duty_windows += 1;
-        self.stats.busy_windows += u64::from(busy);
+        self.stats.busy_windows += u64::from(busy.busy);
+        self.stats.busy_flips += u64::from(busy.flipped);
         if let Some(w) = &self.warm {
-            w.own_busy.store(busy, Ordering::Relaxed);
+            w.own_busy.store(busy.busy, Ordering::Relaxed);
         }
-        self.duty_since = Some(now);
-        self.slept_ns = 0;
     }
 
     /// One `epoll_wait`: (timer fired, an input is readable).
@@ -677,6 +691,53 @@ impl Pacer {
         let fired = self.events[..n].iter().any(|e| e.data() == TIMER);
         let readable = self.events[..n].iter().any(|e| e.data() != TIMER);
         Ok((fired, readable))
+    }
+}
+
+/// The forwarding thread's time asleep in [`DUTY_WINDOW`]s: whether it was
+/// busy in the last one closed.
+#[derive(Clone, Debug, Default)]
+struct Duty {
+    /// Start of the current window (none before the first turn).
+    since: Option<Instant>,
+    /// Time blocked in `epoll_wait` in it (ns).
+    slept_ns: u64,
+    /// The last closed window's verdict.
+    busy: bool,
+}
+
+/// A closed [`DUTY_WINDOW`]'s verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Verdict {
+    busy: bool,
+    /// Differs from the window before's (the first window counts as after
+    /// an idle one).
+    flipped: bool,
+}
+
+impl Duty {
+    /// Adds time spent blocked.
+    fn slept(&mut self, ns: u64) {
+        self.slept_ns += ns;
+    }
+
+    /// At `now`: the verdict on the window if it is over (a new one starts
+    /// at `now`), else none.
+    fn judge(&mut self, now: Instant) -> Option<Verdict> {
+        let Some(since) = self.since else {
+            self.since = Some(now);
+            return None;
+        };
+        let span = duration_nanos(now.saturating_since(since));
+        if span < duration_nanos(DUTY_WINDOW) {
+            return None;
+        }
+        let busy = is_busy(self.slept_ns, span);
+        let flipped = busy != self.busy;
+        self.busy = busy;
+        self.since = Some(now);
+        self.slept_ns = 0;
+        Some(Verdict { busy, flipped })
     }
 }
 
@@ -736,8 +797,8 @@ mod tests {
 
     /// A wait that ended on input leaves the timer armed; the next wait for
     /// the same instant uses it instead of arming it again (one
-    /// `timerfd_settime` fewer per packet at high rates), and still ends on
-    /// time.
+    /// `timerfd_settime` fewer per wait that ended on input and was followed
+    /// by one for the same instant), and still ends on time.
     #[test]
     fn a_timer_armed_for_the_same_instant_is_not_armed_again() {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -759,13 +820,55 @@ mod tests {
         assert_eq!(p.stats.timer_sets, 2);
     }
 
-    /// The own CPU's spinner naps once the thread is awake more than
-    /// [`BUSY_SHARE`] of a window.
+    /// The threshold alone: awake more than [`BUSY_SHARE`] of a window is
+    /// busy (that the spinner then naps is [`Pacer::turn`]'s part).
     #[test]
     fn busy_means_awake_more_than_the_busy_share() {
         assert!(is_busy(100, 1_000), "awake 0.9");
         assert!(!is_busy(600, 1_000), "awake 0.4");
         assert!(!is_busy(0, 0), "an empty window is not busy");
+    }
+
+    /// The window logic with made-up instants: no verdict before a
+    /// [`DUTY_WINDOW`] has passed; the time asleep in the window decides;
+    /// each window starts afresh; flips are told.
+    #[test]
+    fn duty_windows_judge_the_time_asleep_in_each() {
+        let t0 = Instant::from_nanos(1_000_000_000);
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut d = Duty::default();
+        assert_eq!(d.judge(t0), None, "the first turn opens the first window");
+        // Asleep 15 of 20 ms: awake 0.25.
+        d.slept(duration_nanos(Duration::from_millis(15)));
+        assert_eq!(d.judge(ms(19)), None, "19 ms is not yet a window");
+        assert_eq!(d.judge(ms(20)), Some(Verdict { busy: false, flipped: false }));
+        // Asleep 2 of the next 20 ms: awake 0.9; the 15 ms before no longer count.
+        d.slept(duration_nanos(Duration::from_millis(2)));
+        assert_eq!(d.judge(ms(40)), Some(Verdict { busy: true, flipped: true }));
+        // Nothing slept: a loop that never waits is busy window after window.
+        assert_eq!(d.judge(ms(60)), Some(Verdict { busy: true, flipped: false }));
+        // Asleep 15 of 25 ms: awake 0.4.
+        d.slept(duration_nanos(Duration::from_millis(15)));
+        assert_eq!(d.judge(ms(85)), Some(Verdict { busy: false, flipped: true }));
+    }
+
+    /// A loop that never waits (reads turn after turn) is judged busy
+    /// through [`Pacer::turn`] alone, and the flag of the spinner on its CPU
+    /// is set; a flip back is counted.
+    #[test]
+    fn a_loop_that_never_waits_is_busy() {
+        let mut p = Pacer::new(&[], Duration::ZERO).unwrap();
+        p.warm = Some(KeepWarm::start().expect("SCHED_IDLE and pinning are open to every user"));
+        let t0 = Instant::from_nanos(1_000_000_000);
+        for i in 0..=10u64 {
+            p.turn(t0 + Duration::from_millis(5 * i));
+        }
+        assert_eq!((p.stats.duty_windows, p.stats.busy_windows, p.stats.busy_flips), (2, 2, 1));
+        assert!(p.warm.as_ref().unwrap().own_busy.load(Ordering::Relaxed));
+        p.duty.slept(duration_nanos(Duration::from_millis(20)));
+        p.turn(t0 + Duration::from_millis(70));
+        assert_eq!((p.stats.duty_windows, p.stats.busy_windows, p.stats.busy_flips), (3, 2, 2));
+        assert!(!p.warm.as_ref().unwrap().own_busy.load(Ordering::Relaxed));
     }
 
     /// Input ends a wait before its deadline.

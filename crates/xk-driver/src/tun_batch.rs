@@ -100,21 +100,6 @@ impl Batch {
     }
 }
 
-/// Whether no segmentation offload could ever coalesce `ip`: an IPv4 or
-/// IPv6 packet of a protocol other than TCP and UDP (XTP over IP 36).
-/// Each such packet is a write of its own whatever the device, and each
-/// write wakes the receiving socket's reader; the emulator lets them leave
-/// in trains (held like a batch, written one by one) so one wake-up of the
-/// forwarding loop, and of the reader, serves several.
-pub fn outside_offloads(ip: &[u8]) -> bool {
-    let proto = match ip.first().map(|b| b >> 4) {
-        Some(4) if ip.len() >= 20 => ip[9],
-        Some(6) if ip.len() >= 40 => ip[6],
-        _ => return false,
-    };
-    proto != 6 && proto != 17
-}
-
 /// Whether a packet could be the head of a GRO super-packet with packets
 /// released after it, on a device that coalesces TCP (`tcp`) and/or UDP
 /// (`udp`): holding any other one costs release error for no fewer writes.
@@ -439,24 +424,6 @@ mod tests {
         // Malformed: never a panic.
         for bad in [&[][..], &[0x45, 0, 0][..], &tcp(1, 0, 5)[..30], &[0x60; 39][..]] {
             assert!(!coalescable(bad, true, true));
-        }
-    }
-
-    #[test]
-    fn only_protocols_no_offload_covers_ride_in_trains() {
-        let mut xtp = udp(1, 100);
-        xtp[9] = 36;
-        assert!(outside_offloads(&xtp), "XTP over IP 36");
-        assert!(!outside_offloads(&udp(1, 100)), "UDP has USO");
-        assert!(!outside_offloads(&tcp(1, 0, 100)), "TCP has TSO");
-        assert!(!outside_offloads(&tcp(1, 0, 0)), "a pure ACK is TCP too: it leaves at once");
-        let mut v6 = vec![0x60, 0, 0, 0, 0, 0, 36, 64];
-        v6.extend_from_slice(&[0; 32]);
-        assert!(outside_offloads(&v6), "XTP over IPv6, next header 36");
-        v6[6] = 17;
-        assert!(!outside_offloads(&v6), "UDP over IPv6");
-        for bad in [&[][..], &[0x45, 0, 0][..], &[0x60; 39][..], &[0x10; 60][..]] {
-            assert!(!outside_offloads(bad), "malformed: not held");
         }
     }
 }

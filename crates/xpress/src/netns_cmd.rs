@@ -83,14 +83,6 @@ pub(crate) struct NetnsArgs {
     /// baseline for comparison).
     #[arg(long)]
     no_offload: bool,
-    /// Hold packets that no offload can coalesce (protocols other than TCP
-    /// and UDP: XTP over IP 36) for the batch span too, and write them back
-    /// to back, one write each: fewer wake-ups of this loop and of the
-    /// receiver at high packet rates, at up to the span's release error
-    /// (docs/PERF.md, Session 18). Off by default: XTP over raw IP was
-    /// measured slower with it.
-    #[arg(long)]
-    trains: bool,
     /// Keep the host's kernel TCP buffer limits in the namespaces. By
     /// default net.ipv4.tcp_rmem / tcp_wmem's maximum is raised there (not on
     /// the host) to twice the path's bandwidth-delay product plus its queues
@@ -208,7 +200,6 @@ pub(crate) fn run(a: &NetnsArgs) -> Result<std::process::ExitCode, String> {
                 max_p99_error: Duration::from_micros(a.max_p99_error_us),
                 pacing: pacing(a.no_realtime, a.no_keep_warm),
                 batch_span: Duration::from_micros(a.batch_span_us),
-                trains: a.trains,
                 log: log.as_mut().map(|w| w as &mut dyn std::io::Write),
                 capture: pcap.as_mut().map(|c| c as &mut dyn FnMut(usize, xk_time::Instant, &[u8])),
             };

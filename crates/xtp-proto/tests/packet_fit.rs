@@ -13,12 +13,13 @@ use common::*;
 use xk_time::{Duration, Instant};
 use xtp_proto::{ContextConfig, Endpoint, EndpointConfig, Event};
 
-fn sends_within_the_packet(aa: SocketAddr, ba: SocketAddr, packet: usize) {
+/// `mss`: the segment asked for (none: the most `packet` carries).
+fn sends_within_the_packet(aa: SocketAddr, ba: SocketAddr, packet: usize, mss: Option<usize>) {
     let ep = EndpointConfig::default();
     let limit = ep.max_packet - if aa.is_ipv6() { 20 } else { 0 };
     assert_eq!(limit, packet);
     let mut cfg = ContextConfig::stream();
-    cfg.mss = limit - xtp_wire::HEADER_LEN;
+    cfg.mss = mss.unwrap_or(limit - xtp_wire::HEADER_LEN);
     let mut server = Endpoint::new(ep.clone(), 41);
     server.listen(7, cfg.clone()).unwrap();
     let client = Endpoint::new(ep, 42);
@@ -57,10 +58,27 @@ fn sends_within_the_packet(aa: SocketAddr, ba: SocketAddr, packet: usize) {
 
 #[test]
 fn a_path_sized_segment_fits_the_packet_over_ipv4() {
-    sends_within_the_packet("10.0.0.1:1".parse().unwrap(), "10.0.0.2:2".parse().unwrap(), 1472);
+    sends_within_the_packet("10.0.0.1:1".parse().unwrap(), "10.0.0.2:2".parse().unwrap(), 1472, None);
 }
 
 #[test]
 fn a_path_sized_segment_fits_the_packet_over_ipv6() {
-    sends_within_the_packet("[2001:db8::1]:1".parse().unwrap(), "[2001:db8::2]:2".parse().unwrap(), 1452);
+    sends_within_the_packet(
+        "[2001:db8::1]:1".parse().unwrap(),
+        "[2001:db8::2]:2".parse().unwrap(),
+        1452,
+        None,
+    );
+}
+
+/// `xpress serve` on a wildcard `[::]` listener serves IPv4 and IPv6 peers
+/// alike with the IPv4 segment (1,440): the engine cuts an IPv6 peer's
+/// packets to the 20 bytes smaller path by itself (`Context::new` caps the
+/// segment at `max_packet` less 20 for an IPv6 peer).
+#[test]
+fn an_ipv4_sized_segment_still_fits_an_ipv6_peer() {
+    let v4_mss = EndpointConfig::default().max_packet - xtp_wire::HEADER_LEN;
+    assert_eq!(v4_mss, 1440);
+    let (aa, ba) = ("[2001:db8::1]:1".parse().unwrap(), "[2001:db8::2]:2".parse().unwrap());
+    sends_within_the_packet(aa, ba, 1452, Some(v4_mss));
 }
