@@ -85,8 +85,8 @@ pub struct BulkConfig {
     /// Fixed window (bytes): our receive window (the peer sends within
     /// it) and a cap on what we send beyond the lowest unacknowledged byte.
     pub window: Option<usize>,
-    /// Most data bytes per XTP packet this side sends (the engine's
-    /// default: 1,400); the path's packet size caps it.
+    /// Most data bytes per XTP packet this side sends; `None`: the most one
+    /// packet carries on the path (`max_mss`), as TCP's MSS follows the MTU.
     pub mss: Option<usize>,
     /// Report every this long.
     pub interval: Option<Duration>,

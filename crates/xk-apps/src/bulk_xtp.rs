@@ -90,9 +90,10 @@ fn open<S: xtp_proto::Subscriber>(
     // XTP's rate is in bytes per second.
     c.out_rate = cfg.rate_bps.map_or(0, |b| (b / 8).max(1) as u32);
     c.congestion = cfg.cc;
-    if let Some(m) = cfg.mss {
-        c.mss = m;
-    }
+    // The path's segment unless --mss says otherwise, as TCP's MSS follows
+    // the route's MTU: the engine cuts the FIRST's address and traffic
+    // segments and a BTAG out of the same packet, so a full segment fits.
+    c.mss = cfg.mss.unwrap_or_else(|| crate::bulk::max_mss(cfg.path.raw.is_some(), to.is_ipv6()));
     if let Some(w) = cfg.window {
         // Ours to receive in (so with -R the server sends within it), and
         // a cap on what our sending contexts let out (so without -R it

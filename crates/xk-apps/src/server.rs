@@ -59,7 +59,8 @@ pub struct ServeConfig {
     /// Congestion controller of accepted XTP contexts.
     pub cc: Congestion,
     /// Most data bytes per packet the server's XTP contexts send (`-R`);
-    /// `None`: the engine's default (1,400). The path's packet size caps it.
+    /// `None`: the most one packet carries on the path
+    /// (`bulk::max_mss`: 1,440 over UDP on IPv4, 1,420 on IPv6, 1,448 raw).
     pub mss: Option<usize>,
     /// Do not use UDP GSO/GRO.
     pub no_offload: bool,
@@ -407,9 +408,11 @@ fn serve_xtp<T: Io>(
     let ep = d.endpoint();
     let mut ccfg = ContextConfig::stream();
     ccfg.congestion = cfg.cc;
-    if let Some(m) = cfg.mss {
-        ccfg.mss = m;
-    }
+    // As `bulk`: the most one packet carries on this path unless --mss. A
+    // wildcard IPv6 listener also serves IPv4 peers; the engine cuts an
+    // IPv6 peer's packets 20 bytes shorter by itself.
+    let v6_only = cfg.listen.is_ipv6() && !cfg.listen.ip().is_unspecified();
+    ccfg.mss = cfg.mss.unwrap_or_else(|| crate::bulk::max_mss(cfg.raw, v6_only));
     for port in [ECHO_PORT, DISCARD_PORT, VERIFY_PORT, SOURCE_PORT] {
         ep.listen(port, ccfg.clone()).map_err(|e| format!("XTP port {port}: {e}"))?;
     }

@@ -335,6 +335,7 @@ impl Netns {
             if now >= end {
                 break;
             }
+            pacer.turn(now);
             for d in 0..2 {
                 while let Some(p) = path.poll(now, d) {
                     tx[d].held.push((p, now));

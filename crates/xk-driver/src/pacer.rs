@@ -23,7 +23,11 @@
 //!   on each CPU while releases are near: they take only time no other
 //!   thread wants (the kernel runs `SCHED_IDLE` threads only on an
 //!   otherwise idle CPU and preempts them at once), and keep the CPUs from
-//!   halting.
+//!   halting. The spinner on the forwarding thread's own CPU naps while
+//!   that thread is awake most of the time ([`BUSY_SHARE`]): then its CPU
+//!   does not halt anyway, and an always-runnable fair-class thread there
+//!   brings in the kernel's fair server, which stops the real-time thread
+//!   for 50 ms.
 //! * **The loop is busy elsewhere.** The drivers read at most one batch of
 //!   arrivals between looks at the release queue, so a burst of arrivals
 //!   does not hold up a release that falls due meanwhile.
@@ -166,6 +170,9 @@ const HOT_WINDOW: Duration = Duration::from_millis(2);
 pub struct KeepWarm {
     stop: Arc<AtomicBool>,
     hot: Arc<AtomicBool>,
+    /// The forwarding thread is busy enough to keep its own CPU awake: the
+    /// spinner there naps (see [`BUSY_SHARE`]).
+    own_busy: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     /// The CPU the forwarding thread is pinned to.
     pub cpu: usize,
@@ -175,6 +182,35 @@ pub struct KeepWarm {
 
 /// Most CPUs kept warm (a spinner each).
 pub const MAX_WARM_CPUS: usize = 8;
+
+/// Share of a [`DUTY_WINDOW`] the forwarding thread spends awake (not
+/// blocked in `epoll_wait`) above which the spinner on its own CPU naps.
+///
+/// Why: a `SCHED_FIFO` thread that keeps its CPU mostly busy while a
+/// normal-class thread there is always runnable — the `SCHED_IDLE` spinner
+/// is one: `SCHED_IDLE` is a weight of the fair class, not a class of its
+/// own — makes the kernel's fair server (a deadline server, 50 ms of every
+/// second for the fair class, Linux 6.12+) step in: it preempts the
+/// real-time thread and runs the fair class for up to its 50 ms budget,
+/// which the spinner, always runnable, helps use up. At 1 Gbit/s without
+/// segmentation offload (XTP over raw IP: about 2.5 reads and one write
+/// per packet) the thread was awake 0.8 of the time and every run had
+/// 50–55 ms stalls (docs/PERF.md, "Session 18: the 1 Gbit/s column over
+/// raw IP", with the scheduler trace). A thread that busy wakes up again
+/// within a few µs of blocking, so its CPU has no time to halt and needs no
+/// spinner.
+///
+/// Why one half: the measured loads were far from it on both sides (awake
+/// about 0.8 at 1 Gbit/s over raw IP, under 0.2 at 45 Mbit/s), so any
+/// value between works for them; one half was not tuned, and a load near
+/// it is untested. There is no hysteresis: a load near one half can flip
+/// the nap on and off every window, which [`LoopStats::busy_flips`]
+/// counts.
+pub const BUSY_SHARE: f64 = 0.5;
+
+/// How often [`BUSY_SHARE`] is judged: short enough to follow a transfer
+/// starting and stopping, long enough to span many releases.
+pub const DUTY_WINDOW: Duration = Duration::from_millis(20);
 
 impl KeepWarm {
     /// Pins the calling thread to the CPU it is running on and starts a
@@ -198,11 +234,14 @@ impl KeepWarm {
             .map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let hot = Arc::new(AtomicBool::new(false));
-        let mut warm = KeepWarm { stop, hot, threads: Vec::new(), cpu, warm: cpus.clone() };
+        let own_busy = Arc::new(AtomicBool::new(false));
+        let mut warm = KeepWarm { stop, hot, own_busy, threads: Vec::new(), cpu, warm: cpus.clone() };
         let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
         for c in cpus {
             let set = one(c)?;
             let (stop, hot, tx) = (warm.stop.clone(), warm.hot.clone(), tx.clone());
+            // Only the forwarding thread's own CPU naps while that thread is busy.
+            let busy = (c == cpu).then(|| warm.own_busy.clone());
             let spawned = std::thread::Builder::new().name(format!("xk-keep-warm-{c}")).spawn(move || {
                 use thread_priority::{
                     NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
@@ -223,7 +262,8 @@ impl KeepWarm {
                     return;
                 }
                 while !stop.load(Ordering::Relaxed) {
-                    if hot.load(Ordering::Relaxed) {
+                    let napping = busy.as_ref().is_some_and(|b| b.load(Ordering::Relaxed));
+                    if hot.load(Ordering::Relaxed) && !napping {
                         for _ in 0..256 {
                             std::hint::spin_loop();
                         }
@@ -317,6 +357,20 @@ pub struct LoopStats {
     /// netns only: how long each TUN write took (ns) — the kernel running
     /// the other namespace's stack inside it.
     pub write_ns: Vec<u64>,
+    /// [`DUTY_WINDOW`]s judged, and those in which the thread was awake
+    /// more than [`BUSY_SHARE`] (busy: the spinner on its own CPU naps
+    /// through the next window — if there is one; none runs without
+    /// `SCHED_FIFO`, e.g. without root, or with `--no-keep-warm`).
+    pub duty_windows: u64,
+    /// See [`LoopStats::duty_windows`].
+    pub busy_windows: u64,
+    /// Windows judged busy after one judged idle or the other way round:
+    /// how often the nap turned on or off (or would have, without a
+    /// spinner). Many flips mean a load near [`BUSY_SHARE`].
+    pub busy_flips: u64,
+    /// `timerfd_settime` calls (a wait for the instant the timer is
+    /// already armed for makes none).
+    pub timer_sets: u64,
 }
 
 impl LoopStats {
@@ -417,6 +471,10 @@ impl LoopStats {
             "reads": self.reads,
             "mean_read_batch": if self.reads == 0 { 0.0 } else { self.read_packets as f64 / self.reads as f64 },
             "max_read_batch": self.max_read_batch,
+            "duty_windows": self.duty_windows,
+            "busy_windows": self.busy_windows,
+            "busy_flips": self.busy_flips,
+            "timer_sets": self.timer_sets,
         })
     }
 }
@@ -449,6 +507,16 @@ pub struct Pacer {
     late_est_ns: u64,
     events: [EpollEvent; 8],
     warm: Option<KeepWarm>,
+    /// The instant the timer was last armed for, until a wait sees it
+    /// fire. A wait for that instant while it is still ahead (the last wait
+    /// ended on input) leaves the timer armed instead of paying a
+    /// `timerfd_settime` again. The expiry may also have passed unseen (the
+    /// loop was busy past it); then this is stale but never reused, since a
+    /// wait arms only instants still ahead, and arming another instant
+    /// clears the left-over expiry.
+    armed: Option<Instant>,
+    /// How busy the thread is (see [`BUSY_SHARE`]).
+    duty: Duty,
     /// What the waits did.
     pub stats: LoopStats,
 }
@@ -479,6 +547,8 @@ impl Pacer {
             late_est_ns: 0,
             events: [EpollEvent::empty(); 8],
             warm: None,
+            armed: None,
+            duty: Duty::default(),
             stats,
         })
     }
@@ -539,14 +609,25 @@ impl Pacer {
         };
         let wake_at = Instant::from_nanos(deadline.as_nanos().saturating_sub(duration_nanos(spin)));
         if wake_at > now {
-            let rel = wake_at.saturating_since(now);
-            let ts = TimeSpec::from_duration(rel);
-            // Arming also clears an expiry left over from an earlier wait
-            // that ended on input instead.
-            self.timer.set(Expiration::OneShot(ts), TimerSetTimeFlags::empty()).map_err(io::Error::from)?;
+            if self.armed != Some(wake_at) {
+                let rel = wake_at.saturating_since(now);
+                let ts = TimeSpec::from_duration(rel);
+                // Arming also clears an expiry left over from an earlier wait
+                // that ended on input instead.
+                self.timer
+                    .set(Expiration::OneShot(ts), TimerSetTimeFlags::empty())
+                    .map_err(io::Error::from)?;
+                self.armed = Some(wake_at);
+                self.stats.timer_sets += 1;
+            }
+            // Only the time inside epoll_wait counts as asleep, not the
+            // arming before it.
+            let asleep = clock.now();
             let (fired, readable) = self.poll(EpollTimeout::NONE)?;
+            let woke = clock.now();
+            self.duty.slept(duration_nanos(woke.saturating_since(asleep)));
             if fired {
-                let woke = clock.now();
+                self.armed = None;
                 let _ = self.timer.wait(); // consume the expiry (non-blocking)
                 let late = duration_nanos(woke.saturating_since(wake_at));
                 self.stats.wake_late_ns.push(late);
@@ -584,6 +665,22 @@ impl Pacer {
         Ok(woke)
     }
 
+    /// Called once per turn of the forwarding loop, whether or not the
+    /// turn waits (a saturated loop reads turn after turn without waiting):
+    /// closes the [`DUTY_WINDOW`] if it is over and tells the spinner on
+    /// this thread's CPU whether to nap through the next ([`BUSY_SHARE`]).
+    pub fn turn(&mut self, now: Instant) {
+        let Some(busy) = self.duty.judge(now) else {
+            return;
+        };
+        self.stats.duty_windows += 1;
+        self.stats.busy_windows += u64::from(busy.busy);
+        self.stats.busy_flips += u64::from(busy.flipped);
+        if let Some(w) = &self.warm {
+            w.own_busy.store(busy.busy, Ordering::Relaxed);
+        }
+    }
+
     /// One `epoll_wait`: (timer fired, an input is readable).
     fn poll(&mut self, timeout: EpollTimeout) -> io::Result<(bool, bool)> {
         let n = match self.epoll.wait(&mut self.events, timeout) {
@@ -595,6 +692,59 @@ impl Pacer {
         let readable = self.events[..n].iter().any(|e| e.data() != TIMER);
         Ok((fired, readable))
     }
+}
+
+/// The forwarding thread's time asleep in [`DUTY_WINDOW`]s: whether it was
+/// busy in the last one closed.
+#[derive(Clone, Debug, Default)]
+struct Duty {
+    /// Start of the current window (none before the first turn).
+    since: Option<Instant>,
+    /// Time blocked in `epoll_wait` in it (ns).
+    slept_ns: u64,
+    /// The last closed window's verdict.
+    busy: bool,
+}
+
+/// A closed [`DUTY_WINDOW`]'s verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Verdict {
+    busy: bool,
+    /// Differs from the window before's (the first window counts as after
+    /// an idle one).
+    flipped: bool,
+}
+
+impl Duty {
+    /// Adds time spent blocked.
+    fn slept(&mut self, ns: u64) {
+        self.slept_ns += ns;
+    }
+
+    /// At `now`: the verdict on the window if it is over (a new one starts
+    /// at `now`), else none.
+    fn judge(&mut self, now: Instant) -> Option<Verdict> {
+        let Some(since) = self.since else {
+            self.since = Some(now);
+            return None;
+        };
+        let span = duration_nanos(now.saturating_since(since));
+        if span < duration_nanos(DUTY_WINDOW) {
+            return None;
+        }
+        let busy = is_busy(self.slept_ns, span);
+        let flipped = busy != self.busy;
+        self.busy = busy;
+        self.since = Some(now);
+        self.slept_ns = 0;
+        Some(Verdict { busy, flipped })
+    }
+}
+
+/// Whether a thread that slept `slept_ns` of `span_ns` was awake more than
+/// [`BUSY_SHARE`] of it.
+fn is_busy(slept_ns: u64, span_ns: u64) -> bool {
+    span_ns > 0 && (span_ns.saturating_sub(slept_ns)) as f64 > BUSY_SHARE * span_ns as f64
 }
 
 #[cfg(test)]
@@ -643,6 +793,82 @@ mod tests {
         w.hot.store(true, Ordering::Relaxed);
         std::thread::sleep(std::time::Duration::from_millis(5));
         drop(w); // joins the spinner: a hang here fails the test by timeout
+    }
+
+    /// A wait that ended on input leaves the timer armed; the next wait for
+    /// the same instant uses it instead of arming it again (one
+    /// `timerfd_settime` fewer per wait that ended on input and was followed
+    /// by one for the same instant), and still ends on time.
+    #[test]
+    fn a_timer_armed_for_the_same_instant_is_not_armed_again() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let clock = Clock::new();
+        let mut p = Pacer::new(&[rx.as_fd()], Duration::ZERO).unwrap();
+        let deadline = clock.now() + Duration::from_millis(50);
+        tx.send_to(b"x", rx.local_addr().unwrap()).unwrap();
+        assert_eq!(p.wait_until(&clock, deadline).unwrap(), Woke::Readable);
+        let mut buf = [0u8; 8];
+        rx.recv(&mut buf).unwrap();
+        assert_eq!(p.stats.timer_sets, 1);
+        assert_eq!(p.wait_until(&clock, deadline).unwrap(), Woke::Due);
+        assert!(clock.now() >= deadline);
+        assert_eq!(p.stats.timer_sets, 1, "the second wait re-armed the timer for the same instant");
+        // A new instant arms it again.
+        let later = clock.now() + Duration::from_millis(1);
+        assert_eq!(p.wait_until(&clock, later).unwrap(), Woke::Due);
+        assert_eq!(p.stats.timer_sets, 2);
+    }
+
+    /// The threshold alone: awake more than [`BUSY_SHARE`] of a window is
+    /// busy (that the spinner then naps is [`Pacer::turn`]'s part).
+    #[test]
+    fn busy_means_awake_more_than_the_busy_share() {
+        assert!(is_busy(100, 1_000), "awake 0.9");
+        assert!(!is_busy(600, 1_000), "awake 0.4");
+        assert!(!is_busy(0, 0), "an empty window is not busy");
+    }
+
+    /// The window logic with made-up instants: no verdict before a
+    /// [`DUTY_WINDOW`] has passed; the time asleep in the window decides;
+    /// each window starts afresh; flips are told.
+    #[test]
+    fn duty_windows_judge_the_time_asleep_in_each() {
+        let t0 = Instant::from_nanos(1_000_000_000);
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut d = Duty::default();
+        assert_eq!(d.judge(t0), None, "the first turn opens the first window");
+        // Asleep 15 of 20 ms: awake 0.25.
+        d.slept(duration_nanos(Duration::from_millis(15)));
+        assert_eq!(d.judge(ms(19)), None, "19 ms is not yet a window");
+        assert_eq!(d.judge(ms(20)), Some(Verdict { busy: false, flipped: false }));
+        // Asleep 2 of the next 20 ms: awake 0.9; the 15 ms before no longer count.
+        d.slept(duration_nanos(Duration::from_millis(2)));
+        assert_eq!(d.judge(ms(40)), Some(Verdict { busy: true, flipped: true }));
+        // Nothing slept: a loop that never waits is busy window after window.
+        assert_eq!(d.judge(ms(60)), Some(Verdict { busy: true, flipped: false }));
+        // Asleep 15 of 25 ms: awake 0.4.
+        d.slept(duration_nanos(Duration::from_millis(15)));
+        assert_eq!(d.judge(ms(85)), Some(Verdict { busy: false, flipped: true }));
+    }
+
+    /// A loop that never waits (reads turn after turn) is judged busy
+    /// through [`Pacer::turn`] alone, and the flag of the spinner on its CPU
+    /// is set; a flip back is counted.
+    #[test]
+    fn a_loop_that_never_waits_is_busy() {
+        let mut p = Pacer::new(&[], Duration::ZERO).unwrap();
+        p.warm = Some(KeepWarm::start().expect("SCHED_IDLE and pinning are open to every user"));
+        let t0 = Instant::from_nanos(1_000_000_000);
+        for i in 0..=10u64 {
+            p.turn(t0 + Duration::from_millis(5 * i));
+        }
+        assert_eq!((p.stats.duty_windows, p.stats.busy_windows, p.stats.busy_flips), (2, 2, 1));
+        assert!(p.warm.as_ref().unwrap().own_busy.load(Ordering::Relaxed));
+        p.duty.slept(duration_nanos(Duration::from_millis(20)));
+        p.turn(t0 + Duration::from_millis(70));
+        assert_eq!((p.stats.duty_windows, p.stats.busy_windows, p.stats.busy_flips), (3, 2, 2));
+        assert!(!p.warm.as_ref().unwrap().own_busy.load(Ordering::Relaxed));
     }
 
     /// Input ends a wait before its deadline.

@@ -343,6 +343,7 @@ pub fn run_on_captured(
         if now >= end || cfg.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
             break;
         }
+        pacer.turn(now);
         // Release everything due, one batch per direction at a time.
         for (dir, d, to, name) in
             [(0, &mut fwd, Some(cfg.server), "forward"), (1, &mut rev, client, "reverse")]

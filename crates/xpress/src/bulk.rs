@@ -81,9 +81,10 @@ pub(crate) struct BulkArgs {
     /// the congestion window decides how much is sent).
     #[arg(long, value_name = "BYTES", value_parser = args::size)]
     window: Option<usize>,
-    /// Most data bytes per XTP packet we send (default 1,400), at most
-    /// 1,440 over UDP on IPv4 (1,420 on IPv6) and 1,448 over --raw (TCP's
-    /// segment with timestamps, for a comparison at equal header cost).
+    /// Most data bytes per XTP packet we send. Default: the most one packet
+    /// carries on the path (as TCP's MSS follows the MTU): 1,440 over UDP on
+    /// IPv4, 1,420 on IPv6, 1,448 over --raw (TCP's segment with
+    /// timestamps); a smaller value overrides it.
     #[arg(long, value_name = "BYTES")]
     mss: Option<usize>,
     /// Print the result as one line of JSON (intervals included).

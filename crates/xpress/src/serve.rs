@@ -30,9 +30,9 @@ pub(crate) struct ServeArgs {
     /// XTP 4.0: flow and rate control only).
     #[arg(long, default_value_t = Congestion::Cubic, value_name = "NAME")]
     cc: Congestion,
-    /// Most data bytes per XTP packet the server sends (`bulk -R`; default
-    /// 1,400), at most 1,440 over UDP on IPv4 (1,420 on IPv6) and 1,448
-    /// over --raw.
+    /// Most data bytes per XTP packet the server sends (`bulk -R`).
+    /// Default: the most one packet carries on the path: 1,440 over UDP on
+    /// IPv4, 1,420 on an IPv6 address, 1,448 over --raw.
     #[arg(long, value_name = "BYTES")]
     mss: Option<usize>,
     /// Do not use UDP GSO/GRO.

@@ -716,3 +716,30 @@ fn daemon_serves_answers_status_and_refuses_by_name() {
     assert!(err.contains(&format!("no xpress daemon at {sock_s}")), "{err}");
     assert!(!sock.exists(), "the socket file is removed on exit");
 }
+
+#[test]
+fn the_default_segment_is_the_most_the_path_carries() {
+    // Over UDP on IPv4 a 1,472-byte XTP packet less its 32-byte header:
+    // 1,440 bytes of data, as TCP's MSS follows the route; --mss overrides.
+    let s = serve(&[]);
+    let to = s.addr.to_string();
+    let per_packet =
+        |v: &serde_json::Value| v["bytes_sent"].as_f64().unwrap() / v["packets_sent"].as_f64().unwrap();
+    for (extra, lo, hi) in [(&[][..], 1420.0, 1440.0), (&["--mss", "1000"][..], 900.0, 1000.0)] {
+        let mut args = vec!["bulk", "--to", &to, "-n", "3m", "-J"];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let p = per_packet(&v["streams"][0]["context"]);
+        assert!((lo..=hi).contains(&p), "{extra:?}: {p} B per packet: {v}");
+    }
+    // -R: the server's default is the path's too.
+    let o = run(&["bulk", "--to", &to, "-R", "-n", "3m", "-J"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let p = per_packet(&v["sender"]);
+    assert!((1420.0..=1440.0).contains(&p), "-R: {p} B per packet: {v}");
+}

@@ -111,8 +111,11 @@ pub(crate) fn send_quantum(rate: u64, packet: u64) -> u64 {
 
 /// The pacing rate of a window-based controller: the window spread over one
 /// smoothed RTT, doubled in slow start (the window doubles per round trip)
-/// and 1.25 times in congestion avoidance (Linux's ratios), so pacing never
-/// holds the window back while still breaking up line-rate bursts.
+/// and 1.25 times in congestion avoidance, so pacing never holds the window
+/// back while still breaking up line-rate bursts. Linux's ratios are 200 %
+/// and 120 % (`tcp_pacing_ss_ratio`, `tcp_pacing_ca_ratio`; it uses the
+/// slow-start ratio only below half of ssthresh): our slow-start factor is
+/// Linux's, the 1.25 a little more headroom than its 1.2, not its value.
 pub(crate) fn window_pacing(cwnd: u64, srtt: Option<Duration>, slow_start: bool) -> Option<u64> {
     paced(cwnd, srtt, if slow_start { 2.0 } else { 1.25 })
 }
