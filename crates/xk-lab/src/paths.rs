@@ -38,8 +38,8 @@ pub struct Params {
     pub max_seconds: f64,
     /// What carries XTP through `xpress netns`: `raw` (IP protocol 36 with
     /// kernel TCP's 1,448-byte segment, so both pay 52 header bytes per
-    /// packet) or `udp` (8 bytes of UDP more, 1,400-byte segments: XTP's
-    /// ceiling is then 0.993 of TCP's at zero loss). Without root XTP runs
+    /// packet) or `udp` (8 bytes of UDP more, 1,440-byte segments: XTP's
+    /// ceiling is then 0.9945 of TCP's at zero loss). Without root XTP runs
     /// over UDP through the relay whatever this says. Results made before
     /// this parameter existed ran over UDP.
     #[serde(default = "over_udp")]
@@ -244,6 +244,8 @@ impl Experiment for Paths {
         let key = |r: &Row| {
             (r.rate_mbit, r.rtt_ms, (r.loss_pct * 1000.0) as u64, r.transport.clone(), r.cc.clone())
         };
+        let all = rows;
+        let rows = &counted(rows);
         let groups = stats::group(rows, key, |r| r.outcome.mbit_per_s);
         let med = |rate: u64, rtt: u64, loss: f64, t: &str, cc: &str| {
             groups
@@ -282,7 +284,7 @@ impl Experiment for Paths {
                             .iter()
                             .find(|g| g.0 == (rate, rtt, (loss * 1000.0) as u64, t.clone(), cc.clone()));
                         cells.push(g.map_or("—".into(), |g| {
-                            let bad = g.2.iter().filter(|r| !r.outcome.valid).count();
+                            let bad = all.iter().filter(|r| key(r) == g.0 && !r.outcome.valid).count();
                             invalid += bad;
                             format!("{}{}", g.1.html(1), if bad > 0 { " <b>†</b>" } else { "" })
                         }));
@@ -334,7 +336,7 @@ impl Experiment for Paths {
             }
         }
         if invalid > 0 {
-            page.note(&format!("† {invalid} run(s) where the emulator's p99 release error exceeded its bound: their timing is not trustworthy."));
+            page.note(&format!("† {invalid} run(s) where the emulator's p99 release error exceeded its bound: their timing is not trustworthy. A cell with a valid run shows the median of its valid runs only; a cell without one shows its invalid runs."));
         }
         for n in notes {
             page.note(n);
@@ -346,7 +348,7 @@ impl Experiment for Paths {
         for c in carriers {
             page.note(match c {
                 "ip36" => "XTP ran over raw IP (protocol 36) with 1,448-byte segments: 52 header bytes per packet, as kernel TCP with timestamps pays.",
-                _ => "XTP ran over UDP with 1,400-byte segments: 60 header bytes per packet against kernel TCP's 52, so at zero loss XTP's ceiling is 0.993 of TCP's.",
+                _ => "XTP ran over UDP with 1,440-byte segments (the most a 1,500-byte packet carries): 60 header bytes per packet against kernel TCP's 52, so at zero loss XTP's ceiling is 0.9945 of TCP's (1,440 / 1,448).",
             });
         }
         page.note(&format!(
@@ -356,12 +358,21 @@ impl Experiment for Paths {
         page.reading(&reading(p, rows));
     }
     fn summary(_p: &Params, rows: &[Row]) -> Vec<String> {
-        let mut out = vec!["PATHS goodput (Mbit/s, median):".to_string()];
+        let mut out = vec!["PATHS goodput (Mbit/s, median of valid runs):".to_string()];
         let key = |r: &Row| {
             (r.rate_mbit, r.rtt_ms, (r.loss_pct * 1000.0) as u64, r.transport.clone(), r.cc.clone())
         };
-        for ((rate, rtt, loss, t, cc), g, m) in stats::group(rows, key, |r| r.outcome.mbit_per_s) {
-            let bad = if m.iter().any(|r| !r.outcome.valid) { "  (emulator timing invalid)" } else { "" };
+        let all = rows;
+        for (k, g, m) in stats::group(&counted(rows), key, |r| r.outcome.mbit_per_s) {
+            let bad = all.iter().filter(|r| key(r) == k && !r.outcome.valid).count();
+            let bad = match bad {
+                0 => String::new(),
+                n => format!(
+                    "  ({n} run(s) with emulator timing invalid{})",
+                    if m.iter().any(|r| !r.outcome.valid) { ", no valid run" } else { ", left out" }
+                ),
+            };
+            let (rate, rtt, loss, t, cc) = k;
             out.push(format!(
                 "  {rate} Mbit/s RTT {rtt:>4} ms loss {:>4} %  {t} {cc:<8} {}{bad}",
                 loss as f64 / 1000.0,
@@ -385,15 +396,49 @@ impl Experiment for Paths {
 /// PATHS' reading: the goals (ratio ≥ 1 everywhere, ≥ 90 % of the bottleneck
 /// without loss) checked against the cells.
 fn reading(p: &Params, rows: &[Row]) -> String {
-    let m = |rtt: u64, loss: f64, t: &str, cc: &str| {
-        let v: Vec<f64> = rows
-            .iter()
-            .filter(|r| r.rtt_ms == rtt && r.loss_pct == loss && r.transport == t && r.cc == cc)
-            .map(|r| r.outcome.mbit_per_s)
-            .collect();
-        (!v.is_empty()).then(|| stats::median(v))
-    };
+    let rows = &counted(rows);
     let mut parts = Vec::new();
+    for &rate in &p.rate_mbit {
+        let m = |rtt: u64, loss: f64, t: &str, cc: &str| {
+            let v: Vec<f64> = rows
+                .iter()
+                .filter(|r| {
+                    r.rate_mbit == rate
+                        && r.rtt_ms == rtt
+                        && r.loss_pct == loss
+                        && r.transport == t
+                        && r.cc == cc
+                })
+                .map(|r| r.outcome.mbit_per_s)
+                .collect();
+            (!v.is_empty()).then(|| stats::median(v))
+        };
+        reading_at(p, rate, m, &mut parts);
+    }
+    if parts.is_empty() {
+        return "No XTP/TCP pairs were measured (see the notes).".into();
+    }
+    parts.join("; ") + "."
+}
+
+/// The rows a cell's median counts: its valid runs, or all its runs when
+/// none is valid (the cell is marked then). An invalid run's timing is not
+/// trustworthy, so it does not move a median that valid runs can give.
+fn counted(rows: &[Row]) -> Vec<Row> {
+    let cell = |r: &Row| (r.rate_mbit, r.rtt_ms, r.loss_pct.to_bits(), r.transport.clone(), r.cc.clone());
+    rows.iter()
+        .filter(|r| r.outcome.valid || !rows.iter().any(|o| cell(o) == cell(r) && o.outcome.valid))
+        .cloned()
+        .collect()
+}
+
+/// PATHS' reading at one bottleneck rate, appended to `parts`.
+fn reading_at(
+    p: &Params,
+    rate: u64,
+    m: impl Fn(u64, f64, &str, &str) -> Option<f64>,
+    parts: &mut Vec<String>,
+) {
     for xcc in &p.xtp_cc {
         for tcc in &p.tcp_cc {
             let mut ratios = Vec::new();
@@ -414,7 +459,7 @@ fn reading(p: &Params, rows: &[Row]) -> String {
             if let Some((w, rtt, loss)) = worst {
                 let at_least = ratios.iter().filter(|&&r| r >= 1.0).count();
                 parts.push(format!(
-                    "XTP {xcc} vs TCP {tcc}: ratio ≥ 1 in {at_least} of {} cells, lowest {w:.2} at {rtt} ms and {loss} % loss",
+                    "{rate} Mbit/s, XTP {xcc} vs TCP {tcc}: ratio ≥ 1 in {at_least} of {} cells, lowest {w:.2} at {rtt} ms and {loss} % loss",
                     ratios.len()
                 ));
             }
@@ -422,7 +467,7 @@ fn reading(p: &Params, rows: &[Row]) -> String {
         let lossless: Vec<(u64, f64)> = p
             .rtt_ms
             .iter()
-            .filter_map(|&rtt| m(rtt, 0.0, "xtp", xcc).map(|x| (rtt, x / p.rate_mbit[0] as f64)))
+            .filter_map(|&rtt| m(rtt, 0.0, "xtp", xcc).map(|x| (rtt, x / rate as f64)))
             .collect();
         if !lossless.is_empty() {
             let low: Vec<String> = lossless
@@ -431,14 +476,72 @@ fn reading(p: &Params, rows: &[Row]) -> String {
                 .map(|(r, u)| format!("{r} ms ({:.0} %)", u * 100.0))
                 .collect();
             parts.push(if low.is_empty() {
-                format!("XTP {xcc} without loss reaches ≥ 90 % of the bottleneck at every round trip")
+                format!("{rate} Mbit/s: XTP {xcc} without loss reaches ≥ 90 % of the bottleneck at every round trip")
             } else {
-                format!("XTP {xcc} without loss stays under 90 % of the bottleneck at {}", low.join(", "))
+                format!("{rate} Mbit/s: XTP {xcc} without loss stays under 90 % of the bottleneck at {}", low.join(", "))
             });
         }
     }
-    if parts.is_empty() {
-        return "No XTP/TCP pairs were measured (see the notes).".into();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(rate: u64, rtt: u64, t: &str, mbit: f64, valid: bool) -> Row {
+        Row {
+            rate_mbit: rate,
+            rtt_ms: rtt,
+            loss_pct: 0.0,
+            transport: t.into(),
+            cc: "cubic".into(),
+            rep: 0,
+            utilisation: mbit / rate as f64,
+            outcome: Outcome { mbit_per_s: mbit, valid, ..Default::default() },
+        }
     }
-    parts.join("; ") + "."
+
+    fn params(rates: Vec<u64>) -> Params {
+        Params { rate_mbit: rates, rtt_ms: vec![50], loss_pct: vec![0.0], ..Paths::defaults(true) }
+    }
+
+    /// A cell's median leaves out its invalid runs when it has a valid one,
+    /// and keeps them when it has none (an invalid run's timing is not
+    /// trustworthy; a report that counted it moved a ratio by 0.005).
+    #[test]
+    fn medians_count_valid_runs_only() {
+        let rows = vec![
+            row(1000, 50, "xtp", 950.0, true),
+            row(1000, 50, "tcp", 700.0, false),
+            row(1000, 50, "tcp", 960.0, true),
+            row(45, 50, "tcp", 40.0, false),
+        ];
+        let kept: Vec<f64> = counted(&rows).iter().map(|r| r.outcome.mbit_per_s).collect();
+        assert_eq!(kept, [950.0, 960.0, 40.0]);
+        let text = Paths::summary(&params(vec![1000]), &rows).join("\n");
+        assert!(
+            text.contains("960.0") && text.contains("1 run(s) with emulator timing invalid, left out"),
+            "{text}"
+        );
+        assert!(text.contains("no valid run"), "{text}");
+    }
+
+    /// The reading judges each bottleneck rate on its own cells: at 45
+    /// Mbit/s XTP is ahead, at 1 Gbit/s behind, and a reading that pooled
+    /// the rates' runs would report one median ratio for both.
+    #[test]
+    fn the_reading_is_per_rate() {
+        let rows = vec![
+            row(45, 50, "xtp", 44.0, true),
+            row(45, 50, "tcp", 40.0, true),
+            row(1000, 50, "xtp", 930.0, true),
+            row(1000, 50, "tcp", 960.0, true),
+        ];
+        let text = reading(&params(vec![45, 1000]), &rows);
+        assert!(text.contains("45 Mbit/s, XTP cubic vs TCP cubic: ratio ≥ 1 in 1 of 1 cells"), "{text}");
+        assert!(
+            text.contains("1000 Mbit/s, XTP cubic vs TCP cubic: ratio ≥ 1 in 0 of 1 cells, lowest 0.97"),
+            "{text}"
+        );
+    }
 }
