@@ -25,7 +25,7 @@ use xk_time::Instant;
 use crate::compiled::{DeviceCx, Stack};
 use crate::{
     CloseError, Control, ControlError, ControlReply, Event, Graph, Layer, OpenError, Participants,
-    ProtocolId, PushError, SessionId,
+    ProtocolId, PushError, SessionId, Traffic,
 };
 
 /// The first 12 bytes of an IPv4-mapped IPv6 address.
@@ -102,6 +102,12 @@ pub trait DeviceStack<M> {
     fn drops(&self) -> DeviceDrops;
     /// Closes a session the application holds.
     fn close(&mut self, session: SessionId) -> Result<(), CloseError>;
+    /// The counters of every layer that keeps traffic counters
+    /// (`Control::GetTraffic`, a `tap`), by name; none in the compiled
+    /// stack (its one protocol is XTP). Not per packet: read at the end.
+    fn traffic(&mut self) -> Vec<(&'static str, Traffic)> {
+        Vec::new()
+    }
     /// The next event for the application.
     fn poll_event(&mut self) -> Option<Event<M>>;
 }
@@ -180,10 +186,21 @@ impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
         self.graph.borrow_mut().control(self.top, session, req)
     }
     fn drops(&self) -> DeviceDrops {
-        DeviceDrops {
-            bad_frames: self.bad_frames,
-            demux_drops: self.graph.borrow().stats(self.device).demux_drops,
-        }
+        let g = self.graph.borrow();
+        // A layer between the device and the top protocol (a `tap`) may
+        // refuse frames too: the refusals on the whole path are counted.
+        let top = if self.top == self.device { 0 } else { g.stats(self.top).demux_drops };
+        DeviceDrops { bad_frames: self.bad_frames, demux_drops: g.stats(self.device).demux_drops + top }
+    }
+    fn traffic(&mut self) -> Vec<(&'static str, Traffic)> {
+        let g = self.graph.borrow_mut();
+        let ids: Vec<_> = g.protocols().collect();
+        ids.into_iter()
+            .filter_map(|(p, name)| match g.control(p, None, Control::GetTraffic) {
+                Ok(ControlReply::Traffic(t)) => Some((name, t)),
+                _ => None,
+            })
+            .collect()
     }
     fn close(&mut self, session: SessionId) -> Result<(), CloseError> {
         self.graph.borrow_mut().close(session)

@@ -413,10 +413,21 @@ impl GraphDesc {
             let below: Vec<_> = l.below.and_then(|i| ids[i]).into_iter().collect();
             ids.push(Some(b.add_boxed(p, &below)));
         }
-        let graph = b.build().map_err(|(p, e)| DescError {
+        let mut graph = b.build().map_err(|(p, e)| DescError {
             line: 0,
             reason: format!("protocol {} refused to start: {e}", p.index()),
         })?;
+        // A protocol on a protocol that offers datagrams (a `tap` under
+        // XTP) sends its frames through it, not to the device.
+        for (l, layer) in self.layers.iter().enumerate() {
+            let Some(i) = layer.below else { continue };
+            if let (Some(up), Some(low), Some(Service::Datagram)) = (ids[l], ids[i], self.layers[i].kind.offers) {
+                graph.carry_frames(up, low).map_err(|e| DescError {
+                    line: 0,
+                    reason: format!("edge `{} -> {}`: {e}", layer.kind.name, self.layers[i].kind.name),
+                })?;
+            }
+        }
         Ok(Built { graph, ids })
     }
 }

@@ -75,6 +75,7 @@ pub mod graph_desc;
 pub mod keys;
 mod map;
 pub mod protocols;
+pub mod registry;
 pub mod upi;
 
 pub use addr::{Addr, Part, Participants};
@@ -84,5 +85,5 @@ pub use keys::WordKey;
 pub use map::DemuxMap;
 pub use upi::{
     CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Layer, OpenError, Protocol, ProtocolId,
-    PushError, SessionId, Upper, demux_then_pop,
+    PushError, SessionId, Traffic, Upper, demux_then_pop,
 };

@@ -87,6 +87,9 @@ pub enum Control {
     /// Ends the session at once, without delivering what is still queued
     /// (XTP: an abort the peer is told of); its `close_done` follows.
     Abort,
+    /// Frames and bytes the protocol carried each way (a `tap` layer's
+    /// counters, `crate::protocols::Tap`).
+    GetTraffic,
 }
 
 /// Typed control replies.
@@ -100,6 +103,22 @@ pub enum ControlReply {
     Count(usize),
     /// Done (a request that only acts).
     Done,
+    /// Traffic counters ([`Control::GetTraffic`]).
+    Traffic(Traffic),
+}
+
+/// Frames and bytes a layer carried, per direction ([`Control::GetTraffic`]).
+/// Bytes are the datagrams' (without the graph's device header).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Frames sent towards the device.
+    pub frames_down: u64,
+    /// Their bytes.
+    pub bytes_down: u64,
+    /// Frames received from the device and handed up.
+    pub frames_up: u64,
+    /// Their bytes.
+    pub bytes_up: u64,
 }
 
 /// Why a control request failed.

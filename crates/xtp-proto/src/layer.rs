@@ -467,6 +467,7 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
                 self.drain_events(cx);
                 Ok(ControlReply::Done)
             }
+            Control::GetTraffic => Err(ControlError::Unsupported(req)),
             // A message of any length is accepted and cut into packets.
             Control::GetMaxPacket => Ok(ControlReply::Size(usize::MAX)),
             Control::GetMyAddr | Control::GetPeerAddr => {

@@ -150,7 +150,7 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for LoopLink {
             Control::GetHeaderLen => Ok(ControlReply::Size(HEADER)),
             Control::GetSessionCount => Ok(ControlReply::Count(self.sessions.len())),
             // Its refusals are the dispatcher's `demux_drops`.
-            Control::GetMalformedCount | Control::GetAckedBytes | Control::Abort => {
+            Control::GetMalformedCount | Control::GetAckedBytes | Control::Abort | Control::GetTraffic => {
                 Err(ControlError::Unsupported(req))
             }
             Control::GetMyAddr | Control::GetPeerAddr => {

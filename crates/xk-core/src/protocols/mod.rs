@@ -12,7 +12,9 @@
 mod echo;
 mod loop_link;
 mod mux;
+pub mod tap;
 
 pub use echo::Echo;
 pub use loop_link::LoopLink;
 pub use mux::Mux;
+pub use tap::Tap;
