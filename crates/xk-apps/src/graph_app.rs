@@ -64,8 +64,8 @@ pub struct GraphDrops {
     /// Frames the run-time graph handed out without a readable device
     /// header (`GraphOn::bad_frames`; the compiled stack has none: 0).
     pub bad_frames: u64,
-    /// Frames XTP's `demux` or `pop` refused (the composition's
-    /// `demux_drops`).
+    /// Frames XTP's `demux` or `pop` refused, or a layer's between it and
+    /// the device (a `tap`'s) (the composition's `demux_drops`).
     pub demux_drops: u64,
     /// Datagrams XTP's endpoint took and found malformed (its `malformed`).
     pub malformed: u64,
@@ -79,7 +79,7 @@ impl GraphDrops {
         let d = self;
         (d.bad_frames + d.demux_drops + d.malformed + d.send_errors > 0).then(|| {
             format!(
-                "dropped: {} without a device header, {} refused by XTP's demux, {} malformed, {} send errors",
+                "dropped: {} without a device header, {} refused by a layer's demux (XTP's, a tap's), {} malformed, {} send errors",
                 d.bad_frames, d.demux_drops, d.malformed, d.send_errors
             )
         })
@@ -98,6 +98,45 @@ fn drops<G: DeviceStack<Rope>, S: FrameSocket>(g: &mut G, dev: &GraphDevice<S>) 
         malformed,
         send_errors: dev.stats.send_errors,
     }
+}
+
+/// The counters of a layer that keeps them (a `tap`:
+/// `Control::GetTraffic`), read when the run ended.
+#[derive(Clone, Debug, Serialize)]
+pub struct LayerTraffic {
+    /// The layer's name in the description.
+    pub layer: &'static str,
+    /// Datagrams it passed towards the device.
+    pub frames_down: u64,
+    /// Their bytes.
+    pub bytes_down: u64,
+    /// Datagrams it passed up from the device.
+    pub frames_up: u64,
+    /// Their bytes.
+    pub bytes_up: u64,
+}
+
+impl LayerTraffic {
+    /// One line for people.
+    pub fn summary(&self) -> String {
+        format!(
+            "{}: {} datagrams ({} bytes) down, {} datagrams ({} bytes) up",
+            self.layer, self.frames_down, self.bytes_down, self.frames_up, self.bytes_up
+        )
+    }
+}
+
+fn layers<G: DeviceStack<Rope>>(g: &mut G) -> Vec<LayerTraffic> {
+    g.traffic()
+        .into_iter()
+        .map(|(layer, t)| LayerTraffic {
+            layer,
+            frames_down: t.frames_down,
+            bytes_down: t.bytes_down,
+            frames_up: t.frames_up,
+            bytes_up: t.bytes_up,
+        })
+        .collect()
 }
 
 /// What a graph ping measured.
@@ -121,6 +160,8 @@ pub struct GraphPingResult {
     pub datagrams_received: u64,
     /// What was dropped on the way.
     pub drops: GraphDrops,
+    /// The counters of the graph's counting layers (`tap`), if any.
+    pub layers: Vec<LayerTraffic>,
 }
 
 /// What a graph server did.
@@ -134,6 +175,8 @@ pub struct GraphServeResult {
     pub bytes: u64,
     /// What was dropped on the way.
     pub drops: GraphDrops,
+    /// The counters of the graph's counting layers (`tap`), if any.
+    pub layers: Vec<LayerTraffic>,
 }
 
 fn stack(text: &str, seed: u64) -> Result<(Built, Kind), String> {
@@ -263,6 +306,7 @@ fn ping_on<G: DeviceStack<Rope>, S: FrameSocket>(
         datagrams_sent: 0,
         datagrams_received: 0,
         drops: GraphDrops::default(),
+        layers: Vec::new(),
     };
     let mut last_start = dev.now();
     for i in 0..count {
@@ -317,6 +361,7 @@ fn ping_on<G: DeviceStack<Rope>, S: FrameSocket>(
     let DeviceStats { sent, received, .. } = dev.stats;
     (r.datagrams_sent, r.datagrams_received) = (sent, received);
     r.drops = drops(&mut g, &dev);
+    r.layers = layers(&mut g);
     Ok(r)
 }
 
@@ -357,7 +402,13 @@ fn serve_on<G: DeviceStack<Rope>, S: FrameSocket>(
     let end = duration.map_or(Instant::MAX, |d| {
         dev.now() + Duration::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
     });
-    let mut r = GraphServeResult { composition: how, sessions: 0, bytes: 0, drops: GraphDrops::default() };
+    let mut r = GraphServeResult {
+        composition: how,
+        sessions: 0,
+        bytes: 0,
+        drops: GraphDrops::default(),
+        layers: Vec::new(),
+    };
     // Chunks waiting to be echoed, each with its end-of-message mark (the
     // client sees its own boundaries). A full send buffer keeps them here,
     // in order, and no more is read meanwhile: nothing is dropped, and the
@@ -385,6 +436,7 @@ fn serve_on<G: DeviceStack<Rope>, S: FrameSocket>(
         stop.load(Ordering::Relaxed)
     })?;
     r.drops = drops(&mut g, &dev);
+    r.layers = layers(&mut g);
     Ok(r)
 }
 
@@ -419,6 +471,8 @@ pub struct GraphBulkResult {
     pub datagrams_received: u64,
     /// What was dropped on the way.
     pub drops: GraphDrops,
+    /// The counters of the graph's counting layers (`tap`), if any.
+    pub layers: Vec<LayerTraffic>,
 }
 
 /// A bulk transfer over the described stack: `bytes` in messages of
@@ -555,5 +609,6 @@ fn bulk_on<G: DeviceStack<Rope>, S: FrameSocket>(
         datagrams_sent: ds,
         datagrams_received: dr,
         drops: drops(&mut g, &dev),
+        layers: layers(&mut g),
     })
 }

@@ -455,6 +455,9 @@ fn run_graph(a: &BulkArgs, file: &std::path::Path) -> Result<ExitCode, String> {
         if let Some(line) = r.drops.summary() {
             println!("  {line}");
         }
+        for l in &r.layers {
+            println!("  {}", l.summary());
+        }
     }
     if r.interrupted {
         // As the direct bulk: Ctrl-C prints what was done and fails.

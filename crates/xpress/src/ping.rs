@@ -250,6 +250,9 @@ fn run_graph(a: &PingArgs, file: &std::path::Path) -> Result<ExitCode, String> {
         if let Some(line) = r.drops.summary() {
             println!("{line}");
         }
+        for l in &r.layers {
+            println!("{}", l.summary());
+        }
     }
     // As the direct ping: an interrupted -c run did not do what was asked.
     let cut_short = stop.load(std::sync::atomic::Ordering::Relaxed) && r.sent < count;

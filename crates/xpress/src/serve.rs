@@ -191,7 +191,7 @@ fn run_graph(a: &ServeArgs, file: &std::path::Path) -> Result<(), String> {
         let d = &r.drops;
         println!(
             "{} session{}, {} bytes echoed ({} composition); dropped: {} without a device header, \
-             {} refused by XTP's demux, {} malformed, {} send errors",
+             {} refused by a layer's demux (XTP's, a tap's), {} malformed, {} send errors",
             r.sessions,
             if r.sessions == 1 { "" } else { "s" },
             r.bytes,
@@ -201,6 +201,9 @@ fn run_graph(a: &ServeArgs, file: &std::path::Path) -> Result<(), String> {
             d.malformed,
             d.send_errors
         );
+        for l in &r.layers {
+            println!("  {}", l.summary());
+        }
     }
     Ok(())
 }
