@@ -79,7 +79,7 @@ impl GraphDrops {
         let d = self;
         (d.bad_frames + d.demux_drops + d.malformed + d.send_errors > 0).then(|| {
             format!(
-                "dropped: {} without a device header, {} refused by a layer's demux (XTP's, a tap's), {} malformed, {} send errors",
+                "dropped: {} without a device header, {} refused by a layer's demux, {} malformed, {} send errors",
                 d.bad_frames, d.demux_drops, d.malformed, d.send_errors
             )
         })

@@ -191,7 +191,7 @@ fn run_graph(a: &ServeArgs, file: &std::path::Path) -> Result<(), String> {
         let d = &r.drops;
         println!(
             "{} session{}, {} bytes echoed ({} composition); dropped: {} without a device header, \
-             {} refused by a layer's demux (XTP's, a tap's), {} malformed, {} send errors",
+             {} refused by a layer's demux, {} malformed, {} send errors",
             r.sessions,
             if r.sessions == 1 { "" } else { "s" },
             r.bytes,

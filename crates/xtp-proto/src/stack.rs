@@ -13,7 +13,6 @@
 use xk_core::compiled::Stack;
 use xk_core::device::GraphOn;
 use xk_core::graph_desc::{APP, Catalogue, Compose, DescError, Kind, Service};
-use xk_core::protocols::tap;
 use xk_core::registry::Registry;
 use xk_core::{ArenaId, Graph, Protocol, ProtocolId};
 use xk_msg::Msg;
@@ -97,7 +96,7 @@ pub fn registry<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, co
         .device(UDP)
         .device(IP36)
         .device(LINK)
-        .protocol(tap::KIND, tap::make)
+        .protocol(xk_core::protocols::tap::KIND, xk_core::protocols::tap::make)
 }
 
 /// The kinds a description of an XTP graph may use ([`registry`]'s); the

@@ -8,6 +8,10 @@
 //!       |
 //!    LoopLink   2-byte header: protocol type; frames go to the device queue
 //! ```
+//!
+//! [`tap`] is not a toy: a pass-through datagram layer counting frames and
+//! bytes each way, registered in XTP's graphs (`xtp_proto::stack::registry`,
+//! `app -> xtp -> tap -> udp`).
 
 mod echo;
 mod loop_link;
@@ -17,4 +21,3 @@ pub mod tap;
 pub use echo::Echo;
 pub use loop_link::LoopLink;
 pub use mux::Mux;
-pub use tap::Tap;
