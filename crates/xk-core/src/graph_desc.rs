@@ -94,35 +94,10 @@ impl Catalogue {
     }
 
     /// The kinds of `xk-core`'s own protocols: the application `app`, and
-    /// the toy stack `echo` / `mux` / `loop` (`Echo`, `Mux`, `LoopLink`).
+    /// the toy stack `echo` / `mux` / `loop` (`Echo`, `Mux`, `LoopLink`),
+    /// as registered in [`crate::protocols::toys`].
     pub fn toys() -> Self {
-        Catalogue::new([
-            APP,
-            Kind {
-                name: "echo",
-                needs: &[Service::Ports],
-                offers: None,
-                device: false,
-                needs_root: false,
-                about: "echoes every message back (a server application)",
-            },
-            Kind {
-                name: "mux",
-                needs: &[Service::Frames],
-                offers: Some(Service::Ports),
-                device: false,
-                needs_root: false,
-                about: "port demultiplexing",
-            },
-            Kind {
-                name: "loop",
-                needs: &[],
-                offers: Some(Service::Frames),
-                device: false,
-                needs_root: false,
-                about: "a link protocol whose frames the caller carries",
-            },
-        ])
+        crate::protocols::toys::<xk_msg::Contig>().catalogue()
     }
 
     /// Adds kinds (a later kind of the same name replaces the earlier).

@@ -94,7 +94,7 @@ mod tests {
     /// in the framework names it.
     mod stamp {
         use super::*;
-        pub const KIND: Kind = Kind {
+        pub(super) const KIND: Kind = Kind {
             name: "stamp",
             needs: &[Service::Datagram],
             offers: Some(Service::Datagram),
@@ -102,7 +102,7 @@ mod tests {
             needs_root: false,
             about: "a test's protocol",
         };
-        pub fn make<M: Msg>(_: &u8) -> Result<Box<dyn Protocol<M>>, String> {
+        pub(super) fn make<M: Msg>(_: &u8) -> Result<Box<dyn Protocol<M>>, String> {
             Ok(Box::new(tap::Tap::default()))
         }
     }

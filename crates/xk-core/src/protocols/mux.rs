@@ -9,6 +9,7 @@ use xk_msg::Msg;
 use crate::addr::{Addr, Part, Participants};
 use crate::arena::Arena;
 use crate::graph::Ctx;
+use crate::graph_desc::{Kind, Service};
 use crate::map::DemuxMap;
 use crate::upi::{
     CloseError, Control, ControlError, ControlReply, DemuxError, Layer, OpenError, PushError, SessionId,
@@ -22,6 +23,22 @@ struct Session {
     remote: u16,
     upper: Upper,
     lower: SessionId,
+}
+
+/// The kind graph descriptions name it by.
+pub(crate) const KIND: Kind = Kind {
+    name: "mux",
+    needs: &[Service::Frames],
+    offers: Some(Service::Ports),
+    device: false,
+    needs_root: false,
+    about: "port demultiplexing",
+};
+
+/// Its constructor for a registry: link type 0x0800, its demux map seeded
+/// with the host's number `host`.
+pub(crate) fn make<M: Msg>(host: &u64) -> Result<Box<dyn crate::Protocol<M>>, String> {
+    Ok(Box::new(Mux::new(0x0800, *host)))
 }
 
 /// A port demultiplexer above a link. See the module documentation.
