@@ -396,7 +396,9 @@ impl GraphDesc {
         // XTP) sends its frames through it, not to the device.
         for (l, layer) in self.layers.iter().enumerate() {
             let Some(i) = layer.below else { continue };
-            if let (Some(up), Some(low), Some(Service::Datagram)) = (ids[l], ids[i], self.layers[i].kind.offers) {
+            if let (Some(up), Some(low), Some(Service::Datagram)) =
+                (ids[l], ids[i], self.layers[i].kind.offers)
+            {
                 graph.carry_frames(up, low).map_err(|e| DescError {
                     line: 0,
                     reason: format!("edge `{} -> {}`: {e}", layer.kind.name, self.layers[i].kind.name),

@@ -71,11 +71,9 @@ impl<M: Msg, E> Registry<M, E> {
 
     /// Builds `desc`, each protocol by its registered constructor given `env`.
     pub fn build(&self, desc: &GraphDesc, env: &E) -> Result<Built<M>, DescError> {
-        desc.build(|k| {
-            match self.entries.iter().find(|(r, _)| r.name == k.name) {
-                Some((_, Some(make))) => make(env),
-                _ => Err("not a registered protocol (a device or the application has no object)".into()),
-            }
+        desc.build(|k| match self.entries.iter().find(|(r, _)| r.name == k.name) {
+            Some((_, Some(make))) => make(env),
+            _ => Err("not a registered protocol (a device or the application has no object)".into()),
         })
     }
 }
@@ -107,8 +105,14 @@ mod tests {
         }
     }
 
-    const DEV: Kind =
-        Kind { name: "dev", needs: &[], offers: Some(Service::Datagram), device: true, needs_root: false, about: "" };
+    const DEV: Kind = Kind {
+        name: "dev",
+        needs: &[],
+        offers: Some(Service::Datagram),
+        device: true,
+        needs_root: false,
+        about: "",
+    };
 
     #[test]
     fn a_registered_kind_is_named_parsed_and_built_where_services_fit() {

@@ -168,11 +168,15 @@ impl<M: Msg + 'static> XtpStack<M> {
             }
             down = l.below;
         }
-        let root = desc.layers.iter().position(|l| l.kind.name == *path.last().expect("app"))
-            .expect("on the path");
+        let root =
+            desc.layers.iter().position(|l| l.kind.name == *path.last().expect("app")).expect("on the path");
         let device = desc.layers[root].kind;
         if !device.device {
-            return Err(whole(format!("`{}` at the bottom of `{}` is not a device", device.name, path.join(" -> "))));
+            return Err(whole(format!(
+                "`{}` at the bottom of `{}` is not a device",
+                device.name,
+                path.join(" -> ")
+            )));
         }
         let built = reg.build(&desc, &Env { ep, ctx, seed })?;
         let id = |i: Option<usize>| i.and_then(|i| built.ids[i]).expect("checked: a protocol on the path");
@@ -283,9 +287,14 @@ mod tests {
             "{}",
             e("app -> tap -> xtp -> udp")
         );
-        assert!(e("app -> xtp -> tpa -> udp").contains("line 1: unknown protocol `tpa`, did you mean `tap`?"));
+        assert!(
+            e("app -> xtp -> tpa -> udp").contains("line 1: unknown protocol `tpa`, did you mean `tap`?")
+        );
         assert!(e("app -> xtp -> tap").contains("`tap` has no lower layer"));
-        assert!(e("app -> xtp -> udp\nxtp -> tap -> link").contains("line 2: edge `xtp -> tap`: `xtp` already sits on `udp`"));
+        assert!(
+            e("app -> xtp -> udp\nxtp -> tap -> link")
+                .contains("line 2: edge `xtp -> tap`: `xtp` already sits on `udp`")
+        );
     }
 
     fn compose(text: &str) -> Result<&'static str, String> {

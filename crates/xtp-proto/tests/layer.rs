@@ -392,6 +392,9 @@ impl<S: xk_core::device::DeviceStack<Rope>> xtp_testkit::GraphApp<Rope, S> for S
 
 /// Runs the lossy exchange between two compositions of the same kind;
 /// returns the messages each side received and the chunks they came in.
+/// A composition's counting layers and their counts (`DeviceStack::traffic`).
+type Layers = Vec<(&'static str, xk_core::Traffic)>;
+
 /// What a lossy exchange left: the messages at the server and the client,
 /// the chunks delivered, and per side the traffic counters of its layers
 /// (`DeviceStack::traffic`) beside the link's counts of the datagrams it
@@ -401,12 +404,16 @@ struct Lossy {
     at_client: Vec<Vec<u8>>,
     chunks: usize,
     /// `(client's layers, server's layers)`.
-    traffic: (Vec<(&'static str, xk_core::Traffic)>, Vec<(&'static str, xk_core::Traffic)>),
+    traffic: (Layers, Layers),
     /// The links client -> server and server -> client.
     links: (xk_netemu::LinkStats, xk_netemu::LinkStats),
 }
 
-fn lossy_exchange<S: xk_core::device::DeviceStack<Rope>>(client: S, mut server: S, sent: &[Vec<u8>]) -> Lossy {
+fn lossy_exchange<S: xk_core::device::DeviceStack<Rope>>(
+    client: S,
+    mut server: S,
+    sent: &[Vec<u8>],
+) -> Lossy {
     use xk_netemu::{LinkParams, Loss};
     use xk_sim::Sim;
     use xtp_testkit::GraphHost;
@@ -440,7 +447,7 @@ fn lossy_exchange<S: xk_core::device::DeviceStack<Rope>>(client: S, mut server: 
         at_client: c.app.messages.clone(),
         chunks: c.app.chunks + s.app.chunks,
         traffic,
-        links: (link.clone(), back.clone()),
+        links: (link, back),
     }
 }
 
@@ -463,9 +470,11 @@ fn a_described_stack_runs_in_the_simulator_over_a_lossy_link() {
         .collect();
     // `tap`: a registered layer between XTP and the device (issue #16's
     // "one module + one line"); `auto` composes it as the graph.
-    for (how, graph) in
-        [("dynamic", "app -> xtp -> link"), ("compiled", "app -> xtp -> link"), ("auto", "app -> xtp -> tap -> link")]
-    {
+    for (how, graph) in [
+        ("dynamic", "app -> xtp -> link"),
+        ("compiled", "app -> xtp -> link"),
+        ("auto", "app -> xtp -> tap -> link"),
+    ] {
         let stack = |seed| {
             XtpStack::<Rope>::compose::<TimingWheel<ArenaId>, true>(
                 &format!("# the simulator's stack\ncompose {how}\n{graph}"),

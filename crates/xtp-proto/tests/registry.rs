@@ -24,7 +24,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn names(line: &str, word: &str) -> bool {
     let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
     line.match_indices(word).any(|(i, _)| {
-        !line[..i].chars().next_back().is_some_and(ident) && !line[i + word.len()..].chars().next().is_some_and(ident)
+        !line[..i].chars().next_back().is_some_and(ident)
+            && !line[i + word.len()..].chars().next().is_some_and(ident)
     })
 }
 

@@ -74,7 +74,12 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Tap {
         "tap"
     }
 
-    fn open(&mut self, cx: &mut Ctx<'a, M>, upper: Upper, _parts: &Participants) -> Result<SessionId, OpenError> {
+    fn open(
+        &mut self,
+        cx: &mut Ctx<'a, M>,
+        upper: Upper,
+        _parts: &Participants,
+    ) -> Result<SessionId, OpenError> {
         if self.upper.is_some() {
             return Err(OpenError::Unsupported("a tap carries one upper layer's frames"));
         }
@@ -91,8 +96,15 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Tap {
         Err(OpenError::Unsupported("a tap's one session is opened by the layer above it"))
     }
 
-    fn demux(&mut self, cx: &mut Ctx<'a, M>, _lower: Option<SessionId>, _msg: &mut M) -> Result<SessionId, DemuxError> {
-        self.session(cx).map(|(_, s)| s).ok_or_else(|| DemuxError::NoBinding("nothing sits on the tap".into()))
+    fn demux(
+        &mut self,
+        cx: &mut Ctx<'a, M>,
+        _lower: Option<SessionId>,
+        _msg: &mut M,
+    ) -> Result<SessionId, DemuxError> {
+        self.session(cx)
+            .map(|(_, s)| s)
+            .ok_or_else(|| DemuxError::NoBinding("nothing sits on the tap".into()))
     }
 
     fn pop(
@@ -160,19 +172,45 @@ mod tests {
         fn name(&self) -> &'static str {
             "raw"
         }
-        fn open(&mut self, cx: &mut Ctx<'a, Rope>, _: Upper, _: &Participants) -> Result<SessionId, OpenError> {
+        fn open(
+            &mut self,
+            cx: &mut Ctx<'a, Rope>,
+            _: Upper,
+            _: &Participants,
+        ) -> Result<SessionId, OpenError> {
             Ok(SessionId { protocol: cx.me(), slot: ArenaId::from_parts(0, 1) })
         }
-        fn open_enable(&mut self, _: &mut Ctx<'a, Rope>, _: Upper, _: &Participants) -> Result<(), OpenError> {
+        fn open_enable(
+            &mut self,
+            _: &mut Ctx<'a, Rope>,
+            _: Upper,
+            _: &Participants,
+        ) -> Result<(), OpenError> {
             Ok(())
         }
-        fn open_disable(&mut self, _: &mut Ctx<'a, Rope>, _: Upper, _: &Participants) -> Result<(), OpenError> {
+        fn open_disable(
+            &mut self,
+            _: &mut Ctx<'a, Rope>,
+            _: Upper,
+            _: &Participants,
+        ) -> Result<(), OpenError> {
             Ok(())
         }
-        fn demux(&mut self, cx: &mut Ctx<'a, Rope>, _: Option<SessionId>, _: &mut Rope) -> Result<SessionId, DemuxError> {
+        fn demux(
+            &mut self,
+            cx: &mut Ctx<'a, Rope>,
+            _: Option<SessionId>,
+            _: &mut Rope,
+        ) -> Result<SessionId, DemuxError> {
             Ok(SessionId { protocol: cx.me(), slot: ArenaId::from_parts(0, 1) })
         }
-        fn pop(&mut self, cx: &mut Ctx<'a, Rope>, s: SessionId, _: Option<SessionId>, mut msg: Rope) -> Result<(), DemuxError> {
+        fn pop(
+            &mut self,
+            cx: &mut Ctx<'a, Rope>,
+            s: SessionId,
+            _: Option<SessionId>,
+            mut msg: Rope,
+        ) -> Result<(), DemuxError> {
             msg.pop(ADDR_HEADER)?;
             cx.deliver(Upper::App, s, msg, true);
             Ok(())
@@ -182,7 +220,12 @@ mod tests {
             cx.transmit(msg);
             Ok(())
         }
-        fn control(&mut self, _: &mut Ctx<'a, Rope>, _: Option<SessionId>, req: Control) -> Result<ControlReply, ControlError> {
+        fn control(
+            &mut self,
+            _: &mut Ctx<'a, Rope>,
+            _: Option<SessionId>,
+            req: Control,
+        ) -> Result<ControlReply, ControlError> {
             Err(ControlError::Unsupported(req))
         }
         fn close(&mut self, _: &mut Ctx<'a, Rope>, _: SessionId) -> Result<(), CloseError> {
