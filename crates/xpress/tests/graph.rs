@@ -66,10 +66,14 @@ fn bulk_over_a_described_graph_to_the_direct_server() {
     // run-time graph (`compose dynamic`). The server's own count comes back.
     let server = common::serve(&[]);
     let to = server.addr.to_string();
-    for (text, how) in
-        [("app -> xtp -> udp\n", "compiled"), ("compose dynamic\napp -> xtp -> udp\n", "dynamic")]
-    {
-        let g = graph_file(&format!("bulk-{how}.graph"), text);
+    // And a registered layer between XTP and the socket (`tap`): the
+    // run-time graph under `auto`, its counts those of the device.
+    for (text, how) in [
+        ("app -> xtp -> udp\n", "compiled"),
+        ("compose dynamic\napp -> xtp -> udp\n", "dynamic"),
+        ("app -> xtp -> tap -> udp\n", "dynamic"),
+    ] {
+        let g = graph_file(&format!("bulk-{how}-{}.graph", text.len()), text);
         let out = Command::new(X)
             .args(["bulk", "--graph", g.to_str().unwrap(), "--to", &to, "-n", "3m", "-l", "10000", "-J"])
             .output()
@@ -77,7 +81,17 @@ fn bulk_over_a_described_graph_to_the_direct_server() {
         assert!(out.status.success(), "{how}: {}", String::from_utf8_lossy(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["composition"], how, "{v}");
-        assert_eq!(v["graph"], "app -> xtp -> udp", "{v}");
+        assert_eq!(v["graph"], text.lines().last().unwrap(), "{v}");
+        let layers = v["layers"].as_array().unwrap();
+        if text.contains("tap") {
+            let t = &layers[..];
+            assert!(t.len() == 1 && t[0]["layer"] == "tap", "{v}");
+            assert_eq!(t[0]["frames_down"], v["datagrams_sent"], "{v}");
+            assert_eq!(t[0]["frames_up"], v["datagrams_received"], "{v}");
+            assert!(t[0]["bytes_down"].as_u64().unwrap() > 3 << 20, "{v}");
+        } else {
+            assert!(layers.is_empty(), "{v}");
+        }
         assert_eq!((v["bytes"].as_u64(), v["server_bytes"].as_u64()), (Some(3 << 20), Some(3 << 20)), "{v}");
         assert!(v["datagrams_sent"].as_u64().unwrap() >= (3 << 20) / 1500, "{v}");
         assert_eq!(v["acknowledged"].as_u64(), Some(3 << 20), "{v}");
@@ -184,7 +198,14 @@ fn bad_descriptions_are_refused_by_line_and_edge() {
     for (text, want) in [
         ("app -> xtp\napp -> xtp -> tcp\n", "line 2: unknown protocol `tcp`"),
         ("app -> xtp -> app\n", "edge `xtp -> app`"),
-        ("app -> xtp -> loop\n", "line 1: unknown protocol `loop` (known: app, xtp, udp, ip36, link)"),
+        ("app -> xtp -> loop\n", "line 1: unknown protocol `loop` (known: app, xtp, udp, ip36, link, tap)"),
+        ("app -> xtp -> tpa -> udp\n", "unknown protocol `tpa`, did you mean `tap`?"),
+        ("app -> tap -> xtp -> udp\n", "edge `app -> tap`: `app` cannot sit above `tap`"),
+        ("app -> xtp -> tap\n", "line 1: `tap` has no lower layer"),
+        (
+            "compose compiled\napp -> xtp -> tap -> udp\n",
+            "only `app -> xtp -> <device>` alone has a compiled form",
+        ),
         ("app -> xpt -> udp\n", "unknown protocol `xpt`, did you mean `xtp`?"),
         ("app -> xtp\n", "line 1: `xtp` has no lower layer"),
         ("app -> xtp -> udp -> ip36\n", "edge `udp -> ip36`: `udp` is a root"),
