@@ -100,43 +100,32 @@ fn drops<G: DeviceStack<Rope>, S: FrameSocket>(g: &mut G, dev: &GraphDevice<S>) 
     }
 }
 
-/// The counters of a layer that keeps them (a `tap`:
-/// `Control::GetTraffic`), read when the run ended.
+/// The named counters of a layer that answers `Control::GetCounters`,
+/// read when the run ended: whatever names the layer answers, printed and
+/// serialized as they come (no tool knows any protocol's counters).
 #[derive(Clone, Debug, Serialize)]
-pub struct LayerTraffic {
+pub struct LayerCounters {
     /// The layer's name in the description.
     pub layer: &'static str,
-    /// Datagrams it passed towards the device.
-    pub frames_down: u64,
-    /// Their bytes.
-    pub bytes_down: u64,
-    /// Datagrams it passed up from the device.
-    pub frames_up: u64,
-    /// Their bytes.
-    pub bytes_up: u64,
+    /// Its counters, by name, in the layer's order (a JSON object).
+    #[serde(serialize_with = "as_map")]
+    pub counters: Vec<(&'static str, u64)>,
 }
 
-impl LayerTraffic {
-    /// One line for people.
+fn as_map<S: serde::Serializer>(c: &[(&'static str, u64)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(c.iter().map(|(n, v)| (n, v)))
+}
+
+impl LayerCounters {
+    /// One line for people: `layer: name=value, ...`.
     pub fn summary(&self) -> String {
-        format!(
-            "{}: {} datagrams ({} bytes) down, {} datagrams ({} bytes) up",
-            self.layer, self.frames_down, self.bytes_down, self.frames_up, self.bytes_up
-        )
+        let c: Vec<_> = self.counters.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        format!("{}: {}", self.layer, c.join(", "))
     }
 }
 
-fn layers<G: DeviceStack<Rope>>(g: &mut G) -> Vec<LayerTraffic> {
-    g.traffic()
-        .into_iter()
-        .map(|(layer, t)| LayerTraffic {
-            layer,
-            frames_down: t.frames_down,
-            bytes_down: t.bytes_down,
-            frames_up: t.frames_up,
-            bytes_up: t.bytes_up,
-        })
-        .collect()
+fn layers<G: DeviceStack<Rope>>(g: &mut G) -> Vec<LayerCounters> {
+    g.counters().into_iter().map(|(layer, counters)| LayerCounters { layer, counters }).collect()
 }
 
 /// What a graph ping measured.
@@ -160,8 +149,8 @@ pub struct GraphPingResult {
     pub datagrams_received: u64,
     /// What was dropped on the way.
     pub drops: GraphDrops,
-    /// The counters of the graph's counting layers (`tap`), if any.
-    pub layers: Vec<LayerTraffic>,
+    /// The named counters of the graph's layers that answer `GetCounters`.
+    pub layers: Vec<LayerCounters>,
 }
 
 /// What a graph server did.
@@ -175,8 +164,8 @@ pub struct GraphServeResult {
     pub bytes: u64,
     /// What was dropped on the way.
     pub drops: GraphDrops,
-    /// The counters of the graph's counting layers (`tap`), if any.
-    pub layers: Vec<LayerTraffic>,
+    /// The named counters of the graph's layers that answer `GetCounters`.
+    pub layers: Vec<LayerCounters>,
 }
 
 fn stack(text: &str, seed: u64) -> Result<(Built, Kind), String> {
@@ -471,8 +460,8 @@ pub struct GraphBulkResult {
     pub datagrams_received: u64,
     /// What was dropped on the way.
     pub drops: GraphDrops,
-    /// The counters of the graph's counting layers (`tap`), if any.
-    pub layers: Vec<LayerTraffic>,
+    /// The named counters of the graph's layers that answer `GetCounters`.
+    pub layers: Vec<LayerCounters>,
 }
 
 /// A bulk transfer over the described stack: `bytes` in messages of

@@ -24,8 +24,8 @@ use xk_time::Instant;
 
 use crate::compiled::{DeviceCx, Stack};
 use crate::{
-    CloseError, Control, ControlError, ControlReply, Event, Graph, Layer, OpenError, Participants,
-    ProtocolId, PushError, SessionId, Traffic,
+    CloseError, Control, ControlError, ControlReply, Counters, Event, Graph, Layer, OpenError, Participants,
+    ProtocolId, PushError, SessionId,
 };
 
 /// The first 12 bytes of an IPv4-mapped IPv6 address.
@@ -102,10 +102,11 @@ pub trait DeviceStack<M> {
     fn drops(&self) -> DeviceDrops;
     /// Closes a session the application holds.
     fn close(&mut self, session: SessionId) -> Result<(), CloseError>;
-    /// The counters of every layer that keeps traffic counters
-    /// (`Control::GetTraffic`, a `tap`), by name; none in the compiled
-    /// stack (its one protocol is XTP). Not per packet: read at the end.
-    fn traffic(&mut self) -> Vec<(&'static str, Traffic)> {
+    /// The named counters of every layer that answers
+    /// `Control::GetCounters`, by layer name, bottom first; none in the
+    /// compiled stack (its one protocol is XTP, which does not answer it).
+    /// Not per packet: read at the end.
+    fn counters(&mut self) -> Vec<(&'static str, Counters)> {
         Vec::new()
     }
     /// The next event for the application.
@@ -192,12 +193,12 @@ impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
         let top = if self.top == self.device { 0 } else { g.stats(self.top).demux_drops };
         DeviceDrops { bad_frames: self.bad_frames, demux_drops: g.stats(self.device).demux_drops + top }
     }
-    fn traffic(&mut self) -> Vec<(&'static str, Traffic)> {
+    fn counters(&mut self) -> Vec<(&'static str, Counters)> {
         let g = self.graph.borrow_mut();
         let ids: Vec<_> = g.protocols().collect();
         ids.into_iter()
-            .filter_map(|(p, name)| match g.control(p, None, Control::GetTraffic) {
-                Ok(ControlReply::Traffic(t)) => Some((name, t)),
+            .filter_map(|(p, name)| match g.control(p, None, Control::GetCounters) {
+                Ok(ControlReply::Counters(c)) => Some((name, c)),
                 _ => None,
             })
             .collect()

@@ -86,6 +86,6 @@ pub use graph::{Ctx, DemuxMeter, Event, Graph, GraphBuilder, ProtocolStats};
 pub use keys::WordKey;
 pub use map::DemuxMap;
 pub use upi::{
-    CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Layer, OpenError, Protocol, ProtocolId,
-    PushError, SessionId, Traffic, Upper, demux_then_pop,
+    CloseError, Control, ControlError, ControlReply, Counters, Cx, DemuxError, Layer, OpenError, Protocol,
+    ProtocolId, PushError, SessionId, Upper, demux_then_pop,
 };

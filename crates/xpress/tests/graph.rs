@@ -86,9 +86,9 @@ fn bulk_over_a_described_graph_to_the_direct_server() {
         if text.contains("tap") {
             let t = &layers[..];
             assert!(t.len() == 1 && t[0]["layer"] == "tap", "{v}");
-            assert_eq!(t[0]["frames_down"], v["datagrams_sent"], "{v}");
-            assert_eq!(t[0]["frames_up"], v["datagrams_received"], "{v}");
-            assert!(t[0]["bytes_down"].as_u64().unwrap() > 3 << 20, "{v}");
+            assert_eq!(t[0]["counters"]["frames_down"], v["datagrams_sent"], "{v}");
+            assert_eq!(t[0]["counters"]["frames_up"], v["datagrams_received"], "{v}");
+            assert!(t[0]["counters"]["bytes_down"].as_u64().unwrap() > 3 << 20, "{v}");
         } else {
             assert!(layers.is_empty(), "{v}");
         }

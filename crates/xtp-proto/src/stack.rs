@@ -133,16 +133,24 @@ impl<M> XtpStack<M> {
 
 impl<M: Msg + 'static> XtpStack<M> {
     /// Parses `text` and builds it with XTP's timers in a `Q`, its demux
-    /// map's one-entry cache if `CACHE`. The description must hold
-    /// `xk-core`'s application on a path through `xtp` down to a device;
-    /// any registered layer may sit where its services fit.
+    /// map's one-entry cache if `CACHE`: [`XtpStack::from_registry`] with
+    /// [`registry`].
     pub fn from_desc<Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
         text: &str,
         ep: EndpointConfig,
         ctx: ContextConfig,
         seed: u64,
     ) -> Result<Self, DescError> {
-        let reg = registry::<M, Q, CACHE>();
+        Self::from_registry(&registry::<M, Q, CACHE>(), text, &Env { ep, ctx, seed })
+    }
+
+    /// Parses `text` against `reg` and builds it, each protocol by its
+    /// registered constructor given `env`. The description must hold
+    /// `xk-core`'s application on a path through `xtp` down to a device;
+    /// any registered layer may sit where its services fit. A crate with a
+    /// protocol of its own passes [`registry`] plus its line
+    /// (`registry::<..>().protocol(KIND, make)`): nothing here names it.
+    pub fn from_registry(reg: &Registry<M, Env>, text: &str, env: &Env) -> Result<Self, DescError> {
         let desc = reg.parse(text)?;
         let whole = |reason: String| DescError { line: 0, reason };
         let x = desc
@@ -178,7 +186,7 @@ impl<M: Msg + 'static> XtpStack<M> {
                 path.join(" -> ")
             )));
         }
-        let built = reg.build(&desc, &Env { ep, ctx, seed })?;
+        let built = reg.build(&desc, env)?;
         let id = |i: Option<usize>| i.and_then(|i| built.ids[i]).expect("checked: a protocol on the path");
         let (xtp, top, bottom) = (id(Some(x)), id(top), id(bottom));
         Ok(XtpStack { graph: built.graph, xtp, top, bottom, device, path })
@@ -199,20 +207,33 @@ pub enum Composed<M, Q: TimerQueue<ArenaId>, const CACHE: bool> {
 
 impl<M: Msg + 'static> XtpStack<M> {
     /// Parses `text` and builds what it asks for (see the module
-    /// documentation), with the device named in it.
+    /// documentation), with the device named in it: [`XtpStack::compose_from`]
+    /// with [`registry`].
     pub fn compose<Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
         text: &str,
         ep: EndpointConfig,
         ctx: ContextConfig,
         seed: u64,
     ) -> Result<(Composed<M, Q, CACHE>, Kind), DescError> {
-        let desc = registry::<M, Q, CACHE>().parse(text)?;
+        Self::compose_from(&registry::<M, Q, CACHE>(), text, Env { ep, ctx, seed })
+    }
+
+    /// [`XtpStack::compose`] against a caller's registry (see
+    /// [`XtpStack::from_registry`]); the compiled form, if chosen, is XTP
+    /// with timers in a `Q`, demux cache if `CACHE`.
+    pub fn compose_from<Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
+        reg: &Registry<M, Env>,
+        text: &str,
+        env: Env,
+    ) -> Result<(Composed<M, Q, CACHE>, Kind), DescError> {
+        let desc = reg.parse(text)?;
         // The checks (an XTP layer, the application's path through it to a
         // device) are the graph's.
-        let g = Self::from_desc::<Q, CACHE>(text, ep.clone(), ctx.clone(), seed)?;
+        let g = Self::from_registry(reg, text, &env)?;
         // The compiled stack holds the application, one protocol and the
-        // device: nothing else in the description.
-        let fits = desc.layers.len() == 3 && g.path.len() == 3;
+        // device: nothing else in the description (and the checks put the
+        // application, `xtp` and a device on it).
+        let fits = desc.layers.len() == 3;
         let compiled = match desc.compose {
             Compose::Dynamic => false,
             Compose::Auto => fits,
@@ -221,9 +242,9 @@ impl<M: Msg + 'static> XtpStack<M> {
                 return Err(DescError {
                     line: 0,
                     reason: format!(
-                        "`compose compiled`: only `app -> xtp -> <device>` alone has a compiled form \
-                         (this graph: {}; the compiled stack holds one protocol) \
-                         (write `compose dynamic` or `compose auto` for this graph)",
+                        "`compose compiled`: only `app -> xtp -> <device>` alone has a compiled form, \
+                         the compiled stack holding one protocol (this graph: {}); \
+                         write `compose dynamic` or `compose auto` for this graph",
                         desc.layers.iter().rev().map(|l| l.kind.name).collect::<Vec<_>>().join(", ")
                     ),
                 });
@@ -233,7 +254,7 @@ impl<M: Msg + 'static> XtpStack<M> {
             let device = g.device;
             return Ok((Composed::Graph(g.on_device()), device));
         }
-        let xtp = XtpProtocol::<M, Q, CACHE>::with_timer_queue(ep, ctx, seed);
+        let xtp = XtpProtocol::<M, Q, CACHE>::with_timer_queue(env.ep, env.ctx, env.seed);
         let stack = Stack::new(xtp).map_err(|e| DescError { line: 0, reason: format!("xtp: {e}") })?;
         Ok((Composed::Compiled(stack), g.device))
     }

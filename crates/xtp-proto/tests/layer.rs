@@ -163,8 +163,8 @@ fn a_tap_between_xtp_and_the_device_carries_both_ways_and_counts_every_frame() {
         assert!(back == payload, "size {size}: the echo differs");
     }
     assert!(server.is_some() && w.stray == 0);
-    let traffic = |g: &mut Graph<Rope>, tap| match g.control(tap, None, Control::GetTraffic) {
-        Ok(ControlReply::Traffic(t)) => t,
+    let traffic = |g: &mut Graph<Rope>, tap| match g.control(tap, None, Control::GetCounters) {
+        Ok(ControlReply::Counters(c)) => Traffic::of(&c),
         other => panic!("{other:?}"),
     };
     let (ta, tb) = (traffic(&mut w.a, atap), traffic(&mut w.b, btap));
@@ -390,14 +390,38 @@ impl<S: xk_core::device::DeviceStack<Rope>> xtp_testkit::GraphApp<Rope, S> for S
     }
 }
 
+/// A composition's layers that answer `Control::GetCounters`, with their
+/// named counters (`DeviceStack::counters`).
+type Layers = Vec<(&'static str, xk_core::Counters)>;
+
+/// A counting layer's four counters, by the names it answers.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Traffic {
+    frames_down: u64,
+    bytes_down: u64,
+    frames_up: u64,
+    bytes_up: u64,
+}
+
+impl Traffic {
+    fn of(c: &xk_core::Counters) -> Self {
+        let get = |name| {
+            c.iter().find(|(n, _)| *n == name).map(|c| c.1).unwrap_or_else(|| panic!("no `{name}` in {c:?}"))
+        };
+        Traffic {
+            frames_down: get("frames_down"),
+            bytes_down: get("bytes_down"),
+            frames_up: get("frames_up"),
+            bytes_up: get("bytes_up"),
+        }
+    }
+}
+
 /// Runs the lossy exchange between two compositions of the same kind;
 /// returns the messages each side received and the chunks they came in.
-/// A composition's counting layers and their counts (`DeviceStack::traffic`).
-type Layers = Vec<(&'static str, xk_core::Traffic)>;
-
 /// What a lossy exchange left: the messages at the server and the client,
 /// the chunks delivered, and per side the traffic counters of its layers
-/// (`DeviceStack::traffic`) beside the link's counts of the datagrams it
+/// (`DeviceStack::counters`) beside the link's counts of the datagrams it
 /// sent (`offered`) and the ones it received (`delivered`).
 struct Lossy {
     at_server: Vec<Vec<u8>>,
@@ -438,7 +462,7 @@ fn lossy_exchange<S: xk_core::device::DeviceStack<Rope>>(
     let link = sim.link_stats(cid, sid).unwrap();
     assert!(link.drop_loss > 0, "the link lost nothing: {link:?}");
     let back = sim.link_stats(sid, cid).unwrap();
-    let traffic = (sim.node_mut(cid).stack.traffic(), sim.node_mut(sid).stack.traffic());
+    let traffic = (sim.node_mut(cid).stack.counters(), sim.node_mut(sid).stack.counters());
     let (c, s) = (sim.node(cid), sim.node(sid));
     assert_eq!(c.stack.drops(), xk_core::device::DeviceDrops::default());
     assert_eq!(s.stack.drops(), xk_core::device::DeviceDrops::default());
@@ -500,7 +524,7 @@ fn a_described_stack_runs_in_the_simulator_over_a_lossy_link() {
             // link and every one the link delivered to it, bytes too.
             let (tc, ts) = (tc.as_slice(), ts.as_slice());
             let (t, u) = match (tc, ts) {
-                ([("tap", t)], [("tap", u)]) => (*t, *u),
+                ([("tap", t)], [("tap", u)]) => (Traffic::of(t), Traffic::of(u)),
                 other => panic!("one tap each side: {other:?}"),
             };
             assert_eq!((t.frames_down, t.bytes_down), (up.offered, up.offered_bytes), "client tap vs link");

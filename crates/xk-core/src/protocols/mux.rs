@@ -205,10 +205,6 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Mux {
         match req {
             Control::GetHeaderLen => Ok(ControlReply::Size(HEADER)),
             Control::GetSessionCount => Ok(ControlReply::Count(self.sessions.len())),
-            // Its refusals are the dispatcher's `demux_drops`.
-            Control::GetMalformedCount | Control::GetAckedBytes | Control::Abort | Control::GetTraffic => {
-                Err(ControlError::Unsupported(req))
-            }
             Control::GetMaxPacket => {
                 let lower = cx.lower().map_err(|_| ControlError::Unsupported(req))?;
                 match cx.control(lower, self.lower, req)? {
@@ -221,6 +217,9 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Mux {
                 let p = if req == Control::GetMyAddr { s.local } else { s.remote };
                 Ok(ControlReply::Addr(Addr::Port(p)))
             }
+            // Anything else, a request added later included: not this
+            // protocol's (its refusals are the dispatcher's `demux_drops`).
+            _ => Err(ControlError::Unsupported(req)),
         }
     }
 

@@ -8,14 +8,15 @@
 //! above opens one session on it (the graph does it, `Graph::carry_frames`),
 //! its frames for the device arrive here by `push` and leave unchanged for
 //! the device; frames from the device go up unchanged with `deliver`. The
-//! counters are read with `Control::GetTraffic`.
+//! counters are read with the generic `Control::GetCounters`.
 //!
-//! This file and its line in a registry (`xtp_proto::stack::registry`) are
-//! the whole of adding it (docs/ARCHITECTURE.md, "Adding a protocol").
+//! This file, its `mod` line (`protocols/mod.rs`) and its line in a registry
+//! (`xtp_proto::stack::registry`) are the whole of adding it
+//! (docs/ARCHITECTURE.md, "Adding a protocol"; `tests/registry.rs` checks it
+//! on the sources).
 
 use xk_msg::Msg;
 
-use crate::Traffic;
 use crate::addr::Participants;
 use crate::arena::ArenaId;
 use crate::device::ADDR_HEADER;
@@ -48,13 +49,22 @@ pub struct Tap {
     /// as a device has one protocol on it.
     upper: Option<(Upper, u32)>,
     opened: u32,
-    traffic: Traffic,
+    frames_down: u64,
+    bytes_down: u64,
+    frames_up: u64,
+    bytes_up: u64,
 }
 
 impl Tap {
-    /// What it counted so far.
-    pub fn traffic(&self) -> Traffic {
-        self.traffic
+    /// What it counted so far, named (its answer to `Control::GetCounters`):
+    /// datagrams and their bytes (without the device header) each way.
+    pub fn counters(&self) -> crate::Counters {
+        vec![
+            ("frames_down", self.frames_down),
+            ("bytes_down", self.bytes_down),
+            ("frames_up", self.frames_up),
+            ("bytes_up", self.bytes_up),
+        ]
     }
 
     fn session(&self, cx: &Ctx<'_, impl Msg>) -> Option<(Upper, SessionId)> {
@@ -71,7 +81,7 @@ fn datagram_len(msg: &impl Msg) -> u64 {
 
 impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Tap {
     fn name(&self) -> &'static str {
-        "tap"
+        KIND.name
     }
 
     fn open(
@@ -115,8 +125,8 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Tap {
         msg: M,
     ) -> Result<(), DemuxError> {
         let (up, _) = self.session(cx).ok_or(DemuxError::StaleSession)?;
-        self.traffic.frames_up += 1;
-        self.traffic.bytes_up += datagram_len(&msg);
+        self.frames_up += 1;
+        self.bytes_up += datagram_len(&msg);
         cx.deliver(up, session, msg, true);
         Ok(())
     }
@@ -125,8 +135,8 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Tap {
         if self.session(cx).map(|(_, s)| s) != Some(session) {
             return Err(PushError::NoSession);
         }
-        self.traffic.frames_down += 1;
-        self.traffic.bytes_down += datagram_len(&msg);
+        self.frames_down += 1;
+        self.bytes_down += datagram_len(&msg);
         cx.transmit(msg);
         Ok(())
     }
@@ -138,7 +148,7 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Tap {
         req: Control,
     ) -> Result<ControlReply, ControlError> {
         match req {
-            Control::GetTraffic => Ok(ControlReply::Traffic(self.traffic)),
+            Control::GetCounters => Ok(ControlReply::Counters(self.counters())),
             Control::GetHeaderLen => Ok(ControlReply::Size(0)),
             Control::GetSessionCount => Ok(ControlReply::Count(usize::from(self.upper.is_some()))),
             _ => Err(ControlError::Unsupported(req)),
@@ -257,11 +267,11 @@ mod tests {
             Some(crate::Event::Deliver { msg, .. }) => assert_eq!(msg.to_vec(), b"back"),
             other => panic!("expected the frame at the application, got {other:?}"),
         }
-        let t = match g.control(tap, None, Control::GetTraffic) {
-            Ok(ControlReply::Traffic(t)) => t,
+        let t = match g.control(tap, None, Control::GetCounters) {
+            Ok(ControlReply::Counters(t)) => t,
             other => panic!("{other:?}"),
         };
-        assert_eq!(t, Traffic { frames_down: 3, bytes_down: 1_101, frames_up: 1, bytes_up: 4 });
+        assert_eq!(t, [("frames_down", 3), ("bytes_down", 1_101), ("frames_up", 1), ("bytes_up", 4)]);
         // A second upper layer is refused; nothing above: frames dropped and counted.
         assert!(g.carry_frames(raw, tap).is_err());
     }
