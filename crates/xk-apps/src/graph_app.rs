@@ -65,7 +65,7 @@ pub struct GraphDrops {
     /// header (`GraphOn::bad_frames`; the compiled stack has none: 0).
     pub bad_frames: u64,
     /// Frames XTP's `demux` or `pop` refused, or a layer's between it and
-    /// the device (a `tap`'s) (the composition's `demux_drops`).
+    /// the device (a `census`'s) (the composition's `demux_drops`).
     pub demux_drops: u64,
     /// Datagrams XTP's endpoint took and found malformed (its `malformed`).
     pub malformed: u64,

@@ -188,7 +188,7 @@ impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
     }
     fn drops(&self) -> DeviceDrops {
         let g = self.graph.borrow();
-        // A layer between the device and the top protocol (a `tap`) may
+        // A layer between the device and the top protocol (a `census`) may
         // refuse frames too: the refusals on the whole path are counted.
         let top = if self.top == self.device { 0 } else { g.stats(self.top).demux_drops };
         DeviceDrops { bad_frames: self.bad_frames, demux_drops: g.stats(self.device).demux_drops + top }

@@ -93,7 +93,7 @@ struct Entry<M> {
     protocol: Option<Box<dyn Protocol<M>>>,
     below: Vec<ProtocolId>,
     /// Where the protocol's frames for the device go instead, when it sits
-    /// on a protocol offering datagrams (a `tap`) rather than on the device:
+    /// on a protocol offering datagrams (a `census`) rather than on the device:
     /// the session that protocol opened for it ([`Graph::carry_frames`]).
     down: Option<SessionId>,
     stats: ProtocolStats,

@@ -392,7 +392,7 @@ impl GraphDesc {
             line: 0,
             reason: format!("protocol {} refused to start: {e}", p.index()),
         })?;
-        // A protocol on a protocol that offers datagrams (a `tap` under
+        // A protocol on a protocol that offers datagrams (a `census` under
         // XTP) sends its frames through it, not to the device.
         for (l, layer) in self.layers.iter().enumerate() {
             let Some(i) = layer.below else { continue };

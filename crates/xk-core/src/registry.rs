@@ -84,7 +84,7 @@ mod tests {
 
     use super::*;
     use crate::graph_desc::Service;
-    use crate::protocols::tap;
+    use crate::protocols::census;
 
     /// "One module + one line": a kind written here, in the test, with its
     /// constructor, registered by one `.protocol` line, is accepted by the
@@ -101,7 +101,7 @@ mod tests {
             about: "a test's protocol",
         };
         pub(super) fn make<M: Msg>(_: &u8) -> Result<Box<dyn Protocol<M>>, String> {
-            Ok(Box::new(tap::Tap::default()))
+            Ok(Box::new(census::Census::default()))
         }
     }
 
@@ -116,20 +116,20 @@ mod tests {
 
     #[test]
     fn a_registered_kind_is_named_parsed_and_built_where_services_fit() {
-        let base = || Registry::<Rope, u8>::new().device(DEV).protocol(tap::KIND, tap::make);
+        let base = || Registry::<Rope, u8>::new().device(DEV).protocol(census::KIND, census::make);
         let e = base().parse("stamp -> dev").unwrap_err();
-        assert!(e.reason.contains("unknown protocol `stamp` (known: app, dev, tap)"), "{e}");
+        assert!(e.reason.contains("unknown protocol `stamp` (known: app, dev, census)"), "{e}");
         let reg = base().protocol(stamp::KIND, stamp::make);
-        let d = reg.parse("# two meters\nstamp -> tap -> dev").unwrap();
+        let d = reg.parse("# two meters\nstamp -> census -> dev").unwrap();
         let built = reg.build(&d, &0).unwrap();
         let names: Vec<_> = built.graph.protocols().map(|(_, n)| n).collect();
-        assert_eq!(names, ["tap", "tap"], "both built, bottom first");
+        assert_eq!(names, ["census", "census"], "both built, bottom first");
         assert_eq!(built.ids, [None, built.ids[1], built.ids[2]]);
         let e = reg.parse("app -> stamp -> dev").unwrap_err();
         assert!(e.reason.contains("edge `app -> stamp`: `app` cannot sit above `stamp`"), "{e}");
         let e = reg.parse("stamp -> tpa -> dev").unwrap_err();
-        assert!(e.reason.contains("did you mean `tap`?"), "{e}");
+        assert!(e.reason.contains("did you mean `census`?"), "{e}");
         // Registering again replaces.
-        assert_eq!(reg.catalogue().names(), ["app", "dev", "tap", "stamp"]);
+        assert_eq!(reg.catalogue().names(), ["app", "dev", "census", "stamp"]);
     }
 }

@@ -109,7 +109,7 @@ pub(crate) struct BulkArgs {
     /// or the run-time graph (`compose dynamic`). With it only --to, --raw,
     /// -n, -l (default 65536) and -J apply; Ctrl-C aborts the transfer and
     /// exits 1.
-    /// Any registered layer may sit where it fits: `app -> xtp -> tap ->
+    /// Any registered layer may sit where it fits: `app -> xtp -> census ->
     /// udp` counts the datagrams and bytes under XTP each way and prints
     /// them at the end (the run-time graph).
     #[arg(long, value_name = "FILE")]

@@ -67,7 +67,7 @@ pub(crate) struct PingArgs {
     /// stack (the default) or the run-time graph (`compose dynamic`). With
     /// it only --to, --raw, -l, -c, -i, -W, -q and -J apply; -c defaults
     /// to 10.
-    /// Any registered layer may sit where it fits: `app -> xtp -> tap ->
+    /// Any registered layer may sit where it fits: `app -> xtp -> census ->
     /// udp` counts the datagrams and bytes under XTP each way and prints
     /// them at the end (the run-time graph).
     #[arg(long, value_name = "FILE")]

@@ -89,7 +89,7 @@ pub(crate) struct ServeArgs {
     /// default) or the run-time graph (`compose dynamic`). It has no
     /// discard service (`bulk --graph` needs the direct server's). With it
     /// only --listen, --duration and -J apply.
-    /// Any registered layer may sit where it fits: `app -> xtp -> tap ->
+    /// Any registered layer may sit where it fits: `app -> xtp -> census ->
     /// udp` counts the datagrams and bytes under XTP each way and prints
     /// them at the end (the run-time graph).
     #[arg(long, value_name = "FILE")]

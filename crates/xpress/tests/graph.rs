@@ -66,12 +66,12 @@ fn bulk_over_a_described_graph_to_the_direct_server() {
     // run-time graph (`compose dynamic`). The server's own count comes back.
     let server = common::serve(&[]);
     let to = server.addr.to_string();
-    // And a registered layer between XTP and the socket (`tap`): the
+    // And a registered layer between XTP and the socket (`census`): the
     // run-time graph under `auto`, its counts those of the device.
     for (text, how) in [
         ("app -> xtp -> udp\n", "compiled"),
         ("compose dynamic\napp -> xtp -> udp\n", "dynamic"),
-        ("app -> xtp -> tap -> udp\n", "dynamic"),
+        ("app -> xtp -> census -> udp\n", "dynamic"),
     ] {
         let g = graph_file(&format!("bulk-{how}-{}.graph", text.len()), text);
         let out = Command::new(X)
@@ -83,9 +83,9 @@ fn bulk_over_a_described_graph_to_the_direct_server() {
         assert_eq!(v["composition"], how, "{v}");
         assert_eq!(v["graph"], text.lines().last().unwrap(), "{v}");
         let layers = v["layers"].as_array().unwrap();
-        if text.contains("tap") {
+        if text.contains("census") {
             let t = &layers[..];
-            assert!(t.len() == 1 && t[0]["layer"] == "tap", "{v}");
+            assert!(t.len() == 1 && t[0]["layer"] == "census", "{v}");
             assert_eq!(t[0]["counters"]["frames_down"], v["datagrams_sent"], "{v}");
             assert_eq!(t[0]["counters"]["frames_up"], v["datagrams_received"], "{v}");
             assert!(t[0]["counters"]["bytes_down"].as_u64().unwrap() > 3 << 20, "{v}");
@@ -198,12 +198,15 @@ fn bad_descriptions_are_refused_by_line_and_edge() {
     for (text, want) in [
         ("app -> xtp\napp -> xtp -> tcp\n", "line 2: unknown protocol `tcp`"),
         ("app -> xtp -> app\n", "edge `xtp -> app`"),
-        ("app -> xtp -> loop\n", "line 1: unknown protocol `loop` (known: app, xtp, udp, ip36, link, tap)"),
-        ("app -> xtp -> tpa -> udp\n", "unknown protocol `tpa`, did you mean `tap`?"),
-        ("app -> tap -> xtp -> udp\n", "edge `app -> tap`: `app` cannot sit above `tap`"),
-        ("app -> xtp -> tap\n", "line 1: `tap` has no lower layer"),
         (
-            "compose compiled\napp -> xtp -> tap -> udp\n",
+            "app -> xtp -> loop\n",
+            "line 1: unknown protocol `loop` (known: app, xtp, udp, ip36, link, census)",
+        ),
+        ("app -> xtp -> tpa -> udp\n", "unknown protocol `tpa`, did you mean `census`?"),
+        ("app -> census -> xtp -> udp\n", "edge `app -> census`: `app` cannot sit above `census`"),
+        ("app -> xtp -> census\n", "line 1: `census` has no lower layer"),
+        (
+            "compose compiled\napp -> xtp -> census -> udp\n",
             "only `app -> xtp -> <device>` alone has a compiled form",
         ),
         ("app -> xpt -> udp\n", "unknown protocol `xpt`, did you mean `xtp`?"),

@@ -1,7 +1,7 @@
 //! XTP's kinds for graph descriptions, the registry of what an XTP graph
 //! may hold, and an XTP stack built from a description (issue #16):
 //! `app -> xtp -> udp`, `app -> xtp -> ip36`, `app -> xtp -> link`, and any
-//! registered layer where its services fit (`app -> xtp -> tap -> udp`).
+//! registered layer where its services fit (`app -> xtp -> census -> udp`).
 //!
 //! [`XtpStack::from_desc`] builds the run-time graph; [`XtpStack::compose`]
 //! builds what the description's `compose` line asks for: the compiled
@@ -96,7 +96,7 @@ pub fn registry<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, co
         .device(UDP)
         .device(IP36)
         .device(LINK)
-        .protocol(xk_core::protocols::tap::KIND, xk_core::protocols::tap::make)
+        .protocol(xk_core::protocols::census::KIND, xk_core::protocols::census::make)
 }
 
 /// The kinds a description of an XTP graph may use ([`registry`]'s); the
@@ -115,7 +115,7 @@ pub struct XtpStack<M> {
     /// offering sessions).
     pub top: ProtocolId,
     /// The protocol on the device (XTP, or a layer between it and the
-    /// device, e.g. a `tap`).
+    /// device, e.g. a `census`).
     pub bottom: ProtocolId,
     /// The device at the bottom of the application's path.
     pub device: Kind,
@@ -290,7 +290,7 @@ mod tests {
         assert!(e("app -> xtp -> app").contains("edge `xtp -> app`"), "{}", e("app -> xtp -> app"));
         let loop_ = e("app -> xtp -> udp\necho -> mux -> loop");
         assert!(
-            loop_.contains("line 2: unknown protocol `echo` (known: app, xtp, udp, ip36, link, tap)"),
+            loop_.contains("line 2: unknown protocol `echo` (known: app, xtp, udp, ip36, link, census)"),
             "{loop_}"
         );
         assert!(e("app -> xpt -> udp").contains("did you mean `xtp`?"), "{}", e("app -> xpt -> udp"));
@@ -299,22 +299,23 @@ mod tests {
         assert!(e("xtp -> udp").contains("nothing sits on `xtp`"));
         assert!(e("app -> xtp -> udp -> ip36").contains("`udp` is a root"));
         // A registered layer goes where its services fit, and nowhere else.
-        let s = build("app -> xtp -> tap -> udp").unwrap();
-        assert_eq!(s.path, ["app", "xtp", "tap", "udp"]);
+        let s = build("app -> xtp -> census -> udp").unwrap();
+        assert_eq!(s.path, ["app", "xtp", "census", "udp"]);
         assert_eq!((s.top, s.device.name), (s.xtp, "udp"));
-        assert_eq!(s.graph.protocols().find(|&(p, _)| p == s.bottom).map(|p| p.1), Some("tap"));
+        assert_eq!(s.graph.protocols().find(|&(p, _)| p == s.bottom).map(|p| p.1), Some("census"));
         assert!(
-            e("app -> tap -> xtp -> udp").contains("edge `app -> tap`: `app` cannot sit above `tap`"),
+            e("app -> census -> xtp -> udp")
+                .contains("edge `app -> census`: `app` cannot sit above `census`"),
             "{}",
-            e("app -> tap -> xtp -> udp")
+            e("app -> census -> xtp -> udp")
         );
         assert!(
-            e("app -> xtp -> tpa -> udp").contains("line 1: unknown protocol `tpa`, did you mean `tap`?")
+            e("app -> xtp -> tpa -> udp").contains("line 1: unknown protocol `tpa`, did you mean `census`?")
         );
-        assert!(e("app -> xtp -> tap").contains("`tap` has no lower layer"));
+        assert!(e("app -> xtp -> census").contains("`census` has no lower layer"));
         assert!(
-            e("app -> xtp -> udp\nxtp -> tap -> link")
-                .contains("line 2: edge `xtp -> tap`: `xtp` already sits on `udp`")
+            e("app -> xtp -> udp\nxtp -> census -> link")
+                .contains("line 2: edge `xtp -> census`: `xtp` already sits on `udp`")
         );
     }
 
@@ -353,8 +354,8 @@ mod tests {
         assert!(compose("app -> xtp").unwrap_err().contains("`xtp` has no lower layer"));
         // A layer between XTP and the device: the graph under `auto`, a
         // refusal naming the layers under `compiled`.
-        assert_eq!(compose("app -> xtp -> tap -> udp"), Ok("graph"));
-        let e = compose("compose compiled\napp -> xtp -> tap -> udp").unwrap_err();
-        assert!(e.contains("only `app -> xtp -> <device>`") && e.contains("app, xtp, tap, udp"), "{e}");
+        assert_eq!(compose("app -> xtp -> census -> udp"), Ok("graph"));
+        let e = compose("compose compiled\napp -> xtp -> census -> udp").unwrap_err();
+        assert!(e.contains("only `app -> xtp -> <device>`") && e.contains("app, xtp, census, udp"), "{e}");
     }
 }

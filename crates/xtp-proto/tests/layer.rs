@@ -101,18 +101,18 @@ fn ping_pong<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, const
     assert_eq!(w.stray, 0);
 }
 
-/// A layer added by registration alone (`tap`, issue #16) between XTP and
+/// A layer added by registration alone (`census`, issue #16) between XTP and
 /// the device, on the in-process wire: data goes both ways (an echo of
-/// 10 to 100,000 bytes), and each tap's counters equal the frames the wire
+/// 10 to 100,000 bytes), and each census's counters equal the frames the wire
 /// moved from and to its graph.
 #[test]
-fn a_tap_between_xtp_and_the_device_carries_both_ways_and_counts_every_frame() {
+fn a_census_between_xtp_and_the_device_carries_both_ways_and_counts_every_frame() {
     use xtp_proto::stack::XtpStack;
 
     let (aa, ba) = addrs();
     let stack = |seed| {
         XtpStack::<Rope>::from_desc::<HeapQueue<ArenaId>, true>(
-            "app -> xtp -> tap -> link",
+            "app -> xtp -> census -> link",
             EndpointConfig::default(),
             ContextConfig::stream(),
             seed,
@@ -121,10 +121,10 @@ fn a_tap_between_xtp_and_the_device_carries_both_ways_and_counts_every_frame() {
     };
     let (a, mut b) = (stack(1), stack(2));
     let (atop, btop) = (a.top, b.top);
-    let (atap, btap) = (a.bottom, b.bottom);
-    assert_ne!(atap, a.xtp, "the tap, not XTP, is on the device");
+    let (acensus, bcensus) = (a.bottom, b.bottom);
+    assert_ne!(acensus, a.xtp, "the census, not XTP, is on the device");
     b.graph.open_enable(btop, &Participants::local(Part::top_first([Addr::Port(7)]))).unwrap();
-    let mut w = GraphWire::new((a.graph, atap, aa), (b.graph, btap, ba), Instant::ZERO);
+    let mut w = GraphWire::new((a.graph, acensus, aa), (b.graph, bcensus, ba), Instant::ZERO);
     w.step = Duration::from_micros(1);
     let s = w.a.open(atop, &to_server(&w)).unwrap();
     let (mut a_to_b, mut b_to_a) = (0u64, 0u64);
@@ -163,16 +163,16 @@ fn a_tap_between_xtp_and_the_device_carries_both_ways_and_counts_every_frame() {
         assert!(back == payload, "size {size}: the echo differs");
     }
     assert!(server.is_some() && w.stray == 0);
-    let traffic = |g: &mut Graph<Rope>, tap| match g.control(tap, None, Control::GetCounters) {
+    let traffic = |g: &mut Graph<Rope>, census| match g.control(census, None, Control::GetCounters) {
         Ok(ControlReply::Counters(c)) => Traffic::of(&c),
         other => panic!("{other:?}"),
     };
-    let (ta, tb) = (traffic(&mut w.a, atap), traffic(&mut w.b, btap));
-    assert_eq!((ta.frames_down, ta.frames_up), (a_to_b, b_to_a), "client tap vs the wire");
-    assert_eq!((tb.frames_down, tb.frames_up), (b_to_a, a_to_b), "server tap vs the wire");
+    let (ta, tb) = (traffic(&mut w.a, acensus), traffic(&mut w.b, bcensus));
+    assert_eq!((ta.frames_down, ta.frames_up), (a_to_b, b_to_a), "client census vs the wire");
+    assert_eq!((tb.frames_down, tb.frames_up), (b_to_a, a_to_b), "server census vs the wire");
     assert_eq!((ta.bytes_down, ta.bytes_up), (tb.bytes_up, tb.bytes_down));
     assert!(ta.bytes_down > 111_010 && ta.bytes_up > 111_010, "{ta:?}");
-    // XTP's own count of what it popped is the tap's (nothing lost between).
+    // XTP's own count of what it popped is the census's (nothing lost between).
     assert_eq!(w.a.stats(a.xtp).popped, ta.frames_up);
 }
 
@@ -492,12 +492,12 @@ fn a_described_stack_runs_in_the_simulator_over_a_lossy_link() {
             (0..len).map(|k| (k as u32 * 7 + i) as u8).collect()
         })
         .collect();
-    // `tap`: a registered layer between XTP and the device (issue #16's
+    // `census`: a registered layer between XTP and the device (issue #16's
     // "one module + one line"); `auto` composes it as the graph.
     for (how, graph) in [
         ("dynamic", "app -> xtp -> link"),
         ("compiled", "app -> xtp -> link"),
-        ("auto", "app -> xtp -> tap -> link"),
+        ("auto", "app -> xtp -> census -> link"),
     ] {
         let stack = |seed| {
             XtpStack::<Rope>::compose::<TimingWheel<ArenaId>, true>(
@@ -513,27 +513,35 @@ fn a_described_stack_runs_in_the_simulator_over_a_lossy_link() {
         let r = match (c, s) {
             (Composed::Graph(c), Composed::Graph(s)) => lossy_exchange(c, s, &sent),
             (Composed::Compiled(c), Composed::Compiled(s)) => {
-                assert_ne!(how, "auto", "a tap has no compiled form");
+                assert_ne!(how, "auto", "a census has no compiled form");
                 lossy_exchange(c, s, &sent)
             }
             _ => unreachable!("one description, one composition"),
         };
         let Lossy { at_server, at_client, chunks, traffic: (tc, ts), links: (up, back) } = r;
-        if graph.contains("tap") {
-            // Each side's tap saw every datagram its side sent onto the
+        if graph.contains("census") {
+            // Each side's census saw every datagram its side sent onto the
             // link and every one the link delivered to it, bytes too.
             let (tc, ts) = (tc.as_slice(), ts.as_slice());
             let (t, u) = match (tc, ts) {
-                ([("tap", t)], [("tap", u)]) => (Traffic::of(t), Traffic::of(u)),
-                other => panic!("one tap each side: {other:?}"),
+                ([("census", t)], [("census", u)]) => (Traffic::of(t), Traffic::of(u)),
+                other => panic!("one census each side: {other:?}"),
             };
-            assert_eq!((t.frames_down, t.bytes_down), (up.offered, up.offered_bytes), "client tap vs link");
-            assert_eq!((u.frames_up, u.bytes_up), (up.delivered, up.delivered_bytes), "server tap vs link");
-            assert_eq!((u.frames_down, u.bytes_down), (back.offered, back.offered_bytes), "server tap");
-            assert_eq!((t.frames_up, t.bytes_up), (back.delivered, back.delivered_bytes), "client tap");
+            assert_eq!(
+                (t.frames_down, t.bytes_down),
+                (up.offered, up.offered_bytes),
+                "client census vs link"
+            );
+            assert_eq!(
+                (u.frames_up, u.bytes_up),
+                (up.delivered, up.delivered_bytes),
+                "server census vs link"
+            );
+            assert_eq!((u.frames_down, u.bytes_down), (back.offered, back.offered_bytes), "server census");
+            assert_eq!((t.frames_up, t.bytes_up), (back.delivered, back.delivered_bytes), "client census");
             assert!(t.frames_down > 120 && u.frames_down > 120 && up.delivered < up.offered);
         } else {
-            assert!(tc.is_empty() && ts.is_empty(), "no tap, no counters: {tc:?} {ts:?}");
+            assert!(tc.is_empty() && ts.is_empty(), "no census, no counters: {tc:?} {ts:?}");
         }
         assert_eq!(at_server.len(), sent.len(), "{how}: messages at the server");
         assert!(at_server == sent, "{how}: the server's message boundaries differ from the sender's");

@@ -9,14 +9,14 @@
 //!    LoopLink   2-byte header: protocol type; frames go to the device queue
 //! ```
 //!
-//! [`tap`] is not a toy: a pass-through datagram layer counting frames and
+//! [`census`] is not a toy: a pass-through datagram layer counting frames and
 //! bytes each way, registered in XTP's graphs (`xtp_proto::stack::registry`,
-//! `app -> xtp -> tap -> udp`).
+//! `app -> xtp -> census -> udp`).
 
+pub mod census;
 mod echo;
 mod loop_link;
 mod mux;
-pub mod tap;
 
 pub use echo::Echo;
 pub use loop_link::LoopLink;

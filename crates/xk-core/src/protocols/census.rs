@@ -1,6 +1,6 @@
-//! `tap`: a pass-through datagram layer that counts the frames and bytes it
-//! carries each way — a meter a user puts anywhere datagrams flow, e.g.
-//! under XTP: `app -> xtp -> tap -> udp`.
+//! `census`: a pass-through datagram layer that counts the frames and bytes it
+//! carries each way — a counter a user puts anywhere datagrams flow, e.g.
+//! under XTP: `app -> xtp -> census -> udp`.
 //!
 //! It offers what it needs (datagrams by socket address, frames carrying the
 //! graph's device header, `crate::device`), so it fits between a protocol
@@ -29,7 +29,7 @@ use crate::upi::{
 
 /// The kind graph descriptions name it by.
 pub const KIND: Kind = Kind {
-    name: "tap",
+    name: "census",
     needs: &[Service::Datagram],
     offers: Some(Service::Datagram),
     device: false,
@@ -39,12 +39,12 @@ pub const KIND: Kind = Kind {
 
 /// Its constructor for a registry (it takes no parameters).
 pub fn make<M: Msg, E>(_env: &E) -> Result<Box<dyn Protocol<M>>, String> {
-    Ok(Box::new(Tap::default()))
+    Ok(Box::new(Census::default()))
 }
 
-/// The tap. See the module documentation.
+/// The census. See the module documentation.
 #[derive(Debug, Default)]
-pub struct Tap {
+pub struct Census {
     /// The layer above and the generation of its session: one upper layer,
     /// as a device has one protocol on it.
     upper: Option<(Upper, u32)>,
@@ -55,7 +55,7 @@ pub struct Tap {
     bytes_up: u64,
 }
 
-impl Tap {
+impl Census {
     /// What it counted so far, named (its answer to `Control::GetCounters`):
     /// datagrams and their bytes (without the device header) each way.
     pub fn counters(&self) -> crate::Counters {
@@ -79,7 +79,7 @@ fn datagram_len(msg: &impl Msg) -> u64 {
     msg.len().saturating_sub(ADDR_HEADER) as u64
 }
 
-impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Tap {
+impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Census {
     fn name(&self) -> &'static str {
         KIND.name
     }
@@ -91,7 +91,7 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Tap {
         _parts: &Participants,
     ) -> Result<SessionId, OpenError> {
         if self.upper.is_some() {
-            return Err(OpenError::Unsupported("a tap carries one upper layer's frames"));
+            return Err(OpenError::Unsupported("a census carries one upper layer's frames"));
         }
         self.opened += 1;
         self.upper = Some((upper, self.opened));
@@ -99,11 +99,11 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Tap {
     }
 
     fn open_enable(&mut self, _: &mut Ctx<'a, M>, _: Upper, _: &Participants) -> Result<(), OpenError> {
-        Err(OpenError::Unsupported("a tap's one session is opened by the layer above it"))
+        Err(OpenError::Unsupported("a census's one session is opened by the layer above it"))
     }
 
     fn open_disable(&mut self, _: &mut Ctx<'a, M>, _: Upper, _: &Participants) -> Result<(), OpenError> {
-        Err(OpenError::Unsupported("a tap's one session is opened by the layer above it"))
+        Err(OpenError::Unsupported("a census's one session is opened by the layer above it"))
     }
 
     fn demux(
@@ -114,7 +114,7 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Tap {
     ) -> Result<SessionId, DemuxError> {
         self.session(cx)
             .map(|(_, s)| s)
-            .ok_or_else(|| DemuxError::NoBinding("nothing sits on the tap".into()))
+            .ok_or_else(|| DemuxError::NoBinding("nothing sits on the census".into()))
     }
 
     fn pop(
@@ -176,7 +176,7 @@ mod tests {
     use crate::{GraphBuilder, Part};
 
     /// A protocol on the device that sends what the application pushes to a
-    /// fixed peer and hands up what arrives: enough to put a tap under.
+    /// fixed peer and hands up what arrives: enough to put a census under.
     struct Raw;
     impl<'a> Layer<Rope, Ctx<'a, Rope>> for Raw {
         fn name(&self) -> &'static str {
@@ -244,17 +244,17 @@ mod tests {
     }
 
     #[test]
-    fn a_tap_passes_frames_both_ways_unchanged_and_counts_them() {
+    fn a_census_passes_frames_both_ways_unchanged_and_counts_them() {
         let mut b = GraphBuilder::<Rope>::new();
-        let tap = b.add(Tap::default(), &[]);
-        let raw = b.add(Raw, &[tap]);
+        let census = b.add(Census::default(), &[]);
+        let raw = b.add(Raw, &[census]);
         let mut g = b.build().unwrap();
-        g.carry_frames(raw, tap).unwrap();
+        g.carry_frames(raw, census).unwrap();
         let s = g.open(raw, &Participants::new(Part::new(), Part::new())).unwrap();
         for len in [1usize, 100, 1_000] {
             g.push(s, Rope::from_payload(Bytes::from(vec![7u8; len]), 64)).unwrap();
             let (from, mut f) = g.poll_transmit().expect("the frame reaches the device");
-            assert_eq!(from, tap, "the tap hands the frame to the device");
+            assert_eq!(from, census, "the census hands the frame to the device");
             assert_eq!(read_addr(&f.to_vec()), Some("10.0.0.2:9".parse().unwrap()));
             assert!(g.poll_transmit().is_none());
             f.pop(ADDR_HEADER).unwrap();
@@ -262,17 +262,17 @@ mod tests {
         }
         let mut f = vec![0u8; ADDR_HEADER];
         f.extend_from_slice(b"back");
-        g.receive(tap, Rope::from_payload(Bytes::from(f), 0));
+        g.receive(census, Rope::from_payload(Bytes::from(f), 0));
         match g.poll_event() {
             Some(crate::Event::Deliver { msg, .. }) => assert_eq!(msg.to_vec(), b"back"),
             other => panic!("expected the frame at the application, got {other:?}"),
         }
-        let t = match g.control(tap, None, Control::GetCounters) {
+        let t = match g.control(census, None, Control::GetCounters) {
             Ok(ControlReply::Counters(t)) => t,
             other => panic!("{other:?}"),
         };
         assert_eq!(t, [("frames_down", 3), ("bytes_down", 1_101), ("frames_up", 1), ("bytes_up", 4)]);
         // A second upper layer is refused; nothing above: frames dropped and counted.
-        assert!(g.carry_frames(raw, tap).is_err());
+        assert!(g.carry_frames(raw, census).is_err());
     }
 }
