@@ -336,7 +336,12 @@ impl<M: Msg> Graph<M> {
     /// on `upper`'s [`Ctx::transmit`] pushes on it; `lower` hands frames
     /// from the device up to `upper` with `deliver`. A protocol written for
     /// the device (XTP) needs no change to sit on such a layer.
+    /// `lower` must be configured below `upper` (refused otherwise: a
+    /// protocol carrying its own frames would push them to itself forever).
     pub fn carry_frames(&mut self, upper: ProtocolId, lower: ProtocolId) -> Result<(), OpenError> {
+        if self.table.get(upper.index()).is_none_or(|e| !e.below.contains(&lower)) {
+            return Err(OpenError::Unsupported("carry_frames: `lower` is not configured below `upper`"));
+        }
         let none = Participants::new(crate::Part::new(), crate::Part::new());
         let session = call(&mut self.table, &mut self.queues, lower, |proto, cx| {
             proto.open(cx, Upper::Protocol(upper), &none)

@@ -203,6 +203,8 @@ pub struct Layer {
     pub kind: Kind,
     /// Index (in [`GraphDesc::layers`]) of the layer below, if any.
     pub below: Option<usize>,
+    /// The line that first names it (for errors about the whole layer).
+    pub line: usize,
 }
 
 impl GraphDesc {
@@ -293,6 +295,18 @@ impl GraphDesc {
                             });
                         }
                         None => {
+                            // A name is one node: `census -> census` is
+                            // one layer on itself, not two layers.
+                            if up == node {
+                                return Err(DescError {
+                                    line,
+                                    reason: format!(
+                                        "edge {edge}: a name stands for one layer, so `{}` cannot sit on \
+                                         itself (a graph holds one layer of each kind)",
+                                        upk.name
+                                    ),
+                                });
+                            }
                             // A cycle: walking down from the new lower layer
                             // reaches the upper one.
                             let mut at = Some(node);
@@ -300,7 +314,10 @@ impl GraphDesc {
                                 if n == up {
                                     return Err(DescError {
                                         line,
-                                        reason: format!("edge {edge} closes a cycle"),
+                                        reason: format!(
+                                            "edge {edge} closes a cycle (a name stands for one layer: \
+                                             a graph holds one layer of each kind)"
+                                        ),
                                     });
                                 }
                                 at = lower[n].map(|(l, _)| l);
@@ -337,7 +354,7 @@ impl GraphDesc {
         let pos: HashMap<usize, usize> = order.iter().enumerate().map(|(p, &n)| (n, p)).collect();
         let layers = order
             .iter()
-            .map(|&n| Layer { kind: nodes[n].0, below: lower[n].map(|(l, _)| pos[&l]) })
+            .map(|&n| Layer { kind: nodes[n].0, below: lower[n].map(|(l, _)| pos[&l]), line: nodes[n].1 })
             .collect();
         Ok(GraphDesc { layers, compose: compose.map_or(Compose::Auto, |c| c.0) })
     }
@@ -384,7 +401,7 @@ impl GraphDesc {
                 continue;
             }
             let p = make(&l.kind)
-                .map_err(|e| DescError { line: 0, reason: format!("`{}`: {e}", l.kind.name) })?;
+                .map_err(|e| DescError { line: l.line, reason: format!("`{}`: {e}", l.kind.name) })?;
             let below: Vec<_> = l.below.and_then(|i| ids[i]).into_iter().collect();
             ids.push(Some(b.add_boxed(p, &below)));
         }
@@ -400,7 +417,7 @@ impl GraphDesc {
                 (ids[l], ids[i], self.layers[i].kind.offers)
             {
                 graph.carry_frames(up, low).map_err(|e| DescError {
-                    line: 0,
+                    line: layer.line,
                     reason: format!("edge `{} -> {}`: {e}", layer.kind.name, self.layers[i].kind.name),
                 })?;
             }

@@ -124,12 +124,17 @@ mod tests {
         let built = reg.build(&d, &0).unwrap();
         let names: Vec<_> = built.graph.protocols().map(|(_, n)| n).collect();
         assert_eq!(names, ["census", "census"], "both built, bottom first");
-        assert_eq!(built.ids, [None, built.ids[1], built.ids[2]]);
+        // The device has no object; each protocol's id is its place in the graph.
+        let ids: Vec<_> = built.graph.protocols().map(|(p, _)| Some(p)).collect();
+        assert_eq!(built.ids, [None, ids[0], ids[1]]);
         let e = reg.parse("app -> stamp -> dev").unwrap_err();
         assert!(e.reason.contains("edge `app -> stamp`: `app` cannot sit above `stamp`"), "{e}");
-        let e = reg.parse("stamp -> tpa -> dev").unwrap_err();
+        let e = reg.parse("stamp -> cennsus -> dev").unwrap_err();
         assert!(e.reason.contains("did you mean `census`?"), "{e}");
-        // Registering again replaces.
         assert_eq!(reg.catalogue().names(), ["app", "dev", "census", "stamp"]);
+        // Registering a name again replaces the earlier kind (and moves it last).
+        let again = reg.protocol(Kind { about: "again", ..census::KIND }, census::make);
+        assert_eq!(again.catalogue().names(), ["app", "dev", "stamp", "census"]);
+        assert!(again.parse("census -> dev").is_ok());
     }
 }

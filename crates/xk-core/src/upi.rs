@@ -188,6 +188,8 @@ pub enum CloseError {
     NoSession,
     /// The target protocol is running (only possible with a cyclic graph).
     Busy(ProtocolId),
+    /// The protocol does not close this session (why).
+    Unsupported(&'static str),
 }
 
 macro_rules! display_via_debug {

@@ -166,6 +166,18 @@ impl<M: Msg + 'static> XtpStack<M> {
                 path.join(" -> ")
             )));
         }
+        // A layer off that path would be built and wired but never given a
+        // frame (the driver runs the path's device only): refused.
+        if let Some(l) = desc.layers.iter().find(|l| !path.contains(&l.kind.name)) {
+            return Err(DescError {
+                line: l.line,
+                reason: format!(
+                    "`{}` is not on the application's path `{}`: an XTP graph is that one path",
+                    l.kind.name,
+                    path.join(" -> ")
+                ),
+            });
+        }
         let mut down = desc.layers[app].below;
         let (mut top, mut bottom) = (None, None);
         while let Some(i) = down {
@@ -310,9 +322,23 @@ mod tests {
             e("app -> census -> xtp -> udp")
         );
         assert!(
-            e("app -> xtp -> tpa -> udp").contains("line 1: unknown protocol `tpa`, did you mean `census`?")
+            e("app -> xtp -> cenus -> udp")
+                .contains("line 1: unknown protocol `cenus`, did you mean `census`?")
         );
         assert!(e("app -> xtp -> census").contains("`census` has no lower layer"));
+        assert!(
+            e("app -> xtp -> udp\ncensus -> link")
+                .contains("line 2: `link` is not on the application's path `app -> xtp -> udp`"),
+            "{}",
+            e("app -> xtp -> udp\ncensus -> link")
+        );
+        assert!(
+            e("app -> xtp -> census -> census -> udp").contains(
+                "line 1: edge `census -> census`: a name stands for one layer, so `census` cannot sit on itself"
+            ),
+            "{}",
+            e("app -> xtp -> census -> census -> udp")
+        );
         assert!(
             e("app -> xtp -> udp\nxtp -> census -> link")
                 .contains("line 2: edge `xtp -> census`: `xtp` already sits on `udp`")
@@ -338,13 +364,12 @@ mod tests {
         assert_eq!(compose("app -> xtp -> udp"), Ok("compiled"));
         assert_eq!(compose("compose compiled\napp -> xtp -> ip36"), Ok("compiled"));
         assert_eq!(compose("compose dynamic\napp -> xtp -> udp"), Ok("graph"));
-        // A graph beside XTP's has no compiled form.
+        // A layer beside XTP's path is refused, by line, whatever the mode.
         let two = "app -> xtp -> udp\nlink";
-        assert!(
-            compose(&format!("compose compiled\n{two}"))
-                .unwrap_err()
-                .contains("only `app -> xtp -> <device>`")
-        );
+        for mode in ["compiled", "dynamic", "auto"] {
+            let e = compose(&format!("compose {mode}\n{two}")).unwrap_err();
+            assert!(e.contains("line 3: `link` is not on the application's path `app -> xtp -> udp`"), "{e}");
+        }
         assert!(compose("compose fast\napp -> xtp -> udp").unwrap_err().contains("line 1: `compose fast`"));
         assert!(
             compose("compose auto\ncompose dynamic\napp -> xtp -> udp")

@@ -155,12 +155,13 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Census {
         }
     }
 
+    /// Refused: its one session is the graph's wiring
+    /// (`Graph::carry_frames`), not the application's. Closing it would
+    /// leave the layer above pushing on a session that no longer exists.
     fn close(&mut self, cx: &mut Ctx<'a, M>, session: SessionId) -> Result<(), CloseError> {
         match self.session(cx) {
-            Some((up, s)) if s == session => {
-                self.upper = None;
-                cx.close_done(up, session);
-                Ok(())
+            Some((_, s)) if s == session => {
+                Err(CloseError::Unsupported("a census's session is the graph's wiring, not closed"))
             }
             _ => Err(CloseError::NoSession),
         }
@@ -272,7 +273,15 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(t, [("frames_down", 3), ("bytes_down", 1_101), ("frames_up", 1), ("bytes_up", 4)]);
-        // A second upper layer is refused; nothing above: frames dropped and counted.
+        // A second upper layer is refused, and so is wiring a protocol to
+        // one not configured below it (itself: it would loop).
         assert!(g.carry_frames(raw, census).is_err());
+        assert!(matches!(g.carry_frames(census, census), Err(OpenError::Unsupported(_))));
+        assert!(matches!(g.carry_frames(census, raw), Err(OpenError::Unsupported(_))));
+        // Its session is the wiring: closing it is refused and it still carries.
+        let wiring = SessionId { protocol: census, slot: ArenaId::from_parts(0, 1) };
+        assert!(matches!(g.close(wiring), Err(CloseError::Unsupported(_))));
+        g.push(s, Rope::from_payload(Bytes::from(vec![1u8; 5]), 64)).unwrap();
+        assert!(g.poll_transmit().is_some(), "still carried after the refused close");
     }
 }
