@@ -119,8 +119,10 @@ pub struct DeviceDrops {
     /// Frames the composition handed out without a readable device header
     /// ([`GraphOn::bad_frames`]; the compiled stack has no such header: 0).
     pub bad_frames: u64,
-    /// Frames the protocol on the device refused in `demux` or `pop`
-    /// (`ProtocolStats::demux_drops`). A frame the protocol took and then
+    /// Frames a protocol refused: in `demux` or `pop` on the way up
+    /// (`ProtocolStats::demux_drops`), and in the graph also a lower
+    /// layer's `push` on the way down (`ProtocolStats::push_drops`), summed
+    /// over every protocol. A frame the protocol took and then
     /// found malformed is its own count (`Control::GetMalformedCount`).
     pub demux_drops: u64,
 }
@@ -188,10 +190,12 @@ impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
     }
     fn drops(&self) -> DeviceDrops {
         let g = self.graph.borrow();
-        // A layer between the device and the top protocol (a `census`) may
-        // refuse frames too: the refusals on the whole path are counted.
-        let top = if self.top == self.device { 0 } else { g.stats(self.top).demux_drops };
-        DeviceDrops { bad_frames: self.bad_frames, demux_drops: g.stats(self.device).demux_drops + top }
+        // Any layer of the graph may refuse a frame, on the way up (`demux`
+        // or `pop`) or down (a `push` on a lower layer's session, e.g. a
+        // `census`'s): every protocol's refusals both ways are counted.
+        let ids: Vec<_> = g.protocols().map(|(p, _)| p).collect();
+        let demux_drops = ids.iter().map(|&p| g.stats(p).demux_drops + g.stats(p).push_drops).sum();
+        DeviceDrops { bad_frames: self.bad_frames, demux_drops }
     }
     fn counters(&mut self) -> Vec<(&'static str, Counters)> {
         let g = self.graph.borrow_mut();

@@ -202,7 +202,12 @@ fn bad_descriptions_are_refused_by_line_and_edge() {
             "app -> xtp -> loop\n",
             "line 1: unknown protocol `loop` (known: app, xtp, udp, ip36, link, census)",
         ),
-        ("app -> xtp -> tpa -> udp\n", "unknown protocol `tpa`, did you mean `census`?"),
+        ("app -> xtp -> censsu -> udp\n", "unknown protocol `censsu`, did you mean `census`?"),
+        (
+            "app -> xtp -> census -> census -> udp\n",
+            "`census` cannot sit on itself (a graph holds one layer of each kind)",
+        ),
+        ("app -> xtp -> udp\ncensus -> link\n", "line 2: `link` is not on the application's path"),
         ("app -> census -> xtp -> udp\n", "edge `app -> census`: `app` cannot sit above `census`"),
         ("app -> xtp -> census\n", "line 1: `census` has no lower layer"),
         (
