@@ -249,6 +249,7 @@ mod tests {
         let mut b = GraphBuilder::<Rope>::new();
         let census = b.add(Census::default(), &[]);
         let raw = b.add(Raw, &[census]);
+        let lone = b.add(Census::default(), &[]);
         let mut g = b.build().unwrap();
         g.carry_frames(raw, census).unwrap();
         let s = g.open(raw, &Participants::new(Part::new(), Part::new())).unwrap();
@@ -276,7 +277,7 @@ mod tests {
         // A second upper layer is refused, and so is wiring a protocol to
         // one not configured below it (itself: it would loop).
         assert!(g.carry_frames(raw, census).is_err());
-        assert!(matches!(g.carry_frames(census, census), Err(OpenError::Unsupported(_))));
+        assert!(matches!(g.carry_frames(lone, lone), Err(OpenError::Unsupported(_))));
         assert!(matches!(g.carry_frames(census, raw), Err(OpenError::Unsupported(_))));
         // Its session is the wiring: closing it is refused and it still carries.
         let wiring = SessionId { protocol: census, slot: ArenaId::from_parts(0, 1) };
