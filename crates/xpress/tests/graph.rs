@@ -57,6 +57,22 @@ fn ping_over_a_described_graph_on_real_udp() {
     let out = Command::new(X).args(["ping", "--to", &to, "-c", "20", "-i", "0", "-q"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("20 replies received"), "{text}");
+    // A census under the client's XTP: the ping prints the layer's named
+    // counters as it answered them, one request and one reply each of 20.
+    let c = graph_file("census-ping.graph", "app -> xtp -> census -> udp\n");
+    let out = Command::new(X)
+        .args(["ping", "--graph", c.to_str().unwrap(), "--to", &to, "-c", "20", "-i", "0", "-l", "100", "-q"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("20 replies received"), "{text}");
+    let line =
+        text.lines().find(|l| l.trim_start().starts_with("census: ")).unwrap_or_else(|| panic!("{text}"));
+    let n = |name: &str| -> u64 {
+        let v = line.split(&format!("{name}=")).nth(1).unwrap_or_else(|| panic!("{line}"));
+        v.split(',').next().unwrap().trim().parse().unwrap()
+    };
+    assert!(n("frames_down") >= 20 && n("frames_up") >= 20 && n("bytes_down") > 20 * 100, "{line}");
 }
 
 #[test]
