@@ -43,7 +43,12 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Service {
     /// Datagrams to and from peers named by socket address (a device: UDP,
-    /// raw IP, a simulated link; see [`crate::device`]).
+    /// raw IP, a simulated link; see [`crate::device`]). The contract for a
+    /// protocol offering it (a `census`): each frame starts with the device
+    /// header (`crate::device::ADDR_HEADER`, the peer's address), which it
+    /// keeps; it lets the one layer above open a session on it
+    /// (`Graph::carry_frames`), takes that layer's frames by `push` and
+    /// hands frames from below up with `deliver`.
     Datagram,
     /// Typed frames on one link (`LoopLink`).
     Frames,
