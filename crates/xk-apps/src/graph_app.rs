@@ -64,8 +64,8 @@ pub struct GraphDrops {
     /// Frames the run-time graph handed out without a readable device
     /// header (`GraphOn::bad_frames`; the compiled stack has none: 0).
     pub bad_frames: u64,
-    /// Frames XTP's `demux` or `pop` refused (the composition's
-    /// `demux_drops`).
+    /// Frames XTP's `demux` or `pop` refused, or a layer's between it and
+    /// the device (a `census`'s) (the composition's `demux_drops`).
     pub demux_drops: u64,
     /// Datagrams XTP's endpoint took and found malformed (its `malformed`).
     pub malformed: u64,
@@ -79,7 +79,7 @@ impl GraphDrops {
         let d = self;
         (d.bad_frames + d.demux_drops + d.malformed + d.send_errors > 0).then(|| {
             format!(
-                "dropped: {} without a device header, {} refused by XTP's demux, {} malformed, {} send errors",
+                "dropped: {} without a device header, {} refused by a layer's demux, {} malformed, {} send errors",
                 d.bad_frames, d.demux_drops, d.malformed, d.send_errors
             )
         })
@@ -98,6 +98,34 @@ fn drops<G: DeviceStack<Rope>, S: FrameSocket>(g: &mut G, dev: &GraphDevice<S>) 
         malformed,
         send_errors: dev.stats.send_errors,
     }
+}
+
+/// The named counters of a layer that answers `Control::GetCounters`,
+/// read when the run ended: whatever names the layer answers, printed and
+/// serialized as they come (no tool knows any protocol's counters).
+#[derive(Clone, Debug, Serialize)]
+pub struct LayerCounters {
+    /// The layer's name in the description.
+    pub layer: &'static str,
+    /// Its counters, by name, in the layer's order (a JSON object).
+    #[serde(serialize_with = "as_map")]
+    pub counters: Vec<(&'static str, u64)>,
+}
+
+fn as_map<S: serde::Serializer>(c: &[(&'static str, u64)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(c.iter().map(|(n, v)| (n, v)))
+}
+
+impl LayerCounters {
+    /// One line for people: `layer: name=value, ...`.
+    pub fn summary(&self) -> String {
+        let c: Vec<_> = self.counters.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        format!("{}: {}", self.layer, c.join(", "))
+    }
+}
+
+fn layers<G: DeviceStack<Rope>>(g: &mut G) -> Vec<LayerCounters> {
+    g.counters().into_iter().map(|(layer, counters)| LayerCounters { layer, counters }).collect()
 }
 
 /// What a graph ping measured.
@@ -121,6 +149,8 @@ pub struct GraphPingResult {
     pub datagrams_received: u64,
     /// What was dropped on the way.
     pub drops: GraphDrops,
+    /// The named counters of the graph's layers that answer `GetCounters`.
+    pub layers: Vec<LayerCounters>,
 }
 
 /// What a graph server did.
@@ -134,6 +164,8 @@ pub struct GraphServeResult {
     pub bytes: u64,
     /// What was dropped on the way.
     pub drops: GraphDrops,
+    /// The named counters of the graph's layers that answer `GetCounters`.
+    pub layers: Vec<LayerCounters>,
 }
 
 fn stack(text: &str, seed: u64) -> Result<(Built, Kind), String> {
@@ -263,6 +295,7 @@ fn ping_on<G: DeviceStack<Rope>, S: FrameSocket>(
         datagrams_sent: 0,
         datagrams_received: 0,
         drops: GraphDrops::default(),
+        layers: Vec::new(),
     };
     let mut last_start = dev.now();
     for i in 0..count {
@@ -317,6 +350,7 @@ fn ping_on<G: DeviceStack<Rope>, S: FrameSocket>(
     let DeviceStats { sent, received, .. } = dev.stats;
     (r.datagrams_sent, r.datagrams_received) = (sent, received);
     r.drops = drops(&mut g, &dev);
+    r.layers = layers(&mut g);
     Ok(r)
 }
 
@@ -357,7 +391,13 @@ fn serve_on<G: DeviceStack<Rope>, S: FrameSocket>(
     let end = duration.map_or(Instant::MAX, |d| {
         dev.now() + Duration::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
     });
-    let mut r = GraphServeResult { composition: how, sessions: 0, bytes: 0, drops: GraphDrops::default() };
+    let mut r = GraphServeResult {
+        composition: how,
+        sessions: 0,
+        bytes: 0,
+        drops: GraphDrops::default(),
+        layers: Vec::new(),
+    };
     // Chunks waiting to be echoed, each with its end-of-message mark (the
     // client sees its own boundaries). A full send buffer keeps them here,
     // in order, and no more is read meanwhile: nothing is dropped, and the
@@ -385,6 +425,7 @@ fn serve_on<G: DeviceStack<Rope>, S: FrameSocket>(
         stop.load(Ordering::Relaxed)
     })?;
     r.drops = drops(&mut g, &dev);
+    r.layers = layers(&mut g);
     Ok(r)
 }
 
@@ -419,6 +460,8 @@ pub struct GraphBulkResult {
     pub datagrams_received: u64,
     /// What was dropped on the way.
     pub drops: GraphDrops,
+    /// The named counters of the graph's layers that answer `GetCounters`.
+    pub layers: Vec<LayerCounters>,
 }
 
 /// A bulk transfer over the described stack: `bytes` in messages of
@@ -555,5 +598,6 @@ fn bulk_on<G: DeviceStack<Rope>, S: FrameSocket>(
         datagrams_sent: ds,
         datagrams_received: dr,
         drops: drops(&mut g, &dev),
+        layers: layers(&mut g),
     })
 }

@@ -24,7 +24,7 @@ use xk_time::Instant;
 
 use crate::compiled::{DeviceCx, Stack};
 use crate::{
-    CloseError, Control, ControlError, ControlReply, Event, Graph, Layer, OpenError, Participants,
+    CloseError, Control, ControlError, ControlReply, Counters, Event, Graph, Layer, OpenError, Participants,
     ProtocolId, PushError, SessionId,
 };
 
@@ -102,6 +102,13 @@ pub trait DeviceStack<M> {
     fn drops(&self) -> DeviceDrops;
     /// Closes a session the application holds.
     fn close(&mut self, session: SessionId) -> Result<(), CloseError>;
+    /// The named counters of every layer that answers
+    /// `Control::GetCounters`, by layer name, bottom first; none in the
+    /// compiled stack (its one protocol is XTP, which does not answer it).
+    /// Not per packet: read at the end.
+    fn counters(&mut self) -> Vec<(&'static str, Counters)> {
+        Vec::new()
+    }
     /// The next event for the application.
     fn poll_event(&mut self) -> Option<Event<M>>;
 }
@@ -112,8 +119,10 @@ pub struct DeviceDrops {
     /// Frames the composition handed out without a readable device header
     /// ([`GraphOn::bad_frames`]; the compiled stack has no such header: 0).
     pub bad_frames: u64,
-    /// Frames the protocol on the device refused in `demux` or `pop`
-    /// (`ProtocolStats::demux_drops`). A frame the protocol took and then
+    /// Frames a protocol refused: in `demux` or `pop` on the way up
+    /// (`ProtocolStats::demux_drops`), and in the graph also a lower
+    /// layer's `push` on the way down (`ProtocolStats::push_drops`), summed
+    /// over every protocol. A frame the protocol took and then
     /// found malformed is its own count (`Control::GetMalformedCount`).
     pub demux_drops: u64,
 }
@@ -180,10 +189,23 @@ impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
         self.graph.borrow_mut().control(self.top, session, req)
     }
     fn drops(&self) -> DeviceDrops {
-        DeviceDrops {
-            bad_frames: self.bad_frames,
-            demux_drops: self.graph.borrow().stats(self.device).demux_drops,
-        }
+        let g = self.graph.borrow();
+        // Any layer of the graph may refuse a frame, on the way up (`demux`
+        // or `pop`) or down (a `push` on a lower layer's session, e.g. a
+        // `census`'s): every protocol's refusals both ways are counted.
+        let ids: Vec<_> = g.protocols().map(|(p, _)| p).collect();
+        let demux_drops = ids.iter().map(|&p| g.stats(p).demux_drops + g.stats(p).push_drops).sum();
+        DeviceDrops { bad_frames: self.bad_frames, demux_drops }
+    }
+    fn counters(&mut self) -> Vec<(&'static str, Counters)> {
+        let g = self.graph.borrow_mut();
+        let ids: Vec<_> = g.protocols().collect();
+        ids.into_iter()
+            .filter_map(|(p, name)| match g.control(p, None, Control::GetCounters) {
+                Ok(ControlReply::Counters(c)) => Some((name, c)),
+                _ => None,
+            })
+            .collect()
     }
     fn close(&mut self, session: SessionId) -> Result<(), CloseError> {
         self.graph.borrow_mut().close(session)

@@ -92,6 +92,10 @@ struct Entry<M> {
     /// `None` while the protocol is running (taken out of the table).
     protocol: Option<Box<dyn Protocol<M>>>,
     below: Vec<ProtocolId>,
+    /// Where the protocol's frames for the device go instead, when it sits
+    /// on a protocol offering datagrams (a `census`) rather than on the device:
+    /// the session that protocol opened for it ([`Graph::carry_frames`]).
+    down: Option<SessionId>,
     stats: ProtocolStats,
     last_drop: Option<String>,
 }
@@ -163,9 +167,16 @@ impl<M: Msg> Ctx<'_, M> {
         }
     }
 
-    /// Hands a frame to the device below the graph (bottom protocols only).
+    /// Hands a frame to the device below the graph, or, for a protocol on
+    /// a datagram layer ([`Graph::carry_frames`]), to that layer: its `push`
+    /// on the session it opened for this protocol. One test of a field the
+    /// protocol's entry already has in cache; no other cost for a protocol
+    /// on the device.
     pub fn transmit(&mut self, frame: M) {
-        self.queues.transmit.push_back((self.me, frame));
+        match self.table[self.me.index()].down {
+            None => self.queues.transmit.push_back((self.me, frame)),
+            Some(session) => self.queues.work.push_back(Work::Push { session, msg: frame }),
+        }
     }
 
     /// Opens a session of protocol `p` for the running protocol.
@@ -279,6 +290,7 @@ impl<M: Msg> GraphBuilder<M> {
             name: protocol.name(),
             protocol: Some(protocol),
             below: below.to_vec(),
+            down: None,
             stats: ProtocolStats::default(),
             last_drop: None,
         });
@@ -317,6 +329,34 @@ pub struct Graph<M> {
 }
 
 impl<M: Msg> Graph<M> {
+    /// Makes `lower`, a protocol offering datagrams (its frames carry the
+    /// device header, see [`crate::device`]), carry the frames `upper`
+    /// hands to the device: `lower` opens a session for `upper` (its
+    /// `open`, `upper` as the upper layer, no participants), and from then
+    /// on `upper`'s [`Ctx::transmit`] pushes on it; `lower` hands frames
+    /// from the device up to `upper` with `deliver`. A protocol written for
+    /// the device (XTP) needs no change to sit on such a layer.
+    /// `lower` must be configured below `upper` (refused otherwise: a
+    /// protocol carrying its own frames would push them to itself forever).
+    pub fn carry_frames(&mut self, upper: ProtocolId, lower: ProtocolId) -> Result<(), OpenError> {
+        if self.table.get(upper.index()).is_none_or(|e| !e.below.contains(&lower)) {
+            return Err(OpenError::Unsupported("carry_frames: `lower` is not configured below `upper`"));
+        }
+        let none = Participants::new(crate::Part::new(), crate::Part::new());
+        let session = call(&mut self.table, &mut self.queues, lower, |proto, cx| {
+            proto.open(cx, Upper::Protocol(upper), &none)
+        })
+        .unwrap_or(Err(OpenError::Cycle(lower)))?;
+        self.table[upper.index()].down = Some(session);
+        self.run();
+        Ok(())
+    }
+
+    /// Every protocol's id and name, in the order they were added.
+    pub fn protocols(&self) -> impl Iterator<Item = (ProtocolId, &'static str)> + '_ {
+        self.table.iter().enumerate().map(|(i, e)| (ProtocolId(i as u16), e.name))
+    }
+
     /// The id of the first protocol with this name.
     pub fn protocol_id(&self, name: &str) -> Option<ProtocolId> {
         self.table.iter().position(|e| e.name == name).map(|i| ProtocolId(i as u16))

@@ -43,7 +43,12 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Service {
     /// Datagrams to and from peers named by socket address (a device: UDP,
-    /// raw IP, a simulated link; see [`crate::device`]).
+    /// raw IP, a simulated link; see [`crate::device`]). The contract for a
+    /// protocol offering it (a `census`): each frame starts with the device
+    /// header (`crate::device::ADDR_HEADER`, the peer's address), which it
+    /// keeps; it lets the one layer above open a session on it
+    /// (`Graph::carry_frames`), takes that layer's frames by `push` and
+    /// hands frames from below up with `deliver`.
     Datagram,
     /// Typed frames on one link (`LoopLink`).
     Frames,
@@ -94,35 +99,10 @@ impl Catalogue {
     }
 
     /// The kinds of `xk-core`'s own protocols: the application `app`, and
-    /// the toy stack `echo` / `mux` / `loop` (`Echo`, `Mux`, `LoopLink`).
+    /// the toy stack `echo` / `mux` / `loop` (`Echo`, `Mux`, `LoopLink`),
+    /// as registered in [`crate::protocols::toys`].
     pub fn toys() -> Self {
-        Catalogue::new([
-            APP,
-            Kind {
-                name: "echo",
-                needs: &[Service::Ports],
-                offers: None,
-                device: false,
-                needs_root: false,
-                about: "echoes every message back (a server application)",
-            },
-            Kind {
-                name: "mux",
-                needs: &[Service::Frames],
-                offers: Some(Service::Ports),
-                device: false,
-                needs_root: false,
-                about: "port demultiplexing",
-            },
-            Kind {
-                name: "loop",
-                needs: &[],
-                offers: Some(Service::Frames),
-                device: false,
-                needs_root: false,
-                about: "a link protocol whose frames the caller carries",
-            },
-        ])
+        crate::protocols::toys::<xk_msg::Contig>().catalogue()
     }
 
     /// Adds kinds (a later kind of the same name replaces the earlier).
@@ -228,6 +208,8 @@ pub struct Layer {
     pub kind: Kind,
     /// Index (in [`GraphDesc::layers`]) of the layer below, if any.
     pub below: Option<usize>,
+    /// The line that first names it (for errors about the whole layer).
+    pub line: usize,
 }
 
 impl GraphDesc {
@@ -318,6 +300,18 @@ impl GraphDesc {
                             });
                         }
                         None => {
+                            // A name is one node: `census -> census` is
+                            // one layer on itself, not two layers.
+                            if up == node {
+                                return Err(DescError {
+                                    line,
+                                    reason: format!(
+                                        "edge {edge}: a name stands for one layer, so `{}` cannot sit on \
+                                         itself (a graph holds one layer of each kind)",
+                                        upk.name
+                                    ),
+                                });
+                            }
                             // A cycle: walking down from the new lower layer
                             // reaches the upper one.
                             let mut at = Some(node);
@@ -325,7 +319,10 @@ impl GraphDesc {
                                 if n == up {
                                     return Err(DescError {
                                         line,
-                                        reason: format!("edge {edge} closes a cycle"),
+                                        reason: format!(
+                                            "edge {edge} closes a cycle (a name stands for one layer: \
+                                             a graph holds one layer of each kind)"
+                                        ),
                                     });
                                 }
                                 at = lower[n].map(|(l, _)| l);
@@ -362,7 +359,7 @@ impl GraphDesc {
         let pos: HashMap<usize, usize> = order.iter().enumerate().map(|(p, &n)| (n, p)).collect();
         let layers = order
             .iter()
-            .map(|&n| Layer { kind: nodes[n].0, below: lower[n].map(|(l, _)| pos[&l]) })
+            .map(|&n| Layer { kind: nodes[n].0, below: lower[n].map(|(l, _)| pos[&l]), line: nodes[n].1 })
             .collect();
         Ok(GraphDesc { layers, compose: compose.map_or(Compose::Auto, |c| c.0) })
     }
@@ -409,14 +406,27 @@ impl GraphDesc {
                 continue;
             }
             let p = make(&l.kind)
-                .map_err(|e| DescError { line: 0, reason: format!("`{}`: {e}", l.kind.name) })?;
+                .map_err(|e| DescError { line: l.line, reason: format!("`{}`: {e}", l.kind.name) })?;
             let below: Vec<_> = l.below.and_then(|i| ids[i]).into_iter().collect();
             ids.push(Some(b.add_boxed(p, &below)));
         }
-        let graph = b.build().map_err(|(p, e)| DescError {
+        let mut graph = b.build().map_err(|(p, e)| DescError {
             line: 0,
             reason: format!("protocol {} refused to start: {e}", p.index()),
         })?;
+        // A protocol on a protocol that offers datagrams (a `census` under
+        // XTP) sends its frames through it, not to the device.
+        for (l, layer) in self.layers.iter().enumerate() {
+            let Some(i) = layer.below else { continue };
+            if let (Some(up), Some(low), Some(Service::Datagram)) =
+                (ids[l], ids[i], self.layers[i].kind.offers)
+            {
+                graph.carry_frames(up, low).map_err(|e| DescError {
+                    line: layer.line,
+                    reason: format!("edge `{} -> {}`: {e}", layer.kind.name, self.layers[i].kind.name),
+                })?;
+            }
+        }
         Ok(Built { graph, ids })
     }
 }

@@ -22,8 +22,10 @@
 //!   ([`Control`]) are typed; errors are one small enum per operation.
 //! * [`DemuxMap`] is the demultiplexing map with the one-entry cache.
 //! * [`graph_desc`] parses and checks a graph description (`app -> xtp ->
-//!   udp`) against a catalogue of kinds; [`device`] is the frame format
-//!   between a graph and a datagram device below it.
+//!   udp`) against a catalogue of kinds; [`registry`] holds each kind with
+//!   its constructor (a new protocol: its module plus one registry line);
+//!   [`device`] is the frame format between a graph and a datagram device
+//!   below it.
 //! * Time is handed in ([`Graph::advance`]); each protocol may keep timers
 //!   ([`Layer::poll_timeout`], [`Graph::handle_timeout`]).
 //! * No I/O, no clock, no threads, no global state: this crate can sit under the
@@ -75,6 +77,7 @@ pub mod graph_desc;
 pub mod keys;
 mod map;
 pub mod protocols;
+pub mod registry;
 pub mod upi;
 
 pub use addr::{Addr, Part, Participants};
@@ -83,6 +86,6 @@ pub use graph::{Ctx, DemuxMeter, Event, Graph, GraphBuilder, ProtocolStats};
 pub use keys::WordKey;
 pub use map::DemuxMap;
 pub use upi::{
-    CloseError, Control, ControlError, ControlReply, Cx, DemuxError, Layer, OpenError, Protocol, ProtocolId,
-    PushError, SessionId, Upper, demux_then_pop,
+    CloseError, Control, ControlError, ControlReply, Counters, Cx, DemuxError, Layer, OpenError, Protocol,
+    ProtocolId, PushError, SessionId, Upper, demux_then_pop,
 };

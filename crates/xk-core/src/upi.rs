@@ -63,8 +63,12 @@ pub enum Upper {
     Protocol(ProtocolId),
 }
 
-/// Typed control requests (`xControl` opcodes).
+/// Typed control requests (`xControl` opcodes). Non-exhaustive: a protocol
+/// matches the requests it answers and refuses the rest with a wildcard arm
+/// (`_ => Err(ControlError::Unsupported(req))`), so a request added later
+/// edits no protocol that does not answer it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Control {
     /// Largest message a session can push.
     GetMaxPacket,
@@ -87,10 +91,15 @@ pub enum Control {
     /// Ends the session at once, without delivering what is still queued
     /// (XTP: an abort the peer is told of); its `close_done` follows.
     Abort,
+    /// The protocol's named counters, whatever it keeps ([`ControlReply::Counters`]):
+    /// one request for every protocol's statistics, so a new protocol adds
+    /// counters without a new request here, and tools print whatever names
+    /// a layer answers (`DeviceStack::counters`).
+    GetCounters,
 }
 
 /// Typed control replies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ControlReply {
     /// A size in bytes.
     Size(usize),
@@ -100,7 +109,12 @@ pub enum ControlReply {
     Count(usize),
     /// Done (a request that only acts).
     Done,
+    /// Named counters ([`Control::GetCounters`]), in the protocol's order.
+    Counters(Counters),
 }
+
+/// Named counters, as a protocol answers [`Control::GetCounters`].
+pub type Counters = Vec<(&'static str, u64)>;
 
 /// Why a control request failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,6 +188,8 @@ pub enum CloseError {
     NoSession,
     /// The target protocol is running (only possible with a cyclic graph).
     Busy(ProtocolId),
+    /// The protocol does not close this session (why).
+    Unsupported(&'static str),
 }
 
 macro_rules! display_via_debug {

@@ -156,22 +156,13 @@ fn control_and_limits_travel_through_the_graph() {
 
 /// The toy stack from a graph description (issue #16): `echo -> mux ->
 /// loop` on one side, `app -> mux -> loop` on the other, built through
-/// `GraphDesc::build`, echoes a message.
+/// the toys' registry (`xk_core::protocols::toys`), echoes a message.
 #[test]
 fn a_described_stack_echoes() {
-    use xk_core::graph_desc::{Catalogue, GraphDesc, Kind};
     fn build(text: &str, seed: u64) -> Host<Rope> {
-        let desc = GraphDesc::parse(text, &Catalogue::toys()).unwrap();
-        let built = desc
-            .build::<Rope>(|k: &Kind| -> Result<Box<dyn xk_core::Protocol<Rope>>, String> {
-                Ok(match k.name {
-                    "loop" => Box::new(LoopLink::new(1500)),
-                    "mux" => Box::new(Mux::new(0x0800, seed)),
-                    "echo" => Box::new(Echo::new(7)),
-                    other => return Err(format!("no such toy {other}")),
-                })
-            })
-            .unwrap();
+        let reg = xk_core::protocols::toys::<Rope>();
+        let desc = reg.parse(text).unwrap();
+        let built = reg.build(&desc, &seed).unwrap();
         let id = |name| built.ids[desc.find(name).unwrap()].unwrap();
         Host { link: id("loop"), mux: id("mux"), g: built.graph }
     }

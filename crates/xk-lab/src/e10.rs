@@ -339,7 +339,7 @@ impl<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static> Compose<M> fo
             seed,
         )
         .map_err(|e| e.to_string())?;
-        Ok(GraphOn::new(s.graph, s.xtp))
+        Ok(s.on_device())
     }
 }
 

@@ -199,7 +199,7 @@ fn setup(n: usize, size: usize, cache: bool) -> Result<(XtpStack<Rope>, Packets,
     while let Some(t) = c.poll_transmit(now, &mut buf) {
         now += Duration::from_micros(1);
         s.graph.advance(now);
-        s.graph.receive(s.xtp, frame(ca, &buf[..t.len]));
+        s.graph.receive(s.bottom, frame(ca, &buf[..t.len]));
     }
     let mut held = Vec::new();
     s.graph.advance(now);
@@ -284,7 +284,7 @@ fn replay(s: &mut XtpStack<Rope>, cycle: &[&[u8]], per_msg: usize, packets: usiz
             let f = frame(ca, cycle[i % cycle.len()]);
             samples.borrow_mut().clear();
             let t0 = Clock::now();
-            s.graph.receive(s.xtp, f);
+            s.graph.receive(s.bottom, f);
             t += t0.elapsed().as_nanos() as u64;
             // XTP's demux is the first the receive runs (the layers above
             // may demux too).

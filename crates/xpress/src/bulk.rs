@@ -110,6 +110,9 @@ pub(crate) struct BulkArgs {
     /// or the run-time graph (`compose dynamic`). With it only --to, --raw,
     /// -n, -l (default 65536) and -J apply; Ctrl-C aborts the transfer and
     /// exits 1.
+    /// Any registered layer may sit where it fits: `app -> xtp -> census ->
+    /// udp` counts the datagrams and bytes under XTP each way and prints
+    /// them at the end (the run-time graph).
     #[arg(long, value_name = "FILE")]
     graph: Option<std::path::PathBuf>,
 }
@@ -455,6 +458,9 @@ fn run_graph(a: &BulkArgs, file: &std::path::Path) -> Result<ExitCode, String> {
         );
         if let Some(line) = r.drops.summary() {
             println!("  {line}");
+        }
+        for l in &r.layers {
+            println!("  {}", l.summary());
         }
     }
     if r.interrupted {

@@ -67,6 +67,9 @@ pub(crate) struct PingArgs {
     /// stack (the default) or the run-time graph (`compose dynamic`). With
     /// it only --to, --raw, -l, -c, -i, -W, -q and -J apply; -c defaults
     /// to 10.
+    /// Any registered layer may sit where it fits: `app -> xtp -> census ->
+    /// udp` counts the datagrams and bytes under XTP each way and prints
+    /// them at the end (the run-time graph).
     #[arg(long, value_name = "FILE")]
     graph: Option<std::path::PathBuf>,
 }
@@ -249,6 +252,9 @@ fn run_graph(a: &PingArgs, file: &std::path::Path) -> Result<ExitCode, String> {
         );
         if let Some(line) = r.drops.summary() {
             println!("{line}");
+        }
+        for l in &r.layers {
+            println!("{}", l.summary());
         }
     }
     // As the direct ping: an interrupted -c run did not do what was asked.

@@ -89,6 +89,9 @@ pub(crate) struct ServeArgs {
     /// default) or the run-time graph (`compose dynamic`). It has no
     /// discard service (`bulk --graph` needs the direct server's). With it
     /// only --listen, --duration and -J apply.
+    /// Any registered layer may sit where it fits: `app -> xtp -> census ->
+    /// udp` counts the datagrams and bytes under XTP each way and prints
+    /// them at the end (the run-time graph).
     #[arg(long, value_name = "FILE")]
     graph: Option<std::path::PathBuf>,
 }
@@ -191,7 +194,7 @@ fn run_graph(a: &ServeArgs, file: &std::path::Path) -> Result<(), String> {
         let d = &r.drops;
         println!(
             "{} session{}, {} bytes echoed ({} composition); dropped: {} without a device header, \
-             {} refused by XTP's demux, {} malformed, {} send errors",
+             {} refused by a layer's demux, {} malformed, {} send errors",
             r.sessions,
             if r.sessions == 1 { "" } else { "s" },
             r.bytes,
@@ -201,6 +204,9 @@ fn run_graph(a: &ServeArgs, file: &std::path::Path) -> Result<(), String> {
             d.malformed,
             d.send_errors
         );
+        for l in &r.layers {
+            println!("  {}", l.summary());
+        }
     }
     Ok(())
 }

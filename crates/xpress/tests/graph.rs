@@ -57,6 +57,22 @@ fn ping_over_a_described_graph_on_real_udp() {
     let out = Command::new(X).args(["ping", "--to", &to, "-c", "20", "-i", "0", "-q"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("20 replies received"), "{text}");
+    // A census under the client's XTP: the ping prints the layer's named
+    // counters as it answered them, one request and one reply each of 20.
+    let c = graph_file("census-ping.graph", "app -> xtp -> census -> udp\n");
+    let out = Command::new(X)
+        .args(["ping", "--graph", c.to_str().unwrap(), "--to", &to, "-c", "20", "-i", "0", "-l", "100", "-q"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("20 replies received"), "{text}");
+    let line =
+        text.lines().find(|l| l.trim_start().starts_with("census: ")).unwrap_or_else(|| panic!("{text}"));
+    let n = |name: &str| -> u64 {
+        let v = line.split(&format!("{name}=")).nth(1).unwrap_or_else(|| panic!("{line}"));
+        v.split(',').next().unwrap().trim().parse().unwrap()
+    };
+    assert!(n("frames_down") >= 20 && n("frames_up") >= 20 && n("bytes_down") > 20 * 100, "{line}");
 }
 
 #[test]
@@ -66,10 +82,14 @@ fn bulk_over_a_described_graph_to_the_direct_server() {
     // run-time graph (`compose dynamic`). The server's own count comes back.
     let server = common::serve(&[]);
     let to = server.addr.to_string();
-    for (text, how) in
-        [("app -> xtp -> udp\n", "compiled"), ("compose dynamic\napp -> xtp -> udp\n", "dynamic")]
-    {
-        let g = graph_file(&format!("bulk-{how}.graph"), text);
+    // And a registered layer between XTP and the socket (`census`): the
+    // run-time graph under `auto`, its counts those of the device.
+    for (text, how) in [
+        ("app -> xtp -> udp\n", "compiled"),
+        ("compose dynamic\napp -> xtp -> udp\n", "dynamic"),
+        ("app -> xtp -> census -> udp\n", "dynamic"),
+    ] {
+        let g = graph_file(&format!("bulk-{how}-{}.graph", text.len()), text);
         let out = Command::new(X)
             .args(["bulk", "--graph", g.to_str().unwrap(), "--to", &to, "-n", "3m", "-l", "10000", "-J"])
             .output()
@@ -77,7 +97,17 @@ fn bulk_over_a_described_graph_to_the_direct_server() {
         assert!(out.status.success(), "{how}: {}", String::from_utf8_lossy(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["composition"], how, "{v}");
-        assert_eq!(v["graph"], "app -> xtp -> udp", "{v}");
+        assert_eq!(v["graph"], text.lines().last().unwrap(), "{v}");
+        let layers = v["layers"].as_array().unwrap();
+        if text.contains("census") {
+            let t = &layers[..];
+            assert!(t.len() == 1 && t[0]["layer"] == "census", "{v}");
+            assert_eq!(t[0]["counters"]["frames_down"], v["datagrams_sent"], "{v}");
+            assert_eq!(t[0]["counters"]["frames_up"], v["datagrams_received"], "{v}");
+            assert!(t[0]["counters"]["bytes_down"].as_u64().unwrap() > 3 << 20, "{v}");
+        } else {
+            assert!(layers.is_empty(), "{v}");
+        }
         assert_eq!((v["bytes"].as_u64(), v["server_bytes"].as_u64()), (Some(3 << 20), Some(3 << 20)), "{v}");
         assert!(v["datagrams_sent"].as_u64().unwrap() >= (3 << 20) / 1500, "{v}");
         assert_eq!(v["acknowledged"].as_u64(), Some(3 << 20), "{v}");
@@ -184,7 +214,22 @@ fn bad_descriptions_are_refused_by_line_and_edge() {
     for (text, want) in [
         ("app -> xtp\napp -> xtp -> tcp\n", "line 2: unknown protocol `tcp`"),
         ("app -> xtp -> app\n", "edge `xtp -> app`"),
-        ("app -> xtp -> loop\n", "line 1: unknown protocol `loop` (known: app, xtp, udp, ip36, link)"),
+        (
+            "app -> xtp -> loop\n",
+            "line 1: unknown protocol `loop` (known: app, xtp, udp, ip36, link, census)",
+        ),
+        ("app -> xtp -> censsu -> udp\n", "unknown protocol `censsu`, did you mean `census`?"),
+        (
+            "app -> xtp -> census -> census -> udp\n",
+            "`census` cannot sit on itself (a graph holds one layer of each kind)",
+        ),
+        ("app -> xtp -> udp\ncensus -> link\n", "line 2: `link` is not on the application's path"),
+        ("app -> census -> xtp -> udp\n", "edge `app -> census`: `app` cannot sit above `census`"),
+        ("app -> xtp -> census\n", "line 1: `census` has no lower layer"),
+        (
+            "compose compiled\napp -> xtp -> census -> udp\n",
+            "only `app -> xtp -> <device>` alone has a compiled form",
+        ),
         ("app -> xpt -> udp\n", "unknown protocol `xpt`, did you mean `xtp`?"),
         ("app -> xtp\n", "line 1: `xtp` has no lower layer"),
         ("app -> xtp -> udp -> ip36\n", "edge `udp -> ip36`: `udp` is a root"),

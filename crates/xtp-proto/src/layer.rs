@@ -479,6 +479,9 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
                     Addr::Inet(peer)
                 }))
             }
+            // Anything else (`Control` is non-exhaustive: a request added
+            // later): not XTP's.
+            _ => Err(ControlError::Unsupported(req)),
         }
     }
 

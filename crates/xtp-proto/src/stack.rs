@@ -1,16 +1,20 @@
-//! XTP's kinds for graph descriptions, and an XTP stack built from one
-//! (issue #16): `app -> xtp -> udp`, `app -> xtp -> ip36`, `app -> xtp -> link`.
+//! XTP's kinds for graph descriptions, the registry of what an XTP graph
+//! may hold, and an XTP stack built from a description (issue #16):
+//! `app -> xtp -> udp`, `app -> xtp -> ip36`, `app -> xtp -> link`, and any
+//! registered layer where its services fit (`app -> xtp -> census -> udp`).
 //!
 //! [`XtpStack::from_desc`] builds the run-time graph; [`XtpStack::compose`]
 //! builds what the description's `compose` line asks for: the compiled
 //! stack (`xk_core::compiled::Stack` over [`XtpProtocol`]) for the shape
 //! `app -> xtp -> device` alone (`auto`, the default, or `compiled`), the
-//! graph otherwise (`dynamic`, or any other shape under `auto`).
+//! graph otherwise (`dynamic`, or any other shape under `auto`: the
+//! compiled stack holds one protocol).
 
 use xk_core::compiled::Stack;
 use xk_core::device::GraphOn;
-use xk_core::graph_desc::{APP, Catalogue, Compose, DescError, GraphDesc, Kind, Service};
-use xk_core::{ArenaId, Graph, ProtocolId};
+use xk_core::graph_desc::{APP, Catalogue, Compose, DescError, Kind, Service};
+use xk_core::registry::Registry;
+use xk_core::{ArenaId, Graph, Protocol, ProtocolId};
 use xk_msg::Msg;
 use xk_time::TimerQueue;
 
@@ -57,52 +61,147 @@ pub const LINK: Kind = Kind {
     about: "a simulated link (xk-sim, xtp-testkit's GraphWire)",
 };
 
-/// The kinds a description of an XTP graph may use: the application, XTP
-/// and its devices. Not `xk-core`'s toys (`echo`, `mux`, `loop`): no XTP
-/// stack builds them, so a description naming one is refused where it is
-/// parsed, by line, and the list of known names in that error is what an
-/// XTP graph accepts.
+/// What the registry's constructors are given: XTP's configuration.
+#[derive(Clone, Debug)]
+pub struct Env {
+    /// The endpoint's.
+    pub ep: EndpointConfig,
+    /// Each context's.
+    pub ctx: ContextConfig,
+    /// The seed of XTP's random choices.
+    pub seed: u64,
+}
+
+fn make_xtp<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
+    env: &Env,
+) -> Result<Box<dyn Protocol<M>>, String> {
+    Ok(Box::new(XtpProtocol::<M, Q, CACHE>::with_timer_queue(env.ep.clone(), env.ctx.clone(), env.seed)))
+}
+
+/// The registry of an XTP graph: the application, XTP (its timers in a
+/// `Q`, its demux cache if `CACHE`), the devices, and every protocol a
+/// graph may put between them — one line each (docs/ARCHITECTURE.md,
+/// "Adding a protocol").
+///
+/// Not `xk-core`'s toys (`echo`, `mux`, `loop`): their frames carry no
+/// peer address (`loop`'s 2-byte type header, not the device header), so
+/// no datagram device here can drive them, and their services (ports,
+/// link frames) meet nothing XTP offers or needs. A description naming one
+/// is refused where it is parsed, by line. They run in graphs of their own
+/// (`xk_core::protocols`, E9).
+pub fn registry<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>()
+-> Registry<M, Env> {
+    Registry::new()
+        .protocol(XTP, make_xtp::<M, Q, CACHE>)
+        .device(UDP)
+        .device(IP36)
+        .device(LINK)
+        .protocol(xk_core::protocols::census::KIND, xk_core::protocols::census::make)
+}
+
+/// The kinds a description of an XTP graph may use ([`registry`]'s); the
+/// list of known names in an "unknown protocol" error.
 pub fn catalogue() -> Catalogue {
-    Catalogue::new([APP, XTP, UDP, IP36, LINK])
+    registry::<xk_msg::Rope, xk_time::HeapQueue<ArenaId>, true>().catalogue()
 }
 
 /// An XTP graph built from a description.
 pub struct XtpStack<M> {
     /// The graph.
     pub graph: Graph<M>,
-    /// The XTP protocol (the one on the device).
+    /// The XTP protocol.
     pub xtp: ProtocolId,
-    /// The device below XTP.
+    /// The protocol the application sits on (XTP, today's only kind
+    /// offering sessions).
+    pub top: ProtocolId,
+    /// The protocol on the device (XTP, or a layer between it and the
+    /// device, e.g. a `census`).
+    pub bottom: ProtocolId,
+    /// The device at the bottom of the application's path.
     pub device: Kind,
+    /// The layers from the application down to the device, by name.
+    pub path: Vec<&'static str>,
+}
+
+impl<M> XtpStack<M> {
+    /// The graph on its device, as a driver runs it (frames in and out at
+    /// [`XtpStack::bottom`], the application's verbs at [`XtpStack::top`]).
+    pub fn on_device(self) -> GraphOn<Graph<M>> {
+        GraphOn { graph: self.graph, device: self.bottom, top: self.top, bad_frames: 0 }
+    }
 }
 
 impl<M: Msg + 'static> XtpStack<M> {
     /// Parses `text` and builds it with XTP's timers in a `Q`, its demux
-    /// map's one-entry cache if `CACHE`. The description must hold
-    /// `xk-core`'s application on `xtp` on a device.
+    /// map's one-entry cache if `CACHE`: [`XtpStack::from_registry`] with
+    /// [`registry`].
     pub fn from_desc<Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
         text: &str,
         ep: EndpointConfig,
         ctx: ContextConfig,
         seed: u64,
     ) -> Result<Self, DescError> {
-        let desc = GraphDesc::parse(text, &catalogue())?;
+        Self::from_registry(&registry::<M, Q, CACHE>(), text, &Env { ep, ctx, seed })
+    }
+
+    /// Parses `text` against `reg` and builds it, each protocol by its
+    /// registered constructor given `env`. The description must hold
+    /// `xk-core`'s application on a path through `xtp` down to a device;
+    /// any registered layer may sit where its services fit. A crate with a
+    /// protocol of its own passes [`registry`] plus its line
+    /// (`registry::<..>().protocol(KIND, make)`): nothing here names it.
+    pub fn from_registry(reg: &Registry<M, Env>, text: &str, env: &Env) -> Result<Self, DescError> {
+        let desc = reg.parse(text)?;
         let whole = |reason: String| DescError { line: 0, reason };
         let x = desc
             .find(XTP.name)
             .ok_or_else(|| whole("no `xtp` layer (write e.g. `app -> xtp -> udp`)".into()))?;
-        let device = desc.layers[desc.layers[x].below.expect("checked: xtp needs a lower layer")].kind;
-        if !desc.layers.iter().any(|l| l.kind.name == "app" && l.below == Some(x)) {
-            return Err(whole("nothing sits on `xtp`: the application needs `app -> xtp`".into()));
-        }
-        let built = desc.build::<M>(|k| match k.name {
-            "xtp" => {
-                Ok(Box::new(XtpProtocol::<M, Q, CACHE>::with_timer_queue(ep.clone(), ctx.clone(), seed)))
-            }
-            other => Err(format!("an XTP stack has no place for `{other}`")),
+        let app = desc.find(APP.name).ok_or_else(|| {
+            whole("nothing sits on `xtp`: the application needs `app -> xtp` (or a layer between)".into())
         })?;
-        let xtp = built.ids[x].expect("xtp is a protocol");
-        Ok(XtpStack { graph: built.graph, xtp, device })
+        let path = desc.path_down(app);
+        if !path.contains(&XTP.name) {
+            return Err(whole(format!(
+                "the application's path `{}` does not go through `xtp`",
+                path.join(" -> ")
+            )));
+        }
+        // A layer off that path would be built and wired but never given a
+        // frame (the driver runs the path's device only): refused.
+        if let Some(l) = desc.layers.iter().find(|l| !path.contains(&l.kind.name)) {
+            return Err(DescError {
+                line: l.line,
+                reason: format!(
+                    "`{}` is not on the application's path `{}`: an XTP graph is that one path",
+                    l.kind.name,
+                    path.join(" -> ")
+                ),
+            });
+        }
+        let mut down = desc.layers[app].below;
+        let (mut top, mut bottom) = (None, None);
+        while let Some(i) = down {
+            let l = &desc.layers[i];
+            if !l.kind.device {
+                top = top.or(Some(i));
+                bottom = Some(i);
+            }
+            down = l.below;
+        }
+        let root =
+            desc.layers.iter().position(|l| l.kind.name == *path.last().expect("app")).expect("on the path");
+        let device = desc.layers[root].kind;
+        if !device.device {
+            return Err(whole(format!(
+                "`{}` at the bottom of `{}` is not a device",
+                device.name,
+                path.join(" -> ")
+            )));
+        }
+        let built = reg.build(&desc, env)?;
+        let id = |i: Option<usize>| i.and_then(|i| built.ids[i]).expect("checked: a protocol on the path");
+        let (xtp, top, bottom) = (id(Some(x)), id(top), id(bottom));
+        Ok(XtpStack { graph: built.graph, xtp, top, bottom, device, path })
     }
 }
 
@@ -120,14 +219,32 @@ pub enum Composed<M, Q: TimerQueue<ArenaId>, const CACHE: bool> {
 
 impl<M: Msg + 'static> XtpStack<M> {
     /// Parses `text` and builds what it asks for (see the module
-    /// documentation), with the device named in it.
+    /// documentation), with the device named in it: [`XtpStack::compose_from`]
+    /// with [`registry`].
     pub fn compose<Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
         text: &str,
         ep: EndpointConfig,
         ctx: ContextConfig,
         seed: u64,
     ) -> Result<(Composed<M, Q, CACHE>, Kind), DescError> {
-        let desc = GraphDesc::parse(text, &catalogue())?;
+        Self::compose_from(&registry::<M, Q, CACHE>(), text, Env { ep, ctx, seed })
+    }
+
+    /// [`XtpStack::compose`] against a caller's registry (see
+    /// [`XtpStack::from_registry`]); the compiled form, if chosen, is XTP
+    /// with timers in a `Q`, demux cache if `CACHE`.
+    pub fn compose_from<Q: TimerQueue<ArenaId> + Default + 'static, const CACHE: bool>(
+        reg: &Registry<M, Env>,
+        text: &str,
+        env: Env,
+    ) -> Result<(Composed<M, Q, CACHE>, Kind), DescError> {
+        let desc = reg.parse(text)?;
+        // The checks (an XTP layer, the application's path through it to a
+        // device) are the graph's.
+        let g = Self::from_registry(reg, text, &env)?;
+        // The compiled stack holds the application, one protocol and the
+        // device: nothing else in the description (and the checks put the
+        // application, `xtp` and a device on it).
         let fits = desc.layers.len() == 3;
         let compiled = match desc.compose {
             Compose::Dynamic => false,
@@ -136,18 +253,20 @@ impl<M: Msg + 'static> XtpStack<M> {
             Compose::Compiled => {
                 return Err(DescError {
                     line: 0,
-                    reason: "`compose compiled`: only `app -> xtp -> <device>` alone has a compiled form \
-                             (write `compose dynamic` or `compose auto` for this graph)"
-                        .into(),
+                    reason: format!(
+                        "`compose compiled`: only `app -> xtp -> <device>` alone has a compiled form, \
+                         the compiled stack holding one protocol (this graph: {}); \
+                         write `compose dynamic` or `compose auto` for this graph",
+                        desc.layers.iter().rev().map(|l| l.kind.name).collect::<Vec<_>>().join(", ")
+                    ),
                 });
             }
         };
-        // The checks (an XTP layer, the application on it) are the graph's.
-        let g = Self::from_desc::<Q, CACHE>(text, ep.clone(), ctx.clone(), seed)?;
         if !compiled {
-            return Ok((Composed::Graph(GraphOn::new(g.graph, g.xtp)), g.device));
+            let device = g.device;
+            return Ok((Composed::Graph(g.on_device()), device));
         }
-        let xtp = XtpProtocol::<M, Q, CACHE>::with_timer_queue(ep, ctx, seed);
+        let xtp = XtpProtocol::<M, Q, CACHE>::with_timer_queue(env.ep, env.ctx, env.seed);
         let stack = Stack::new(xtp).map_err(|e| DescError { line: 0, reason: format!("xtp: {e}") })?;
         Ok((Composed::Compiled(stack), g.device))
     }
@@ -183,7 +302,7 @@ mod tests {
         assert!(e("app -> xtp -> app").contains("edge `xtp -> app`"), "{}", e("app -> xtp -> app"));
         let loop_ = e("app -> xtp -> udp\necho -> mux -> loop");
         assert!(
-            loop_.contains("line 2: unknown protocol `echo` (known: app, xtp, udp, ip36, link)"),
+            loop_.contains("line 2: unknown protocol `echo` (known: app, xtp, udp, ip36, link, census)"),
             "{loop_}"
         );
         assert!(e("app -> xpt -> udp").contains("did you mean `xtp`?"), "{}", e("app -> xpt -> udp"));
@@ -191,6 +310,39 @@ mod tests {
         assert!(e("app -> udp").contains("edge `app -> udp`: `app` cannot sit above `udp`"));
         assert!(e("xtp -> udp").contains("nothing sits on `xtp`"));
         assert!(e("app -> xtp -> udp -> ip36").contains("`udp` is a root"));
+        // A registered layer goes where its services fit, and nowhere else.
+        let s = build("app -> xtp -> census -> udp").unwrap();
+        assert_eq!(s.path, ["app", "xtp", "census", "udp"]);
+        assert_eq!((s.top, s.device.name), (s.xtp, "udp"));
+        assert_eq!(s.graph.protocols().find(|&(p, _)| p == s.bottom).map(|p| p.1), Some("census"));
+        assert!(
+            e("app -> census -> xtp -> udp")
+                .contains("edge `app -> census`: `app` cannot sit above `census`"),
+            "{}",
+            e("app -> census -> xtp -> udp")
+        );
+        assert!(
+            e("app -> xtp -> cenus -> udp")
+                .contains("line 1: unknown protocol `cenus`, did you mean `census`?")
+        );
+        assert!(e("app -> xtp -> census").contains("`census` has no lower layer"));
+        assert!(
+            e("app -> xtp -> udp\ncensus -> link")
+                .contains("line 2: `link` is not on the application's path `app -> xtp -> udp`"),
+            "{}",
+            e("app -> xtp -> udp\ncensus -> link")
+        );
+        assert!(
+            e("app -> xtp -> census -> census -> udp").contains(
+                "line 1: edge `census -> census`: a name stands for one layer, so `census` cannot sit on itself"
+            ),
+            "{}",
+            e("app -> xtp -> census -> census -> udp")
+        );
+        assert!(
+            e("app -> xtp -> udp\nxtp -> census -> link")
+                .contains("line 2: edge `xtp -> census`: `xtp` already sits on `udp`")
+        );
     }
 
     fn compose(text: &str) -> Result<&'static str, String> {
@@ -212,13 +364,12 @@ mod tests {
         assert_eq!(compose("app -> xtp -> udp"), Ok("compiled"));
         assert_eq!(compose("compose compiled\napp -> xtp -> ip36"), Ok("compiled"));
         assert_eq!(compose("compose dynamic\napp -> xtp -> udp"), Ok("graph"));
-        // A graph beside XTP's has no compiled form.
+        // A layer beside XTP's path is refused, by line, whatever the mode.
         let two = "app -> xtp -> udp\nlink";
-        assert!(
-            compose(&format!("compose compiled\n{two}"))
-                .unwrap_err()
-                .contains("only `app -> xtp -> <device>`")
-        );
+        for mode in ["compiled", "dynamic", "auto"] {
+            let e = compose(&format!("compose {mode}\n{two}")).unwrap_err();
+            assert!(e.contains("line 3: `link` is not on the application's path `app -> xtp -> udp`"), "{e}");
+        }
         assert!(compose("compose fast\napp -> xtp -> udp").unwrap_err().contains("line 1: `compose fast`"));
         assert!(
             compose("compose auto\ncompose dynamic\napp -> xtp -> udp")
@@ -226,5 +377,10 @@ mod tests {
                 .contains("a second `compose`")
         );
         assert!(compose("app -> xtp").unwrap_err().contains("`xtp` has no lower layer"));
+        // A layer between XTP and the device: the graph under `auto`, a
+        // refusal naming the layers under `compiled`.
+        assert_eq!(compose("app -> xtp -> census -> udp"), Ok("graph"));
+        let e = compose("compose compiled\napp -> xtp -> census -> udp").unwrap_err();
+        assert!(e.contains("only `app -> xtp -> <device>`") && e.contains("app, xtp, census, udp"), "{e}");
     }
 }

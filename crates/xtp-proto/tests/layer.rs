@@ -101,6 +101,81 @@ fn ping_pong<M: Msg + 'static, Q: TimerQueue<ArenaId> + Default + 'static, const
     assert_eq!(w.stray, 0);
 }
 
+/// A layer added by registration alone (`census`, issue #16) between XTP and
+/// the device, on the in-process wire: data goes both ways (an echo of
+/// 10 to 100,000 bytes), and each census's counters equal the frames the wire
+/// moved from and to its graph.
+#[test]
+fn a_census_between_xtp_and_the_device_carries_both_ways_and_counts_every_frame() {
+    use xtp_proto::stack::XtpStack;
+
+    let (aa, ba) = addrs();
+    let stack = |seed| {
+        XtpStack::<Rope>::from_desc::<HeapQueue<ArenaId>, true>(
+            "app -> xtp -> census -> link",
+            EndpointConfig::default(),
+            ContextConfig::stream(),
+            seed,
+        )
+        .unwrap()
+    };
+    let (a, mut b) = (stack(1), stack(2));
+    let (atop, btop) = (a.top, b.top);
+    let (acensus, bcensus) = (a.bottom, b.bottom);
+    assert_ne!(acensus, a.xtp, "the census, not XTP, is on the device");
+    b.graph.open_enable(btop, &Participants::local(Part::top_first([Addr::Port(7)]))).unwrap();
+    let mut w = GraphWire::new((a.graph, acensus, aa), (b.graph, bcensus, ba), Instant::ZERO);
+    w.step = Duration::from_micros(1);
+    let s = w.a.open(atop, &to_server(&w)).unwrap();
+    let (mut a_to_b, mut b_to_a) = (0u64, 0u64);
+    let mut server = None;
+    for size in [10usize, 1_000, 10_000, 100_000] {
+        let payload: Vec<u8> = (0..size).map(|i| (i * 13) as u8).collect();
+        w.a.push(s, Rope::from_payload(Bytes::from(payload.clone()), 0)).unwrap();
+        let mut back = Vec::new();
+        for _ in 0..100_000 {
+            let mut moved = 0;
+            let n = w.from_a();
+            a_to_b += n as u64;
+            moved += n;
+            while let Some(ev) = w.b.poll_event() {
+                match ev {
+                    Event::OpenDone { session, .. } => server = Some(session),
+                    Event::Deliver { session, msg, .. } => w.b.push(session, msg).unwrap(),
+                    Event::CloseDone { .. } => {}
+                }
+            }
+            let n = w.from_b();
+            b_to_a += n as u64;
+            moved += n;
+            while let Some(ev) = w.a.poll_event() {
+                if let Event::Deliver { msg, .. } = ev {
+                    back.extend_from_slice(&msg.to_vec());
+                }
+            }
+            if back.len() >= size {
+                break;
+            }
+            if moved == 0 {
+                assert!(w.fire_next_timer(None), "size {size}: stalled at {}", back.len());
+            }
+        }
+        assert!(back == payload, "size {size}: the echo differs");
+    }
+    assert!(server.is_some() && w.stray == 0);
+    let traffic = |g: &mut Graph<Rope>, census| match g.control(census, None, Control::GetCounters) {
+        Ok(ControlReply::Counters(c)) => Traffic::of(&c),
+        other => panic!("{other:?}"),
+    };
+    let (ta, tb) = (traffic(&mut w.a, acensus), traffic(&mut w.b, bcensus));
+    assert_eq!((ta.frames_down, ta.frames_up), (a_to_b, b_to_a), "client census vs the wire");
+    assert_eq!((tb.frames_down, tb.frames_up), (b_to_a, a_to_b), "server census vs the wire");
+    assert_eq!((ta.bytes_down, ta.bytes_up), (tb.bytes_up, tb.bytes_down));
+    assert!(ta.bytes_down > 111_010 && ta.bytes_up > 111_010, "{ta:?}");
+    // XTP's own count of what it popped is the census's (nothing lost between).
+    assert_eq!(w.a.stats(a.xtp).popped, ta.frames_up);
+}
+
 #[test]
 fn ping_pong_over_the_graph_in_both_message_forms_and_every_timer_queue() {
     let ep = EndpointConfig::default();
@@ -315,13 +390,54 @@ impl<S: xk_core::device::DeviceStack<Rope>> xtp_testkit::GraphApp<Rope, S> for S
     }
 }
 
+/// A composition's layers that answer `Control::GetCounters`, with their
+/// named counters (`DeviceStack::counters`).
+type Layers = Vec<(&'static str, xk_core::Counters)>;
+
+/// A counting layer's four counters, by the names it answers.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Traffic {
+    frames_down: u64,
+    bytes_down: u64,
+    frames_up: u64,
+    bytes_up: u64,
+}
+
+impl Traffic {
+    fn of(c: &xk_core::Counters) -> Self {
+        let get = |name| {
+            c.iter().find(|(n, _)| *n == name).map(|c| c.1).unwrap_or_else(|| panic!("no `{name}` in {c:?}"))
+        };
+        Traffic {
+            frames_down: get("frames_down"),
+            bytes_down: get("bytes_down"),
+            frames_up: get("frames_up"),
+            bytes_up: get("bytes_up"),
+        }
+    }
+}
+
 /// Runs the lossy exchange between two compositions of the same kind;
 /// returns the messages each side received and the chunks they came in.
+/// What a lossy exchange left: the messages at the server and the client,
+/// the chunks delivered, and per side the traffic counters of its layers
+/// (`DeviceStack::counters`) beside the link's counts of the datagrams it
+/// sent (`offered`) and the ones it received (`delivered`).
+struct Lossy {
+    at_server: Vec<Vec<u8>>,
+    at_client: Vec<Vec<u8>>,
+    chunks: usize,
+    /// `(client's layers, server's layers)`.
+    traffic: (Layers, Layers),
+    /// The links client -> server and server -> client.
+    links: (xk_netemu::LinkStats, xk_netemu::LinkStats),
+}
+
 fn lossy_exchange<S: xk_core::device::DeviceStack<Rope>>(
     client: S,
     mut server: S,
     sent: &[Vec<u8>],
-) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, usize) {
+) -> Lossy {
     use xk_netemu::{LinkParams, Loss};
     use xk_sim::Sim;
     use xtp_testkit::GraphHost;
@@ -345,10 +461,18 @@ fn lossy_exchange<S: xk_core::device::DeviceStack<Rope>>(
     sim.run_until(Instant::from_secs(60), 4_000_000, |sim| sim.node(cid).app.got >= n).unwrap();
     let link = sim.link_stats(cid, sid).unwrap();
     assert!(link.drop_loss > 0, "the link lost nothing: {link:?}");
+    let back = sim.link_stats(sid, cid).unwrap();
+    let traffic = (sim.node_mut(cid).stack.counters(), sim.node_mut(sid).stack.counters());
     let (c, s) = (sim.node(cid), sim.node(sid));
     assert_eq!(c.stack.drops(), xk_core::device::DeviceDrops::default());
     assert_eq!(s.stack.drops(), xk_core::device::DeviceDrops::default());
-    (s.app.messages.clone(), c.app.messages.clone(), c.app.chunks + s.app.chunks)
+    Lossy {
+        at_server: s.app.messages.clone(),
+        at_client: c.app.messages.clone(),
+        chunks: c.app.chunks + s.app.chunks,
+        traffic,
+        links: (link, back),
+    }
 }
 
 /// The same described stack in the simulator (`app -> xtp -> link`), in
@@ -368,10 +492,16 @@ fn a_described_stack_runs_in_the_simulator_over_a_lossy_link() {
             (0..len).map(|k| (k as u32 * 7 + i) as u8).collect()
         })
         .collect();
-    for how in ["dynamic", "compiled"] {
+    // `census`: a registered layer between XTP and the device (issue #16's
+    // "one module + one line"); `auto` composes it as the graph.
+    for (how, graph) in [
+        ("dynamic", "app -> xtp -> link"),
+        ("compiled", "app -> xtp -> link"),
+        ("auto", "app -> xtp -> census -> link"),
+    ] {
         let stack = |seed| {
             XtpStack::<Rope>::compose::<TimingWheel<ArenaId>, true>(
-                &format!("# the simulator's stack\ncompose {how}\napp -> xtp -> link"),
+                &format!("# the simulator's stack\ncompose {how}\n{graph}"),
                 EndpointConfig::default(),
                 ContextConfig::stream(),
                 seed,
@@ -380,11 +510,39 @@ fn a_described_stack_runs_in_the_simulator_over_a_lossy_link() {
         };
         let ((c, dev), (s, _)) = (stack(1), stack(2));
         assert_eq!(dev.name, "link");
-        let (at_server, at_client, chunks) = match (c, s) {
+        let r = match (c, s) {
             (Composed::Graph(c), Composed::Graph(s)) => lossy_exchange(c, s, &sent),
-            (Composed::Compiled(c), Composed::Compiled(s)) => lossy_exchange(c, s, &sent),
+            (Composed::Compiled(c), Composed::Compiled(s)) => {
+                assert_ne!(how, "auto", "a census has no compiled form");
+                lossy_exchange(c, s, &sent)
+            }
             _ => unreachable!("one description, one composition"),
         };
+        let Lossy { at_server, at_client, chunks, traffic: (tc, ts), links: (up, back) } = r;
+        if graph.contains("census") {
+            // Each side's census saw every datagram its side sent onto the
+            // link and every one the link delivered to it, bytes too.
+            let (tc, ts) = (tc.as_slice(), ts.as_slice());
+            let (t, u) = match (tc, ts) {
+                ([("census", t)], [("census", u)]) => (Traffic::of(t), Traffic::of(u)),
+                other => panic!("one census each side: {other:?}"),
+            };
+            assert_eq!(
+                (t.frames_down, t.bytes_down),
+                (up.offered, up.offered_bytes),
+                "client census vs link"
+            );
+            assert_eq!(
+                (u.frames_up, u.bytes_up),
+                (up.delivered, up.delivered_bytes),
+                "server census vs link"
+            );
+            assert_eq!((u.frames_down, u.bytes_down), (back.offered, back.offered_bytes), "server census");
+            assert_eq!((t.frames_up, t.bytes_up), (back.delivered, back.delivered_bytes), "client census");
+            assert!(t.frames_down > 120 && u.frames_down > 120 && up.delivered < up.offered);
+        } else {
+            assert!(tc.is_empty() && ts.is_empty(), "no census, no counters: {tc:?} {ts:?}");
+        }
         assert_eq!(at_server.len(), sent.len(), "{how}: messages at the server");
         assert!(at_server == sent, "{how}: the server's message boundaries differ from the sender's");
         assert!(at_client == sent, "{how}: the echo's message boundaries differ from the sender's");

@@ -9,11 +9,27 @@ use xk_msg::Msg;
 use crate::addr::{Addr, Part, Participants};
 use crate::arena::{Arena, ArenaId};
 use crate::graph::Ctx;
+use crate::graph_desc::{Kind, Service};
 use crate::map::DemuxMap;
 use crate::upi::{
     CloseError, Control, ControlError, ControlReply, DemuxError, Layer, OpenError, PushError, SessionId,
     Upper,
 };
+
+/// The kind graph descriptions name it by.
+pub(crate) const KIND: Kind = Kind {
+    name: "echo",
+    needs: &[Service::Ports],
+    offers: None,
+    device: false,
+    needs_root: false,
+    about: "echoes every message back (a server application)",
+};
+
+/// Its constructor for a registry: an echo on port 7.
+pub(crate) fn make<M: Msg, E>(_env: &E) -> Result<Box<dyn crate::Protocol<M>>, String> {
+    Ok(Box::new(Echo::new(7)))
+}
 
 /// An echo server on one port. See the module documentation.
 pub struct Echo {

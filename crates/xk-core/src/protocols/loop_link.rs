@@ -11,6 +11,7 @@ use xk_msg::Msg;
 use crate::addr::{Addr, Participants};
 use crate::arena::Arena;
 use crate::graph::Ctx;
+use crate::graph_desc::{Kind, Service};
 use crate::map::DemuxMap;
 use crate::upi::{
     CloseError, Control, ControlError, ControlReply, DemuxError, Layer, OpenError, PushError, SessionId,
@@ -22,6 +23,21 @@ const HEADER: usize = 2;
 struct Session {
     ty: u16,
     upper: Upper,
+}
+
+/// The kind graph descriptions name it by.
+pub(crate) const KIND: Kind = Kind {
+    name: "loop",
+    needs: &[],
+    offers: Some(Service::Frames),
+    device: false,
+    needs_root: false,
+    about: "a link protocol whose frames the caller carries",
+};
+
+/// Its constructor for a registry: a 1,500-byte MTU.
+pub(crate) fn make<M: Msg, E>(_env: &E) -> Result<Box<dyn crate::Protocol<M>>, String> {
+    Ok(Box::new(LoopLink::new(1500)))
 }
 
 /// An in-memory Ethernet-like link layer. See the module documentation.
@@ -149,14 +165,13 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for LoopLink {
             Control::GetMaxPacket => Ok(ControlReply::Size(self.mtu - HEADER)),
             Control::GetHeaderLen => Ok(ControlReply::Size(HEADER)),
             Control::GetSessionCount => Ok(ControlReply::Count(self.sessions.len())),
-            // Its refusals are the dispatcher's `demux_drops`.
-            Control::GetMalformedCount | Control::GetAckedBytes | Control::Abort => {
-                Err(ControlError::Unsupported(req))
-            }
             Control::GetMyAddr | Control::GetPeerAddr => {
                 let s = session.and_then(|s| self.sessions.get(s.slot)).ok_or(ControlError::NoSession)?;
                 Ok(ControlReply::Addr(Addr::Type(s.ty)))
             }
+            // Anything else, a request added later included: not this
+            // protocol's (its refusals are the dispatcher's `demux_drops`).
+            _ => Err(ControlError::Unsupported(req)),
         }
     }
 

@@ -9,6 +9,7 @@ use xk_msg::Msg;
 use crate::addr::{Addr, Part, Participants};
 use crate::arena::Arena;
 use crate::graph::Ctx;
+use crate::graph_desc::{Kind, Service};
 use crate::map::DemuxMap;
 use crate::upi::{
     CloseError, Control, ControlError, ControlReply, DemuxError, Layer, OpenError, PushError, SessionId,
@@ -22,6 +23,22 @@ struct Session {
     remote: u16,
     upper: Upper,
     lower: SessionId,
+}
+
+/// The kind graph descriptions name it by.
+pub(crate) const KIND: Kind = Kind {
+    name: "mux",
+    needs: &[Service::Frames],
+    offers: Some(Service::Ports),
+    device: false,
+    needs_root: false,
+    about: "port demultiplexing",
+};
+
+/// Its constructor for a registry: link type 0x0800, its demux map seeded
+/// with the host's number `host`.
+pub(crate) fn make<M: Msg>(host: &u64) -> Result<Box<dyn crate::Protocol<M>>, String> {
+    Ok(Box::new(Mux::new(0x0800, *host)))
 }
 
 /// A port demultiplexer above a link. See the module documentation.
@@ -188,10 +205,6 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Mux {
         match req {
             Control::GetHeaderLen => Ok(ControlReply::Size(HEADER)),
             Control::GetSessionCount => Ok(ControlReply::Count(self.sessions.len())),
-            // Its refusals are the dispatcher's `demux_drops`.
-            Control::GetMalformedCount | Control::GetAckedBytes | Control::Abort => {
-                Err(ControlError::Unsupported(req))
-            }
             Control::GetMaxPacket => {
                 let lower = cx.lower().map_err(|_| ControlError::Unsupported(req))?;
                 match cx.control(lower, self.lower, req)? {
@@ -204,6 +217,9 @@ impl<'a, M: Msg> Layer<M, Ctx<'a, M>> for Mux {
                 let p = if req == Control::GetMyAddr { s.local } else { s.remote };
                 Ok(ControlReply::Addr(Addr::Port(p)))
             }
+            // Anything else, a request added later included: not this
+            // protocol's (its refusals are the dispatcher's `demux_drops`).
+            _ => Err(ControlError::Unsupported(req)),
         }
     }
 
