@@ -135,12 +135,10 @@ impl FrameSocket for Ip36Socket {
         loop {
             let n = std::io::Read::read(&mut self.sock, &mut self.scratch)?;
             let p = &self.scratch[..n];
-            let ihl = usize::from(p.first().copied().unwrap_or(0) & 0x0f) * 4;
-            if n < 20 || p[0] >> 4 != 4 || ihl < 20 || ihl > n || n - ihl > buf.len() {
+            let Some((src, ihl)) = crate::raw::ipv4_source(p).filter(|&(_, ihl)| n - ihl <= buf.len()) else {
                 self.malformed += 1;
                 continue;
-            }
-            let src = Ipv4Addr::new(p[12], p[13], p[14], p[15]);
+            };
             buf[..n - ihl].copy_from_slice(&p[ihl..]);
             return Ok((n - ihl, SocketAddr::new(IpAddr::V4(src), 0)));
         }
