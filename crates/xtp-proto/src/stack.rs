@@ -251,12 +251,25 @@ impl<M: Msg + 'static> XtpStack<M> {
             Compose::Auto => fits,
             Compose::Compiled if fits => true,
             Compose::Compiled => {
+                // The layer at fault is the first one, from the top, that
+                // is neither the application, `xtp` nor the device (the
+                // checks above leave only such layers between `xtp` and
+                // the device): its line, as every other refusal gives one.
+                let extra = desc
+                    .layers
+                    .iter()
+                    .rev()
+                    .find(|l| l.kind.name != APP.name && l.kind.name != XTP.name && !l.kind.device);
                 return Err(DescError {
-                    line: 0,
+                    line: extra.map_or(0, |l| l.line),
                     reason: format!(
-                        "`compose compiled`: only `app -> xtp -> <device>` alone has a compiled form, \
+                        "`compose compiled`: {}only `app -> xtp -> <device>` alone has a compiled form, \
                          the compiled stack holding one protocol (this graph: {}); \
                          write `compose dynamic` or `compose auto` for this graph",
+                        extra.map_or(String::new(), |l| format!(
+                            "`{}` sits between `xtp` and the device; ",
+                            l.kind.name
+                        )),
                         desc.layers.iter().rev().map(|l| l.kind.name).collect::<Vec<_>>().join(", ")
                     ),
                 });
@@ -382,5 +395,11 @@ mod tests {
         assert_eq!(compose("app -> xtp -> census -> udp"), Ok("graph"));
         let e = compose("compose compiled\napp -> xtp -> census -> udp").unwrap_err();
         assert!(e.contains("only `app -> xtp -> <device>`") && e.contains("app, xtp, census, udp"), "{e}");
+        // By line, as every other refusal: the line naming the layer that
+        // has no place in the compiled stack (here not the first line
+        // naming a layer, nor the `compose` line).
+        assert!(e.contains("line 2: `compose compiled`: `census` sits between `xtp` and the device"), "{e}");
+        let e = compose("app -> xtp\ncompose compiled\n\nxtp -> census -> udp").unwrap_err();
+        assert!(e.contains("line 4: `compose compiled`: `census` sits between"), "{e}");
     }
 }
