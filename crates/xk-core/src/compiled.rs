@@ -22,7 +22,8 @@
 //!   application reads its endpoint;
 //! * the peer travels beside the frame, typed (`receive(from, frame)`,
 //!   `poll_transmit() -> (to, frame)`), not in a device header
-//!   ([`Cx::DEVICE_HEADER`] is 0 here);
+//!   ([`Cx::DEVICE_HEADER`] is 0 here); the source reaches the protocol as
+//!   [`Layer::receive`]'s `from`, never stored in the context;
 //! * the protocol's code is the one the graph runs: a protocol written
 //!   against [`Cx`] implements [`Layer`] once, for both contexts.
 //!
