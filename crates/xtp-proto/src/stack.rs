@@ -251,26 +251,36 @@ impl<M: Msg + 'static> XtpStack<M> {
             Compose::Auto => fits,
             Compose::Compiled if fits => true,
             Compose::Compiled => {
-                // The layer at fault is the first one, from the top, that
-                // is neither the application, `xtp` nor the device (the
-                // checks above leave only such layers between `xtp` and
-                // the device): its line, as every other refusal gives one.
-                let extra = desc
-                    .layers
-                    .iter()
-                    .rev()
-                    .find(|l| l.kind.name != APP.name && l.kind.name != XTP.name && !l.kind.device);
+                // The layer at fault is the first one on the application's
+                // path, from the top, that is neither the application,
+                // `xtp` nor the device (the checks above put every layer
+                // on that path), with where it sits: above `xtp` (a
+                // caller's kind that needs and offers sessions) or below
+                // it. Its line, as every other refusal gives one.
+                let mut extra = None;
+                let (mut at, mut above_xtp) = (desc.find(APP.name), true);
+                while let Some(i) = at {
+                    let l = &desc.layers[i];
+                    if l.kind.name == XTP.name {
+                        above_xtp = false;
+                    } else if l.kind.name != APP.name && !l.kind.device {
+                        extra = Some((l, above_xtp));
+                        break;
+                    }
+                    at = l.below;
+                }
                 return Err(DescError {
-                    line: extra.map_or(0, |l| l.line),
+                    line: extra.map_or(0, |(l, _)| l.line),
                     reason: format!(
                         "`compose compiled`: {}only `app -> xtp -> <device>` alone has a compiled form, \
                          the compiled stack holding one protocol (this graph: {}); \
                          write `compose dynamic` or `compose auto` for this graph",
-                        extra.map_or(String::new(), |l| format!(
-                            "`{}` sits between `xtp` and the device; ",
-                            l.kind.name
+                        extra.map_or(String::new(), |(l, above)| format!(
+                            "`{}` sits between {}; ",
+                            l.kind.name,
+                            if above { "the application and `xtp`" } else { "`xtp` and the device" }
                         )),
-                        desc.layers.iter().rev().map(|l| l.kind.name).collect::<Vec<_>>().join(", ")
+                        g.path.join(", ")
                     ),
                 });
             }
