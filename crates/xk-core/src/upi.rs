@@ -280,14 +280,23 @@ pub trait Layer<M: Msg, C> {
     /// way the same session is found and the same work done.
     ///
     /// `from` is the frame's source where the composition has it beside
-    /// the frame ([`Cx::DEVICE_HEADER`] 0: the compiled stack, a frame from
-    /// its device), `None` where it travels in the frame's device header
-    /// (the graph) or there is none (a frame from a lower protocol). It is
-    /// an argument, not something `demux` and `pop` can ask the context
-    /// for: the address goes from the device to the protocol in registers,
-    /// never stored (docs/PERF.md, Session 19). So a protocol that needs
-    /// the peer in a composition with `DEVICE_HEADER == 0` overrides
-    /// `receive` (XTP does); the default drops `from`.
+    /// the frame ([`Cx::DEVICE_HEADER`] 0): the compiled stack, the one
+    /// caller, passes `Some` for each frame from its device. `None` is for
+    /// a frame with no source beside it (one from a lower protocol, or a
+    /// composition that carries the peer in a device header); no
+    /// composition here passes it today. The graph does not call
+    /// `receive`: it calls `demux` and `pop` itself (`Graph::receive`,
+    /// so its meter can time `demux`), the peer in the frame's device
+    /// header.
+    ///
+    /// `from` is an argument, not something `demux` and `pop` can ask the
+    /// context for: the address goes from the device to the protocol as a
+    /// call argument, never stored in the context (docs/PERF.md, Session
+    /// 19). So a protocol that needs the peer in a composition with
+    /// `DEVICE_HEADER == 0` overrides `receive` (XTP does); the default
+    /// drops `from`, and a protocol with only `demux` and `pop` cannot learn
+    /// its peer in the compiled stack — acceptable while the compiled stack
+    /// holds only XTP.
     #[inline]
     fn receive(
         &mut self,

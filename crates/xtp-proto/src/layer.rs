@@ -338,8 +338,13 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
             self.from = read_addr(h);
             self.from
         } else {
-            // The peer beside the frame arrives only as `receive`'s
-            // argument (the compiled stack calls `receive`, never `demux`).
+            // No device header and no `from` here. Reached by no
+            // composition today: the graph's header is `ADDR_HEADER` bytes
+            // (the branch above, the peer read from it), and the compiled
+            // stack calls `receive` with `Some(from)`, which does not come
+            // here. A header-less composition calling `demux` itself, or
+            // `receive` with `None`, would: no peer, so no context is
+            // found, and `pop` refuses the frame.
             None
         };
         let key = xtp_key(&h[dh..]);
@@ -365,8 +370,9 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
                 None => read_addr(msg.pop(dh)?).ok_or(DemuxError::Malformed("device header"))?,
             }
         } else {
-            // See `demux`: without a device header the peer comes only
-            // through `receive`.
+            // See `demux`'s same branch (reached by no composition today):
+            // without a device header the peer comes only as `receive`'s
+            // `from`, and a frame without one is counted and dropped.
             return Err(DemuxError::Malformed("no source address from the device"));
         };
         let found = (session.slot != Self::UNBOUND).then_some(ContextId(session.slot));
