@@ -22,7 +22,8 @@
 //!   application reads its endpoint;
 //! * the peer travels beside the frame, typed (`receive(from, frame)`,
 //!   `poll_transmit() -> (to, frame)`), not in a device header
-//!   ([`Cx::DEVICE_HEADER`] is 0 here);
+//!   ([`Cx::DEVICE_HEADER`] is 0 here); the source reaches the protocol as
+//!   [`Layer::receive`]'s `from`, never stored in the context;
 //! * the protocol's code is the one the graph runs: a protocol written
 //!   against [`Cx`] implements [`Layer`] once, for both contexts.
 //!
@@ -47,11 +48,9 @@ use crate::upi::{
 };
 
 /// The context of the protocol in a [`Stack`]: the time, the queue of
-/// events for the application, the queue of frames for the device, and the
-/// source of the frame being received.
+/// events for the application, and the queue of frames for the device.
 pub struct DeviceCx<M> {
     now: Instant,
-    source: Option<SocketAddr>,
     events: VecDeque<Event<M>>,
     /// The next frame for the device: a protocol that hands out one frame
     /// per `flush` (XTP) never needs more, and a slot is cheaper than a
@@ -92,10 +91,6 @@ impl<M: Msg> Cx<M> for DeviceCx<M> {
             self.more.push_back(f);
         }
     }
-    #[inline]
-    fn source(&self) -> Option<SocketAddr> {
-        self.source
-    }
 }
 
 /// The id of the protocol of every [`Stack`] (its sessions carry it).
@@ -114,13 +109,8 @@ pub struct Stack<M, P> {
 impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
     /// A stack on `proto`, initialised (its `init` run).
     pub fn new(mut proto: P) -> Result<Self, OpenError> {
-        let mut cx = DeviceCx {
-            now: Instant::ZERO,
-            source: None,
-            events: VecDeque::new(),
-            next: None,
-            more: VecDeque::new(),
-        };
+        let mut cx =
+            DeviceCx { now: Instant::ZERO, events: VecDeque::new(), next: None, more: VecDeque::new() };
         proto.init(&mut cx)?;
         Ok(Stack { proto, cx, stats: ProtocolStats::default(), last_drop: None })
     }
@@ -212,15 +202,12 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
 
     /// A frame from the device, sent by `from`: the protocol's
     /// [`Layer::receive`] (`demux` and `pop` in one direct call; no demux
-    /// meter here to time `demux` alone). A refused frame is counted ([`Stack::stats`],
-    /// [`Stack::last_drop`]), never a panic.
+    /// meter here to time `demux` alone), `from` its argument. A refused
+    /// frame is counted ([`Stack::stats`], [`Stack::last_drop`]), never a
+    /// panic.
     #[inline]
     pub fn receive(&mut self, from: SocketAddr, frame: M) {
-        // Read by the protocol while it receives this frame (XTP's
-        // `receive` hands it to its endpoint with the frame; a protocol
-        // keeping `demux` and `pop` reads it in both).
-        self.cx.source = Some(from);
-        match self.proto.receive(&mut self.cx, None, frame) {
+        match self.proto.receive(&mut self.cx, None, Some(from), frame) {
             Ok(()) => self.stats.popped += 1,
             Err(e) => self.demux_dropped(e),
         }

@@ -236,9 +236,6 @@ impl<M: Msg> Cx<M> for Ctx<'_, M> {
         write_addr(&mut frame[..ADDR_HEADER], peer);
         self.transmit(M::from_received(frame));
     }
-    fn source(&self) -> Option<SocketAddr> {
-        None
-    }
 }
 
 /// Runs `f` on protocol `p` with a context for it. `None` if `p` is running

@@ -278,8 +278,34 @@ pub trait Layer<M: Msg, C> {
     /// reads the header `demux` already read (XTP parses the whole packet
     /// and finds the context on the way) may do both in one pass. Either
     /// way the same session is found and the same work done.
+    ///
+    /// `from` is the frame's source where the composition has it beside
+    /// the frame ([`Cx::DEVICE_HEADER`] 0): the compiled stack, the one
+    /// caller, passes `Some` for each frame from its device. `None` is for
+    /// a frame with no source beside it (one from a lower protocol, or a
+    /// composition that carries the peer in a device header); no
+    /// composition here passes it today. The graph does not call
+    /// `receive`: it calls `demux` and `pop` itself (`Graph::receive`,
+    /// so its meter can time `demux`), the peer in the frame's device
+    /// header.
+    ///
+    /// `from` is an argument, not something `demux` and `pop` can ask the
+    /// context for: the address goes from the device to the protocol as a
+    /// call argument, never stored in the context (docs/PERF.md, Session
+    /// 19). So a protocol that needs the peer in a composition with
+    /// `DEVICE_HEADER == 0` overrides `receive` (XTP does); the default
+    /// drops `from`, and a protocol with only `demux` and `pop` cannot learn
+    /// its peer in the compiled stack — acceptable while the compiled stack
+    /// holds only XTP.
     #[inline]
-    fn receive(&mut self, cx: &mut C, lower: Option<SessionId>, msg: M) -> Result<(), DemuxError> {
+    fn receive(
+        &mut self,
+        cx: &mut C,
+        lower: Option<SessionId>,
+        from: Option<SocketAddr>,
+        msg: M,
+    ) -> Result<(), DemuxError> {
+        let _ = from;
         demux_then_pop(self, cx, lower, msg)
     }
 
@@ -366,8 +392,8 @@ pub trait Cx<M> {
     /// composition and its device: [`ADDR_HEADER`](crate::device::ADDR_HEADER)
     /// in the dynamic graph (the peer travels in the frame, see
     /// [`crate::device`]), 0 in the compiled stack (the peer travels beside
-    /// the frame, typed). A constant, so each composition's code has only its
-    /// own case.
+    /// the frame, typed: the source as [`Layer::receive`]'s `from`). A
+    /// constant, so each composition's code has only its own case.
     const DEVICE_HEADER: usize;
 
     /// Whether the application pulls its events: the composition calls
@@ -398,9 +424,4 @@ pub trait Cx<M> {
     /// Hands a frame for `peer` to the device. `frame` starts with
     /// [`Cx::DEVICE_HEADER`] bytes of room the composition fills (or not).
     fn transmit_to(&mut self, peer: SocketAddr, frame: BytesMut);
-
-    /// The source of the frame being demultiplexed, when the device handed
-    /// it beside the frame (`DEVICE_HEADER == 0`); `None` when it is in the
-    /// frame's device header.
-    fn source(&self) -> Option<SocketAddr>;
 }

@@ -228,7 +228,8 @@ fn bad_descriptions_are_refused_by_line_and_edge() {
         ("app -> xtp -> census\n", "line 1: `census` has no lower layer"),
         (
             "compose compiled\napp -> xtp -> census -> udp\n",
-            "only `app -> xtp -> <device>` alone has a compiled form",
+            "line 2: `compose compiled`: `census` sits between `xtp` and the device; \
+             only `app -> xtp -> <device>` alone has a compiled form",
         ),
         ("app -> xpt -> udp\n", "unknown protocol `xpt`, did you mean `xtp`?"),
         ("app -> xtp\n", "line 1: `xtp` has no lower layer"),

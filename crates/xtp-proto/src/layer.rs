@@ -38,7 +38,8 @@
 //!   translated), with no event queue in between. Both compositions use
 //!   the one translation (`next_up`).
 //! * In the compiled stack a frame arrives through `Layer::receive` (the
-//!   x-kernel's `xDemux` calling `xPop`): the peer is beside the frame, so
+//!   x-kernel's `xDemux` calling `xPop`): the peer is beside the frame
+//!   (`receive`'s `from`; `demux` and `pop` never see it there), so
 //!   the endpoint's `handle_datagram` parses the packet and finds its
 //!   context in one pass (`Endpoint::lookup`, as `demux` does); the graph
 //!   keeps `demux` and `pop` apart for its demux meter (E5).
@@ -337,7 +338,14 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
             self.from = read_addr(h);
             self.from
         } else {
-            cx.source()
+            // No device header and no `from` here. Reached by no
+            // composition today: the graph's header is `ADDR_HEADER` bytes
+            // (the branch above, the peer read from it), and the compiled
+            // stack calls `receive` with `Some(from)`, which does not come
+            // here. A header-less composition calling `demux` itself, or
+            // `receive` with `None`, would: no peer, so no context is
+            // found, and `pop` refuses the frame.
+            None
         };
         let key = xtp_key(&h[dh..]);
         let found = from.zip(key).and_then(|(from, (key, diag))| self.ep.lookup(from, key, diag));
@@ -362,7 +370,10 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
                 None => read_addr(msg.pop(dh)?).ok_or(DemuxError::Malformed("device header"))?,
             }
         } else {
-            cx.source().ok_or(DemuxError::Malformed("no source address from the device"))?
+            // See `demux`'s same branch (reached by no composition today):
+            // without a device header the peer comes only as `receive`'s
+            // `from`, and a frame without one is counted and dropped.
+            return Err(DemuxError::Malformed("no source address from the device"));
         };
         let found = (session.slot != Self::UNBOUND).then_some(ContextId(session.slot));
         self.ep.handle_demuxed(cx.now(), from, msg.into_bytes(), found);
@@ -371,8 +382,14 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
     }
 
     #[inline]
-    fn receive(&mut self, cx: &mut C, lower: Option<SessionId>, msg: M) -> Result<(), DemuxError> {
-        match cx.source() {
+    fn receive(
+        &mut self,
+        cx: &mut C,
+        lower: Option<SessionId>,
+        from: Option<SocketAddr>,
+        msg: M,
+    ) -> Result<(), DemuxError> {
+        match from {
             // The peer beside the frame (the compiled stack): the endpoint
             // parses the packet and finds its context in the one pass it
             // makes anyway (`Endpoint::lookup`, as `demux` would), instead

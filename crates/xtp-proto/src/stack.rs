@@ -251,13 +251,36 @@ impl<M: Msg + 'static> XtpStack<M> {
             Compose::Auto => fits,
             Compose::Compiled if fits => true,
             Compose::Compiled => {
+                // The layer at fault is the first one on the application's
+                // path, from the top, that is neither the application,
+                // `xtp` nor the device (the checks above put every layer
+                // on that path), with where it sits: above `xtp` (a
+                // caller's kind that needs and offers sessions) or below
+                // it. Its line, as every other refusal gives one.
+                let mut extra = None;
+                let (mut at, mut above_xtp) = (desc.find(APP.name), true);
+                while let Some(i) = at {
+                    let l = &desc.layers[i];
+                    if l.kind.name == XTP.name {
+                        above_xtp = false;
+                    } else if l.kind.name != APP.name && !l.kind.device {
+                        extra = Some((l, above_xtp));
+                        break;
+                    }
+                    at = l.below;
+                }
                 return Err(DescError {
-                    line: 0,
+                    line: extra.map_or(0, |(l, _)| l.line),
                     reason: format!(
-                        "`compose compiled`: only `app -> xtp -> <device>` alone has a compiled form, \
+                        "`compose compiled`: {}only `app -> xtp -> <device>` alone has a compiled form, \
                          the compiled stack holding one protocol (this graph: {}); \
                          write `compose dynamic` or `compose auto` for this graph",
-                        desc.layers.iter().rev().map(|l| l.kind.name).collect::<Vec<_>>().join(", ")
+                        extra.map_or(String::new(), |(l, above)| format!(
+                            "`{}` sits between {}; ",
+                            l.kind.name,
+                            if above { "the application and `xtp`" } else { "`xtp` and the device" }
+                        )),
+                        g.path.join(", ")
                     ),
                 });
             }
@@ -382,5 +405,11 @@ mod tests {
         assert_eq!(compose("app -> xtp -> census -> udp"), Ok("graph"));
         let e = compose("compose compiled\napp -> xtp -> census -> udp").unwrap_err();
         assert!(e.contains("only `app -> xtp -> <device>`") && e.contains("app, xtp, census, udp"), "{e}");
+        // By line, as every other refusal: the line naming the layer that
+        // has no place in the compiled stack (here not the first line
+        // naming a layer, nor the `compose` line).
+        assert!(e.contains("line 2: `compose compiled`: `census` sits between `xtp` and the device"), "{e}");
+        let e = compose("app -> xtp\ncompose compiled\n\nxtp -> census -> udp").unwrap_err();
+        assert!(e.contains("line 4: `compose compiled`: `census` sits between"), "{e}");
     }
 }

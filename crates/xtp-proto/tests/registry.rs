@@ -280,3 +280,55 @@ fn a_protocol_defined_downstream_is_registered_by_the_caller_and_carries_xtp() {
     let (echoed, _) = run("app -> xtp -> link");
     assert!(!echoed, "a peer without the layer understood scrambled frames: it is not on the path");
 }
+
+/// `compose compiled` names the layer that has no place in the compiled
+/// stack and where it sits on the application's path: a caller's kind
+/// above XTP (one that needs and offers sessions) sits between the
+/// application and `xtp`, not between `xtp` and the device.
+#[test]
+fn compose_compiled_says_where_a_callers_layer_sits() {
+    use xk_core::ArenaId;
+    use xk_core::graph_desc::{Kind, Service};
+    use xk_msg::Rope;
+    use xk_time::HeapQueue;
+    use xtp_proto::stack::{Composed, Env, XtpStack, registry};
+    use xtp_proto::{ContextConfig, EndpointConfig};
+
+    const OVER: Kind = Kind {
+        name: "over",
+        needs: &[Service::Sessions],
+        offers: Some(Service::Sessions),
+        device: false,
+        needs_root: false,
+        about: "sessions over XTP's sessions (a test's kind)",
+    };
+    // Only a kind's services place its layer, and these descriptions are
+    // refused (or built, under `auto`) before any frame moves: the object
+    // behind `over` is scramble's, never run.
+    let reg = registry::<Rope, HeapQueue<ArenaId>, true>()
+        .protocol(OVER, scramble::make)
+        .protocol(scramble::KIND, scramble::make);
+    let compose = |text: &str| {
+        let env = Env { ep: EndpointConfig::default(), ctx: ContextConfig::stream(), seed: 1 };
+        match XtpStack::<Rope>::compose_from::<HeapQueue<ArenaId>, true>(&reg, text, env) {
+            Ok((Composed::Graph(_), _)) => "graph".to_string(),
+            Ok((Composed::Compiled(_), _)) => "compiled".to_string(),
+            Err(e) => e.to_string(),
+        }
+    };
+    assert_eq!(compose("app -> over\nover -> xtp -> udp"), "graph", "the shape builds, as a graph");
+    let e = compose("compose compiled\napp -> over\nover -> xtp -> udp");
+    assert!(
+        e.contains(
+            "line 2: `compose compiled`: `over` sits between the application and `xtp`; \
+             only `app -> xtp -> <device>` alone has a compiled form"
+        ) && e.contains("(this graph: app, over, xtp, udp)"),
+        "{e}"
+    );
+    // Below XTP, a caller's kind as the census: between `xtp` and the device.
+    let e = compose("compose compiled\napp -> xtp -> scramble -> link");
+    assert!(e.contains("line 2: `compose compiled`: `scramble` sits between `xtp` and the device"), "{e}");
+    // One above and one below: the first from the top is named.
+    let e = compose("compose compiled\napp -> over -> xtp\nxtp -> scramble -> udp");
+    assert!(e.contains("line 2: `compose compiled`: `over` sits between the application and `xtp`"), "{e}");
+}
