@@ -107,9 +107,12 @@
 //! * **The write entry beyond one packet**: the host's write
 //!   entry (copying the message into a buffer the engine owns, posting
 //!   its block) is not one line over 1 B – 64 KB: between 1 and 4 KB it
-//!   steps up by ~0.3 µs (a candidate, not established: glibc's
-//!   per-thread cache serves allocations up to 1,032 B, a larger buffer
-//!   comes from the arena). The write entry is the seed's line
+//!   steps up (~0.3 µs against a line over all lengths, ≤ 0.24 µs against
+//!   the one-packet line). Not the allocator: glibc's per-thread cache
+//!   serves requests up to 1,032 B, and at 1,200 B, served by the arena,
+//!   the entry is 0.02–0.08 µs off the line through 1–1,024 B (Session
+//!   19, six runs); the step lies beyond one packet, cause not found. The
+//!   write entry is the seed's line
 //!   δ_w + ρ_w·(l_c + l), fitted over the one-packet lengths only, up to
 //!   one packet and W_w^m(l) = δ_w^m + ρ_w^m·l beyond; every term that
 //!   holds the write entry (H_t', δ', T_t') takes that piecewise entry
