@@ -50,6 +50,7 @@ pub use crate::e8_place::Placement;
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
 
+mod cross;
 pub(crate) mod model;
 mod render;
 

@@ -6,9 +6,10 @@
 
 use xk_model::{Extended, Params as Model};
 
+use super::cross::{cross_table, recv_cross_text, tau_cross_text, tau_parts_table, tau_parts_text};
 use super::model::{
     Calibration, Check, HeldOut, REPEATED, baseline, calibrate, checks, cross_checks, cross_references,
-    held_out, is_prediction, ping_pong_at, placement_of, repeat_se, stream_pinned,
+    held_out, is_prediction, placement_of, repeat_se, stream_pinned,
 };
 use super::{CalibRow, Disturbed, Params, ProfileRow, Row};
 use crate::html::Page;
@@ -45,7 +46,7 @@ const SEED_TABLE_2: [(&str, u32, u32, u32); 12] = [
     ("other", 0, 0, 1_636),
 ];
 
-fn us(ns: f64) -> String {
+pub(super) fn us(ns: f64) -> String {
     if !ns.is_finite() {
         "—".into()
     } else if ns >= 100_000.0 {
@@ -55,7 +56,7 @@ fn us(ns: f64) -> String {
     }
 }
 
-fn pct(e: f64) -> String {
+pub(super) fn pct(e: f64) -> String {
     if e.is_finite() {
         format!("{:+.0} %", 100.0 * e)
     } else if e.is_infinite() {
@@ -64,120 +65,6 @@ fn pct(e: f64) -> String {
     } else {
         "—".into()
     }
-}
-
-/// The cross-operation predictions (model::cross_checks): τ_s and its
-/// completion C(l) from the ping-pong's terms alone, against the
-/// synchronous sends, beside the model calibrated with C and Δ_s from
-/// those sends; H_r from the sink's receives; then the same predictions
-/// without Session 19's terms (model::cross_references), for comparison.
-fn cross_table(cross: &[Check], refs: &[Check], page: &mut Page) {
-    let mut t = Vec::new();
-    for (c, reference) in cross.iter().map(|c| (c, false)).chain(refs.iter().map(|c| (c, true))) {
-        for p in &c.points {
-            let cell = |v: f64| {
-                let e = (v - p.1) / p.1;
-                let class = if e.is_nan() || e.abs() > 0.10 { " class=\"bad\"" } else { "" };
-                format!("<span{class}>{:.2} ({})</span>", v * c.scale, pct(e))
-            };
-            t.push(vec![
-                format!("{}{} ({})", if reference { "for comparison: " } else { "" }, c.name, c.unit),
-                format!("{:.0}", p.0),
-                format!("{:.2}", p.1 * c.scale),
-                cell(p.3),
-                if p.2.is_nan() { "—".into() } else { cell(p.2) },
-            ]);
-        }
-    }
-    page.table(
-        "Predictions from another operation: the synchronous sends' τ_s and their completion C(l) (engine takes the block → posts the acknowledgment block) predicted from the ping-pong's terms alone — C(l) = (δ_0 + ρ_δ·l) + δ_0, the data's processor one way out and a minimum-length one way back for the acknowledgement, with n_a = 1 (the rounds counted on the sends are not put into their own prediction, so a length whose sends took further rounds shows them as error), no read entry in T_t (a send takes its acknowledgment block inside its wait), and for the two wake-ups the ping-pong's δ_e + δ_i at the length (a line per regime through its measured wake-ups) in place of the model's intercepts and Δ_s; and the ping-pong's host time per receive H_r predicted from the sink application's CPU time per synchronous send (a receive after a sleep on another thread, counted by schedstat: S(l), a line per regime) plus the monitor's clock reads that bound the ping-pong's receive and not the sink's, (2·waits + 1)·κ, κ one read of the thread's CPU clock measured back to back — beside the extended form calibrated on the checked operation itself (a decomposition). Below them, marked \"for comparison\" and judged by no verdict: τ_s as Session 18 predicted it (the seed's two reads 2δ_r + ρ_r·l_a in T_t, the wake-ups the constants δ_e + δ_i), H_r from the sink without the monitor's reads, and Session 16's H_r from the synchronous sends' wait per block (W_s) plus the pipelined receiver's CPU per message (R_p(l))",
-        &["quantity", "bytes", "measured", "from other operations (error)", "extended, calibrated on this operation (error)"],
-        &t,
-    );
-}
-
-/// τ_s from the ping-pong in parts: a synchronous send's period as the
-/// trace cuts it — the processor's completion C_1 (one-round sends), the
-/// two wake-ups (engine, application) and the host's part (the rest: the
-/// write call up to the post, the wait's end after the block is taken) —
-/// beside what the cross prediction ([`ping_pong_at`]) gives each (C =
-/// 2δ_0 + ρ_δ·l, the ping-pong's wake-ups at the length, the seed's host
-/// terms without the reads), µs.
-fn tau_parts_table(rows: &[&CalibRow], m: &Extended, page: &mut Page) {
-    let at = ping_pong_at(rows, m);
-    let t: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let p = tau_parts(r, &at(r.size as f64));
-            let mut v = vec![r.size.to_string()];
-            for (meas, pred) in p {
-                v.push(us(meas * 1e9));
-                v.push(us(pred * 1e9));
-            }
-            v
-        })
-        .collect();
-    page.table(
-        "τ_s from the ping-pong, in parts: a synchronous send's period (write → completion taken) as its trace cuts it — the processor's completion C_1 (the sends acknowledged in one round), the engine's and the application's wake-ups (δ_e^s + δ_i^s) and the host's part (the rest: the write call up to its post, the wait's end after the block is taken) — each beside what the ping-pong's terms predict for it: (δ_0 + ρ_δ·l) + δ_0, the ping-pong's δ_e + δ_i at the length (a line per regime through its two measured wake-ups), and the seed's host terms of T_t without the reads (δ_w/2 + ρ_w·(l_c + l), the write entry's step beyond one packet); µs",
-        &[
-            "bytes",
-            "period (measured)",
-            "predicted",
-            "C_1 (measured)",
-            "(δ_0 + ρ_δ·l) + δ_0",
-            "wake-ups δ_e^s + δ_i^s",
-            "ping-pong's δ_e + δ_i",
-            "host's part (measured)",
-            "predicted",
-        ],
-        &t,
-    );
-}
-
-/// A synchronous send's period and its three parts at row `r`, each as
-/// (measured, predicted by `pp`, the cross prediction's model at that
-/// length), s: [period, completion, wake-ups, host's part]. The host's
-/// part is what is left of the period (measured and predicted alike).
-fn tau_parts(r: &CalibRow, pp: &Extended) -> [(f64, f64); 4] {
-    let l = r.size as f64;
-    let period = (r.sync_period_ns * 1e-9, pp.period_send(l).max(pp.period_recv(l)));
-    let complete = (r.proc_complete_one_ns * 1e-9, pp.completion(l));
-    let wakes =
-        ((r.sync_engine_wake_ns + r.sync_wake_ns) * 1e-9, pp.delta_e + pp.seed.delta_i + pp.wake_sync);
-    let host = (period.0 - complete.0 - wakes.0, period.1 - complete.1 - wakes.1);
-    [period, complete, wakes, host]
-}
-
-/// Which part of τ_s's cross prediction misses most, from this run's
-/// numbers: at the length where the predicted period is furthest off,
-/// how much of that each part (completion, wake-ups, host's part) holds.
-fn tau_parts_text(rows: &[&CalibRow], m: &Extended) -> String {
-    let at = ping_pong_at(rows, m);
-    let parts = |r: &CalibRow| tau_parts(r, &at(r.size as f64));
-    let worst = rows
-        .iter()
-        .map(|r| (r, parts(r)))
-        .filter(|(_, p)| p.iter().all(|(a, b)| a.is_finite() && b.is_finite()))
-        .max_by(|a, b| {
-            let e = |p: &[(f64, f64); 4]| ((p[0].1 - p[0].0) / p[0].0).abs();
-            e(&a.1).total_cmp(&e(&b.1))
-        });
-    let Some((r, p)) = worst else { return String::new() };
-    let d = |k: usize| (p[k].1 - p[k].0) * 1e6;
-    let host: Vec<f64> = rows.iter().map(|r| parts(r)[3]).map(|(a, b)| (b - a) * 1e6).collect();
-    let (lo, hi) = host
-        .iter()
-        .filter(|v| v.is_finite())
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)));
-    format!(
-        "In parts (the τ_s-in-parts table), the period is furthest off at {} B, predicted {:+.1} µs from the measured {:.1} µs: the completion {:+.1} µs (the ping-pong's one way out and a minimum-length one way back against the sends' C_1), the wake-ups {:+.1} µs (the ping-pong's δ_e + δ_i at that length against the sends') and the host's part {:+.1} µs (over the lengths {lo:+.1} to {hi:+.1} µs). ",
-        r.size,
-        d(0),
-        p[0].0 * 1e6,
-        d(1),
-        d(2),
-        d(3)
-    )
 }
 
 /// Where a synchronous send's host time goes, measured in its two parts,
@@ -843,7 +730,7 @@ pub(super) fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page
 /// The sink's reply hold in this run, µs: as the rows recorded it (one
 /// value for all), else from the plan (results written before the rows
 /// carried it), else the engine's default; and how it is known.
-fn hold_of(p: &Params, rows: &[&CalibRow]) -> (u64, &'static str) {
+pub(super) fn hold_of(p: &Params, rows: &[&CalibRow]) -> (u64, &'static str) {
     let recorded: Vec<u64> = rows.iter().filter_map(|r| r.sink_reply_hold_us).collect();
     if let Some(&h) = recorded.first()
         && recorded.len() == rows.len()
@@ -857,7 +744,7 @@ fn hold_of(p: &Params, rows: &[&CalibRow]) -> (u64, &'static str) {
     }
 }
 
-fn hold_label(p: &Params, rows: &[&CalibRow]) -> String {
+pub(super) fn hold_label(p: &Params, rows: &[&CalibRow]) -> String {
     let (h, how) = hold_of(p, rows);
     format!("{h} µs ({how})")
 }
@@ -1282,115 +1169,6 @@ fn host_parts_text(m: &Extended, rows: &[&CalibRow], first_multi: Option<&&Calib
     t
 }
 
-/// H_r from other operations in the reading, from this run's numbers:
-/// the prediction from the sink's receives with and without the
-/// monitor's reads, Session 16's from the sends' wait and the pipelined
-/// receiver, and the monitor's reads against the gap they close.
-fn recv_cross_text(x: &Check, d: &Check, refs: &[Check], rows: &[&CalibRow], m: &Extended) -> String {
-    let w = |c: &Check| pct(c.worst(true)).replace('+', "");
-    let named = |start: &str| refs.iter().find(|c| c.name.starts_with(start));
-    let over = x.errors(true).into_iter().filter(|e| *e > 0.10).count();
-    let under = x.errors(true).into_iter().filter(|e| *e < -0.10).count();
-    let mut t = format!(
-        "H_r from the sink's receives plus the monitor's clock reads is off by up to {} against {} for H_r's decomposition (over-predicted beyond 10 % at {over}, under-predicted at {under} of {} lengths)",
-        w(x),
-        w(d),
-        x.points.len()
-    );
-    if !m.clock_read.is_finite() || rows.iter().any(|r| !r.sync_sink_cpu_ns.is_finite()) {
-        return t
-            + "; this run's rows did not record the sink's receives or the clock read's cost (results written before Session 19), so it is not predicted. ";
-    }
-    let (wl, wh) = range(rows, |r| r.pp_waits);
-    t += &format!(
-        ": the ping-pong's receive is a difference of two reads of the thread's CPU clock with {wl:.2}–{wh:.2} waits between, each bracketed by two more reads, and a read is a system call that adds κ = {:.2} µs (measured back to back, this run) to the interval it bounds — (2·waits + 1)·κ = {:.2} µs at one wait — where the sink's receives, counted by schedstat over a round, hold none",
-        m.clock_read * 1e6,
-        3.0 * m.clock_read * 1e6
-    );
-    // The gap the term closes, measured at the shortest length: the
-    // ping-pong's receive less the sink's.
-    if let Some(r) = rows.first() {
-        t += &format!(
-            " (at {} B the ping-pong's receive is {} µs, the sink's {} µs: {} µs apart)",
-            r.size,
-            us(r.host_recv_ns),
-            us(r.sync_sink_cpu_ns),
-            us(r.host_recv_ns - r.sync_sink_cpu_ns)
-        );
-    }
-    if let Some(c) = named("H_r from the sink's receives, without") {
-        t += &format!("; without the monitor's reads the same prediction is off by up to {}", w(c));
-    }
-    if let Some(c) = named("H_r from the synchronous sends' wait") {
-        t += &format!(
-            "; Session 16's, the synchronous sends' wait per block (one read inside) plus the pipelined receiver's CPU per message (none), by up to {} — it misses the two reads the ping-pong's receive holds outside its wait, and its receiver never sleeps and ran in the free windows",
-            w(c)
-        );
-    }
-    // Where the prediction misses, which way: the receive's growth with
-    // the length on the ping-pong against the sink's.
-    if let (Some(a), Some(b)) = (rows.first(), rows.last())
-        && a.size != b.size
-    {
-        let more = m.blocks(b.size as f64) - m.blocks(a.size as f64);
-        let gap = (b.host_recv_ns - a.host_recv_ns) - (b.sync_sink_cpu_ns - a.sync_sink_cpu_ns);
-        t += &format!(
-            ". From {} B to {} B the ping-pong's receive grows by {} µs, the sink's by {} µs{}",
-            a.size,
-            b.size,
-            us(b.host_recv_ns - a.host_recv_ns),
-            us(b.sync_sink_cpu_ns - a.sync_sink_cpu_ns),
-            if more > 0.0 && gap.is_finite() {
-                format!(
-                    ": {:.0} ns more per further data block (⌈l/mss⌉ − 1 = {more:.0}) in the ping-pong's receive, a term no other operation here measures (the missing term beyond one packet; why the ping-pong's blocks cost more was not established)",
-                    gap / more
-                )
-            } else {
-                String::new()
-            }
-        );
-    }
-    t + ". "
-}
-
-/// Why τ_s from the ping-pong misses, from this run's numbers: how far
-/// the measured completion is above the ping-pong's two one ways, and the
-/// terms the ping-pong does not measure (the sink's reply hold as this
-/// run set it, further acknowledgement rounds, Δ_s).
-fn tau_cross_text(p: &Params, c: Option<&Check>, rows: &[&CalibRow]) -> String {
-    let mut t =
-        "with the synchronous sends' own spans taken out, τ_s misses the 10 % goal by more".to_string();
-    if let Some(c) = c {
-        let gap: Vec<f64> = c.points.iter().map(|q| q.1 - q.3).filter(|v| v.is_finite()).collect();
-        if let (Some(lo), Some(hi)) =
-            (gap.iter().copied().reduce(f64::min), gap.iter().copied().reduce(f64::max))
-        {
-            t += &format!(
-                "; the measured completion C(l) is {:.1} to {:.1} µs away from the ping-pong's two one ways over the lengths (measured minus predicted; the table has each length)",
-                lo * 1e6,
-                hi * 1e6
-            );
-        }
-    }
-    let (hold, _) = hold_of(p, rows);
-    if hold > 0 {
-        t += &format!(
-            "; terms the ping-pong does not measure: the sink's engine holds each acknowledgement back up to {} for an answer the sink never gives (an echo answers at once)",
-            hold_label(p, rows)
-        );
-    } else {
-        t += "; the sink's reply hold was 0 in this run, so none of that is the hold; terms the ping-pong does not measure";
-    }
-    let (_, most) = range(rows, |r| r.sync_blocks);
-    if most > 1.0 {
-        t += &format!(
-            ", sends acknowledged in more than one round (up to {most:.2} blocks per send here, n_a = 1 predicted)"
-        );
-    }
-    t += ", and a synchronous send's wake-ups against the ping-pong's at the same length";
-    t
-}
-
 /// R_a in the reading, as this run measured it: which lengths had sends
 /// acknowledged in two rounds (R_a's only source), and that no held-out
 /// length tests it unless one of them had such sends.
@@ -1415,7 +1193,7 @@ fn ack_round_text(cal: &Calibration, rows: &[&CalibRow]) -> String {
 }
 
 /// (min, max) of `f` over the rows (NaN, NaN for none).
-fn range(rows: &[&CalibRow], f: fn(&CalibRow) -> f64) -> (f64, f64) {
+pub(super) fn range(rows: &[&CalibRow], f: fn(&CalibRow) -> f64) -> (f64, f64) {
     rows.iter()
         .map(|&r| f(r))
         .filter(|v| v.is_finite())
