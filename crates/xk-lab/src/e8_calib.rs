@@ -341,6 +341,13 @@ fn shares_cpu(tid: Option<&String>) -> Option<bool> {
     (it >= 0).then_some(it == me)
 }
 
+/// A thread of this process by its id: its schedstat (CPU time, run-queue
+/// wait, timeslices), None where it cannot be read (the thread gone). The
+/// one reader for the pipelined snapshots and the sink's receives.
+fn task_cpu(tid: &str) -> Option<[u64; 3]> {
+    schedstat3(&std::path::Path::new("/proc/self/task").join(tid).join("schedstat"))
+}
+
 /// Wall and CPU time of the calling thread, read together (the same
 /// boundary for both windows), ns.
 pub(crate) fn stamp() -> (u64, u64) {
@@ -565,19 +572,17 @@ impl Engines {
 
     /// The pipelined transfer's threads and the machine now.
     fn cpu(&self) -> Snap {
-        let task =
-            |t: &String| schedstat3(&std::path::Path::new("/proc/self/task").join(t).join("schedstat"));
-        let eng = self.tx_tid.as_ref().and_then(task).unwrap_or([0; 3]);
+        let eng = self.tx_tid.as_deref().and_then(task_cpu).unwrap_or([0; 3]);
         let host = thread_cpu_ns();
         let me = schedstat3(std::path::Path::new("/proc/thread-self/schedstat")).unwrap_or([0; 3]);
         let mut sched = [0u64; 3];
-        for t in self.sink_tids.iter().filter_map(task).chain([eng, me]) {
+        for t in self.sink_tids.iter().filter_map(|t| task_cpu(t)).chain([eng, me]) {
             for (a, b) in sched.iter_mut().zip(t) {
                 *a += b;
             }
         }
-        let sink: u64 = self.sink_tids.iter().filter_map(task).map(|t| t[0]).sum();
-        let sink_app = self.sink_app_tid.as_ref().and_then(task).map_or(0, |t| t[0]);
+        let sink: u64 = self.sink_tids.iter().filter_map(|t| task_cpu(t)).map(|t| t[0]).sum();
+        let sink_app = self.sink_app_tid.as_deref().and_then(task_cpu).map_or(0, |t| t[0]);
         Snap {
             eng: eng[0],
             all: eng[0] + sink + host,
@@ -715,11 +720,7 @@ impl Engines {
             xk_trace::name_thread("e8-app");
         }
         let sink_tid = self.sink_app_tid.clone();
-        let sink_cpu = || {
-            let task =
-                |t: &String| schedstat3(&std::path::Path::new("/proc/self/task").join(t).join("schedstat"));
-            sink_tid.as_ref().and_then(task).map(|v| v[0])
-        };
+        let sink_cpu = || sink_tid.as_deref().and_then(task_cpu).map(|v| v[0]);
         let sink0 = if keep { sink_cpu() } else { None };
         let (v0, _) = thread_switches();
         let mut marks = Vec::with_capacity(n);

@@ -108,11 +108,12 @@
 //!   entry (copying the message into a buffer the engine owns, posting
 //!   its block) is not one line over 1 B – 64 KB: between 1 and 4 KB it
 //!   steps up (~0.3 µs against a line over all lengths, ≤ 0.24 µs against
-//!   the one-packet line). Not the allocator: glibc's per-thread cache
-//!   serves requests up to 1,032 B, and at 1,200 B, served by the arena,
-//!   the entry is 0.02–0.08 µs off the line through 1–1,024 B (Session
-//!   19, six runs); the step lies beyond one packet, cause not found. The
-//!   write entry is the seed's line
+//!   the one-packet line). No step of ≥ 0.1 µs at 1,032 B (glibc's
+//!   per-thread cache's largest request): at 1,200 B the entry is
+//!   0.02–0.08 µs off the line through 1–1,024 B (Session 19, six runs);
+//!   the ≤ 0.15 µs step lies beyond one packet, its cause not found (the
+//!   allocator's path was not checked; with the engine on its own thread
+//!   the write's buffer is freed there). The write entry is the seed's line
 //!   δ_w + ρ_w·(l_c + l), fitted over the one-packet lengths only, up to
 //!   one packet and W_w^m(l) = δ_w^m + ρ_w^m·l beyond; every term that
 //!   holds the write entry (H_t', δ', T_t') takes that piecewise entry

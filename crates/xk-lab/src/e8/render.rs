@@ -52,8 +52,15 @@ pub(super) fn us(ns: f64) -> String {
     } else if ns >= 100_000.0 {
         format!("{:.0}", ns / 1e3)
     } else {
-        format!("{:.1}", ns / 1e3)
+        format!("{:.1}", rounded(ns / 1e3, 1))
     }
+}
+
+/// `v` rounded to `places` decimals, a value that rounds to zero as +0
+/// (so it prints "0.0", not "-0.0").
+pub(super) fn rounded(v: f64, places: i32) -> f64 {
+    let k = 10f64.powi(places);
+    (v * k).round() / k + 0.0
 }
 
 pub(super) fn pct(e: f64) -> String {
@@ -65,6 +72,12 @@ pub(super) fn pct(e: f64) -> String {
     } else {
         "—".into()
     }
+}
+
+/// A check's worst |error| as the reading and the summary say it: "not
+/// recorded" where the rows lack a column its prediction needs (not ∞).
+pub(super) fn worst_label(c: &Check) -> String {
+    if c.unrecorded { "not recorded".into() } else { pct(c.worst(true)).replace('+', "") }
 }
 
 /// Where a synchronous send's host time goes, measured in its two parts,
@@ -943,10 +956,14 @@ fn reading(
     );
     s += "Predicted from another operation instead (the cross-operation table: τ_s with C(l) as the ping-pong's processor one way out plus a minimum-length one way back, with n_a = 1 — the ping-pong does not say how many acknowledgement rounds a send takes, so the rounds counted on the sends are not put into their own prediction — the wake-ups the ping-pong's own at the length, no read entry; H_r from the sink's receives during the synchronous sends plus the monitor's clock reads): ";
     for c in cross {
+        if c.unrecorded {
+            s += &format!("{} not recorded in these rows; ", c.name);
+            continue;
+        }
         s += &format!(
             "{} off by up to {} ({} of {} lengths within 10 %); ",
             c.name,
-            pct(c.worst(true)).replace('+', ""),
+            worst_label(c),
             c.within(true, 0.10),
             c.points.len()
         );
@@ -1030,10 +1047,14 @@ fn reading(
     let how = if held.is_empty() { "calibrated on every length" } else { "held out" };
     let names = |v: &[&Check]| v.iter().map(|c| c.name).collect::<Vec<_>>().join(", ");
     let verdict = |v: &[&Check]| {
-        let (met, missed): (Vec<&Check>, Vec<&Check>) =
-            v.iter().copied().partition(|c| c.worst(true) <= 0.10);
+        let (gone, v): (Vec<&Check>, Vec<&Check>) = v.iter().copied().partition(|c| c.unrecorded);
+        let (met, missed): (Vec<&Check>, Vec<&Check>) = v.iter().partition(|c| c.worst(true) <= 0.10);
         let or_none = |v: &[&Check]| if v.is_empty() { "none".to_string() } else { names(v) };
-        format!("within 10 % at every length: {}; not: {}", or_none(&met), or_none(&missed))
+        let mut t = format!("within 10 % at every length: {}; not: {}", or_none(&met), or_none(&missed));
+        if !gone.is_empty() {
+            t += &format!("; not recorded in these rows: {}", names(&gone));
+        }
+        t
     };
     let (pred, dec): (Vec<&Check>, Vec<&Check>) = judged.iter().partition(|c| is_prediction(c.name));
     let cross_refs: Vec<&Check> = cross.iter().collect();
@@ -1162,7 +1183,7 @@ fn host_parts_text(m: &Extended, rows: &[&CalibRow], first_multi: Option<&&Calib
             m.rho_w_multi * 1e9,
             r.size,
             us(r.write_ns),
-            r.write_ns / 1e3 - line * 1e6,
+            rounded(r.write_ns / 1e3 - line * 1e6, 2),
             line * 1e6
         );
     }
@@ -1252,7 +1273,7 @@ pub(super) fn summary(rows: &[Row]) -> Vec<String> {
         }
         let cross: Vec<String> = cross_checks(&cal_rows, &cal.model)
             .iter()
-            .map(|c| format!("{} {}", c.name, pct(c.worst(true)).replace('+', "")))
+            .map(|c| format!("{} {}", c.name, worst_label(c)))
             .collect();
         out.push(format!("  from other operations (worst |error|): {}", cross.join("; ")));
         let se = worst_se(&cal_rows);
@@ -1314,5 +1335,30 @@ mod tests {
         render(&<crate::e8::E8 as crate::experiment::Experiment>::defaults(true), &all, &[], &mut page);
         assert_eq!(page.figures.len(), 3);
         assert!(summary(&all).len() >= 6);
+    }
+
+    /// Results written before Session 19 (no κ, no sink's receives), as
+    /// `--replot` reads them: the predictions that need those columns say
+    /// "not recorded" in the reading, the table and the summary — not ∞ or
+    /// NaN — and κ is not a parameter that "could not be fitted".
+    #[test]
+    fn results_without_the_monitors_columns_say_not_recorded() {
+        let x = super::super::model::tests::exact_model();
+        let mut rows = super::super::model::tests::rows_of(&x, &[1, 1024, 16_384, 65_536], 0);
+        for r in &mut rows {
+            r.clock_read_ns = f64::NAN;
+            r.sync_sink_cpu_ns = f64::NAN;
+        }
+        let mut page = Page::default();
+        let all: Vec<Row> = rows.into_iter().map(Row::Calibration).collect();
+        render(&<crate::e8::E8 as crate::experiment::Experiment>::defaults(true), &all, &[], &mut page);
+        let body = &page.body;
+        for bad in ["∞", "NaN", "could not be fitted"] {
+            assert!(!body.contains(bad), "{bad} in the page");
+        }
+        assert!(body.contains("H_r from the sink's receives plus the monitor's clock reads: not recorded"));
+        assert!(body.contains("<td>not recorded</td>"));
+        let sum = summary(&all).join("\n");
+        assert!(!sum.contains('∞') && sum.contains("clock reads not recorded"), "{sum}");
     }
 }
