@@ -177,6 +177,28 @@ pub struct CalibRow {
     /// read whole (trace): how many blocks H_r's wait takes.
     #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
     pub pp_blocks: f64,
+    /// The monitor's own cost (Session 19): the CPU time one read of the
+    /// thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`, a system call here)
+    /// adds to a CPU-time interval it bounds — back-to-back reads, the
+    /// mean difference of consecutive ones, a few dozen per round — ns.
+    /// Every host time the sweep measures per operation is bounded by
+    /// such reads, so each holds some of them.
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub clock_read_ns: f64,
+    /// Waits (`wait_for` calls) per undisturbed ping-pong receive: the
+    /// receive's CPU time is bounded by 2·waits + 1 of the thread-CPU
+    /// clock reads above (each wait bracketed by two, the write's return
+    /// and the echo read whole by one each), its waits' CPU time by
+    /// `waits` of them.
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub pp_waits: f64,
+    /// The sink application thread's CPU time per synchronous send
+    /// (`schedstat` over each round's sends, every send of the round):
+    /// a receive after a sleep — woken, the message's blocks taken,
+    /// copied out — on another thread and operation than the ping-pong's
+    /// receive, with no per-operation clock read inside, ns.
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub sync_sink_cpu_ns: f64,
     /// Blocks the application took off its completion ring per
     /// undisturbed synchronous send (trace).
     #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
@@ -319,6 +341,13 @@ fn shares_cpu(tid: Option<&String>) -> Option<bool> {
     (it >= 0).then_some(it == me)
 }
 
+/// A thread of this process by its id: its schedstat (CPU time, run-queue
+/// wait, timeslices), None where it cannot be read (the thread gone). The
+/// one reader for the pipelined snapshots and the sink's receives.
+fn task_cpu(tid: &str) -> Option<[u64; 3]> {
+    schedstat3(&std::path::Path::new("/proc/self/task").join(tid).join("schedstat"))
+}
+
 /// Wall and CPU time of the calling thread, read together (the same
 /// boundary for both windows), ns.
 pub(crate) fn stamp() -> (u64, u64) {
@@ -372,6 +401,14 @@ struct Samples {
     sync_blocks: Vec<u64>,
     /// Blocks taken per ping-pong receive (trace).
     pp_blocks: Vec<u64>,
+    /// Waits per undisturbed ping-pong receive.
+    pp_waits: Vec<u64>,
+    /// Per kept round: a thread-CPU clock read's cost, ns (×1/32 units:
+    /// the sum over 32 reads, so that the mean keeps its fraction).
+    clock_read: Vec<u64>,
+    /// The sink application's CPU ns over the kept synchronous sends, and
+    /// those sends.
+    sync_sink_cpu: (u64, u64),
     /// C of the sends that took one block; (C, blocks) of those that took
     /// more.
     complete_one: Vec<u64>,
@@ -535,19 +572,17 @@ impl Engines {
 
     /// The pipelined transfer's threads and the machine now.
     fn cpu(&self) -> Snap {
-        let task =
-            |t: &String| schedstat3(&std::path::Path::new("/proc/self/task").join(t).join("schedstat"));
-        let eng = self.tx_tid.as_ref().and_then(task).unwrap_or([0; 3]);
+        let eng = self.tx_tid.as_deref().and_then(task_cpu).unwrap_or([0; 3]);
         let host = thread_cpu_ns();
         let me = schedstat3(std::path::Path::new("/proc/thread-self/schedstat")).unwrap_or([0; 3]);
         let mut sched = [0u64; 3];
-        for t in self.sink_tids.iter().filter_map(task).chain([eng, me]) {
+        for t in self.sink_tids.iter().filter_map(|t| task_cpu(t)).chain([eng, me]) {
             for (a, b) in sched.iter_mut().zip(t) {
                 *a += b;
             }
         }
-        let sink: u64 = self.sink_tids.iter().filter_map(task).map(|t| t[0]).sum();
-        let sink_app = self.sink_app_tid.as_ref().and_then(task).map_or(0, |t| t[0]);
+        let sink: u64 = self.sink_tids.iter().filter_map(|t| task_cpu(t)).map(|t| t[0]).sum();
+        let sink_app = self.sink_app_tid.as_deref().and_then(task_cpu).map_or(0, |t| t[0]);
         Snap {
             eng: eng[0],
             all: eng[0] + sink + host,
@@ -575,6 +610,9 @@ impl Engines {
             xk_trace::start(xk_trace::Config::default());
             xk_trace::name_thread("e8-app");
         }
+        if keep {
+            s.clock_read.push(clock_reads_32());
+        }
         let (v0, _) = thread_switches();
         for _ in 0..n {
             let m0 = Mark::now();
@@ -588,8 +626,9 @@ impl Engines {
                 s.probe[0][usize::from(local)].push(c1 - c0);
             }
             out.clear();
-            let mut wait_cpu = 0;
+            let (mut wait_cpu, mut waits) = (0, 0u64);
             'echo: loop {
+                waits += 1;
                 let w0 = thread_cpu_ns();
                 c.wait_for(WAIT, true).map_err(e)?;
                 wait_cpu += thread_cpu_ns() - w0;
@@ -608,7 +647,7 @@ impl Engines {
             if out.len() != size {
                 return Err(format!("{what}: echo of {} B", out.len()));
             }
-            ops.push((t0, t1, t2, c0, c1, c2, wait_cpu, rang));
+            ops.push((t0, t1, t2, c0, c1, c2, wait_cpu, rang, waits));
         }
         if !keep {
             return Ok(());
@@ -617,7 +656,7 @@ impl Engines {
         s.pp_rts += n as u64;
         let (hit, d) = settle(&causes);
         s.disturbed.add(&d);
-        for (&(t0, t1, t2, c0, c1, c2, wait_cpu, rang), _) in ops.iter().zip(&hit).filter(|o| !o.1) {
+        for (&(t0, t1, t2, c0, c1, c2, wait_cpu, rang, waits), _) in ops.iter().zip(&hit).filter(|o| !o.1) {
             marks.push((t0, t1, t2));
             write_cpu.push((c1 - c0, rang));
             s.pp_rings.0 += u64::from(rang);
@@ -625,6 +664,7 @@ impl Engines {
             s.rtt.push(t2 - t0);
             s.host_recv.push(c2 - c1);
             s.wake_cpu.push(wait_cpu);
+            s.pp_waits.push(waits);
         }
         let rec = xk_trace::finish();
         let Some(app) = thread_named(&rec, "e8-app") else { return Ok(()) };
@@ -679,6 +719,9 @@ impl Engines {
             xk_trace::start(xk_trace::Config::default());
             xk_trace::name_thread("e8-app");
         }
+        let sink_tid = self.sink_app_tid.clone();
+        let sink_cpu = || sink_tid.as_deref().and_then(task_cpu).map(|v| v[0]);
+        let sink0 = if keep { sink_cpu() } else { None };
         let (v0, _) = thread_switches();
         let mut marks = Vec::with_capacity(n);
         let mut ops = Vec::with_capacity(n);
@@ -703,6 +746,13 @@ impl Engines {
         }
         if !keep {
             return Ok(());
+        }
+        // The sink's receives of this round's sends: its CPU time over
+        // them, read once before and once after (no read per send: that
+        // would put the measuring thread's file reads between the sends).
+        if let (Some(a), Some(b)) = (sink0, sink_cpu()) {
+            s.sync_sink_cpu.0 += b.saturating_sub(a);
+            s.sync_sink_cpu.1 += n as u64;
         }
         let (hit, d) = settle(&causes);
         s.disturbed.add(&d);
@@ -1032,6 +1082,9 @@ pub(crate) fn sweep(
             pp_sleeps: s.pp_sleeps as f64 / s.pp_rts.max(1) as f64,
             sync_blocks: mean(&s.sync_blocks),
             pp_blocks: mean(&s.pp_blocks),
+            clock_read_ns: mean(&s.clock_read) / 32.0,
+            pp_waits: mean(&s.pp_waits),
+            sync_sink_cpu_ns: per_msg(s.sync_sink_cpu.0, s.sync_sink_cpu.1 as usize),
             probe_pp_local_ns: probed(mean(&s.probe[0][1])),
             probe_pp_remote_ns: probed(mean(&s.probe[0][0])),
             probe_pp_local: probed(frac(&s.probe[0])),
@@ -1182,6 +1235,20 @@ impl Drop for PeerApp {
             let _ = t.join();
         }
     }
+}
+
+/// 32 reads of this thread's CPU clock back to back: the CPU time they
+/// add over 32, in all (the monitor's cost per read is this over 32). The
+/// first read only opens the interval; each later one adds one whole read
+/// (the part of a read after it samples the clock, and the next one's
+/// part before), which is what a read adds to any interval it bounds.
+fn clock_reads_32() -> u64 {
+    let first = thread_cpu_ns();
+    let mut last = first;
+    for _ in 0..32 {
+        last = thread_cpu_ns();
+    }
+    last.saturating_sub(first)
 }
 
 /// The blocks the application popped after its write returned (`t1`) up
@@ -1335,6 +1402,11 @@ mod tests {
             assert!(r.sync_blocks >= 1.0 && (0.0..=1.0).contains(&r.sync_rings), "{r:?}");
             assert!(r.pipe_host_cpu_ns > 0.0 && r.pipe_slices >= 0.0, "{r:?}");
             assert!(r.pipe_sink_cpu_ns > 0.0, "{r:?}");
+            // The monitor's clock read (a system call: tens of ns at the
+            // least), one wait or more per receive, the sink's receives.
+            assert!(r.clock_read_ns > 10.0 && r.clock_read_ns < 100_000.0, "{r:?}");
+            assert!(r.pp_waits >= 1.0, "{r:?}");
+            assert!(r.sync_sink_cpu_ns > 0.0, "{r:?}");
             // A ping-pong receive takes one data block per packet: 1 B one,
             // 8 KB ⌈8192/mss⌉ (an occasional block more or fewer: a mean).
             let want = if r.mss > 0 { r.size.div_ceil(r.mss) as f64 } else { 1.0 };

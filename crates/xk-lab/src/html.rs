@@ -11,7 +11,7 @@ use crate::svg::{esc, plot};
 /// A page under construction.
 #[derive(Default)]
 pub struct Page {
-    body: String,
+    pub(crate) body: String,
     toc: Vec<(String, String)>,
     /// (file name, SVG) of every figure, in order.
     pub(crate) figures: Vec<(String, String)>,

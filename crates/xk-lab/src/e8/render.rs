@@ -6,9 +6,10 @@
 
 use xk_model::{Extended, Params as Model};
 
+use super::cross::{cross_table, recv_cross_text, tau_cross_text, tau_parts_table, tau_parts_text};
 use super::model::{
-    Calibration, Check, HeldOut, REPEATED, baseline, calibrate, checks, cross_checks, held_out,
-    is_prediction, placement_of, repeat_se, stream_pinned,
+    Calibration, Check, HeldOut, REPEATED, baseline, calibrate, checks, cross_checks, cross_references,
+    held_out, is_prediction, placement_of, repeat_se, stream_pinned,
 };
 use super::{CalibRow, Disturbed, Params, ProfileRow, Row};
 use crate::html::Page;
@@ -45,17 +46,24 @@ const SEED_TABLE_2: [(&str, u32, u32, u32); 12] = [
     ("other", 0, 0, 1_636),
 ];
 
-fn us(ns: f64) -> String {
+pub(super) fn us(ns: f64) -> String {
     if !ns.is_finite() {
         "—".into()
     } else if ns >= 100_000.0 {
         format!("{:.0}", ns / 1e3)
     } else {
-        format!("{:.1}", ns / 1e3)
+        format!("{:.1}", rounded(ns / 1e3, 1))
     }
 }
 
-fn pct(e: f64) -> String {
+/// `v` rounded to `places` decimals, a value that rounds to zero as +0
+/// (so it prints "0.0", not "-0.0").
+pub(super) fn rounded(v: f64, places: i32) -> f64 {
+    let k = 10f64.powi(places);
+    (v * k).round() / k + 0.0
+}
+
+pub(super) fn pct(e: f64) -> String {
     if e.is_finite() {
         format!("{:+.0} %", 100.0 * e)
     } else if e.is_infinite() {
@@ -66,33 +74,10 @@ fn pct(e: f64) -> String {
     }
 }
 
-/// The cross-operation predictions (model::cross_checks): τ_s and its
-/// completion C(l) from the ping-pong's terms alone, against the
-/// synchronous sends, beside the model calibrated with C and Δ_s from
-/// those sends.
-fn cross_table(cross: &[Check], page: &mut Page) {
-    let mut t = Vec::new();
-    for c in cross {
-        for p in &c.points {
-            let cell = |v: f64| {
-                let e = (v - p.1) / p.1;
-                let class = if e.is_nan() || e.abs() > 0.10 { " class=\"bad\"" } else { "" };
-                format!("<span{class}>{:.2} ({})</span>", v * c.scale, pct(e))
-            };
-            t.push(vec![
-                format!("{} ({})", c.name, c.unit),
-                format!("{:.0}", p.0),
-                format!("{:.2}", p.1 * c.scale),
-                cell(p.3),
-                cell(p.2),
-            ]);
-        }
-    }
-    page.table(
-        "Predictions from another operation: the synchronous sends' τ_s and their completion C(l) (engine takes the block → posts the acknowledgment block) predicted from the ping-pong's terms alone — C(l) = (δ_0 + ρ_δ·l) + δ_0, the data's processor one way out and a minimum-length one way back for the acknowledgement, with n_a = 1 (the rounds counted on the sends are not put into their own prediction, so a length whose sends took further rounds shows them as error), Δ_s = 0 — and the ping-pong's host time per receive H_r predicted from the synchronous sends' wait per block taken (sleep, wake-up, take a block: W_s) plus the pipelined receiving application's CPU per message (take and copy out the message: R_p(l), a line per regime) — beside the extended form calibrated on the checked operation itself (a decomposition)",
-        &["quantity", "bytes", "measured", "from other operations (error)", "extended, calibrated on this operation (error)"],
-        &t,
-    );
+/// A check's worst |error| as the reading and the summary say it: "not
+/// recorded" where the rows lack a column its prediction needs (not ∞).
+pub(super) fn worst_label(c: &Check) -> String {
+    if c.unrecorded { "not recorded".into() } else { pct(c.worst(true)).replace('+', "") }
 }
 
 /// Where a synchronous send's host time goes, measured in its two parts,
@@ -744,19 +729,21 @@ pub(super) fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page
     let held = held_out(&cal_rows);
     let (checks, held_checks, base) = model_tables(&cal, held.as_ref(), &cal_rows, page);
     let cross = cross_checks(&cal_rows, &cal.model);
-    cross_table(&cross, page);
+    let refs = cross_references(&cal_rows, &cal.model);
+    cross_table(&cross, &refs, page);
+    tau_parts_table(&cal_rows, &cal.model, page);
     host_parts_table(&cal_rows, &cal.model, page);
     recv_parts_table(&cal_rows, &cal.model, page);
     placement_table(&cal_rows, page);
     pipeline_table(&cal_rows, page);
     figures(&checks, page);
-    page.reading(&reading(p, &profile, &cal_rows, &cal, &checks, &held_checks, &base, &cross));
+    page.reading(&reading(p, &profile, &cal_rows, &cal, &checks, &held_checks, &base, &cross, &refs));
 }
 
 /// The sink's reply hold in this run, µs: as the rows recorded it (one
 /// value for all), else from the plan (results written before the rows
 /// carried it), else the engine's default; and how it is known.
-fn hold_of(p: &Params, rows: &[&CalibRow]) -> (u64, &'static str) {
+pub(super) fn hold_of(p: &Params, rows: &[&CalibRow]) -> (u64, &'static str) {
     let recorded: Vec<u64> = rows.iter().filter_map(|r| r.sink_reply_hold_us).collect();
     if let Some(&h) = recorded.first()
         && recorded.len() == rows.len()
@@ -770,7 +757,7 @@ fn hold_of(p: &Params, rows: &[&CalibRow]) -> (u64, &'static str) {
     }
 }
 
-fn hold_label(p: &Params, rows: &[&CalibRow]) -> String {
+pub(super) fn hold_label(p: &Params, rows: &[&CalibRow]) -> String {
     let (h, how) = hold_of(p, rows);
     format!("{h} µs ({how})")
 }
@@ -811,6 +798,7 @@ fn reading(
     held: &[Check],
     base: &[Check],
     cross: &[Check],
+    refs: &[Check],
 ) -> String {
     use super::ModeName::*;
     let mut s = String::new();
@@ -966,12 +954,16 @@ fn reading(
         "worst held-out |error| of the extended form and of the baseline: the baseline does as well or better for {as_good} of the {} quantities. ",
         held.len().min(base.len())
     );
-    s += "Predicted from another operation instead (the cross-operation table: τ_s with C(l) as the ping-pong's processor one way out plus a minimum-length one way back, with n_a = 1 — the ping-pong does not say how many acknowledgement rounds a send takes, so the rounds counted on the sends are not put into their own prediction — and Δ_s = 0; H_r from the synchronous sends' wait and the pipelined receiver's CPU): ";
+    s += "Predicted from another operation instead (the cross-operation table: τ_s with C(l) as the ping-pong's processor one way out plus a minimum-length one way back, with n_a = 1 — the ping-pong does not say how many acknowledgement rounds a send takes, so the rounds counted on the sends are not put into their own prediction — the wake-ups the ping-pong's own at the length, no read entry; H_r from the sink's receives during the synchronous sends plus the monitor's clock reads): ";
     for c in cross {
+        if c.unrecorded {
+            s += &format!("{} not recorded in these rows; ", c.name);
+            continue;
+        }
         s += &format!(
             "{} off by up to {} ({} of {} lengths within 10 %); ",
             c.name,
-            pct(c.worst(true)).replace('+', ""),
+            worst_label(c),
             c.within(true, 0.10),
             c.points.len()
         );
@@ -983,7 +975,11 @@ fn reading(
             pct(xw).replace('+', ""),
             pct(dw).replace('+', ""),
             if xw > 0.10 && xw > dw {
-                tau_cross_text(p, cross.get(1), cal_rows)
+                format!(
+                    "{}. {}",
+                    tau_cross_text(p, cross.get(1), cal_rows),
+                    tau_parts_text(cal_rows, &cal.model).trim_end().trim_end_matches('.')
+                )
             } else if xw <= 0.10 {
                 "the ping-pong's terms alone predict τ_s within 10 % in this run".into()
             } else {
@@ -992,24 +988,7 @@ fn reading(
         );
     }
     if let (Some(x), Some(d)) = (cross.get(2), checks.get(4)) {
-        let over = x.errors(true).into_iter().filter(|e| *e > 0.10).count();
-        let under = x.errors(true).into_iter().filter(|e| *e < -0.10).count();
-        s += &format!(
-            "H_r from the synchronous sends' wait and the pipelined receiver is off by up to {} against {} for H_r's decomposition (over-predicted beyond 10 % at {over}, under-predicted at {under} of {} lengths; the wait per block below compares a synchronous send's wake-up with the ping-pong's){}. ",
-            pct(x.worst(true)).replace('+', ""),
-            pct(d.worst(true)).replace('+', ""),
-            x.points.len(),
-            match placement_of(cal_rows) {
-                Some(pl) if pl.for_rounds() != pl.for_stream() => format!(
-                    "; under {} its two terms come from different placements — the sends' wait measured as {}, the pipelined receiver's CPU as {} — and the ping-pong's H_r it is checked against as {}, so its error mixes the placements' difference with the model's",
-                    pl.name(),
-                    pl.for_rounds().name(),
-                    pl.for_stream().name(),
-                    pl.for_rounds().name()
-                ),
-                _ => String::new(),
-            }
-        );
+        s += &recv_cross_text(x, d, refs, cal_rows, &cal.model);
     }
     let sleeps = xk_stats::median(cal_rows.iter().map(|r| r.sync_wakeups));
     let most = cal_rows.iter().map(|r| r.sync_wakeups).fold(f64::NAN, f64::max);
@@ -1068,10 +1047,14 @@ fn reading(
     let how = if held.is_empty() { "calibrated on every length" } else { "held out" };
     let names = |v: &[&Check]| v.iter().map(|c| c.name).collect::<Vec<_>>().join(", ");
     let verdict = |v: &[&Check]| {
-        let (met, missed): (Vec<&Check>, Vec<&Check>) =
-            v.iter().copied().partition(|c| c.worst(true) <= 0.10);
+        let (gone, v): (Vec<&Check>, Vec<&Check>) = v.iter().copied().partition(|c| c.unrecorded);
+        let (met, missed): (Vec<&Check>, Vec<&Check>) = v.iter().partition(|c| c.worst(true) <= 0.10);
         let or_none = |v: &[&Check]| if v.is_empty() { "none".to_string() } else { names(v) };
-        format!("within 10 % at every length: {}; not: {}", or_none(&met), or_none(&missed))
+        let mut t = format!("within 10 % at every length: {}; not: {}", or_none(&met), or_none(&missed));
+        if !gone.is_empty() {
+            t += &format!("; not recorded in these rows: {}", names(&gone));
+        }
+        t
     };
     let (pred, dec): (Vec<&Check>, Vec<&Check>) = judged.iter().partition(|c| is_prediction(c.name));
     let cross_refs: Vec<&Check> = cross.iter().collect();
@@ -1200,48 +1183,10 @@ fn host_parts_text(m: &Extended, rows: &[&CalibRow], first_multi: Option<&&Calib
             m.rho_w_multi * 1e9,
             r.size,
             us(r.write_ns),
-            r.write_ns / 1e3 - line * 1e6,
+            rounded(r.write_ns / 1e3 - line * 1e6, 2),
             line * 1e6
         );
     }
-    t
-}
-
-/// Why τ_s from the ping-pong misses, from this run's numbers: how far
-/// the measured completion is above the ping-pong's two one ways, and the
-/// terms the ping-pong does not measure (the sink's reply hold as this
-/// run set it, further acknowledgement rounds, Δ_s).
-fn tau_cross_text(p: &Params, c: Option<&Check>, rows: &[&CalibRow]) -> String {
-    let mut t =
-        "with the synchronous sends' own spans taken out, τ_s misses the 10 % goal by more".to_string();
-    if let Some(c) = c {
-        let gap: Vec<f64> = c.points.iter().map(|q| q.1 - q.3).filter(|v| v.is_finite()).collect();
-        if let (Some(lo), Some(hi)) =
-            (gap.iter().copied().reduce(f64::min), gap.iter().copied().reduce(f64::max))
-        {
-            t += &format!(
-                "; the measured completion C(l) is {:.1} to {:.1} µs away from the ping-pong's two one ways over the lengths (measured minus predicted; the table has each length)",
-                lo * 1e6,
-                hi * 1e6
-            );
-        }
-    }
-    let (hold, _) = hold_of(p, rows);
-    if hold > 0 {
-        t += &format!(
-            "; terms the ping-pong does not measure: the sink's engine holds each acknowledgement back up to {} for an answer the sink never gives (an echo answers at once)",
-            hold_label(p, rows)
-        );
-    } else {
-        t += "; the sink's reply hold was 0 in this run, so none of that is the hold; terms the ping-pong does not measure";
-    }
-    let (_, most) = range(rows, |r| r.sync_blocks);
-    if most > 1.0 {
-        t += &format!(
-            ", sends acknowledged in more than one round (up to {most:.2} blocks per send here, n_a = 1 predicted)"
-        );
-    }
-    t += ", and a synchronous send's wake-ups against the ping-pong's (Δ_s)";
     t
 }
 
@@ -1269,7 +1214,7 @@ fn ack_round_text(cal: &Calibration, rows: &[&CalibRow]) -> String {
 }
 
 /// (min, max) of `f` over the rows (NaN, NaN for none).
-fn range(rows: &[&CalibRow], f: fn(&CalibRow) -> f64) -> (f64, f64) {
+pub(super) fn range(rows: &[&CalibRow], f: fn(&CalibRow) -> f64) -> (f64, f64) {
     rows.iter()
         .map(|&r| f(r))
         .filter(|v| v.is_finite())
@@ -1328,7 +1273,7 @@ pub(super) fn summary(rows: &[Row]) -> Vec<String> {
         }
         let cross: Vec<String> = cross_checks(&cal_rows, &cal.model)
             .iter()
-            .map(|c| format!("{} {}", c.name, pct(c.worst(true)).replace('+', "")))
+            .map(|c| format!("{} {}", c.name, worst_label(c)))
             .collect();
         out.push(format!("  from other operations (worst |error|): {}", cross.join("; ")));
         let se = worst_se(&cal_rows);
@@ -1390,5 +1335,30 @@ mod tests {
         render(&<crate::e8::E8 as crate::experiment::Experiment>::defaults(true), &all, &[], &mut page);
         assert_eq!(page.figures.len(), 3);
         assert!(summary(&all).len() >= 6);
+    }
+
+    /// Results written before Session 19 (no κ, no sink's receives), as
+    /// `--replot` reads them: the predictions that need those columns say
+    /// "not recorded" in the reading, the table and the summary — not ∞ or
+    /// NaN — and κ is not a parameter that "could not be fitted".
+    #[test]
+    fn results_without_the_monitors_columns_say_not_recorded() {
+        let x = super::super::model::tests::exact_model();
+        let mut rows = super::super::model::tests::rows_of(&x, &[1, 1024, 16_384, 65_536], 0);
+        for r in &mut rows {
+            r.clock_read_ns = f64::NAN;
+            r.sync_sink_cpu_ns = f64::NAN;
+        }
+        let mut page = Page::default();
+        let all: Vec<Row> = rows.into_iter().map(Row::Calibration).collect();
+        render(&<crate::e8::E8 as crate::experiment::Experiment>::defaults(true), &all, &[], &mut page);
+        let body = &page.body;
+        for bad in ["∞", "NaN", "could not be fitted"] {
+            assert!(!body.contains(bad), "{bad} in the page");
+        }
+        assert!(body.contains("H_r from the sink's receives plus the monitor's clock reads: not recorded"));
+        assert!(body.contains("<td>not recorded</td>"));
+        let sum = summary(&all).join("\n");
+        assert!(!sum.contains('∞') && sum.contains("clock reads not recorded"), "{sum}");
     }
 }
