@@ -1,11 +1,13 @@
 //! Two compiled stacks (`xk_core::compiled::Stack`) joined by a perfect
 //! wire: [`GraphWire`](crate::GraphWire) for the compiled path. Frames move
 //! with their peer beside them (no device header to rewrite), without
-//! copying, with the same clock rule as `Wire`: `step` of virtual time per
-//! delivered frame, jumps to the next timer.
+//! copying unless [`StackWire::receive_copy`] asks for the copy a socket's
+//! receive makes, with the same clock rule as `Wire`: `step` of virtual
+//! time per delivered frame, jumps to the next timer.
 
 use std::net::SocketAddr;
 
+use bytes::BytesMut;
 use xk_core::Layer;
 use xk_core::compiled::{DeviceCx, Stack};
 use xk_msg::Msg;
@@ -29,24 +31,43 @@ pub struct StackWire<M, P> {
     pub step: Duration,
     /// Frames addressed to neither stack (dropped).
     pub stray: u64,
+    /// Copy each frame into a shared 64 KiB receive arena before the
+    /// receiver sees it, as `Wire`'s `Delivery::Arena` does for the direct
+    /// path: the stand-in for the kernel's copy to the receiving process,
+    /// which a compiled stack over a real socket pays too. Off by default
+    /// (frames move as they are).
+    pub receive_copy: bool,
+    rx: BytesMut,
 }
 
 impl<M: Msg, P: Layer<M, DeviceCx<M>>> StackWire<M, P> {
     /// Joins the two stacks at `now`, instant delivery.
     pub fn new((a, aa): (Stack<M, P>, SocketAddr), (b, ba): (Stack<M, P>, SocketAddr), now: Instant) -> Self {
-        StackWire { a, aa, b, ba, now, step: Duration::ZERO, stray: 0 }
+        StackWire {
+            a,
+            aa,
+            b,
+            ba,
+            now,
+            step: Duration::ZERO,
+            stray: 0,
+            receive_copy: false,
+            rx: BytesMut::new(),
+        }
     }
 
     /// Delivers everything `a` sends to `b`; returns how many frames.
     pub fn from_a(&mut self) -> usize {
-        let StackWire { a, aa, b, ba, now, step, stray } = self;
-        deliver(a, *aa, b, *ba, now, *step, stray)
+        let StackWire { a, aa, b, ba, now, step, stray, receive_copy, rx } = self;
+        let rx = receive_copy.then_some(rx);
+        deliver(a, *aa, b, *ba, now, *step, stray, rx)
     }
 
     /// Delivers everything `b` sends to `a`; returns how many frames.
     pub fn from_b(&mut self) -> usize {
-        let StackWire { a, aa, b, ba, now, step, stray } = self;
-        deliver(b, *ba, a, *aa, now, *step, stray)
+        let StackWire { a, aa, b, ba, now, step, stray, receive_copy, rx } = self;
+        let rx = receive_copy.then_some(rx);
+        deliver(b, *ba, a, *aa, now, *step, stray, rx)
     }
 
     /// Moves datagrams both ways until both are quiet (bounded).
@@ -90,6 +111,7 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stepped for StackWire<M, P> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn deliver<M: Msg, P: Layer<M, DeviceCx<M>>>(
     from: &mut Stack<M, P>,
     fa: SocketAddr,
@@ -98,6 +120,7 @@ fn deliver<M: Msg, P: Layer<M, DeviceCx<M>>>(
     now: &mut Instant,
     step: Duration,
     stray: &mut u64,
+    mut rx: Option<&mut BytesMut>,
 ) -> usize {
     let mut n = 0;
     from.advance(*now);
@@ -108,6 +131,16 @@ fn deliver<M: Msg, P: Layer<M, DeviceCx<M>>>(
             *stray += 1;
             continue;
         }
+        let frame = match rx.as_deref_mut() {
+            Some(rx) => {
+                if rx.capacity() < frame.len() {
+                    *rx = BytesMut::with_capacity(64 * 1024);
+                }
+                frame.for_each_chunk(|c| rx.extend_from_slice(c));
+                M::from_received(rx.split())
+            }
+            None => frame,
+        };
         to.advance(*now);
         to.receive(fa, frame);
         from.advance(*now);

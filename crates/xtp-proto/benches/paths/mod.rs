@@ -14,11 +14,15 @@
 //! difference that cancels within a batch would pass it; `tests/layer.rs`
 //! is the check on the packets).
 //!
-//! Copies: each wire copies each datagram once, from the buffer the sender
-//! wrote it into to a shared 64 KiB receive arena (`Delivery::Arena`, as
-//! the UDP driver receives); the graph's XTP writes each packet into a
-//! scratch buffer and copies it once into its 64 KiB transmit arena, whose
-//! frame the graph's wire hands over. One pass over the bytes each.
+//! Copies: the direct wire copies each datagram once, from the buffer the
+//! sender wrote it into to a shared 64 KiB receive arena (`Delivery::Arena`,
+//! as the UDP driver receives). The framework's XTP writes each packet into
+//! a scratch buffer and copies it once into its 64 KiB transmit arena; the
+//! compiled stack's wire then makes the same receive copy as the direct
+//! one (`StackWire::receive_copy`, since Session 19: before, it handed the
+//! frame over, so the framework's own copy stood in for the kernel's and the
+//! ratio left it out). The graph's wire still hands its frame over: one
+//! pass there, two on the compiled path, one on the direct path.
 //!
 //! The echoes pass each delivered chunk on with its end-of-message mark
 //! (`push_part` on both framework paths, `write(.., eom, ..)` on the direct
@@ -132,6 +136,7 @@ fn compiled<M: Msg + 'static>(
     let (aa, ba) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
     let mut w = StackWire::new((a, aa), (b, ba), Instant::ZERO);
     w.step = Duration::from_micros(1);
+    w.receive_copy = true;
     let remote = Part::top_first([Addr::Port(7), Addr::Inet(ba)]);
     let client = w.a.open(&Participants::new(Part::new(), remote)).unwrap();
     Pair { w, client, _msg: PhantomData }
