@@ -86,6 +86,13 @@ pub trait DeviceStack<M> {
     fn receive_from(&mut self, from: SocketAddr, frame: BytesMut);
     /// The next datagram to send and its destination.
     fn poll_transmit_to(&mut self) -> Option<(SocketAddr, M)>;
+    /// The next datagram written into the device's `buf` (which holds the
+    /// largest datagram the device sends), with its destination and
+    /// length. The compiled stack lets its protocol write there directly
+    /// ([`Stack::poll_transmit_into`]), saving the copy of a frame built
+    /// as a message; the graph copies its frame in. A frame longer than
+    /// `buf` is dropped and counted ([`DeviceDrops::bad_frames`]).
+    fn poll_transmit_into(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)>;
     /// Active open by the application, on the top protocol.
     fn open(&mut self, parts: &Participants) -> Result<SessionId, OpenError>;
     /// Passive open by the application, on the top protocol.
@@ -116,8 +123,10 @@ pub trait DeviceStack<M> {
 /// Frames a [`DeviceStack`] dropped between the device and its protocol.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceDrops {
-    /// Frames the composition handed out without a readable device header
-    /// ([`GraphOn::bad_frames`]; the compiled stack has no such header: 0).
+    /// Frames the composition handed out that the device could not send:
+    /// without a readable device header ([`GraphOn::bad_frames`]; the
+    /// compiled stack has no such header), or longer than the buffer
+    /// passed to [`DeviceStack::poll_transmit_into`].
     pub bad_frames: u64,
     /// Frames a protocol refused: in `demux` or `pop` on the way up
     /// (`ProtocolStats::demux_drops`), and in the graph also a lower
@@ -171,6 +180,15 @@ impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
                 Some(dst) => return Some((dst, frame)),
                 None => self.bad_frames += 1,
             }
+        }
+    }
+    fn poll_transmit_into(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        loop {
+            let (dst, frame) = self.poll_transmit_to()?;
+            if let Ok(n) = frame.frame_into(buf) {
+                return Some((dst, n));
+            }
+            self.bad_frames += 1;
         }
     }
     fn open(&mut self, parts: &Participants) -> Result<SessionId, OpenError> {
@@ -232,6 +250,9 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> DeviceStack<M> for Stack<M, P> {
     fn poll_transmit_to(&mut self) -> Option<(SocketAddr, M)> {
         self.poll_transmit()
     }
+    fn poll_transmit_into(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        Stack::poll_transmit_into(self, buf)
+    }
     fn open(&mut self, parts: &Participants) -> Result<SessionId, OpenError> {
         Stack::open(self, parts)
     }
@@ -248,7 +269,7 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> DeviceStack<M> for Stack<M, P> {
         Stack::control(self, session, req)
     }
     fn drops(&self) -> DeviceDrops {
-        DeviceDrops { bad_frames: 0, demux_drops: self.stats().demux_drops }
+        DeviceDrops { bad_frames: self.too_long(), demux_drops: self.stats().demux_drops }
     }
     fn close(&mut self, session: SessionId) -> Result<(), CloseError> {
         Stack::close(self, session)

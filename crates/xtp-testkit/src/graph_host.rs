@@ -10,8 +10,9 @@
 //! `poll_transmit_to`, one copy of that code for every device). The
 //! simulator hands datagrams over as `Vec<u8>`: the node copies each into a
 //! buffer with the composition's headroom in front (where the direct `Host`
-//! hands the `Vec` over as it is), and frames going out into the
-//! simulator's `Vec` (one copy, as `Host` does).
+//! hands the `Vec` over as it is), and frames going out are written into
+//! the node's buffer (`DeviceStack::poll_transmit_into`) and copied into
+//! the simulator's `Vec` (one copy, as `Host` does).
 
 use std::marker::PhantomData;
 use std::net::SocketAddr;
@@ -21,6 +22,9 @@ use xk_core::device::DeviceStack;
 use xk_msg::Msg;
 use xk_sim::Node;
 use xk_time::Instant;
+
+/// The largest UDP datagram: the transmit buffer's size.
+const MAX_DATAGRAM: usize = 65_535;
 
 /// What runs on top of a [`GraphHost`]'s composition `S` (of messages
 /// `M`): reads its events, pushes.
@@ -36,13 +40,15 @@ pub struct GraphHost<M, S, A> {
     pub stack: S,
     /// The application.
     pub app: A,
+    /// Where the composition writes each frame going out.
+    buf: Vec<u8>,
     _msg: PhantomData<fn() -> M>,
 }
 
 impl<M: Msg, S: DeviceStack<M>, A: GraphApp<M, S>> GraphHost<M, S, A> {
     /// A node for `stack`, `app` on top.
     pub fn new(stack: S, app: A) -> Self {
-        GraphHost { stack, app, _msg: PhantomData }
+        GraphHost { stack, app, buf: Vec::new(), _msg: PhantomData }
     }
 }
 
@@ -63,8 +69,14 @@ impl<M: Msg, S: DeviceStack<M>, A: GraphApp<M, S>> Node for GraphHost<M, S, A> {
 
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
         self.stack.advance(now);
-        let (dst, frame) = self.stack.poll_transmit_to()?;
-        Some((dst, frame.to_vec()))
+        // Written into the host's buffer (the compiled stack's protocol
+        // writes there itself), then copied into the simulator's `Vec`:
+        // what `Host` does for the direct endpoint.
+        if self.buf.len() < MAX_DATAGRAM {
+            self.buf.resize(MAX_DATAGRAM, 0);
+        }
+        let (dst, n) = self.stack.poll_transmit_into(&mut self.buf)?;
+        Some((dst, self.buf[..n].to_vec()))
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
