@@ -243,11 +243,15 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
     /// [`Stack::last_drop`] says which limit).
     #[inline]
     pub fn poll_transmit_into(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
-        if self.cx.next.is_none()
-            && self.cx.more.is_empty()
-            && let Some(sent) = self.proto.flush_into(&mut self.cx, buf)
-        {
-            return Some(sent);
+        if self.cx.next.is_none() && self.cx.more.is_empty() {
+            if let Some(sent) = self.proto.flush_into(&mut self.cx, buf) {
+                return Some(sent);
+            }
+            // Nothing written and nothing queued (the common empty poll):
+            // return before `take` writes the slot.
+            if self.cx.next.is_none() && self.cx.more.is_empty() {
+                return None;
+            }
         }
         loop {
             let (dst, frame) = match self.cx.next.take() {
@@ -335,15 +339,27 @@ mod tests {
     use xk_msg::Contig;
 
     /// A protocol that sends each push as a frame to one peer, queued at
-    /// once (`Cx::transmit_to`), with the default `flush_into`: what the
-    /// stack does with a protocol that does not write into a lent buffer.
-    struct Sender;
+    /// once (`Cx::transmit_to`). With `fresh` it also writes one frame
+    /// `fresh` straight into a lent buffer (`flush_into`, once); without,
+    /// it keeps the default `flush_into`: what the stack does with a
+    /// protocol that does not write into a lent buffer.
+    struct Sender {
+        fresh: bool,
+    }
 
     const PEER: &str = "10.0.0.2:9";
 
     impl<M: Msg> Layer<M, DeviceCx<M>> for Sender {
         fn name(&self) -> &'static str {
             "sender"
+        }
+        fn flush_into(&mut self, cx: &mut DeviceCx<M>, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+            if !std::mem::take(&mut self.fresh) {
+                self.flush(cx);
+                return None;
+            }
+            buf[..5].copy_from_slice(b"fresh");
+            Some((PEER.parse().unwrap(), 5))
         }
         fn open(&mut self, _: &mut DeviceCx<M>, _: Upper, _: &Participants) -> Result<SessionId, OpenError> {
             Ok(SessionId { protocol: STACK_PROTOCOL, slot: crate::ArenaId::from_parts(0, 0) })
@@ -395,7 +411,7 @@ mod tests {
     /// dropped, counted and named with the limit, never a panic.
     #[test]
     fn queued_frames_are_copied_into_the_lent_buffer_and_a_long_one_is_counted() {
-        let mut s = Stack::<Contig, _>::new(Sender).unwrap();
+        let mut s = Stack::<Contig, _>::new(Sender { fresh: false }).unwrap();
         let session = s.open(&Participants::default()).unwrap();
         for m in [&b"first"[..], &[7u8; 200][..], &b"third"[..]] {
             s.push(session, Contig::from_shared(xk_msg::Bytes::copy_from_slice(m))).unwrap();
@@ -410,5 +426,21 @@ mod tests {
         assert_eq!(DeviceStack::drops(&s).bad_frames, 1);
         let why = s.last_drop().unwrap();
         assert!(why.contains("200-byte frame") && why.contains("100-byte transmit buffer"), "{why}");
+    }
+
+    /// Frames queued before the device asks go out before anything the
+    /// protocol writes into the lent buffer: a fresh packet never overtakes
+    /// them (fails if `poll_transmit_into` asks `flush_into` first).
+    #[test]
+    fn queued_frames_leave_before_a_frame_written_into_the_lent_buffer() {
+        let mut s = Stack::<Contig, _>::new(Sender { fresh: true }).unwrap();
+        let session = s.open(&Participants::default()).unwrap();
+        s.push(session, Contig::from_shared(xk_msg::Bytes::from_static(b"queued"))).unwrap();
+        let mut buf = [0u8; 100];
+        let mut sent = Vec::new();
+        while let Some((_, n)) = s.poll_transmit_into(&mut buf) {
+            sent.push(buf[..n].to_vec());
+        }
+        assert_eq!(sent, [&b"queued"[..], &b"fresh"[..]]);
     }
 }

@@ -75,6 +75,13 @@ pub fn read_addr(h: &[u8]) -> Option<SocketAddr> {
 pub trait DeviceStack<M> {
     /// Bytes of room a received frame must have before the datagram.
     const HEADROOM: usize;
+    /// Whether [`DeviceStack::poll_transmit_into`] has the protocol write
+    /// into the lent buffer (the compiled stack) rather than copy a frame
+    /// it built (the graph): a sink that needs the frame in a buffer of its
+    /// own choosing (the simulator's `Vec`) takes the frame itself from
+    /// [`DeviceStack::poll_transmit_to`] when this is false, so that it
+    /// copies once either way.
+    const LENDS: bool;
     /// Moves the composition's time to `now`.
     fn advance(&mut self, now: Instant);
     /// When it next wants [`DeviceStack::handle_timeout`].
@@ -146,8 +153,8 @@ pub struct GraphOn<G> {
     pub device: ProtocolId,
     /// The protocol the application opens sessions of.
     pub top: ProtocolId,
-    /// Frames the graph handed out without a readable device header
-    /// (dropped).
+    /// Frames the graph handed out without a readable device header, or
+    /// too long for the buffer passed to `poll_transmit_into` (dropped).
     pub bad_frames: u64,
 }
 
@@ -160,6 +167,7 @@ impl<G> GraphOn<G> {
 
 impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
     const HEADROOM: usize = ADDR_HEADER;
+    const LENDS: bool = false;
     fn advance(&mut self, now: Instant) {
         self.graph.borrow_mut().advance(now)
     }
@@ -235,6 +243,7 @@ impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
 
 impl<M: Msg, P: Layer<M, DeviceCx<M>>> DeviceStack<M> for Stack<M, P> {
     const HEADROOM: usize = 0;
+    const LENDS: bool = true;
     fn advance(&mut self, now: Instant) {
         Stack::advance(self, now)
     }

@@ -232,7 +232,12 @@ impl<S: FrameSocket> GraphDevice<S> {
                 // Each frame is written where it is sent from, back to back
                 // (the compiled stack's protocol writes there itself, as the
                 // direct driver's endpoint writes into its arena).
-                let Some((dst, len)) = g.poll_transmit_into(&mut self.tx[used..]) else { break };
+                // At most `BATCH` - 1 frames precede this one, so a whole
+                // largest datagram's room is always left; lending no more
+                // than that makes a longer frame a counted drop
+                // (`DeviceDrops::bad_frames`), not a failed send.
+                let room = &mut self.tx[used..used + crate::batch::MAX_DATAGRAM];
+                let Some((dst, len)) = g.poll_transmit_into(room) else { break };
                 self.out.push(Outgoing { dst, start: used, len });
                 used += len;
                 g.advance(self.clock.now());

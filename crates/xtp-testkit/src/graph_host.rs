@@ -10,9 +10,10 @@
 //! `poll_transmit_to`, one copy of that code for every device). The
 //! simulator hands datagrams over as `Vec<u8>`: the node copies each into a
 //! buffer with the composition's headroom in front (where the direct `Host`
-//! hands the `Vec` over as it is), and frames going out are written into
-//! the node's buffer (`DeviceStack::poll_transmit_into`) and copied into
-//! the simulator's `Vec` (one copy, as `Host` does).
+//! hands the `Vec` over as it is), and frames going out into the
+//! simulator's `Vec`: one copy, as `Host` makes — from the node's buffer
+//! the compiled stack's protocol wrote into (`poll_transmit_into`), or
+//! from the graph's frame (`poll_transmit_to`).
 
 use std::marker::PhantomData;
 use std::net::SocketAddr;
@@ -21,10 +22,9 @@ use bytes::BytesMut;
 use xk_core::device::DeviceStack;
 use xk_msg::Msg;
 use xk_sim::Node;
-use xk_time::Instant;
 
-/// The largest UDP datagram: the transmit buffer's size.
-const MAX_DATAGRAM: usize = 65_535;
+use crate::MAX_DATAGRAM;
+use xk_time::Instant;
 
 /// What runs on top of a [`GraphHost`]'s composition `S` (of messages
 /// `M`): reads its events, pushes.
@@ -69,9 +69,13 @@ impl<M: Msg, S: DeviceStack<M>, A: GraphApp<M, S>> Node for GraphHost<M, S, A> {
 
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
         self.stack.advance(now);
-        // Written into the host's buffer (the compiled stack's protocol
-        // writes there itself), then copied into the simulator's `Vec`:
-        // what `Host` does for the direct endpoint.
+        // One copy into the simulator's `Vec` either way, as `Host` makes:
+        // the compiled stack's protocol writes into the host's buffer
+        // (then copied out), the graph's frame is copied out as it is.
+        if !S::LENDS {
+            let (dst, frame) = self.stack.poll_transmit_to()?;
+            return Some((dst, frame.to_vec()));
+        }
         if self.buf.len() < MAX_DATAGRAM {
             self.buf.resize(MAX_DATAGRAM, 0);
         }

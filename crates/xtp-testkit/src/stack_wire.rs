@@ -17,6 +17,7 @@ use xk_core::compiled::{DeviceCx, Stack};
 use xk_msg::Msg;
 use xk_time::{Duration, Instant};
 
+use crate::MAX_DATAGRAM;
 use crate::stepping::{self, Stepped};
 
 /// Stack `a` at `aa` and `b` at `ba`, joined by a perfect wire.
@@ -44,6 +45,8 @@ pub struct StackWire<M, P> {
     pub receive_copy: bool,
     /// Bytes copied into the receive arena (0 unless `receive_copy`).
     pub copied: u64,
+    /// Bytes of the frames sent over the wire, copied or not.
+    pub moved: u64,
     rx: BytesMut,
     tx: Vec<u8>,
 }
@@ -61,6 +64,7 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> StackWire<M, P> {
             stray: 0,
             receive_copy: false,
             copied: 0,
+            moved: 0,
             rx: BytesMut::new(),
             tx: Vec::new(),
         }
@@ -68,16 +72,16 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> StackWire<M, P> {
 
     /// Delivers everything `a` sends to `b`; returns how many frames.
     pub fn from_a(&mut self) -> usize {
-        let StackWire { a, aa, b, ba, now, step, stray, receive_copy, copied, rx, tx } = self;
+        let StackWire { a, aa, b, ba, now, step, stray, receive_copy, copied, moved, rx, tx } = self;
         let copy = receive_copy.then_some(SocketBufs { rx, tx, copied });
-        deliver(a, *aa, b, *ba, now, *step, stray, copy)
+        deliver(a, *aa, b, *ba, now, *step, stray, moved, copy)
     }
 
     /// Delivers everything `b` sends to `a`; returns how many frames.
     pub fn from_b(&mut self) -> usize {
-        let StackWire { a, aa, b, ba, now, step, stray, receive_copy, copied, rx, tx } = self;
+        let StackWire { a, aa, b, ba, now, step, stray, receive_copy, copied, moved, rx, tx } = self;
         let copy = receive_copy.then_some(SocketBufs { rx, tx, copied });
-        deliver(b, *ba, a, *aa, now, *step, stray, copy)
+        deliver(b, *ba, a, *aa, now, *step, stray, moved, copy)
     }
 
     /// Moves datagrams both ways until both are quiet (bounded).
@@ -145,9 +149,6 @@ impl SocketBufs<'_> {
     }
 }
 
-/// The largest UDP datagram: the transmit buffer's size.
-const MAX_DATAGRAM: usize = 65_535;
-
 #[allow(clippy::too_many_arguments)]
 fn deliver<M: Msg, P: Layer<M, DeviceCx<M>>>(
     from: &mut Stack<M, P>,
@@ -157,6 +158,7 @@ fn deliver<M: Msg, P: Layer<M, DeviceCx<M>>>(
     now: &mut Instant,
     step: Duration,
     stray: &mut u64,
+    moved: &mut u64,
     mut copy: Option<SocketBufs<'_>>,
 ) -> usize {
     let mut n = 0;
@@ -168,6 +170,7 @@ fn deliver<M: Msg, P: Layer<M, DeviceCx<M>>>(
         };
         let Some((dst, frame)) = next else { break };
         n += 1;
+        *moved += frame.len() as u64;
         *now += step;
         if dst != ta {
             *stray += 1;
