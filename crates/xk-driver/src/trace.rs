@@ -13,8 +13,8 @@
 //! up). The driver's [`crate::clock::Clock`] reads the same clock, so the
 //! engine's `now` converts exactly: `epoch + now`.
 
-use xk_trace::{Event, Point, journey};
-use xtp_proto::{Subscriber, Trace};
+use xk_trace::{Event, Point, cause, journey};
+use xtp_proto::{Subscriber, Trace, WindowCause, Work};
 use xtp_wire::PacketType;
 
 /// Whether tracepoints are compiled in (`trace` feature).
@@ -32,6 +32,12 @@ pub fn mono_ns() -> u64 {
     // Cannot fail for CLOCK_MONOTONIC on Linux; 0 would only misplace events.
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
         .map_or(0, |t| (t.tv_sec() as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec() as u64))
+}
+
+/// `v`, saturated to an event's 32-bit `b`.
+#[inline]
+pub(crate) fn sat_u32(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
 }
 
 /// Records an instant on the driver's clock, if recording.
@@ -62,10 +68,46 @@ pub(crate) fn span_end(start: u64, point: Point, a: u64, b: u32) {
 /// The engine's subscriber: turns each [`Trace`] into an [`Event`] on the
 /// recording thread's buffer. `epoch`: the driver clock's epoch on
 /// `CLOCK_MONOTONIC`.
+///
+/// The engine's instants carry the `now` it was handed (no clock read);
+/// its spans (packet build and parse, checksums) cannot — `now` is the same
+/// at both edges — so their edges read the clock here. An instant is then
+/// placed no earlier than the last edge read (`last`), so the packet event
+/// inside a build span stays inside it on the timeline.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EngineTrace {
     /// Nanoseconds on `CLOCK_MONOTONIC` at the driver clock's zero.
     pub epoch: u64,
+    /// The last span edge's time (ns on `CLOCK_MONOTONIC`).
+    last: u64,
+    /// The last slow-start threshold recorded (`Ssthresh` events are
+    /// recorded only when it moves).
+    ssthresh: u64,
+    /// Span edges read the clock (false in virtual time: the simulated
+    /// backend, where `now` is all there is).
+    live: bool,
+}
+
+impl EngineTrace {
+    /// The subscriber for a driver clock whose zero is `epoch`.
+    pub fn new(epoch: u64) -> EngineTrace {
+        EngineTrace { epoch, last: 0, ssthresh: 0, live: true }
+    }
+
+    /// The subscriber of an engine in virtual time (the simulated
+    /// backend): every event, span edges included, at the engine's `now`.
+    pub fn virtual_time() -> EngineTrace {
+        EngineTrace { epoch: 0, last: 0, ssthresh: 0, live: false }
+    }
+}
+
+fn cause_code(c: WindowCause) -> u32 {
+    match c {
+        WindowCause::Ack => cause::ACK,
+        WindowCause::Loss => cause::LOSS,
+        WindowCause::Timeout => cause::TIMEOUT,
+        WindowCause::Undo => cause::UNDO,
+    }
 }
 
 fn ctx_number(ctx: &xtp_proto::ContextId) -> u64 {
@@ -79,8 +121,21 @@ impl Subscriber for EngineTrace {
         if !xk_trace::enabled() {
             return;
         }
-        let t = self.epoch + now.as_nanos();
         let sat = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        if let Trace::Span { work, begin, len } = *trace {
+            let t = if self.live { mono_ns() } else { self.epoch + now.as_nanos() };
+            self.last = t;
+            let (point, b) = match work {
+                Work::Build => (Point::PacketBuild, 0),
+                Work::Parse => (Point::PacketParse, 0),
+                Work::ChecksumCompute => (Point::Checksum, 0),
+                Work::ChecksumVerify => (Point::Checksum, 1),
+            };
+            let e = if begin { Event::begin } else { Event::end };
+            xk_trace::record(e(t, point, 0, len as u64, b));
+            return;
+        }
+        let t = (self.epoch + now.as_nanos()).max(self.last);
         let e = match *trace {
             Trace::Write { flow, seq, len, .. } => {
                 Event::instant(t, Point::Write, journey(flow, seq), seq, sat(len as u64))
@@ -110,9 +165,25 @@ impl Subscriber for EngineTrace {
             Trace::TimerFired { ctx, timer } => {
                 Event::instant(t, Point::Timer, 0, ctx_number(&ctx), timer as u32)
             }
-            Trace::WindowChange { ctx, cwnd } => {
-                Event::instant(t, Point::Window, 0, ctx_number(&ctx), sat(cwnd))
+            Trace::WindowChange { cause: c, cwnd, ssthresh, .. } => {
+                let c = cause_code(c);
+                if ssthresh != self.ssthresh {
+                    self.ssthresh = ssthresh;
+                    xk_trace::record(Event::instant(t, Point::Ssthresh, 0, ssthresh, c));
+                }
+                Event::instant(t, Point::Window, 0, cwnd, c)
             }
+            Trace::RateDecision { rate, wait, .. } => Event::instant(
+                t,
+                Point::Rate,
+                0,
+                rate,
+                sat(u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX)),
+            ),
+            Trace::FlowWindow { alloc, window, .. } => {
+                Event::instant(t, Point::FlowWindow, 0, alloc, sat(window))
+            }
+            Trace::Span { .. } => return,
             Trace::RttSample { ctx, rtt, .. } => Event::instant(
                 t,
                 Point::Rtt,

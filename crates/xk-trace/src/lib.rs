@@ -32,6 +32,6 @@ pub mod export;
 pub mod profile;
 mod recorder;
 
-pub use event::{Event, Layer, Phase, Point, journey};
+pub use event::{Event, Layer, Phase, Point, cause, journey};
 pub use profile::{PhaseProfile, profile};
 pub use recorder::{Config, Recording, ThreadEvents, enabled, finish, name_thread, record, start};
