@@ -508,7 +508,12 @@ fn trace_trains(out: &[Outgoing], runs: &[(usize, usize)]) {
     if crate::trace::active() {
         for &(k, n) in runs {
             let bytes: usize = out[k..k + n].iter().map(|o| o.len).sum();
-            crate::trace::instant(xk_trace::Point::GsoTrain, 0, n as u64, u32::try_from(bytes).unwrap_or(u32::MAX));
+            crate::trace::instant(
+                xk_trace::Point::GsoTrain,
+                0,
+                n as u64,
+                u32::try_from(bytes).unwrap_or(u32::MAX),
+            );
         }
     }
 }

@@ -40,6 +40,72 @@ pub(crate) fn sat_u32(v: u64) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
 }
 
+thread_local! {
+    /// The journey a hand-off on this thread carries on: the ring block
+    /// an application write just pushed (for its `AppWrite` span), or the
+    /// block the engine is about to write into the endpoint (for the
+    /// `Link` from it to the data's journey).
+    static HANDOFF: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Notes `journey` as the one a hand-off carries on. `first`: keep a
+/// journey already noted (a write pushed as several blocks is named by its
+/// first).
+#[inline]
+pub(crate) fn note(journey: u64, first: bool) {
+    if active() {
+        let _ = HANDOFF.try_with(|h| {
+            if !first || h.get() == 0 {
+                h.set(journey);
+            }
+        });
+    }
+}
+
+/// Takes (and clears) the journey [`note`]d on this thread; 0 if none.
+#[inline]
+pub(crate) fn take_noted() -> u64 {
+    if active() { HANDOFF.try_with(|h| h.replace(0)).unwrap_or(0) } else { 0 }
+}
+
+/// One ring's blocks as the monitor counts them. Both sides of a ring
+/// count alike (one producer, one consumer, in order), so the n-th block
+/// pushed is the n-th popped and both compute its journey from the ring's
+/// name and n without the block carrying one — in one process (engine
+/// thread) or two (daemon: the name is in the shared segment).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RingTrace {
+    ring: u64,
+    n: u64,
+}
+
+impl RingTrace {
+    /// The count of ring `ring`.
+    pub(crate) fn new(ring: u64) -> RingTrace {
+        RingTrace { ring, n: 0 }
+    }
+
+    /// A block crossed: pushed (`push`) or popped, on the application's
+    /// side (`app`) or the engine's. Records `RingPush`/`RingPop` (b: 0
+    /// towards the engine, 1 from it) and notes the journey for the
+    /// hand-off: the application's write span takes its first push, the
+    /// engine's write into the endpoint the block it popped.
+    #[inline]
+    pub(crate) fn crossed(&mut self, push: bool, app: bool) {
+        if COMPILED {
+            let n = self.n;
+            self.n += 1;
+            if active() {
+                let j = journey(self.ring, n);
+                instant(if push { Point::RingPush } else { Point::RingPop }, j, n, u32::from(push != app));
+                if push == app {
+                    note(j, push);
+                }
+            }
+        }
+    }
+}
+
 /// Records an instant on the driver's clock, if recording.
 #[inline]
 pub(crate) fn instant(point: Point, journey: u64, a: u64, b: u32) {
@@ -59,9 +125,15 @@ pub(crate) fn span_start() -> u64 {
 /// it turns out empty (a receive call that found nothing).
 #[inline]
 pub(crate) fn span_end(start: u64, point: Point, a: u64, b: u32) {
+    span_end_journey(start, point, 0, a, b);
+}
+
+/// [`span_end`] for a span that belongs to `journey`.
+#[inline]
+pub(crate) fn span_end_journey(start: u64, point: Point, journey: u64, a: u64, b: u32) {
     if start != 0 && active() {
-        xk_trace::record(Event::begin(start, point, 0, a, b));
-        xk_trace::record(Event::end(mono_ns(), point, 0, a, b));
+        xk_trace::record(Event::begin(start, point, journey, a, b));
+        xk_trace::record(Event::end(mono_ns(), point, journey, a, b));
     }
 }
 
@@ -138,7 +210,14 @@ impl Subscriber for EngineTrace {
         let t = (self.epoch + now.as_nanos()).max(self.last);
         let e = match *trace {
             Trace::Write { flow, seq, len, .. } => {
-                Event::instant(t, Point::Write, journey(flow, seq), seq, sat(len as u64))
+                let j = journey(flow, seq);
+                // Written from a ring block (engine thread, daemon): the
+                // block's journey goes on as the data's.
+                let from = take_noted();
+                if from != 0 {
+                    xk_trace::record(Event::instant(t, Point::Link, from, j, 0));
+                }
+                Event::instant(t, Point::Write, j, seq, sat(len as u64))
             }
             Trace::Read { flow, seq, len, .. } => {
                 Event::instant(t, Point::Read, journey(flow, seq), seq, sat(len as u64))

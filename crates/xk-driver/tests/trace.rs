@@ -97,6 +97,18 @@ fn journeys_cross_the_ring_and_reach_the_server() {
     let read: HashSet<u64> = of(echo, Point::Read).map(|e| e.journey).collect();
     assert_eq!(written.len(), count + 1);
     assert!(written.is_subset(&read), "engine writes not read at the server under the same journey");
+    // One journey from the application's write to the server's read:
+    // the write span names the ring block it pushed, the engine links that
+    // block to the data it wrote (flow, seq), whose packets the server reads.
+    let links: HashMap<u64, u64> = of(engine, Point::Link).map(|e| (e.journey, e.a)).collect();
+    for w in &writes {
+        assert_ne!(w.journey, 0, "write span without its ring block");
+        assert!(pushed.contains_key(&w.journey), "write's journey not a block it pushed");
+        assert!(popped.contains_key(&w.journey), "write's block not popped by the engine");
+        let data =
+            links.get(&w.journey).unwrap_or_else(|| panic!("block {:x} not linked to data", w.journey));
+        assert!(written.contains(data) && read.contains(data), "linked data journey lost");
+    }
     // System calls are spans on the engine thread; the profile sees them.
     let prof = xk_trace::profile(&rec);
     let send = prof.iter().find(|p| p.point == Point::SendCall).expect("send calls profiled");
@@ -136,15 +148,14 @@ fn journeys_cross_the_ring_and_reach_the_server() {
         b.chunks(2).map(|p| (p[0].t, p[1].t)).collect()
     };
     for e in of(engine, Point::PacketSent) {
-        assert!(builds.iter().any(|(b, end)| *b <= e.t && e.t <= *end), "packet event outside every build span");
+        assert!(
+            builds.iter().any(|(b, end)| *b <= e.t && e.t <= *end),
+            "packet event outside every build span"
+        );
     }
     // Receive calls carry the bytes they returned (≥ 32 B of header per datagram).
-    let recvs: Vec<_> = rec
-        .threads
-        .iter()
-        .flat_map(|t| of(t, Point::RecvCall))
-        .filter(|e| e.phase == Phase::End)
-        .collect();
+    let recvs: Vec<_> =
+        rec.threads.iter().flat_map(|t| of(t, Point::RecvCall)).filter(|e| e.phase == Phase::End).collect();
     assert!(!recvs.is_empty());
     for r in &recvs {
         assert!(r.a > 0 && u64::from(r.b) >= 32 * r.a, "recv call: {} datagrams, {} bytes", r.a, r.b);

@@ -60,6 +60,9 @@ pub enum Point {
     RingPop,
     /// The engine queued application data. a: seq, b: bytes.
     Write,
+    /// A journey goes on under another id: the ring block (`journey`)
+    /// the engine wrote as the data whose journey is `a` (flow, seq).
+    Link,
     /// The application took data from the engine. a: seq, b: bytes.
     Read,
     /// The engine built a packet. a: seq, b: user data bytes.
@@ -116,12 +119,13 @@ pub enum Point {
 
 impl Point {
     /// Every point, in order.
-    pub const ALL: [Point; 25] = [
+    pub const ALL: [Point; 26] = [
         Point::AppWrite,
         Point::AppRead,
         Point::RingPush,
         Point::RingPop,
         Point::Write,
+        Point::Link,
         Point::Read,
         Point::PacketSent,
         Point::PacketReceived,
@@ -163,6 +167,7 @@ impl Point {
             Point::RingPush => "ring_push",
             Point::RingPop => "ring_pop",
             Point::Write => "write",
+            Point::Link => "link",
             Point::Read => "read",
             Point::PacketSent => "packet_sent",
             Point::PacketReceived => "packet_received",

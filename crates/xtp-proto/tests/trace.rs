@@ -219,7 +219,10 @@ fn decisions_and_spans_are_traced() {
         (Work::Build, false),
     ]
     .repeat(sent);
-    assert_eq!(spans(ta).iter().filter(|s| s.0 != Work::Parse && s.0 != Work::ChecksumVerify).count(), want.len());
+    assert_eq!(
+        spans(ta).iter().filter(|s| s.0 != Work::Parse && s.0 != Work::ChecksumVerify).count(),
+        want.len()
+    );
     let built: Vec<_> =
         spans(ta).into_iter().filter(|s| matches!(s.0, Work::Build | Work::ChecksumCompute)).collect();
     assert_eq!(built, want);
@@ -232,11 +235,17 @@ fn decisions_and_spans_are_traced() {
         }
     }
     // Every datagram b was handed was parsed as a span, its checksum verified inside.
-    let p: Vec<_> = spans(tb).into_iter().filter(|s| matches!(s.0, Work::Parse | Work::ChecksumVerify)).collect();
+    let p: Vec<_> =
+        spans(tb).into_iter().filter(|s| matches!(s.0, Work::Parse | Work::ChecksumVerify)).collect();
     assert_eq!(
         p,
-        [(Work::Parse, true), (Work::ChecksumVerify, true), (Work::ChecksumVerify, false), (Work::Parse, false)]
-            .repeat(parsed)
+        [
+            (Work::Parse, true),
+            (Work::ChecksumVerify, true),
+            (Work::ChecksumVerify, false),
+            (Work::Parse, false)
+        ]
+        .repeat(parsed)
     );
     let lens: Vec<usize> = tb
         .iter()

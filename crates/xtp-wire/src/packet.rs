@@ -211,7 +211,11 @@ impl<'a> PacketRepr<'a> {
     /// checksum is computed and `around_checksum(false)` just after (as
     /// [`PacketRepr::parse_observed`]).
     #[inline]
-    pub fn emit_observed(&self, buf: &mut [u8], mut around_checksum: impl FnMut(bool)) -> Result<usize, EmitError> {
+    pub fn emit_observed(
+        &self,
+        buf: &mut [u8],
+        mut around_checksum: impl FnMut(bool),
+    ) -> Result<usize, EmitError> {
         let len = self.buffer_len();
         if buf.len() < len {
             return Err(EmitError::BufferTooSmall { needed: len, available: buf.len() });

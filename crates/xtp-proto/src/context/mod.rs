@@ -1492,8 +1492,9 @@ impl Context {
         // build span, after the checksum.
         let len = p.buffer_len();
         sink.trace(|| Trace::Span { work: Work::Build, begin: true, len });
-        let built =
-            p.emit_observed(buf, |begin| sink.trace(|| Trace::Span { work: Work::ChecksumCompute, begin, len }));
+        let built = p.emit_observed(buf, |begin| {
+            sink.trace(|| Trace::Span { work: Work::ChecksumCompute, begin, len })
+        });
         if let Ok(n) = built {
             self.stats.packets_sent += 1;
             sink.trace(|| Trace::PacketSent {
