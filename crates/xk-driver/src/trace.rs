@@ -13,6 +13,7 @@
 //! up). The driver's [`crate::clock::Clock`] reads the same clock, so the
 //! engine's `now` converts exactly: `epoch + now`.
 
+pub use crate::trace_clock::now_ns;
 use xk_trace::{Event, Point, cause, journey};
 use xtp_proto::{Subscriber, Trace, WindowCause, Work};
 use xtp_wire::PacketType;
@@ -110,14 +111,14 @@ impl RingTrace {
 #[inline]
 pub(crate) fn instant(point: Point, journey: u64, a: u64, b: u32) {
     if active() {
-        xk_trace::record(Event::instant(mono_ns(), point, journey, a, b));
+        xk_trace::record(Event::instant(now_ns(), point, journey, a, b));
     }
 }
 
 /// The start of a span (0 when not recording); pass it to [`span_end`].
 #[inline]
 pub(crate) fn span_start() -> u64 {
-    if active() { mono_ns() } else { 0 }
+    if active() { now_ns() } else { 0 }
 }
 
 /// Records a span that began at `start` ([`span_start`]) and ends now.
@@ -133,7 +134,7 @@ pub(crate) fn span_end(start: u64, point: Point, a: u64, b: u32) {
 pub(crate) fn span_end_journey(start: u64, point: Point, journey: u64, a: u64, b: u32) {
     if start != 0 && active() {
         xk_trace::record(Event::begin(start, point, journey, a, b));
-        xk_trace::record(Event::end(mono_ns(), point, journey, a, b));
+        xk_trace::record(Event::end(now_ns(), point, journey, a, b));
     }
 }
 
@@ -195,7 +196,7 @@ impl Subscriber for EngineTrace {
         }
         let sat = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         if let Trace::Span { work, begin, len } = *trace {
-            let t = if self.live { mono_ns() } else { self.epoch + now.as_nanos() };
+            let t = if self.live { now_ns() } else { self.epoch + now.as_nanos() };
             self.last = t;
             let (point, b) = match work {
                 Work::Build => (Point::PacketBuild, 0),

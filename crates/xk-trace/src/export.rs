@@ -66,6 +66,8 @@ fn flow_roots(merged: &[(&ThreadEvents, Event)]) -> HashMap<u64, u64> {
         }
     }
     let mut roots = HashMap::new();
+    // Each key's root is found on its own: the order does not matter.
+    #[allow(clippy::iter_over_hash_type)]
     for &j in up.keys() {
         let mut r = j;
         // Bounded: a corrupt chain that loops ends somewhere.

@@ -286,7 +286,7 @@ mod tests {
         let p = PacketRepr {
             header: HeaderRepr {
                 key: 9,
-                options: Options::empty(),
+                options: Options::default(),
                 ptype: PacketType::Data,
                 sort: 0,
                 sync: 1,
