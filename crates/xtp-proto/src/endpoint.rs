@@ -883,11 +883,14 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CA
         if S::ENABLED {
             sub.on_trace(now, &Trace::Span { work: Work::Parse, begin: true, len });
         }
-        let parsed = PacketRepr::parse_observed(&data, Verify::Checksum, |begin| {
-            if S::ENABLED {
+        // Untraced, the plain parse (see `Context::emit` for why).
+        let parsed = if S::ENABLED {
+            PacketRepr::parse_observed(&data, Verify::Checksum, |begin| {
                 sub.on_trace(now, &Trace::Span { work: Work::ChecksumVerify, begin, len });
-            }
-        });
+            })
+        } else {
+            PacketRepr::parse(&data)
+        };
         if S::ENABLED {
             sub.on_trace(now, &Trace::Span { work: Work::Parse, begin: false, len });
         }
