@@ -19,9 +19,14 @@
 //! therefore kept in the statistics and reported as the operation's own
 //! ([`settle`]); preemption, major faults and migration always disturb.
 //!
-//! Only the measuring (application) thread is watched per operation; the
-//! engine thread's preemptions show in its `/proc` counters over a whole
-//! run, not per operation.
+//! The measuring (application) thread is read with `getrusage` (a system
+//! call); since Session 20 every other thread an operation involves — the
+//! engine thread, the daemon's threads, the echo server's — is read per
+//! operation too, from `/proc/<pid>/task/<tid>/{stat,status}`
+//! ([`Mark::of_task`]: the same four counters), before the operation's
+//! first timestamp and after its last, and its disturbances are counted
+//! per thread (the profile's per-thread table) and keep the operation out
+//! of the statistics as the application thread's do.
 
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +54,33 @@ impl Mark {
             majflt: u.major_page_faults() as u64,
             cpu,
         })
+    }
+}
+
+impl Mark {
+    /// Another thread's counters now, from its `/proc` task directory
+    /// (`/proc/self/task/<tid>` or `/proc/<pid>/task/<tid>`): involuntary
+    /// context switches (`status`), minor and major faults and the CPU it
+    /// last ran on (`stat`). None when a file cannot be read or parsed
+    /// (the thread gone).
+    pub(crate) fn of_task(dir: &std::path::Path) -> Option<Mark> {
+        let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        Mark::parse(&stat, &status)
+    }
+
+    /// [`Mark::of_task`]'s parser: `stat` after the command's closing
+    /// parenthesis holds field 3 on (minflt is field 10, majflt 12,
+    /// processor 39); `status` a `nonvoluntary_ctxt_switches:` line.
+    fn parse(stat: &str, status: &str) -> Option<Mark> {
+        let rest = stat.rsplit_once(')')?.1;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let field = |n: usize| f.get(n - 3).and_then(|v| v.parse::<i64>().ok());
+        let nivcsw = status
+            .lines()
+            .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse().ok())?;
+        Some(Mark { nivcsw, minflt: field(10)? as u64, majflt: field(12)? as u64, cpu: field(39)? as i32 })
     }
 }
 
@@ -99,18 +131,45 @@ pub struct Disturbed {
     /// use), kept in the statistics rather than set apart.
     #[serde(default)]
     pub own_minor_faults: bool,
+    /// Preemptions hit most operations of a thread other than the
+    /// measuring one: the operation's own ([`settle_thread`]), kept.
+    #[serde(default)]
+    pub own_preemptions: bool,
 }
 
 /// Which of a run's operations the operating system disturbed (in order),
 /// and the tally; see the module's note on page faults that are the
 /// operation's own.
 pub(crate) fn settle(causes: &[Cause]) -> (Vec<bool>, Disturbed) {
-    let own = 2 * causes.iter().filter(|c| c.minor_fault).count() > causes.len();
-    let mut d = Disturbed { own_minor_faults: own, ..Disturbed::default() };
-    let hit =
-        causes.iter().map(|&c| d.count(if own { Cause { minor_fault: false, ..c } } else { c })).collect();
+    settle_with(causes, false)
+}
+
+/// [`settle`] for a thread other than the measuring one (Session 20):
+/// there a preemption in most operations is the operation's own too — an
+/// engine thread or echo server preempted, round trip after round trip,
+/// by the very thread it has just woken on its CPU — and is kept in the
+/// statistics and reported as such (`own_preemptions`), as minor faults
+/// in most operations are.
+pub(crate) fn settle_thread(causes: &[Cause]) -> (Vec<bool>, Disturbed) {
+    settle_with(causes, true)
+}
+
+fn settle_with(causes: &[Cause], preempt_own: bool) -> (Vec<bool>, Disturbed) {
+    let most = |f: fn(&Cause) -> bool| 2 * causes.iter().filter(|c| f(c)).count() > causes.len();
+    let own = most(|c| c.minor_fault);
+    let own_p = preempt_own && most(|c| c.preempted);
+    let mut d = Disturbed { own_minor_faults: own, own_preemptions: own_p, ..Disturbed::default() };
+    let hit = causes
+        .iter()
+        .map(|&c| {
+            d.count(Cause { minor_fault: c.minor_fault && !own, preempted: c.preempted && !own_p, ..c })
+        })
+        .collect();
     if own {
         d.minor_faults = causes.iter().filter(|c| c.minor_fault).count();
+    }
+    if own_p {
+        d.preempted = causes.iter().filter(|c| c.preempted).count();
     }
     // Every operation disturbed: nothing undisturbed to show, so all are
     // kept (the tally, every one disturbed, says so) rather than none.
@@ -139,6 +198,7 @@ impl Disturbed {
         self.major_faults += o.major_faults;
         self.migrated += o.migrated;
         self.own_minor_faults |= o.own_minor_faults;
+        self.own_preemptions |= o.own_preemptions;
     }
 
     /// "12 of 3,000 (preempted 10, minor faults 3, …)": the causes with a
@@ -146,8 +206,10 @@ impl Disturbed {
     pub fn describe(&self) -> String {
         let minor =
             if self.own_minor_faults { "minor faults (kept: the operation's own)" } else { "minor faults" };
+        let preempted =
+            if self.own_preemptions { "preempted (kept: the operation's own)" } else { "preempted" };
         let causes: Vec<String> = [
-            ("preempted", self.preempted),
+            (preempted, self.preempted),
             (minor, self.minor_faults),
             ("major faults", self.major_faults),
             ("migrated", self.migrated),
@@ -199,6 +261,42 @@ mod tests {
         let (hit, d) = settle(&[fault, Cause::default(), Cause::default()]);
         assert_eq!(hit, vec![true, false, false]);
         assert!(!d.own_minor_faults);
+    }
+
+    #[test]
+    fn another_threads_counters_are_read_from_proc() {
+        // A command name with a space and a parenthesis, as comm allows.
+        let stat = "123 (xtp (eng) 1) S 1 2 3 4 5 6 77 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 1";
+        let status = "Name:\txtp\nvoluntary_ctxt_switches:\t50\nnonvoluntary_ctxt_switches:\t7\n";
+        let m = Mark::parse(stat, status).unwrap();
+        assert_eq!(m, Mark { nivcsw: 7, minflt: 77, majflt: 9, cpu: 1 });
+        assert!(Mark::parse(stat, "Name:\txtp\n").is_none());
+        assert!(Mark::parse("123 (x) S 1", status).is_none());
+        // This thread through /proc agrees with getrusage on its faults.
+        let tid = nix::unistd::gettid();
+        let a = Mark::of_task(&std::path::Path::new("/proc/self/task").join(tid.to_string())).unwrap();
+        let v = vec![1u8; 8 << 20];
+        std::hint::black_box(&v);
+        let b = Mark::of_task(&std::path::Path::new("/proc/self/task").join(tid.to_string())).unwrap();
+        assert!(Cause::between(&a, &b).minor_fault, "{a:?} {b:?}");
+    }
+
+    #[test]
+    fn preemption_in_most_operations_of_another_thread_is_its_own() {
+        let p = Cause { preempted: true, ..Cause::default() };
+        let f = Cause { major_fault: true, ..Cause::default() };
+        let (hit, d) = settle_thread(&[p, p, f]);
+        assert_eq!(hit, vec![false, false, true]);
+        assert!(d.own_preemptions && d.preempted == 2 && d.disturbed == 1);
+        assert_eq!(d.describe(), "1 of 3 (preempted (kept: the operation's own) 2, major faults 1)");
+        // On the measuring thread a preemption always disturbs (all three
+        // disturbed here: counted so, and all kept, as `settle` keeps a
+        // run with nothing undisturbed).
+        let (_, d) = settle(&[p, p, f]);
+        assert_eq!((d.disturbed, d.preempted, d.own_preemptions), (3, 2, false));
+        // In a minority of operations it disturbs on any thread.
+        let (hit, _) = settle_thread(&[p, Cause::default(), Cause::default()]);
+        assert_eq!(hit, vec![true, false, false]);
     }
 
     #[test]
