@@ -372,7 +372,10 @@ fn ring_crossings_carry_one_journey_across_the_segment() {
     port.try_send(FromEngine::Listening { port: 8, result: Ok(()) }, true).unwrap();
     assert!(app.try_recv().is_some());
     let rec: Recording = xk_trace::finish();
-    let all: Vec<_> = rec.merged().into_iter().map(|(_, e)| e).collect();
+    // This test's thread only: the recorder is process-wide, and the other
+    // daemon tests running beside it push and pop blocks of their own.
+    let me = std::thread::current().name().unwrap_or_default().to_string();
+    let all: Vec<_> = rec.merged().into_iter().filter(|(t, _)| t.name == me).map(|(_, e)| e).collect();
     let of = |p: Point, b: u32| {
         all.iter().filter(|e| e.point == p && e.b == b).map(|e| e.journey).collect::<Vec<_>>()
     };
