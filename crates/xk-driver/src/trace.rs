@@ -190,6 +190,11 @@ fn ctx_number(ctx: &xtp_proto::ContextId) -> u64 {
 impl Subscriber for EngineTrace {
     const ENABLED: bool = COMPILED;
 
+    #[inline]
+    fn recording(&self) -> bool {
+        xk_trace::enabled()
+    }
+
     fn on_trace(&mut self, now: xk_time::Instant, trace: &Trace) {
         if !xk_trace::enabled() {
             return;

@@ -880,18 +880,19 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CA
         // reads no clock).
         let len = data.len();
         let sub = &mut self.subscriber;
-        if S::ENABLED {
+        let traced = S::ENABLED && sub.recording();
+        if traced {
             sub.on_trace(now, &Trace::Span { work: Work::Parse, begin: true, len });
         }
         // Untraced, the plain parse (see `Context::emit` for why).
-        let parsed = if S::ENABLED {
+        let parsed = if traced {
             PacketRepr::parse_observed(&data, Verify::Checksum, |begin| {
                 sub.on_trace(now, &Trace::Span { work: Work::ChecksumVerify, begin, len });
             })
         } else {
             PacketRepr::parse(&data)
         };
-        if S::ENABLED {
+        if traced {
             sub.on_trace(now, &Trace::Span { work: Work::Parse, begin: false, len });
         }
         let repr = match parsed {

@@ -395,6 +395,16 @@ pub trait Subscriber {
     fn on_trace(&mut self, now: Instant, trace: &Trace) {
         let _ = (now, trace);
     }
+
+    /// Whether it records now, asked before an event is built (where
+    /// `ENABLED`): a subscriber compiled in but not recording (the
+    /// driver's, between recordings) then costs a load and a branch per
+    /// tracepoint, not a call and an event, and the engine takes its
+    /// untraced paths (plain packet build and parse). Must be cheap.
+    #[inline]
+    fn recording(&self) -> bool {
+        true
+    }
 }
 
 /// The subscriber that ignores everything; the engine builds no event for

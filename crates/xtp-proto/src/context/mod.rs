@@ -73,7 +73,7 @@ impl<S: Subscriber> Sink<'_, S> {
     /// subscriber wants events.
     #[inline(always)]
     pub(crate) fn trace(&mut self, f: impl FnOnce() -> Trace) {
-        if S::ENABLED {
+        if S::ENABLED && self.subscriber.recording() {
             self.subscriber.on_trace(self.now, &f());
         }
     }
@@ -929,11 +929,12 @@ impl Context {
                 delivery_rate: info.delivery_rate,
                 app_limited: self.last_round_peak.max(self.round_peak) < cwnd / 2,
             };
-            let ssthresh = if S::ENABLED { self.cc.ssthresh() } else { 0 };
+            let traced = S::ENABLED && sink.subscriber.recording();
+            let ssthresh = if traced { self.cc.ssthresh() } else { 0 };
             self.cc.on_ack(&ack);
             // Growth (or a model update) is a decision too; an
             // acknowledgement that changed nothing is not reported.
-            if S::ENABLED && (self.cc.window() != cwnd || self.cc.ssthresh() != ssthresh) {
+            if traced && (self.cc.window() != cwnd || self.cc.ssthresh() != ssthresh) {
                 self.trace_window(WindowCause::Ack, sink);
             }
         }
@@ -1360,9 +1361,10 @@ impl Context {
         let retransmit_ok = room_cc > 0 || in_flight == 0;
         if let Some(seg) = self.send.next_segment(self.cfg.mss, room, limit, retransmit_ok) {
             let wire = overhead + seg.btag.map_or(0, |_| 8) + seg.data.len();
-            let rate_before = if S::ENABLED { self.pacer.rate() } else { 0 };
+            let traced = S::ENABLED && sink.subscriber.recording();
+            let rate_before = if traced { self.pacer.rate() } else { 0 };
             let sent = self.may_send(now, wire);
-            if S::ENABLED {
+            if traced {
                 self.trace_rate(now, sent, rate_before, sink);
             }
             if !sent {
@@ -1514,10 +1516,12 @@ impl Context {
         // observed one is generic, so monomorphised here it would call
         // xtp-wire's codec helpers across crates and cost ~7 % more
         // instructions per round trip with tracing off (callgrind, Session
-        // 20 review). `S::ENABLED` is a constant: one branch survives.
-        let len = if S::ENABLED { p.buffer_len() } else { 0 };
+        // 20 review). `S::ENABLED` is a constant; a subscriber compiled in
+        // but not recording takes the plain path too.
+        let traced = S::ENABLED && sink.subscriber.recording();
+        let len = if traced { p.buffer_len() } else { 0 };
         sink.trace(|| Trace::Span { work: Work::Build, begin: true, len });
-        let built = if S::ENABLED {
+        let built = if traced {
             p.emit_observed(buf, |begin| {
                 sink.trace(|| Trace::Span { work: Work::ChecksumCompute, begin, len })
             })
