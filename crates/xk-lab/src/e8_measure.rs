@@ -224,6 +224,11 @@ pub struct ProfileRow {
     /// apart.
     #[serde(default)]
     pub all_disturbed: bool,
+    /// The round trips the statistics are over (Session 20: undisturbed on
+    /// every watched thread, or all of them when `all_disturbed`); 0 in
+    /// results written before.
+    #[serde(default)]
+    pub kept: usize,
     /// Session 20: the undisturbed round trips' times at the 0th, 1st, …,
     /// 100th percentile (nearest rank), ns; and the disturbed ones' (any
     /// thread), for the profile's figure.
@@ -562,6 +567,7 @@ pub(crate) fn profile(
         threads,
         journeys,
         all_disturbed,
+        kept,
         rtt_percentiles: percentiles(rtt),
         disturbed_rtt_percentiles: percentiles(disturbed_rtt),
     })
@@ -718,6 +724,8 @@ mod tests {
         }
         assert!(p.journeys[0].rtt_ns <= p.journeys[2].rtt_ns);
         assert_eq!(p.rtt_percentiles.len(), 101);
+        assert!(p.kept > 0 && p.kept <= p.round_trips, "{} of {}", p.kept, p.round_trips);
+        assert!(!p.all_disturbed || p.kept == p.round_trips);
         assert!(p.rtt_percentiles.windows(2).all(|w| w[0] <= w[1]));
         let q = profile(ModeName::Integrated, Mode::integrated(), echo.addr, 1, 30, None).unwrap();
         assert!(q.phases.iter().any(|ph| ph.phase.starts_with("send system call (application)")), "{q:?}");

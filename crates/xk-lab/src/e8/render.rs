@@ -337,7 +337,11 @@ fn host_table(rows: &[&ProfileRow], page: &mut Page) {
                 } else {
                     r.disturbed.describe()
                 },
-                format!("{} of {}", r.outliers, r.round_trips - r.disturbed.disturbed),
+                format!(
+                    "{} of {}",
+                    r.outliers,
+                    if r.kept > 0 { r.kept } else { r.round_trips - r.disturbed.disturbed }
+                ),
             ]
         })
         .collect();
