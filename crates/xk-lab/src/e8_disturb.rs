@@ -26,7 +26,12 @@
 //! ([`Mark::of_task`]: the same four counters), before the operation's
 //! first timestamp and after its last, and its disturbances are counted
 //! per thread (the profile's per-thread table) and keep the operation out
-//! of the statistics as the application thread's do.
+//! of the statistics as the application thread's do — a preemption of any
+//! of them included, however often it happens. (Session 20 tried keeping
+//! preemptions that hit most of another thread's operations as the
+//! operation's own and removed it: the cause was not verified, the label
+//! flipped between lengths on one mechanism, and the round trips it set
+//! apart were not slower — docs/PERF.md.)
 
 use serde::{Deserialize, Serialize};
 
@@ -131,49 +136,31 @@ pub struct Disturbed {
     /// use), kept in the statistics rather than set apart.
     #[serde(default)]
     pub own_minor_faults: bool,
-    /// Preemptions hit most operations of a thread other than the
-    /// measuring one: the operation's own ([`settle_thread`]), kept.
-    #[serde(default)]
-    pub own_preemptions: bool,
 }
 
 /// Which of a run's operations the operating system disturbed (in order),
 /// and the tally; see the module's note on page faults that are the
-/// operation's own.
+/// operation's own. Every operation disturbed leaves nothing undisturbed
+/// to show, so then all are kept (the tally, every one disturbed, says so)
+/// rather than none.
 pub(crate) fn settle(causes: &[Cause]) -> (Vec<bool>, Disturbed) {
-    settle_with(causes, false)
+    let (hit, d) = tally(causes);
+    let hit = if !causes.is_empty() && d.disturbed == causes.len() { vec![false; causes.len()] } else { hit };
+    (hit, d)
 }
 
-/// [`settle`] for a thread other than the measuring one (Session 20):
-/// there a preemption in most operations is the operation's own too — an
-/// engine thread or echo server preempted, round trip after round trip,
-/// by the very thread it has just woken on its CPU — and is kept in the
-/// statistics and reported as such (`own_preemptions`), as minor faults
-/// in most operations are.
-pub(crate) fn settle_thread(causes: &[Cause]) -> (Vec<bool>, Disturbed) {
-    settle_with(causes, true)
-}
-
-fn settle_with(causes: &[Cause], preempt_own: bool) -> (Vec<bool>, Disturbed) {
-    let most = |f: fn(&Cause) -> bool| 2 * causes.iter().filter(|c| f(c)).count() > causes.len();
-    let own = most(|c| c.minor_fault);
-    let own_p = preempt_own && most(|c| c.preempted);
-    let mut d = Disturbed { own_minor_faults: own, own_preemptions: own_p, ..Disturbed::default() };
-    let hit = causes
-        .iter()
-        .map(|&c| {
-            d.count(Cause { minor_fault: c.minor_fault && !own, preempted: c.preempted && !own_p, ..c })
-        })
-        .collect();
+/// [`settle`] without keeping everything when every operation was
+/// disturbed: the operations disturbed, as they were, and the tally. For
+/// callers that combine several threads' tallies and say themselves what
+/// they keep when nothing is undisturbed.
+pub(crate) fn tally(causes: &[Cause]) -> (Vec<bool>, Disturbed) {
+    let own = 2 * causes.iter().filter(|c| c.minor_fault).count() > causes.len();
+    let mut d = Disturbed { own_minor_faults: own, ..Disturbed::default() };
+    let hit =
+        causes.iter().map(|&c| d.count(if own { Cause { minor_fault: false, ..c } } else { c })).collect();
     if own {
         d.minor_faults = causes.iter().filter(|c| c.minor_fault).count();
     }
-    if own_p {
-        d.preempted = causes.iter().filter(|c| c.preempted).count();
-    }
-    // Every operation disturbed: nothing undisturbed to show, so all are
-    // kept (the tally, every one disturbed, says so) rather than none.
-    let hit = if !causes.is_empty() && d.disturbed == causes.len() { vec![false; causes.len()] } else { hit };
     (hit, d)
 }
 
@@ -198,7 +185,6 @@ impl Disturbed {
         self.major_faults += o.major_faults;
         self.migrated += o.migrated;
         self.own_minor_faults |= o.own_minor_faults;
-        self.own_preemptions |= o.own_preemptions;
     }
 
     /// "12 of 3,000 (preempted 10, minor faults 3, …)": the causes with a
@@ -206,10 +192,8 @@ impl Disturbed {
     pub fn describe(&self) -> String {
         let minor =
             if self.own_minor_faults { "minor faults (kept: the operation's own)" } else { "minor faults" };
-        let preempted =
-            if self.own_preemptions { "preempted (kept: the operation's own)" } else { "preempted" };
         let causes: Vec<String> = [
-            (preempted, self.preempted),
+            ("preempted", self.preempted),
             (minor, self.minor_faults),
             ("major faults", self.major_faults),
             ("migrated", self.migrated),
@@ -282,20 +266,20 @@ mod tests {
     }
 
     #[test]
-    fn preemption_in_most_operations_of_another_thread_is_its_own() {
+    fn another_threads_preemptions_disturb_however_often() {
+        // Session 20 tried keeping preemptions that hit most of a thread's
+        // operations as the operation's own; removed (docs/PERF.md). A
+        // preemption disturbs on every thread, and `tally` does not keep
+        // everything when everything was disturbed, as `settle` does.
         let p = Cause { preempted: true, ..Cause::default() };
         let f = Cause { major_fault: true, ..Cause::default() };
-        let (hit, d) = settle_thread(&[p, p, f]);
-        assert_eq!(hit, vec![false, false, true]);
-        assert!(d.own_preemptions && d.preempted == 2 && d.disturbed == 1);
-        assert_eq!(d.describe(), "1 of 3 (preempted (kept: the operation's own) 2, major faults 1)");
-        // On the measuring thread a preemption always disturbs (all three
-        // disturbed here: counted so, and all kept, as `settle` keeps a
-        // run with nothing undisturbed).
-        let (_, d) = settle(&[p, p, f]);
-        assert_eq!((d.disturbed, d.preempted, d.own_preemptions), (3, 2, false));
-        // In a minority of operations it disturbs on any thread.
-        let (hit, _) = settle_thread(&[p, Cause::default(), Cause::default()]);
+        let (hit, d) = tally(&[p, p, f]);
+        assert_eq!(hit, vec![true, true, true]);
+        assert_eq!((d.disturbed, d.preempted, d.major_faults), (3, 2, 1));
+        assert_eq!(d.describe(), "3 of 3 (preempted 2, major faults 1)");
+        let (hit, _) = settle(&[p, p, f]);
+        assert_eq!(hit, vec![false, false, false]);
+        let (hit, _) = tally(&[p, Cause::default(), Cause::default()]);
         assert_eq!(hit, vec![true, false, false]);
     }
 

@@ -24,7 +24,7 @@ use xk_driver::api::{Mode, Xtp};
 use xk_driver::trace::mono_ns;
 use xk_trace::{Phase, Point, Recording, ThreadEvents};
 
-use crate::e8_disturb::{Cause, Disturbed, Mark, settle, settle_thread};
+use crate::e8_disturb::{Cause, Disturbed, Mark, tally};
 
 /// The calling thread's CPU time, ns.
 pub(crate) fn thread_cpu_ns() -> u64 {
@@ -219,6 +219,16 @@ pub struct ProfileRow {
     /// each cut into the phases its trace holds.
     #[serde(default)]
     pub journeys: Vec<Journey>,
+    /// Every round trip was disturbed on some thread: the statistics (and
+    /// `rtt_percentiles`, the journeys) are then over all of them, none set
+    /// apart.
+    #[serde(default)]
+    pub all_disturbed: bool,
+    /// The round trips the statistics are over (Session 20: undisturbed on
+    /// every watched thread, or all of them when `all_disturbed`); 0 in
+    /// results written before.
+    #[serde(default)]
+    pub kept: usize,
     /// Session 20: the undisturbed round trips' times at the 0th, 1st, …,
     /// 100th percentile (nearest rank), ns; and the disturbed ones' (any
     /// thread), for the profile's figure.
@@ -452,29 +462,27 @@ pub(crate) fn profile(
         }
         spans_of_rt.push((t0, t1, t2, a, b, c));
     }
-    let (mut hit, disturbed) = settle(&causes);
+    let (mut hit, disturbed) = tally(&causes);
     let mut threads = Vec::with_capacity(watched.len());
     for (w, c) in watched.iter().zip(&others) {
-        let (h, d) = settle_thread(c);
+        let (h, d) = tally(c);
         for (a, b) in hit.iter_mut().zip(h) {
             *a |= b;
         }
         threads.push(ThreadDisturbed { thread: w.0.clone(), disturbed: d });
     }
-    // As `settle` does for one thread: every round trip disturbed on some
-    // thread leaves nothing undisturbed to show, so all are kept (the
-    // tallies say so) rather than none.
-    if !hit.is_empty() && hit.iter().all(|&h| h) {
-        hit.iter_mut().for_each(|h| *h = false);
-    }
+    // Every round trip disturbed on some thread leaves nothing undisturbed:
+    // the statistics are then over all of them, and the row says so
+    // (`all_disturbed`) — they are not relabelled undisturbed.
+    let all_disturbed = !hit.is_empty() && hit.iter().all(|&h| h);
+    let out: Vec<bool> = if all_disturbed { vec![false; hit.len()] } else { hit };
     let mut windows = Vec::with_capacity(count);
     let mut disturbed_rtt = Vec::new();
-    for (&(t0, t1, t2, a, b, c), &hit) in spans_of_rt.iter().zip(&hit) {
-        windows.push((t0, t2, hit));
-        if hit {
+    for (&(t0, t1, t2, a, b, c), &out) in spans_of_rt.iter().zip(&out) {
+        windows.push((t0, t2, out));
+        if out {
             disturbed_rtt.push(t2 - t0);
-        }
-        if !hit {
+        } else {
             cpu_send.push(b - a);
             cpu_recv.push(c - b);
             wait_recv.push((t2 - t1).saturating_sub(c - b));
@@ -537,7 +545,7 @@ pub(crate) fn profile(
             timed.push((name.into(), v));
         }
     }
-    let journeys = journeys_of(&spans_of_rt, &hit, &timed);
+    let journeys = journeys_of(&spans_of_rt, &out, &timed);
     // The peer: the echo server's engine from its first packet of a
     // message in to its last echo out is the far side's share.
     Ok(ProfileRow {
@@ -558,6 +566,8 @@ pub(crate) fn profile(
         trace_dropped: rec.dropped,
         threads,
         journeys,
+        all_disturbed,
+        kept,
         rtt_percentiles: percentiles(rtt),
         disturbed_rtt_percentiles: percentiles(disturbed_rtt),
     })
@@ -714,6 +724,8 @@ mod tests {
         }
         assert!(p.journeys[0].rtt_ns <= p.journeys[2].rtt_ns);
         assert_eq!(p.rtt_percentiles.len(), 101);
+        assert!(p.kept > 0 && p.kept <= p.round_trips, "{} of {}", p.kept, p.round_trips);
+        assert!(!p.all_disturbed || p.kept == p.round_trips);
         assert!(p.rtt_percentiles.windows(2).all(|w| w[0] <= w[1]));
         let q = profile(ModeName::Integrated, Mode::integrated(), echo.addr, 1, 30, None).unwrap();
         assert!(q.phases.iter().any(|ph| ph.phase.starts_with("send system call (application)")), "{q:?}");

@@ -62,6 +62,13 @@ pub(super) fn threads_table(rows: &[&ProfileRow], page: &mut Page) {
         for d in &r.threads {
             t.push(vec![what.clone(), d.thread.clone(), d.disturbed.describe()]);
         }
+        if r.all_disturbed {
+            t.push(vec![
+                what.clone(),
+                "all threads".into(),
+                "every round trip disturbed on some thread: statistics over all".into(),
+            ]);
+        }
         t.push(vec![
             what,
             "unexplained".into(),
@@ -72,7 +79,7 @@ pub(super) fn threads_table(rows: &[&ProfileRow], page: &mut Page) {
         return;
     }
     page.table(
-        "The operating system's disturbances, per thread (seed 000's PATO set them apart): each round trip is bracketed by every involved thread's preemption, page-fault and CPU counters — the application thread's by getrusage, the engine thread's, the daemon's and the echo server's threads' from /proc/…/task/<tid>/{stat,status} — and one disturbed on any thread is kept out of the profile's statistics; minor faults in most round trips of a thread are that thread's own work and kept in. \"unexplained\": round trips no counter explains that still took over 5× the median",
+        "The operating system's disturbances, per thread (seed 000's PATO set them apart): each round trip is bracketed by every involved thread's preemption, page-fault and CPU counters — the application thread's by getrusage, the engine thread's, the daemon's and the echo server's threads' from /proc/…/task/<tid>/{stat,status} — and one disturbed on any thread (a preemption included, however often) is kept out of the profile's statistics; minor faults in most round trips of a thread are that thread's own work and kept in. A profile whose every round trip was disturbed on some thread has its statistics over all of them (\"all threads\" row). \"unexplained\": round trips no counter explains that still took over 5× the median",
         &["profile", "thread", "round trips disturbed (per cause)"],
         &t,
     );
@@ -85,7 +92,9 @@ pub(super) fn figures(rows: &[&ProfileRow], page: &mut Page) {
         let pts = |v: &[u64]| -> Vec<(f64, f64)> {
             v.iter().enumerate().map(|(p, &ns)| (p as f64, ns as f64 / 1e3)).collect()
         };
-        let mut s = vec![("undisturbed".to_string(), pts(&r.rtt_percentiles))];
+        let label =
+            if r.all_disturbed { "all (every round trip disturbed on some thread)" } else { "undisturbed" };
+        let mut s = vec![(label.to_string(), pts(&r.rtt_percentiles))];
         if !r.disturbed_rtt_percentiles.is_empty() {
             s.push((
                 "disturbed by the operating system (any thread)".to_string(),

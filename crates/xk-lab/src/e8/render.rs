@@ -329,8 +329,19 @@ fn host_table(rows: &[&ProfileRow], page: &mut Page) {
                 us(r.protocol_cpu_per_rt_ns),
                 format!("{:.2}", r.wakeups_per_rt),
                 format!("{:.3}", r.preemptions_per_rt),
-                r.disturbed.describe(),
-                format!("{} of {}", r.outliers, r.round_trips - r.disturbed.disturbed),
+                if r.all_disturbed {
+                    format!(
+                        "{} — every round trip disturbed on some thread: statistics over all",
+                        r.disturbed.describe()
+                    )
+                } else {
+                    r.disturbed.describe()
+                },
+                format!(
+                    "{} of {}",
+                    r.outliers,
+                    if r.kept > 0 { r.kept } else { r.round_trips - r.disturbed.disturbed }
+                ),
             ]
         })
         .collect();
@@ -344,7 +355,7 @@ fn host_table(rows: &[&ProfileRow], page: &mut Page) {
     seed_row("seed 004 off-host (1993)", "1 and 65536", "1 interrupt per message");
     seed_row("seed 004 in-host UNIX XTP (1993)", "65536", "26 interrupts per message");
     page.table(
-        "Host overhead per mode: the application thread's CPU time per call (CLOCK_THREAD_CPUTIME_ID; send_message is an asynchronous post: it returns once the message is queued) and per round trip, the engine thread's or daemon's CPU time per round trip (/proc schedstat), the application thread's sleeps (voluntary context switches, each ended by a wake-up) and preemptions per round trip; µs. Round trips the operating system disturbed (the application thread preempted, page-faulted or moved to another CPU during it) are counted per cause and kept out of the medians and phases; unexplained outliers are undisturbed round trips over 5× the median. Seed rows: §5's interrupt counts",
+        "Host overhead per mode: the application thread's CPU time per call (CLOCK_THREAD_CPUTIME_ID; send_message is an asynchronous post: it returns once the message is queued) and per round trip, the engine thread's or daemon's CPU time per round trip (/proc schedstat), the application thread's sleeps (voluntary context switches, each ended by a wake-up) and preemptions per round trip; µs. Round trips the operating system disturbed (the application thread — or, since Session 20, any other thread the round trip involves, the per-thread table — preempted, page-faulted or moved to another CPU during it) are kept out of the medians and phases, the application thread's counted per cause in this column (a profile whose every round trip was disturbed on some thread has its statistics over all of them, and says so here); unexplained outliers are undisturbed round trips over 5× the median. Seed rows: §5's interrupt counts",
         &["mode", "bytes", "one-way latency (½ median round trip)", "host CPU / send (post)", "host CPU / receive", "host CPU / round trip (mean)", "engine or daemon CPU / round trip (mean)", "wake-ups / round trip", "preemptions / round trip", "disturbed by the OS", "unexplained outliers"],
         &t,
     );
@@ -703,7 +714,7 @@ fn figures(checks: &[Check], cross: &[Check], page: &mut Page) {
     if let Some(c) = checks.first() {
         page.figure(
             plot("Latency vs message size (seed 004 Fig. 5)", ("message size (bytes)", "one-way latency (µs)"), &series(c, "δ", Some("latency δ from")), (true, true)),
-            "Latency, engine-thread mode, application to application: measured (the ping-pong's half round trip), seed 004's form calibrated here, and the prediction from another operation (the synchronous sends' one way to the sink application, three regimes).",
+            "Latency, engine-thread mode, application to application: measured (the ping-pong's half round trip), seed 004's form calibrated here, and the prediction from another operation (the synchronous sends' one way to the sink application, a line per regime: one packet, several).",
         );
     }
     if checks.len() >= 3 {
@@ -866,16 +877,32 @@ fn reading(
             others.add(&d.disturbed);
         }
         s += &format!(
-            "The operating system disturbed {} of the {measured} measured round trips and synchronous sends on the application thread (preempted {} times, minor page faults in {}, major in {}, moved to another CPU in {}); in the profiles every other thread the round trips involve is watched per round trip too (the engine thread, the daemon's threads, the echo server's, from /proc): {} — each thread's in the per-thread table. Disturbed round trips are counted per row and kept out of every statistic rather than averaged in (the profiles' figures show them apart); {} undisturbed profile round trips still took over 5× the median — outliers no watched thread's counters explain (the calibration sweep's engine and peer threads are watched per run, not per operation). ",
+            "The operating system disturbed {} of the {measured} measured round trips and synchronous sends on the application thread (preempted {} times, minor page faults in {}, major in {}, moved to another CPU in {}); in the profiles every other thread the round trips involve is watched per round trip too (the engine thread, the daemon's threads, the echo server's, from /proc): {} — each thread's in the per-thread table. Disturbed round trips (on any watched thread, a preemption included) are counted per row and kept out of every statistic rather than averaged in (the profiles' figures show them apart; a profile whose every round trip was disturbed on some thread has its statistics over all of them, and its row says so){}; {} undisturbed profile round trips still took over 5× the median — outliers no watched thread's counters explain (the calibration sweep's engine and peer threads are watched per run, not per operation). ",
             hit.disturbed,
             hit.preempted,
             hit.minor_faults,
             hit.major_faults,
             hit.migrated,
             if others.measured > 0 {
-                others.describe()
+                format!(
+                    "summed over the threads and profiles (a round trip counts once per thread it was disturbed on), {} of {} thread-round-trips disturbed (preempted {}, minor page faults {}, major {}, migrated {})",
+                    others.disturbed,
+                    others.measured,
+                    others.preempted,
+                    others.minor_faults,
+                    others.major_faults,
+                    others.migrated
+                )
             } else {
                 "none recorded (results written before Session 20)".into()
+            },
+            {
+                let all: Vec<String> = profile
+                    .iter()
+                    .filter(|r| r.all_disturbed)
+                    .map(|r| format!("{} {} B", r.mode.label(), r.size))
+                    .collect();
+                if all.is_empty() { String::new() } else { format!(" — this run: {}", all.join(", ")) }
             },
             profile.iter().map(|r| r.outliers).sum::<usize>(),
         );
@@ -992,7 +1019,7 @@ fn reading(
         "worst held-out |error| of the extended form and of the baseline: the baseline does as well or better for {as_good} of the {} quantities. ",
         held.len().min(base.len())
     );
-    s += "Predicted from another operation instead (the cross-operation table: δ from the synchronous sends' one way to the application, in three regimes; τ_a from the stream's period at the shortest length and the synchronous sends' work per length; C(l) and τ_s with C(l) as the ping-pong's processor one way out plus a one way back whose wake-ups are the ping-pong's at the length (Δ_b); C(l) as the ping-pong's processor one way out plus a minimum-length one way back, with n_a = 1 — the ping-pong does not say how many acknowledgement rounds a send takes, so the rounds counted on the sends are not put into their own prediction — the wake-ups the ping-pong's own at the length, no read entry; H_r from the sink's receives during the synchronous sends plus the monitor's clock reads): ";
+    s += "Predicted from another operation instead (the cross-operation table: δ from the synchronous sends' one way to the application, a line per regime — one packet, several; τ_a from the stream's period at the shortest length and the synchronous sends' work per length; C(l) and τ_s with C(l) as the ping-pong's processor one way out plus a one way back whose wake-ups are the ping-pong's at the length (Δ_b), n_a = 1 — the ping-pong does not say how many acknowledgement rounds a send takes, so the rounds counted on the sends are not put into their own prediction — the wake-ups the ping-pong's own at the length, no read entry; H_r from the sink's receives during the synchronous sends plus the monitor's clock reads): ";
     for c in cross {
         if c.unrecorded {
             s += &format!("{} not recorded in these rows; ", c.name);
@@ -1163,7 +1190,7 @@ fn reading(
         }
         s += "Where a host time misses, the table of a synchronous send's two parts shows which term did (the doorbell's and the wake-up's CPU cost vary from run to run and between the ping-pong and the synchronous sends by more than 10 %: whether the woken thread's CPU is idle, and whether waker and sleeper share a CPU, are not in the model); where τ_a misses, the pipelined accounting shows which of U and I moved between the lengths. ";
     }
-    s += &super::predict::then_and_now(checks, cross);
+    s += &super::predict::then_and_now(cal_rows, checks, cross);
     s += " Errors are from one run under the machine's load at the time (see the header's load average); the repeatability table gives each measured value's own standard error over the rounds, a lower bound on its noise (between runs the values move by more at some lengths), and the tables keep every measured value.";
     s
 }
