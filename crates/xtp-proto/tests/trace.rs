@@ -12,6 +12,17 @@ fn addr(s: &str) -> SocketAddr {
     s.parse().unwrap()
 }
 
+/// Two recording endpoints, `a` connected to `b`'s port 7 at 1 s (the
+/// FIRST not yet sent): `(a, a's address, b, b's address, a's context)`.
+fn recorded_pair() -> (Endpoint<Recorder>, SocketAddr, Endpoint<Recorder>, SocketAddr, xtp_proto::ContextId) {
+    let (aa, ba) = (addr("10.0.0.1:1"), addr("10.0.0.2:1"));
+    let mut a = Endpoint::with_subscriber(EndpointConfig::default(), 1, Recorder::default());
+    let mut b = Endpoint::with_subscriber(EndpointConfig::default(), 2, Recorder::default());
+    b.listen(7, ContextConfig::stream()).unwrap();
+    let ctx = a.connect(Instant::from_secs(1), ba, 7, ContextConfig::stream()).unwrap();
+    (a, aa, b, ba, ctx)
+}
+
 /// Moves every datagram `from` has to `to`; returns how many.
 fn carry(from: &mut Endpoint<Recorder>, fa: SocketAddr, to: &mut Endpoint<Recorder>, now: Instant) -> usize {
     let mut buf = vec![0u8; 2048];
@@ -25,12 +36,8 @@ fn carry(from: &mut Endpoint<Recorder>, fa: SocketAddr, to: &mut Endpoint<Record
 
 #[test]
 fn recorder_sees_both_ends_of_every_byte_with_the_same_flow_and_seq() {
-    let (aa, ba) = (addr("10.0.0.1:1"), addr("10.0.0.2:1"));
-    let mut a = Endpoint::with_subscriber(EndpointConfig::default(), 1, Recorder::default());
-    let mut b = Endpoint::with_subscriber(EndpointConfig::default(), 2, Recorder::default());
-    b.listen(7, ContextConfig::stream()).unwrap();
+    let (mut a, aa, mut b, ba, ctx) = recorded_pair();
     let mut now = Instant::from_secs(1);
-    let ctx = a.connect(now, ba, 7, ContextConfig::stream()).unwrap();
     a.write(now, ctx, Bytes::from(vec![7u8; 3000]), true, None).unwrap();
     let mut got = 0;
     for _ in 0..100 {
@@ -132,12 +139,8 @@ fn spans(events: &[(Instant, Trace)]) -> Vec<(xtp_proto::Work, bool)> {
 #[test]
 fn decisions_and_spans_are_traced() {
     use xtp_proto::{WindowCause, Work};
-    let (aa, ba) = (addr("10.0.0.1:1"), addr("10.0.0.2:1"));
-    let mut a = Endpoint::with_subscriber(EndpointConfig::default(), 1, Recorder::default());
-    let mut b = Endpoint::with_subscriber(EndpointConfig::default(), 2, Recorder::default());
-    b.listen(7, ContextConfig::stream()).unwrap();
+    let (mut a, aa, mut b, ba, ctx) = recorded_pair();
     let mut now = Instant::from_secs(1);
-    let ctx = a.connect(now, ba, 7, ContextConfig::stream()).unwrap();
     let total = 400_000usize;
     let (mut written, mut got, mut sent_data, mut parsed) = (0, 0, 0, 0);
     let mut buf = vec![0u8; 2048];
