@@ -123,7 +123,7 @@ fn run(seed: u64, firsts: u64, over: Duration, until: Instant) -> Outcome {
     let host = |role, seed, flood| {
         Host::new(Endpoint::new(cfg.clone(), seed), Flooded { script: Script::new(role), flood })
     };
-    let server = host(Role::Sink { port: 7 }, seed ^ 1, flood);
+    let server = host(sink(7), seed ^ 1, flood);
     let client = host(Role::Bulk { port: 7, cfg: ContextConfig::stream() }, seed ^ 2, None);
     let Pair { mut sim, client: c, server: s, client_addr, server_addr } =
         xtp_testkit::pair(seed, client, server, link.clone(), link);

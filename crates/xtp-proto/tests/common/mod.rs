@@ -28,8 +28,9 @@ pub enum Role {
     /// Open to `port` and keep the send queue topped up for ever (a bulk
     /// transfer measured by time, as iperf3 does).
     Bulk { port: u16, cfg: ContextConfig },
-    /// Accept on `port` and read everything, counting bytes only.
-    Sink { port: u16 },
+    /// Accept on `port` with `cfg` (its receive buffer is the window the
+    /// sender sees) and read everything, counting bytes only.
+    Sink { port: u16, cfg: ContextConfig },
 }
 
 /// A host of the tests: an endpoint in the simulator with a [`Script`] on
@@ -94,8 +95,11 @@ impl Script {
 
     pub fn start(&mut self, ep: &mut Endpoint, now: Instant) {
         match self.role.clone() {
-            Role::Server { port, .. } | Role::Sink { port } => {
+            Role::Server { port, .. } => {
                 ep.listen(port, ContextConfig::stream()).unwrap();
+            }
+            Role::Sink { port, cfg } => {
+                ep.listen(port, cfg).unwrap();
             }
             Role::Bulk { port, cfg } => {
                 self.ctx = Some(ep.connect(now, self.peer.unwrap(), port, cfg).unwrap());
@@ -297,6 +301,12 @@ pub fn pair_with(
     start(sim.node_mut(s), Instant::ZERO);
     start(sim.node_mut(c), Instant::ZERO);
     (sim, c, s)
+}
+
+/// A sink on `port` with the default stream configuration (its receive
+/// buffer right-sized as it reads).
+pub fn sink(port: u16) -> Role {
+    Role::Sink { port, cfg: ContextConfig::stream() }
 }
 
 pub fn stream_client(port: u16, messages: Vec<Vec<u8>>) -> Role {
