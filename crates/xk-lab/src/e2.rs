@@ -197,6 +197,8 @@ impl Experiment for E2 {
         &["rtt_ms", "setting", "rep"]
     }
     fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page) {
+        let all = rows;
+        let rows = &counted(rows);
         let groups = stats::group(rows, |r| (r.rtt_ms, r.setting), |r| r.outcome.mbit_per_s);
         let get = |rtt: u64, s: Setting| groups.iter().find(|g| g.0 == (rtt, s));
         let mut rtts: Vec<u64> = rows.iter().map(|r| r.rtt_ms).collect();
@@ -211,7 +213,10 @@ impl Experiment for E2 {
                 let mut cells = vec![rtt.to_string()];
                 for &s in &present {
                     cells.push(get(rtt, s).map_or("—".into(), |g| {
-                        let bad = g.2.iter().filter(|r| !r.outcome.valid).count();
+                        let bad = all
+                            .iter()
+                            .filter(|r| r.rtt_ms == rtt && r.setting == s && !r.outcome.valid)
+                            .count();
                         invalid += bad;
                         let mark = if bad > 0 {
                             " <b title=\"emulator timing not trustworthy in a run\">†</b>"
@@ -239,7 +244,7 @@ impl Experiment for E2 {
             &table,
         );
         if invalid > 0 {
-            page.note(&format!("† {invalid} run(s) where the emulator's p99 release error exceeded its bound: their timing is not trustworthy (see results.json, invalid_reasons)."));
+            page.note(&format!("† {invalid} run(s) where the emulator's p99 release error exceeded its bound: their timing is not trustworthy (see results.json, invalid_reasons); a point's median leaves them out when it has a valid run."));
         }
         for n in notes {
             page.note(n);
@@ -265,11 +270,20 @@ impl Experiment for E2 {
         page.reading(&reading(rows));
     }
     fn summary(_p: &Params, rows: &[Row]) -> Vec<String> {
-        let mut out = vec!["E2 goodput through a 45 Mbit/s emulated path (median of runs):".to_string()];
-        for ((rtt, s), g, members) in stats::group(rows, |r| (r.rtt_ms, r.setting), |r| r.outcome.mbit_per_s)
+        let mut out =
+            vec!["E2 goodput through a 45 Mbit/s emulated path (median of valid runs):".to_string()];
+        for ((rtt, s), g, members) in
+            stats::group(&counted(rows), |r| (r.rtt_ms, r.setting), |r| r.outcome.mbit_per_s)
         {
-            let bad =
-                if members.iter().any(|r| !r.outcome.valid) { "  (emulator timing invalid)" } else { "" };
+            let left_out =
+                rows.iter().filter(|r| r.rtt_ms == rtt && r.setting == s && !r.outcome.valid).count();
+            let bad = if members.iter().any(|r| !r.outcome.valid) {
+                "  (emulator timing invalid)".to_string()
+            } else if left_out > 0 {
+                format!("  ({left_out} run(s) with emulator timing invalid, left out)")
+            } else {
+                String::new()
+            };
             out.push(format!("  RTT {rtt:>4} ms  {:<44} {} Mbit/s{bad}", s.name(), g.text(1)));
         }
         out
@@ -279,10 +293,16 @@ impl Experiment for E2 {
     }
 }
 
+/// An E2 point's valid runs (see [`stats::counted`]).
+fn counted(rows: &[Row]) -> Vec<Row> {
+    stats::counted(rows, |r| (r.rtt_ms, r.setting), |r| r.outcome.valid)
+}
+
 /// Whether seed 002's finding holds here, in numbers: XTP with a 1 MB
 /// window flat until the window limits it (1 MB per RTT), 64 KB TCP
 /// collapsing with delay.
 pub(crate) fn reading(rows: &[Row]) -> String {
+    let rows = &counted(rows);
     let med = |rtt: u64, s: Setting| {
         let v: Vec<f64> =
             rows.iter().filter(|r| r.rtt_ms == rtt && r.setting == s).map(|r| r.outcome.mbit_per_s).collect();
@@ -365,5 +385,26 @@ mod tests {
         assert!(text.ends_with("The seed's finding holds here."), "{text}");
         rows[1].outcome.mbit_per_s = 20.0;
         assert!(reading(&rows).ends_with("does not hold in full here."));
+    }
+
+    /// A point's median leaves out a run whose emulator timing was invalid
+    /// when the point has a valid one, and says so; with none valid it
+    /// keeps them and marks the point.
+    #[test]
+    fn medians_leave_out_invalid_runs() {
+        let mut bad = row(200, Setting::Tcp64k, 30.0);
+        bad.outcome.valid = false;
+        let mut alone = row(100, Setting::Tcp64k, 5.0);
+        alone.outcome.valid = false;
+        let rows = vec![row(0, Setting::Tcp64k, 43.0), row(200, Setting::Tcp64k, 2.5), bad, alone];
+        let text = reading(&rows);
+        assert!(text.contains("43.0 Mbit/s at 0 ms, 2.5 at 200 ms"), "{text}");
+        let p = E2::defaults(true);
+        let lines = E2::summary(&p, &rows).join("\n");
+        assert!(
+            lines.contains("2.5 (n 1, 2.5–2.5) Mbit/s  (1 run(s) with emulator timing invalid, left out)"),
+            "{lines}"
+        );
+        assert!(lines.contains("5.0 (n 1, 5.0–5.0) Mbit/s  (emulator timing invalid)"), "{lines}");
     }
 }

@@ -422,15 +422,10 @@ fn reading(p: &Params, rows: &[Row]) -> String {
     parts.join("; ") + "."
 }
 
-/// The rows a cell's median counts: its valid runs, or all its runs when
-/// none is valid (the cell is marked then). An invalid run's timing is not
-/// trustworthy, so it does not move a median that valid runs can give.
+/// A PATHS cell's valid runs (see [`stats::counted`]).
 fn counted(rows: &[Row]) -> Vec<Row> {
     let cell = |r: &Row| (r.rate_mbit, r.rtt_ms, r.loss_pct.to_bits(), r.transport.clone(), r.cc.clone());
-    rows.iter()
-        .filter(|r| r.outcome.valid || !rows.iter().any(|o| cell(o) == cell(r) && o.outcome.valid))
-        .cloned()
-        .collect()
+    stats::counted(rows, cell, |r| r.outcome.valid)
 }
 
 /// PATHS' reading at one bottleneck rate, appended to `parts`.

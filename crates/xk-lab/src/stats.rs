@@ -33,6 +33,20 @@ pub(crate) fn group<R, K: PartialEq>(
         .collect()
 }
 
+/// The rows a cell's median counts: its valid runs, or all its runs when
+/// none is valid (the cell is marked then). An invalid run's timing is not
+/// trustworthy, so it does not move a median that valid runs can give.
+pub(crate) fn counted<R: Clone, K: PartialEq>(
+    rows: &[R],
+    cell: impl Fn(&R) -> K,
+    valid: impl Fn(&R) -> bool,
+) -> Vec<R> {
+    rows.iter()
+        .filter(|r| valid(r) || !rows.iter().any(|o| cell(o) == cell(r) && valid(o)))
+        .cloned()
+        .collect()
+}
+
 fn csv_field(v: &Value) -> String {
     let s = match v {
         Value::Null => String::new(),
