@@ -264,10 +264,13 @@ fn gigabit_shallow_queue_50ms() {
 /// gap that opens in recovery refill at 1.25 × into a standing queue, which
 /// overflows; the second reduction leaves 8.6 MB of a 12.2 MB pipe (89.4 %
 /// over the counted 10 s, 14.19 MB retransmitted). Waiting: one reduction,
-/// 6.11 MB retransmitted.
+/// 6.11 MB retransmitted. Since Session 19 slow start ends before the
+/// overflow, on the full-pipe signal (the reports show the bottleneck
+/// saturated and the window holds their rate for a minimum RTT): no loss at
+/// all, where the loss-based exit took one reduction and 6.11 MB.
 #[test]
 fn gigabit_shallow_queue_100ms() {
-    shallow(&[(100, 8004)], Envelope { share: 0.95, reductions: Some(1), retransmitted: Some(8_000_000) });
+    shallow(&[(100, 8004)], Envelope { share: 0.95, reductions: Some(0), retransmitted: Some(0) });
 }
 
 /// The same at 500 ms (BDP 62.5 MB, the queue 2.3 % of it). Misses: the
