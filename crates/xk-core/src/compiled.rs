@@ -104,6 +104,8 @@ pub struct Stack<M, P> {
     cx: DeviceCx<M>,
     stats: ProtocolStats,
     last_drop: Option<String>,
+    /// Frames dropped for not fitting the device's transmit buffer.
+    too_long: u64,
 }
 
 impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
@@ -112,7 +114,7 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
         let mut cx =
             DeviceCx { now: Instant::ZERO, events: VecDeque::new(), next: None, more: VecDeque::new() };
         proto.init(&mut cx)?;
-        Ok(Stack { proto, cx, stats: ProtocolStats::default(), last_drop: None })
+        Ok(Stack { proto, cx, stats: ProtocolStats::default(), last_drop: None, too_long: 0 })
     }
 
     /// The protocol (its counters, its state).
@@ -232,6 +234,47 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
         self.cx.next.take()
     }
 
+    /// The next frame written into the device's buffer `buf`, with its
+    /// destination and length: the protocol writes it there itself
+    /// ([`Layer::flush_into`]) when it can, as the direct endpoint writes
+    /// into its driver's buffer, else a queued frame is copied in. `buf`
+    /// must hold the largest datagram the device sends; a queued frame
+    /// longer than `buf` is dropped and counted ([`Stack::too_long`],
+    /// [`Stack::last_drop`] says which limit).
+    #[inline]
+    pub fn poll_transmit_into(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        if self.cx.next.is_none() && self.cx.more.is_empty() {
+            if let Some(sent) = self.proto.flush_into(&mut self.cx, buf) {
+                return Some(sent);
+            }
+            // Nothing written and nothing queued (the common empty poll):
+            // return before `take` writes the slot.
+            if self.cx.next.is_none() && self.cx.more.is_empty() {
+                return None;
+            }
+        }
+        loop {
+            let (dst, frame) = match self.cx.next.take() {
+                Some(f) => f,
+                None => self.cx.more.pop_front()?,
+            };
+            match frame.frame_into(buf) {
+                Ok(n) => return Some((dst, n)),
+                Err(e) => self.oversize(e.needed, e.available),
+            }
+        }
+    }
+
+    /// Counts a frame too long for the device's buffer (out of line, as
+    /// `push_dropped`).
+    #[cold]
+    #[inline(never)]
+    fn oversize(&mut self, len: usize, room: usize) {
+        self.too_long += 1;
+        self.last_drop =
+            Some(format!("a {len}-byte frame does not fit the device's {room}-byte transmit buffer"));
+    }
+
     /// The next event for the application: one a verb handed up at once
     /// (`Cx::deliver`, for a protocol that does not pull), else the one the
     /// protocol's [`Layer::poll_up`] returns, taken from its own state with
@@ -277,8 +320,127 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
         self.stats
     }
 
+    /// Frames dropped by [`Stack::poll_transmit_into`] for not fitting the
+    /// device's buffer.
+    pub fn too_long(&self) -> u64 {
+        self.too_long
+    }
+
     /// Why the stack last dropped a message, if it ever did.
     pub fn last_drop(&self) -> Option<&str> {
         self.last_drop.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::DeviceStack;
+    use xk_msg::Contig;
+
+    /// A protocol that sends each push as a frame to one peer, queued at
+    /// once (`Cx::transmit_to`). With `fresh` it also writes one frame
+    /// `fresh` straight into a lent buffer (`flush_into`, once); without,
+    /// it keeps the default `flush_into`: what the stack does with a
+    /// protocol that does not write into a lent buffer.
+    struct Sender {
+        fresh: bool,
+    }
+
+    const PEER: &str = "10.0.0.2:9";
+
+    impl<M: Msg> Layer<M, DeviceCx<M>> for Sender {
+        fn name(&self) -> &'static str {
+            "sender"
+        }
+        fn flush_into(&mut self, cx: &mut DeviceCx<M>, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+            if !std::mem::take(&mut self.fresh) {
+                self.flush(cx);
+                return None;
+            }
+            buf[..5].copy_from_slice(b"fresh");
+            Some((PEER.parse().unwrap(), 5))
+        }
+        fn open(&mut self, _: &mut DeviceCx<M>, _: Upper, _: &Participants) -> Result<SessionId, OpenError> {
+            Ok(SessionId { protocol: STACK_PROTOCOL, slot: crate::ArenaId::from_parts(0, 0) })
+        }
+        fn open_enable(&mut self, _: &mut DeviceCx<M>, _: Upper, _: &Participants) -> Result<(), OpenError> {
+            Ok(())
+        }
+        fn open_disable(&mut self, _: &mut DeviceCx<M>, _: Upper, _: &Participants) -> Result<(), OpenError> {
+            Ok(())
+        }
+        fn demux(
+            &mut self,
+            _: &mut DeviceCx<M>,
+            _: Option<SessionId>,
+            _: &mut M,
+        ) -> Result<SessionId, DemuxError> {
+            Err(DemuxError::Malformed("a sender only"))
+        }
+        fn pop(
+            &mut self,
+            _: &mut DeviceCx<M>,
+            _: SessionId,
+            _: Option<SessionId>,
+            _: M,
+        ) -> Result<(), DemuxError> {
+            Err(DemuxError::Malformed("a sender only"))
+        }
+        fn push(&mut self, cx: &mut DeviceCx<M>, _: SessionId, msg: M) -> Result<(), PushError> {
+            let mut frame = BytesMut::with_capacity(msg.len());
+            msg.for_each_chunk(|c| frame.extend_from_slice(c));
+            cx.transmit_to(PEER.parse().unwrap(), frame);
+            Ok(())
+        }
+        fn control(
+            &mut self,
+            _: &mut DeviceCx<M>,
+            _: Option<SessionId>,
+            req: Control,
+        ) -> Result<ControlReply, ControlError> {
+            Err(ControlError::Unsupported(req))
+        }
+        fn close(&mut self, _: &mut DeviceCx<M>, _: SessionId) -> Result<(), CloseError> {
+            Ok(())
+        }
+    }
+
+    /// A protocol without `flush_into` loses nothing: its queued frames are
+    /// copied into the lent buffer in order, and one too long for it is
+    /// dropped, counted and named with the limit, never a panic.
+    #[test]
+    fn queued_frames_are_copied_into_the_lent_buffer_and_a_long_one_is_counted() {
+        let mut s = Stack::<Contig, _>::new(Sender { fresh: false }).unwrap();
+        let session = s.open(&Participants::default()).unwrap();
+        for m in [&b"first"[..], &[7u8; 200][..], &b"third"[..]] {
+            s.push(session, Contig::from_shared(xk_msg::Bytes::copy_from_slice(m))).unwrap();
+        }
+        let mut buf = [0u8; 100];
+        let (to, n) = s.poll_transmit_into(&mut buf).expect("the first frame");
+        assert_eq!((to, &buf[..n]), (PEER.parse().unwrap(), &b"first"[..]));
+        let (_, n) = s.poll_transmit_into(&mut buf).expect("the third frame, after the long one");
+        assert_eq!(&buf[..n], b"third");
+        assert_eq!(s.poll_transmit_into(&mut buf), None);
+        assert_eq!(s.too_long(), 1);
+        assert_eq!(DeviceStack::drops(&s).bad_frames, 1);
+        let why = s.last_drop().unwrap();
+        assert!(why.contains("200-byte frame") && why.contains("100-byte transmit buffer"), "{why}");
+    }
+
+    /// Frames queued before the device asks go out before anything the
+    /// protocol writes into the lent buffer: a fresh packet never overtakes
+    /// them (fails if `poll_transmit_into` asks `flush_into` first).
+    #[test]
+    fn queued_frames_leave_before_a_frame_written_into_the_lent_buffer() {
+        let mut s = Stack::<Contig, _>::new(Sender { fresh: true }).unwrap();
+        let session = s.open(&Participants::default()).unwrap();
+        s.push(session, Contig::from_shared(xk_msg::Bytes::from_static(b"queued"))).unwrap();
+        let mut buf = [0u8; 100];
+        let mut sent = Vec::new();
+        while let Some((_, n)) = s.poll_transmit_into(&mut buf) {
+            sent.push(buf[..n].to_vec());
+        }
+        assert_eq!(sent, [&b"queued"[..], &b"fresh"[..]]);
     }
 }

@@ -75,6 +75,13 @@ pub fn read_addr(h: &[u8]) -> Option<SocketAddr> {
 pub trait DeviceStack<M> {
     /// Bytes of room a received frame must have before the datagram.
     const HEADROOM: usize;
+    /// Whether [`DeviceStack::poll_transmit_into`] has the protocol write
+    /// into the lent buffer (the compiled stack) rather than copy a frame
+    /// it built (the graph): a sink that needs the frame in a buffer of its
+    /// own choosing (the simulator's `Vec`) takes the frame itself from
+    /// [`DeviceStack::poll_transmit_to`] when this is false, so that it
+    /// copies once either way.
+    const LENDS: bool;
     /// Moves the composition's time to `now`.
     fn advance(&mut self, now: Instant);
     /// When it next wants [`DeviceStack::handle_timeout`].
@@ -86,6 +93,13 @@ pub trait DeviceStack<M> {
     fn receive_from(&mut self, from: SocketAddr, frame: BytesMut);
     /// The next datagram to send and its destination.
     fn poll_transmit_to(&mut self) -> Option<(SocketAddr, M)>;
+    /// The next datagram written into the device's `buf` (which holds the
+    /// largest datagram the device sends), with its destination and
+    /// length. The compiled stack lets its protocol write there directly
+    /// ([`Stack::poll_transmit_into`]), saving the copy of a frame built
+    /// as a message; the graph copies its frame in. A frame longer than
+    /// `buf` is dropped and counted ([`DeviceDrops::bad_frames`]).
+    fn poll_transmit_into(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)>;
     /// Active open by the application, on the top protocol.
     fn open(&mut self, parts: &Participants) -> Result<SessionId, OpenError>;
     /// Passive open by the application, on the top protocol.
@@ -116,8 +130,10 @@ pub trait DeviceStack<M> {
 /// Frames a [`DeviceStack`] dropped between the device and its protocol.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceDrops {
-    /// Frames the composition handed out without a readable device header
-    /// ([`GraphOn::bad_frames`]; the compiled stack has no such header: 0).
+    /// Frames the composition handed out that the device could not send:
+    /// without a readable device header ([`GraphOn::bad_frames`]; the
+    /// compiled stack has no such header), or longer than the buffer
+    /// passed to [`DeviceStack::poll_transmit_into`].
     pub bad_frames: u64,
     /// Frames a protocol refused: in `demux` or `pop` on the way up
     /// (`ProtocolStats::demux_drops`), and in the graph also a lower
@@ -137,8 +153,8 @@ pub struct GraphOn<G> {
     pub device: ProtocolId,
     /// The protocol the application opens sessions of.
     pub top: ProtocolId,
-    /// Frames the graph handed out without a readable device header
-    /// (dropped).
+    /// Frames the graph handed out without a readable device header, or
+    /// too long for the buffer passed to `poll_transmit_into` (dropped).
     pub bad_frames: u64,
 }
 
@@ -151,6 +167,7 @@ impl<G> GraphOn<G> {
 
 impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
     const HEADROOM: usize = ADDR_HEADER;
+    const LENDS: bool = false;
     fn advance(&mut self, now: Instant) {
         self.graph.borrow_mut().advance(now)
     }
@@ -171,6 +188,15 @@ impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
                 Some(dst) => return Some((dst, frame)),
                 None => self.bad_frames += 1,
             }
+        }
+    }
+    fn poll_transmit_into(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        loop {
+            let (dst, frame) = self.poll_transmit_to()?;
+            if let Ok(n) = frame.frame_into(buf) {
+                return Some((dst, n));
+            }
+            self.bad_frames += 1;
         }
     }
     fn open(&mut self, parts: &Participants) -> Result<SessionId, OpenError> {
@@ -217,6 +243,7 @@ impl<M: Msg, G: BorrowMut<Graph<M>>> DeviceStack<M> for GraphOn<G> {
 
 impl<M: Msg, P: Layer<M, DeviceCx<M>>> DeviceStack<M> for Stack<M, P> {
     const HEADROOM: usize = 0;
+    const LENDS: bool = true;
     fn advance(&mut self, now: Instant) {
         Stack::advance(self, now)
     }
@@ -231,6 +258,9 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> DeviceStack<M> for Stack<M, P> {
     }
     fn poll_transmit_to(&mut self) -> Option<(SocketAddr, M)> {
         self.poll_transmit()
+    }
+    fn poll_transmit_into(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        Stack::poll_transmit_into(self, buf)
     }
     fn open(&mut self, parts: &Participants) -> Result<SessionId, OpenError> {
         Stack::open(self, parts)
@@ -248,7 +278,7 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> DeviceStack<M> for Stack<M, P> {
         Stack::control(self, session, req)
     }
     fn drops(&self) -> DeviceDrops {
-        DeviceDrops { bad_frames: 0, demux_drops: self.stats().demux_drops }
+        DeviceDrops { bad_frames: self.too_long(), demux_drops: self.stats().demux_drops }
     }
     fn close(&mut self, session: SessionId) -> Result<(), CloseError> {
         Stack::close(self, session)

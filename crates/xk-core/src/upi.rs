@@ -352,6 +352,22 @@ pub trait Layer<M: Msg, C> {
     /// call, each at the graph's time of that call.
     fn flush(&mut self, _cx: &mut C) {}
 
+    /// [`Layer::flush`] for a device that lends its transmit buffer: write
+    /// the next frame straight into `buf` and return where it goes and its
+    /// length (`None`: nothing to send). A driver sends from its own buffer
+    /// (the kernel copies from there), so a frame built as a message first
+    /// costs one more pass over its bytes than the direct endpoint, which
+    /// writes its packets into the driver's buffer. Called by the compiled
+    /// stack ([`crate::compiled::Stack::poll_transmit_into`]), whose context
+    /// has no device header, only when no frame is queued. The default
+    /// flushes and returns `None`; the stack then copies whatever frame
+    /// `flush` queued into `buf`, so a protocol without this verb loses
+    /// nothing. An override must not queue a frame and also return one.
+    fn flush_into(&mut self, cx: &mut C, _buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        self.flush(cx);
+        None
+    }
+
     /// The application asks for its next event and none is queued: return
     /// the next thing ready to go up (a delivery, an `OpenDone`, a
     /// `CloseDone`), taken straight from the protocol's own state: no queue

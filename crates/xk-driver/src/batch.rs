@@ -241,6 +241,7 @@ impl BatchSocket {
             return match sendmsg(self.sock.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_DONTWAIT, Some(&dst)) {
                 Ok(_) => {
                     self.counters.sent += run.1 as u64;
+                    trace_trains(out, runs);
                     Ok(run.1)
                 }
                 Err(e) if transient(e) => {
@@ -265,6 +266,7 @@ impl BatchSocket {
                     let n = res.count();
                     let datagrams: usize = part[..n].iter().map(|r| r.1).sum();
                     self.counters.sent += datagrams as u64;
+                    trace_trains(out, &part[..n]);
                     sent += datagrams;
                     if n == 0 {
                         self.counters.send_errors += part.iter().map(|r| r.1 as u64).sum::<u64>();
@@ -497,6 +499,23 @@ pub fn bind_shared(addr: SocketAddr) -> io::Result<UdpSocket> {
     s.set_reuse_port(true)?;
     s.bind(&addr.into())?;
     Ok(s.into())
+}
+
+/// Records each GSO run the kernel took as a train (segments, bytes): the
+/// monitor's view of how much one super-datagram carried.
+#[inline]
+fn trace_trains(out: &[Outgoing], runs: &[(usize, usize)]) {
+    if crate::trace::active() {
+        for &(k, n) in runs {
+            let bytes: usize = out[k..k + n].iter().map(|o| o.len).sum();
+            crate::trace::instant(
+                xk_trace::Point::GsoTrain,
+                0,
+                n as u64,
+                u32::try_from(bytes).unwrap_or(u32::MAX),
+            );
+        }
+    }
 }
 
 /// How many datagrams from `out[i]` form one GSO send: same destination,

@@ -28,7 +28,7 @@ use crate::clock::Clock;
 use crate::intake::{Intake, IntakeCounters};
 use crate::lanes::{LaneCounters, Lanes};
 use crate::raw::RawSocket;
-use crate::trace::{EngineTrace, span_end, span_start};
+use crate::trace::{EngineTrace, sat_u32, span_end, span_start};
 use crate::transport::Transport;
 
 /// Default XTP-over-UDP port of this project (no port is assigned to XTP;
@@ -228,7 +228,7 @@ impl<T: Transport> Driver<T> {
         let clock = Clock::new();
         Driver {
             sock,
-            ep: Endpoint::with_subscriber(cfg, seed, EngineTrace { epoch: clock.epoch_ns() }),
+            ep: Endpoint::with_subscriber(cfg, seed, EngineTrace::new(clock.epoch_ns())),
             clock,
             cfg: driver,
             max_packet,
@@ -446,9 +446,12 @@ impl<T: Transport> Driver<T> {
         let tap = &mut self.tap;
         let copies = &mut self.copies;
         let stamp = std::cell::Cell::new(None);
+        // Bytes handed over by the current receive call (its span's `b`).
+        let got = std::cell::Cell::new(0u64);
         let mut feed = |from: SocketAddr, data: Bytes| {
             let now = stamp.get().unwrap_or_else(|| clock.now());
             stamp.set(Some(now));
+            got.set(got.get() + data.len() as u64);
             if let Some(n) = data_bytes(&data) {
                 copies.from_kernel.add(n);
             }
@@ -471,7 +474,7 @@ impl<T: Transport> Driver<T> {
                     let t0 = span_start();
                     let k = lane.recv(false, &mut feed)?;
                     if k > 0 {
-                        span_end(t0, Point::RecvCall, k as u64, 0);
+                        span_end(t0, Point::RecvCall, k as u64, sat_u32(got.take()));
                     }
                     n += k;
                     if k <= 2 {
@@ -496,7 +499,7 @@ impl<T: Transport> Driver<T> {
                         feed(from, data)
                     })?;
                     if k > 0 {
-                        span_end(t0, Point::RecvCall, k as u64, 0);
+                        span_end(t0, Point::RecvCall, k as u64, sat_u32(got.take()));
                     }
                     self.intake.charge(now, k, k.saturating_sub(validated));
                     n += k;
@@ -507,7 +510,7 @@ impl<T: Transport> Driver<T> {
         let t0 = span_start();
         let n = self.sock.recv(block, &mut feed)?;
         if n > 0 {
-            span_end(t0, Point::RecvCall, n as u64, 0);
+            span_end(t0, Point::RecvCall, n as u64, sat_u32(got.take()));
         }
         // Under bulk load (a GRO train of several datagrams) take what else is
         // queued before sending: the drain saves turns. In request/response
@@ -522,7 +525,7 @@ impl<T: Transport> Driver<T> {
                 if k == 0 {
                     break;
                 }
-                span_end(t0, Point::RecvCall, k as u64, 0);
+                span_end(t0, Point::RecvCall, k as u64, sat_u32(got.take()));
             }
         }
         Ok(n)

@@ -50,5 +50,6 @@ pub mod pacer;
 pub mod raw;
 pub mod relay;
 pub mod trace;
+pub mod trace_clock;
 pub mod transport;
 pub mod tun_batch;

@@ -58,6 +58,10 @@ fn journeys_cross_the_ring_and_reach_the_server() {
             s.send_message(&msg, None).unwrap();
             assert_eq!(s.recv_message().unwrap().unwrap().data, msg);
         }
+        // One bulk message: its full packets leave as GSO trains.
+        let bulk = vec![9u8; 60_000];
+        s.send_message(&bulk, None).unwrap();
+        assert_eq!(s.recv_message().unwrap().unwrap().data.len(), bulk.len());
         s.abort();
     }
     // Collected while the engine thread may still linger and the server
@@ -71,10 +75,10 @@ fn journeys_cross_the_ring_and_reach_the_server() {
     let (client, engine, echo) = (thread("client"), thread("xtp-engine"), thread("echo"));
     // The application's calls: one send and one receive span per message.
     let writes: Vec<_> = of(client, Point::AppWrite).filter(|e| e.phase == Phase::End).collect();
-    assert_eq!(writes.len(), count);
+    assert_eq!(writes.len(), count + 1);
     assert_eq!(
         writes.iter().map(|e| e.a).collect::<Vec<_>>(),
-        (0..count as u64).map(|i| 1000 + i).collect::<Vec<_>>()
+        (0..count as u64).map(|i| 1000 + i).chain([60_000]).collect::<Vec<_>>()
     );
     // Every block pushed on the client's side is popped, same journey, later, on the engine's.
     let pushed: HashMap<u64, u64> = of(client, Point::RingPush).map(|e| (e.journey, e.t)).collect();
@@ -91,8 +95,20 @@ fn journeys_cross_the_ring_and_reach_the_server() {
     // The engine (on its own thread) wrote each message; the server read it: same data journey.
     let written: HashSet<u64> = of(engine, Point::Write).map(|e| e.journey).collect();
     let read: HashSet<u64> = of(echo, Point::Read).map(|e| e.journey).collect();
-    assert_eq!(written.len(), count);
+    assert_eq!(written.len(), count + 1);
     assert!(written.is_subset(&read), "engine writes not read at the server under the same journey");
+    // One journey from the application's write to the server's read:
+    // the write span names the ring block it pushed, the engine links that
+    // block to the data it wrote (flow, seq), whose packets the server reads.
+    let links: HashMap<u64, u64> = of(engine, Point::Link).map(|e| (e.journey, e.a)).collect();
+    for w in &writes {
+        assert_ne!(w.journey, 0, "write span without its ring block");
+        assert!(pushed.contains_key(&w.journey), "write's journey not a block it pushed");
+        assert!(popped.contains_key(&w.journey), "write's block not popped by the engine");
+        let data =
+            links.get(&w.journey).unwrap_or_else(|| panic!("block {:x} not linked to data", w.journey));
+        assert!(written.contains(data) && read.contains(data), "linked data journey lost");
+    }
     // System calls are spans on the engine thread; the profile sees them.
     let prof = xk_trace::profile(&rec);
     let send = prof.iter().find(|p| p.point == Point::SendCall).expect("send calls profiled");
@@ -100,6 +116,53 @@ fn journeys_cross_the_ring_and_reach_the_server() {
         send.count >= count && send.min <= send.median && send.median <= send.p99 && send.p99 <= send.max
     );
     let app = prof.iter().find(|p| p.point == Point::AppWrite).unwrap();
-    assert_eq!(app.count, count);
+    assert_eq!(app.count, count + 1);
+    // Packets are built (engine thread) and parsed (server thread) as
+    // spans timed on the clock, each with its checksum span inside.
+    for (t, work, sum) in [(engine, Point::PacketBuild, 0), (echo, Point::PacketParse, 1)] {
+        let mut open = None;
+        let mut n = 0;
+        // (Both threads build and parse: each kind of checksum is matched
+        // with its own span.)
+        for e in t.events.iter().filter(|e| e.point == work || (e.point == Point::Checksum && e.b == sum)) {
+            match (e.point == work, e.phase) {
+                (true, Phase::Begin) => open = Some(e.t),
+                (true, Phase::End) => {
+                    assert!(e.t >= open.take().expect("end without begin"));
+                    n += 1;
+                }
+                (false, _) => {
+                    assert!(open.is_some_and(|b| b <= e.t), "checksum outside its packet span");
+                }
+                _ => unreachable!(),
+            }
+        }
+        assert!(n >= 40, "{work:?}: {n} spans");
+        assert!(prof.iter().any(|p| p.point == work && p.count >= n));
+    }
+    let sums = prof.iter().find(|p| p.point == Point::Checksum).expect("checksums profiled");
+    assert!(sums.count >= 80 && sums.max > 0);
+    // Packet events sit inside their build span on the timeline.
+    let builds: Vec<(u64, u64)> = {
+        let b: Vec<_> = of(engine, Point::PacketBuild).collect();
+        b.chunks(2).map(|p| (p[0].t, p[1].t)).collect()
+    };
+    for e in of(engine, Point::PacketSent) {
+        assert!(
+            builds.iter().any(|(b, end)| *b <= e.t && e.t <= *end),
+            "packet event outside every build span"
+        );
+    }
+    // Receive calls carry the bytes they returned (≥ 32 B of header per datagram).
+    let recvs: Vec<_> =
+        rec.threads.iter().flat_map(|t| of(t, Point::RecvCall)).filter(|e| e.phase == Phase::End).collect();
+    assert!(!recvs.is_empty());
+    for r in &recvs {
+        assert!(r.a > 0 && u64::from(r.b) >= 32 * r.a, "recv call: {} datagrams, {} bytes", r.a, r.b);
+    }
+    // The bulk message left in GSO trains of several segments (loopback
+    // has UDP GSO), each no bigger than the send call it was part of.
+    let trains: Vec<_> = of(engine, Point::GsoTrain).collect();
+    assert!(trains.iter().any(|t| t.a >= 2 && u64::from(t.b) >= 1000 * t.a), "trains: {trains:?}");
     assert!(rec.merged().windows(2).all(|w| w[0].1.t <= w[1].1.t));
 }

@@ -42,16 +42,19 @@ use xk_driver::api::Mode;
 
 use crate::e1_modes::{DaemonProcess, EchoThread};
 pub use crate::e8_calib::CalibRow;
-use crate::e8_calib::{PeerApp, sweep};
+use crate::e8_calib::sweep;
 pub use crate::e8_disturb::Disturbed;
 use crate::e8_measure::profile;
 pub use crate::e8_measure::{ModeName, PhaseStat, ProfileRow};
+use crate::e8_peer::PeerApp;
 pub use crate::e8_place::Placement;
 use crate::experiment::{Env, Experiment, Step};
 use crate::html::Page;
 
 mod cross;
 pub(crate) mod model;
+mod pato;
+mod predict;
 mod render;
 
 /// One row: a profile of one mode at one size, or one calibration point.

@@ -53,7 +53,7 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use xk_driver::driver::UdpDriver;
-use xk_driver::engine::{self, CtxHandle, EngineClient, EngineConfig, FromEngine, Notice, ToEngine};
+use xk_driver::engine::{self, CtxHandle, EngineClient, EngineConfig, FromEngine, ToEngine};
 use xk_driver::trace::mono_ns;
 use xk_time::Duration;
 use xk_trace::{Point, Recording};
@@ -62,8 +62,9 @@ use xtp_proto::{ContextConfig, EndpointConfig};
 use crate::e8_disturb::{Cause, Disturbed, Mark, settle};
 use crate::e8_measure::{
     engine_of, engine_threads, instants, machine_ticks, schedstat3, thread_cpu_ns, thread_named,
-    thread_switches, threads_named, ticks_per_s,
+    thread_switches, ticks_per_s,
 };
+use crate::e8_peer::PeerApp;
 use crate::e8_place::{Pinned, Placement};
 
 /// One calibration point: every measured quantity at one message length.
@@ -199,6 +200,40 @@ pub struct CalibRow {
     /// receive, with no per-operation clock read inside, ns.
     #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_sink_cpu_ns: f64,
+    /// Session 20: the two engine threads' CPU time (the sending
+    /// application's engine and the sink's; `schedstat` over each round's
+    /// sends) per synchronous send, ns — with the host's (`host_send_ns`)
+    /// and the sink application's (`sync_sink_cpu_ns`), the four threads'
+    /// work per message on another operation than the pipelined stream.
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub sync_engines_cpu_ns: f64,
+    /// Session 20: a synchronous send's one-way time to the application:
+    /// from the write call's start to the sink application having the
+    /// message copied out (its `CLOCK_MONOTONIC` stamp after the last
+    /// chunk), ns — the user-level latency measured on another operation
+    /// than the ping-pong (the sender sleeps through the acknowledgement,
+    /// the sink through a whole send's period).
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub sync_oneway_ns: f64,
+    /// Session 20: the fraction of synchronous sends whose sink
+    /// application took a block of the message before its engine posted
+    /// the message's last block (trace): the receiver woken mid-message,
+    /// sharing its engine's CPU while the rest of the message is taken in.
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub sync_mid_wake: f64,
+    /// The same for the ping-pong's echo application (trace).
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub pp_mid_wake: f64,
+    /// Session 20: the sink application's wake-up in a synchronous send,
+    /// cut as the ping-pong's δ_i (its engine's last push of the message →
+    /// its first pop after it; trace), ns.
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub sync_sink_wake_ns: f64,
+    /// Session 20: the processor's one way in a synchronous send, cut as
+    /// the ping-pong's δ_0 + ρ_δ·l (the sending engine takes the write
+    /// block → the sink's engine posts the message's last block; trace), ns.
+    #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
+    pub sync_proc_oneway_ns: f64,
     /// Blocks the application took off its completion ring per
     /// undisturbed synchronous send (trace).
     #[serde(default, deserialize_with = "crate::experiment::f64_or_nan")]
@@ -364,6 +399,11 @@ fn mean(v: &[u64]) -> f64 {
     if v.is_empty() { f64::NAN } else { v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64 }
 }
 
+/// k of n as a fraction (NaN for none).
+fn frac_of((k, n): (u64, u64)) -> f64 {
+    if n == 0 { f64::NAN } else { k as f64 / n as f64 }
+}
+
 /// The samples of one calibration length, pooled over rounds.
 #[derive(Default)]
 struct Samples {
@@ -409,6 +449,20 @@ struct Samples {
     /// The sink application's CPU ns over the kept synchronous sends, and
     /// those sends.
     sync_sink_cpu: (u64, u64),
+    /// The two engines' CPU ns over the kept synchronous sends, and those
+    /// sends.
+    sync_engines_cpu: (u64, u64),
+    /// Per undisturbed synchronous send: its start to the sink
+    /// application's message copied out, ns.
+    sync_oneway: Vec<u64>,
+    /// (sends, of those traced) whose sink application was woken
+    /// mid-message; the same for the ping-pong's echo application.
+    sync_mid_wake: (u64, u64),
+    pp_mid_wake: (u64, u64),
+    /// The sink application's wake-up per synchronous send (trace), ns.
+    sync_sink_wake: Vec<u64>,
+    /// The processor's one way per synchronous send (trace), ns.
+    sync_proc_oneway: Vec<u64>,
     /// C of the sends that took one block; (C, blocks) of those that took
     /// more.
     complete_one: Vec<u64>,
@@ -446,7 +500,7 @@ type Tracked = (&'static str, fn(&Samples) -> &Vec<u64>, f64);
 /// The per-round quantities whose repeatability a row records: the
 /// checked quantities and the terms that predict them. The latency is
 /// half a round trip.
-const TRACKED: [Tracked; 14] = [
+const TRACKED: [Tracked; 15] = [
     (series::DELAY, |s| &s.rtt, 0.5),
     (series::SYNC_PERIOD, |s| &s.sync_period, 1.0),
     (series::HOST_SEND, |s| &s.host_send, 1.0),
@@ -461,6 +515,7 @@ const TRACKED: [Tracked; 14] = [
     ("doorbell", |s| &s.doorbell, 1.0),
     ("send_write_cpu", |s| &s.send_write_cpu, 1.0),
     ("send_wait_cpu", |s| &s.send_wait_cpu, 1.0),
+    ("sync_oneway", |s| &s.sync_oneway, 1.0),
 ];
 
 impl Samples {
@@ -694,6 +749,10 @@ impl Engines {
             s.read.push(t2 - c.a_pop);
             s.pp_blocks.push(blocks_taken(&ev.a_pop, t1, t2));
             s.engine_wake.extend([c.e_pop - c.a_push, c.pe_pop - c.pa_push]);
+            // The echo application woken mid-message: it took a block of
+            // the message before the last one was posted.
+            s.pp_mid_wake.0 += u64::from(ev.pa_pop.iter().any(|&p| p > c.e_pop && p < c.delivered));
+            s.pp_mid_wake.1 += 1;
             s.proc_oneway.extend([c.delivered - c.e_pop, c.back - c.pe_pop]);
             s.wake.extend([c.pa_pop - c.delivered, c.a_pop - c.back]);
         }
@@ -713,15 +772,38 @@ impl Engines {
 
     /// `n` synchronous sends (write, wait for the acknowledgement), traced
     /// when `keep`.
-    fn sync_sends(&mut self, msg: &[u8], n: usize, s: &mut Samples, keep: bool) -> Result<(), String> {
+    fn sync_sends(
+        &mut self,
+        msg: &[u8],
+        n: usize,
+        s: &mut Samples,
+        keep: bool,
+        sink: &PeerApp,
+    ) -> Result<(), String> {
         let what = format!("E8 engine thread synchronous {} B", msg.len());
         if keep {
             xk_trace::start(xk_trace::Config::default());
             xk_trace::name_thread("e8-app");
+            sink.start_stamps();
         }
         let sink_tid = self.sink_app_tid.clone();
         let sink_cpu = || sink_tid.as_deref().and_then(task_cpu).map(|v| v[0]);
+        // The two engines' CPU time over the round (schedstat, as the
+        // sink's): the sending engine and the sink's (Session 20, the
+        // four threads' work per synchronous send that τ_a's prediction
+        // from other operations takes its growth with length from).
+        let engine_tids: Vec<String> = self
+            .tx_tid
+            .iter()
+            .cloned()
+            .chain(self.sink_tids.iter().filter(|t| Some(*t) != self.sink_app_tid.as_ref()).cloned())
+            .collect();
+        let engines_cpu = || -> Option<u64> {
+            let v: Vec<u64> = engine_tids.iter().filter_map(|t| task_cpu(t)).map(|v| v[0]).collect();
+            (v.len() == 2).then(|| v.iter().sum())
+        };
         let sink0 = if keep { sink_cpu() } else { None };
+        let engines0 = if keep { engines_cpu() } else { None };
         let (v0, _) = thread_switches();
         let mut marks = Vec::with_capacity(n);
         let mut ops = Vec::with_capacity(n);
@@ -754,9 +836,24 @@ impl Engines {
             s.sync_sink_cpu.0 += b.saturating_sub(a);
             s.sync_sink_cpu.1 += n as u64;
         }
+        if let (Some(a), Some(b)) = (engines0, engines_cpu()) {
+            s.sync_engines_cpu.0 += b.saturating_sub(a);
+            s.sync_engines_cpu.1 += n as u64;
+        }
+        // The sink's stamps of the messages copied out: each send's is the
+        // first at or after its start and before the next send's start (a
+        // send whose message has no stamp there is left out).
+        let stamps = sink.take_stamps(n, std::time::Duration::from_millis(50));
         let (hit, d) = settle(&causes);
         s.disturbed.add(&d);
-        for (&(t0, t1, c0, cw, c1, rang), _) in ops.iter().zip(&hit).filter(|o| !o.1) {
+        let mut dones = Vec::with_capacity(n);
+        for (k, (&(t0, t1, c0, cw, c1, rang), _)) in ops.iter().zip(&hit).enumerate().filter(|o| !(o.1).1) {
+            let next = ops.get(k + 1).map_or(u64::MAX, |o| o.0);
+            let done = stamps.iter().copied().find(|&t| t >= t0 && t < next);
+            if let Some(done) = done {
+                s.sync_oneway.push(done - t0);
+            }
+            dones.push(done);
             s.sync_rings.0 += u64::from(rang);
             s.sync_rings.1 += 1;
             marks.push((t0, t1));
@@ -768,6 +865,32 @@ impl Engines {
         s.sync_sleeps += thread_switches().0 - v0;
         s.sync_sends += n as u64;
         let rec = xk_trace::finish();
+        // Whether the sink application took a block of the message before
+        // its engine posted the message's last one (woken mid-message):
+        // its first pop after the send's start against its engine's last
+        // push up to the message copied out.
+        let mut sink_last: Vec<(u64, u64)> = Vec::new();
+        if let Some(sa) = thread_named(&rec, "e8-sink-app")
+            && let Some(se) = engine_of(&rec, sa)
+        {
+            let (pops, pushes) =
+                (instants(&rec, sa, Point::RingPop, 1), instants(&rec, se, Point::RingPush, 1));
+            for (&(t0, _), done) in marks.iter().zip(&dones) {
+                let Some(done) = *done else { continue };
+                let first = pops.iter().copied().find(|&p| p >= t0 && p <= done);
+                let last = pushes.iter().rev().copied().find(|&p| p >= t0 && p <= done);
+                if let (Some(first), Some(last)) = (first, last) {
+                    s.sync_mid_wake.0 += u64::from(first < last);
+                    s.sync_mid_wake.1 += 1;
+                    // The sink's wake-up, cut as the ping-pong's δ_i: its
+                    // engine's last push → its first pop after it.
+                    if let Some(&pop) = pops.iter().find(|&&p| p >= last && p <= done) {
+                        s.sync_sink_wake.push(pop - last);
+                    }
+                    sink_last.push((t0, last));
+                }
+            }
+        }
         if let Some(app) = thread_named(&rec, "e8-app")
             && let Some(eng) = engine_of(&rec, app)
         {
@@ -789,6 +912,15 @@ impl Engines {
                 {
                     s.sync_engine_wake.push(e_pop - a_push);
                     s.sync_wake.push(a_pop - e_push);
+                }
+                // The processor's one way in a synchronous send: the
+                // sending engine takes the write block → the sink's engine
+                // posts the message's last block (as δ_0 in the ping-pong).
+                if let Some(&(_, last)) = sink_last.iter().find(|x| x.0 == t0)
+                    && let Some(e_pop) = within(&pops, t0)
+                    && last > e_pop
+                {
+                    s.sync_proc_oneway.push(last - e_pop);
                 }
                 if let Some(&pop) = pops.iter().find(|&&p| p >= t0 && p <= t1)
                     && let Some(&push) = pushes.iter().rev().find(|&&p| p >= pop && p <= t1)
@@ -987,7 +1119,7 @@ pub(crate) fn sweep(
             let (m, s) = (&msgs[i], &mut samples[i]);
             let from = s.marks();
             eng.ping_pong(m, n, s, keep)?;
-            eng.sync_sends(m, n, s, keep)?;
+            eng.sync_sends(m, n, s, keep, sink)?;
             if keep {
                 s.round_done(from);
             }
@@ -1085,6 +1217,12 @@ pub(crate) fn sweep(
             clock_read_ns: mean(&s.clock_read) / 32.0,
             pp_waits: mean(&s.pp_waits),
             sync_sink_cpu_ns: per_msg(s.sync_sink_cpu.0, s.sync_sink_cpu.1 as usize),
+            sync_engines_cpu_ns: per_msg(s.sync_engines_cpu.0, s.sync_engines_cpu.1 as usize),
+            sync_oneway_ns: mean(&s.sync_oneway),
+            sync_mid_wake: frac_of(s.sync_mid_wake),
+            pp_mid_wake: frac_of(s.pp_mid_wake),
+            sync_sink_wake_ns: mean(&s.sync_sink_wake),
+            sync_proc_oneway_ns: mean(&s.sync_proc_oneway),
             probe_pp_local_ns: probed(mean(&s.probe[0][1])),
             probe_pp_remote_ns: probed(mean(&s.probe[0][0])),
             probe_pp_local: probed(frac(&s.probe[0])),
@@ -1122,119 +1260,6 @@ pub(crate) fn sweep(
             placement: Some(placement),
         })
         .collect())
-}
-
-/// An application on its own engine thread, the far host of the
-/// user-level measurements (seed 004 measured between two applications,
-/// each with its protocol processor): it reads each whole message
-/// (copying it out, as `recv_message` does) and, as the echo, writes it
-/// back (copying it in); as the sink, drops it. Until dropped.
-pub(crate) struct PeerApp {
-    pub(crate) addr: SocketAddr,
-    /// Its thread's and its engine thread's ids.
-    tids: Vec<String>,
-    /// Its thread's id alone.
-    app_tid: Option<String>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    /// Its engine's reply hold in force, µs (recorded in the rows).
-    reply_hold_us: u64,
-}
-
-impl PeerApp {
-    /// Its engine thread's id (None when not found).
-    fn engine_tid(&self) -> Option<&String> {
-        self.tids.iter().find(|t| Some(*t) != self.app_tid.as_ref())
-    }
-
-    /// The echo (thread `e8-echo-app`, found by name in traces).
-    pub(crate) fn echo() -> Result<PeerApp, String> {
-        PeerApp::start(true, None)
-    }
-
-    /// The sink (thread `e8-sink-app`); `reply_hold`: how long its engine
-    /// holds an acknowledgement back for an answer the sink never gives
-    /// (None: the engine's default).
-    pub(crate) fn sink(reply_hold: Option<Duration>) -> Result<PeerApp, String> {
-        PeerApp::start(false, reply_hold)
-    }
-
-    fn start(echo: bool, reply_hold: Option<Duration>) -> Result<PeerApp, String> {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let halt = stop.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let name = if echo { "e8-echo-app" } else { "e8-sink-app" };
-        // Its engine: the engine thread that appears while it starts (E8
-        // starts one thing at a time).
-        let before = engine_threads();
-        let thread = std::thread::Builder::new()
-            .name(name.into())
-            .spawn(move || {
-                let e = |e: std::io::Error| format!("E8 {name}: {e}");
-                let made = (|| {
-                    let d = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default(), 85).map_err(e)?;
-                    let addr = d.local_addr().map_err(e)?;
-                    let def = EngineConfig::default();
-                    let cfg = EngineConfig { reply_hold: reply_hold.unwrap_or(def.reply_hold), ..def };
-                    let mut c = engine::spawn(d, cfg).map_err(e)?;
-                    c.listen(7, ContextConfig::stream()).map_err(e)?;
-                    Ok::<_, String>((c, addr))
-                })();
-                let mut c = match made {
-                    Ok((c, addr)) => {
-                        let _ = tx.send(Ok(addr));
-                        c
-                    }
-                    Err(err) => {
-                        let _ = tx.send(Err(err));
-                        return;
-                    }
-                };
-                let mut open: Vec<(CtxHandle, Vec<u8>)> = Vec::new();
-                while !halt.load(Ordering::Relaxed) {
-                    if c.wait_for(Duration::from_millis(20), true).is_err() {
-                        return;
-                    }
-                    while let Some(n) = c.next_notice() {
-                        match n {
-                            Notice::Incoming { ctx, .. } => open.push((ctx, Vec::new())),
-                            Notice::Closed { ctx, .. } => open.retain(|o| o.0 != ctx),
-                            _ => {}
-                        }
-                    }
-                    for (ctx, buf) in &mut open {
-                        while let Some(ch) = c.read_chunk(*ctx) {
-                            buf.extend_from_slice(&ch.data);
-                            if ch.eom {
-                                if echo {
-                                    let _ = c.write(*ctx, Bytes::copy_from_slice(buf), true, None);
-                                }
-                                buf.clear();
-                            }
-                        }
-                    }
-                }
-            })
-            .map_err(|e| format!("E8: start {name}: {e}"))?;
-        let addr = rx.recv().map_err(|_| format!("E8: {name} ended before it started"))??;
-        let mut tids: Vec<String> = engine_threads().difference(&before).cloned().collect();
-        let app: Vec<String> = threads_named(name).into_iter().collect();
-        let app_tid = (app.len() == 1).then(|| app[0].clone());
-        tids.extend(app);
-        let hold = reply_hold.unwrap_or(EngineConfig::default().reply_hold);
-        let reply_hold_us = u64::try_from(hold.as_micros()).unwrap_or(u64::MAX);
-        Ok(PeerApp { addr, tids, app_tid, stop, thread: Some(thread), reply_hold_us })
-    }
-}
-
-impl Drop for PeerApp {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 /// 32 reads of this thread's CPU clock back to back: the CPU time they
@@ -1407,6 +1432,13 @@ mod tests {
             assert!(r.clock_read_ns > 10.0 && r.clock_read_ns < 100_000.0, "{r:?}");
             assert!(r.pp_waits >= 1.0, "{r:?}");
             assert!(r.sync_sink_cpu_ns > 0.0, "{r:?}");
+            // Session 20: the sends' one way to the sink's copy-out lies
+            // inside their period; the engines worked; the mid-message
+            // wake-ups are fractions.
+            assert!(r.sync_oneway_ns > 0.0 && r.sync_oneway_ns < r.sync_period_ns, "{r:?}");
+            assert!(r.sync_engines_cpu_ns > 0.0 && r.sync_sink_wake_ns > 0.0, "{r:?}");
+            assert!(r.sync_proc_oneway_ns > 0.0 && r.sync_proc_oneway_ns < r.sync_oneway_ns, "{r:?}");
+            assert!((0.0..=1.0).contains(&r.sync_mid_wake) && (0.0..=1.0).contains(&r.pp_mid_wake), "{r:?}");
             // A ping-pong receive takes one data block per packet: 1 B one,
             // 8 KB ⌈8192/mss⌉ (an occasional block more or fewer: a mean).
             let want = if r.mss > 0 { r.size.div_ceil(r.mss) as f64 } else { 1.0 };

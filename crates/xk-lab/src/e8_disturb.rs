@@ -19,9 +19,19 @@
 //! therefore kept in the statistics and reported as the operation's own
 //! ([`settle`]); preemption, major faults and migration always disturb.
 //!
-//! Only the measuring (application) thread is watched per operation; the
-//! engine thread's preemptions show in its `/proc` counters over a whole
-//! run, not per operation.
+//! The measuring (application) thread is read with `getrusage` (a system
+//! call); since Session 20 every other thread an operation involves — the
+//! engine thread, the daemon's threads, the echo server's — is read per
+//! operation too, from `/proc/<pid>/task/<tid>/{stat,status}`
+//! ([`Mark::of_task`]: the same four counters), before the operation's
+//! first timestamp and after its last, and its disturbances are counted
+//! per thread (the profile's per-thread table) and keep the operation out
+//! of the statistics as the application thread's do — a preemption of any
+//! of them included, however often it happens. (Session 20 tried keeping
+//! preemptions that hit most of another thread's operations as the
+//! operation's own and removed it: the cause was not verified, the label
+//! flipped between lengths on one mechanism, and the round trips it set
+//! apart were not slower — docs/PERF.md.)
 
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +59,33 @@ impl Mark {
             majflt: u.major_page_faults() as u64,
             cpu,
         })
+    }
+}
+
+impl Mark {
+    /// Another thread's counters now, from its `/proc` task directory
+    /// (`/proc/self/task/<tid>` or `/proc/<pid>/task/<tid>`): involuntary
+    /// context switches (`status`), minor and major faults and the CPU it
+    /// last ran on (`stat`). None when a file cannot be read or parsed
+    /// (the thread gone).
+    pub(crate) fn of_task(dir: &std::path::Path) -> Option<Mark> {
+        let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        Mark::parse(&stat, &status)
+    }
+
+    /// [`Mark::of_task`]'s parser: `stat` after the command's closing
+    /// parenthesis holds field 3 on (minflt is field 10, majflt 12,
+    /// processor 39); `status` a `nonvoluntary_ctxt_switches:` line.
+    fn parse(stat: &str, status: &str) -> Option<Mark> {
+        let rest = stat.rsplit_once(')')?.1;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let field = |n: usize| f.get(n - 3).and_then(|v| v.parse::<i64>().ok());
+        let nivcsw = status
+            .lines()
+            .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse().ok())?;
+        Some(Mark { nivcsw, minflt: field(10)? as u64, majflt: field(12)? as u64, cpu: field(39)? as i32 })
     }
 }
 
@@ -103,8 +140,20 @@ pub struct Disturbed {
 
 /// Which of a run's operations the operating system disturbed (in order),
 /// and the tally; see the module's note on page faults that are the
-/// operation's own.
+/// operation's own. Every operation disturbed leaves nothing undisturbed
+/// to show, so then all are kept (the tally, every one disturbed, says so)
+/// rather than none.
 pub(crate) fn settle(causes: &[Cause]) -> (Vec<bool>, Disturbed) {
+    let (hit, d) = tally(causes);
+    let hit = if !causes.is_empty() && d.disturbed == causes.len() { vec![false; causes.len()] } else { hit };
+    (hit, d)
+}
+
+/// [`settle`] without keeping everything when every operation was
+/// disturbed: the operations disturbed, as they were, and the tally. For
+/// callers that combine several threads' tallies and say themselves what
+/// they keep when nothing is undisturbed.
+pub(crate) fn tally(causes: &[Cause]) -> (Vec<bool>, Disturbed) {
     let own = 2 * causes.iter().filter(|c| c.minor_fault).count() > causes.len();
     let mut d = Disturbed { own_minor_faults: own, ..Disturbed::default() };
     let hit =
@@ -112,9 +161,6 @@ pub(crate) fn settle(causes: &[Cause]) -> (Vec<bool>, Disturbed) {
     if own {
         d.minor_faults = causes.iter().filter(|c| c.minor_fault).count();
     }
-    // Every operation disturbed: nothing undisturbed to show, so all are
-    // kept (the tally, every one disturbed, says so) rather than none.
-    let hit = if !causes.is_empty() && d.disturbed == causes.len() { vec![false; causes.len()] } else { hit };
     (hit, d)
 }
 
@@ -199,6 +245,42 @@ mod tests {
         let (hit, d) = settle(&[fault, Cause::default(), Cause::default()]);
         assert_eq!(hit, vec![true, false, false]);
         assert!(!d.own_minor_faults);
+    }
+
+    #[test]
+    fn another_threads_counters_are_read_from_proc() {
+        // A command name with a space and a parenthesis, as comm allows.
+        let stat = "123 (xtp (eng) 1) S 1 2 3 4 5 6 77 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 1";
+        let status = "Name:\txtp\nvoluntary_ctxt_switches:\t50\nnonvoluntary_ctxt_switches:\t7\n";
+        let m = Mark::parse(stat, status).unwrap();
+        assert_eq!(m, Mark { nivcsw: 7, minflt: 77, majflt: 9, cpu: 1 });
+        assert!(Mark::parse(stat, "Name:\txtp\n").is_none());
+        assert!(Mark::parse("123 (x) S 1", status).is_none());
+        // This thread through /proc agrees with getrusage on its faults.
+        let tid = nix::unistd::gettid();
+        let a = Mark::of_task(&std::path::Path::new("/proc/self/task").join(tid.to_string())).unwrap();
+        let v = vec![1u8; 8 << 20];
+        std::hint::black_box(&v);
+        let b = Mark::of_task(&std::path::Path::new("/proc/self/task").join(tid.to_string())).unwrap();
+        assert!(Cause::between(&a, &b).minor_fault, "{a:?} {b:?}");
+    }
+
+    #[test]
+    fn another_threads_preemptions_disturb_however_often() {
+        // Session 20 tried keeping preemptions that hit most of a thread's
+        // operations as the operation's own; removed (docs/PERF.md). A
+        // preemption disturbs on every thread, and `tally` does not keep
+        // everything when everything was disturbed, as `settle` does.
+        let p = Cause { preempted: true, ..Cause::default() };
+        let f = Cause { major_fault: true, ..Cause::default() };
+        let (hit, d) = tally(&[p, p, f]);
+        assert_eq!(hit, vec![true, true, true]);
+        assert_eq!((d.disturbed, d.preempted, d.major_faults), (3, 2, 1));
+        assert_eq!(d.describe(), "3 of 3 (preempted 2, major faults 1)");
+        let (hit, _) = settle(&[p, p, f]);
+        assert_eq!(hit, vec![false, false, false]);
+        let (hit, _) = tally(&[p, Cause::default(), Cause::default()]);
+        assert_eq!(hit, vec![true, false, false]);
     }
 
     #[test]

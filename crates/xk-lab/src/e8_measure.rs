@@ -24,7 +24,7 @@ use xk_driver::api::{Mode, Xtp};
 use xk_driver::trace::mono_ns;
 use xk_trace::{Phase, Point, Recording, ThreadEvents};
 
-use crate::e8_disturb::{Cause, Disturbed, Mark, settle};
+use crate::e8_disturb::{Cause, Disturbed, Mark, tally};
 
 /// The calling thread's CPU time, ns.
 pub(crate) fn thread_cpu_ns() -> u64 {
@@ -206,8 +206,90 @@ pub struct ProfileRow {
     pub disturbed: Disturbed,
     /// Per-phase profile.
     pub phases: Vec<PhaseStat>,
+    /// Session 20: the operating system's disturbances per thread the
+    /// round trips involve besides the application's (the engine thread,
+    /// the daemon's threads, the echo server's), read per round trip from
+    /// `/proc`; a round trip disturbed on any of them is kept out of the
+    /// statistics as one disturbed on the application thread is (its
+    /// causes in `disturbed` are the application thread's alone).
+    #[serde(default)]
+    pub threads: Vec<ThreadDisturbed>,
+    /// Session 20: where single round trips' time went — the undisturbed
+    /// round trips at the median, the 99th percentile and the longest,
+    /// each cut into the phases its trace holds.
+    #[serde(default)]
+    pub journeys: Vec<Journey>,
+    /// Every round trip was disturbed on some thread: the statistics (and
+    /// `rtt_percentiles`, the journeys) are then over all of them, none set
+    /// apart.
+    #[serde(default)]
+    pub all_disturbed: bool,
+    /// The round trips the statistics are over (Session 20: undisturbed on
+    /// every watched thread, or all of them when `all_disturbed`); 0 in
+    /// results written before.
+    #[serde(default)]
+    pub kept: usize,
+    /// Session 20: the undisturbed round trips' times at the 0th, 1st, …,
+    /// 100th percentile (nearest rank), ns; and the disturbed ones' (any
+    /// thread), for the profile's figure.
+    #[serde(default)]
+    pub rtt_percentiles: Vec<u64>,
+    /// See `rtt_percentiles`.
+    #[serde(default)]
+    pub disturbed_rtt_percentiles: Vec<u64>,
     /// Trace events lost to the recorder's budget (0 expected).
     pub trace_dropped: u64,
+}
+
+/// One thread's disturbances over a profile's round trips.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ThreadDisturbed {
+    /// Which thread ("engine thread", "daemon", "echo server", with its id).
+    pub thread: String,
+    /// Its tally (round trips measured and disturbed, per cause).
+    pub disturbed: Disturbed,
+}
+
+/// One round trip cut into phases (durations inside its window, ns; a
+/// phase that occurs several times in it summed).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Journey {
+    /// "median", "p99" or "longest" (of the undisturbed round trips).
+    pub which: String,
+    /// Its round-trip time, ns.
+    pub rtt_ns: u64,
+    /// (phase, ns).
+    pub parts: Vec<(String, u64)>,
+}
+
+/// The 0th…100th percentiles (nearest rank) of `v` (empty for none).
+fn percentiles(mut v: Vec<u64>) -> Vec<u64> {
+    if v.is_empty() {
+        return Vec::new();
+    }
+    v.sort_unstable();
+    (0..=100).map(|p| v[((p * (v.len() - 1)) as f64 / 100.0).round() as usize]).collect()
+}
+
+/// The threads a profile's round trips involve besides the application's:
+/// (label, `/proc` task directory).
+fn watched_threads(engine: &BTreeSet<String>, daemon_pid: Option<u32>) -> Vec<(String, std::path::PathBuf)> {
+    let task = |pid: &str, tid: &str| std::path::Path::new("/proc").join(pid).join("task").join(tid);
+    let mut v: Vec<(String, std::path::PathBuf)> =
+        engine.iter().map(|t| (format!("engine thread {t}"), task("self", t))).collect();
+    if let Some(pid) = daemon_pid {
+        let dir = std::path::Path::new("/proc").join(pid.to_string()).join("task");
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.filter_map(Result::ok) {
+                let t = e.file_name().to_string_lossy().into_owned();
+                v.push((format!("daemon thread {t}"), e.path()));
+            }
+        }
+    }
+    for t in threads_named("lab-echo") {
+        v.push((format!("echo server {t}"), task("self", &t)));
+    }
+    v
 }
 
 /// Spans of `point` on one thread (a `Begin` and the next `End`, as
@@ -346,6 +428,9 @@ pub(crate) fn profile(
         (ModeName::Daemon, Some(pid)) => process_cpu_ns(&pid.to_string(), None),
         _ => 0,
     };
+    let watched = watched_threads(&engine, daemon_pid);
+    let marks = || -> Vec<Option<Mark>> { watched.iter().map(|w| Mark::of_task(&w.1)).collect() };
+    let mut others: Vec<Vec<Cause>> = vec![Vec::with_capacity(count); watched.len()];
     xk_trace::start(xk_trace::Config::default());
     xk_trace::name_thread("e8-app");
     let (p0, c0, (v0, i0)) = (proto_cpu(), thread_cpu_ns(), thread_switches());
@@ -356,6 +441,7 @@ pub(crate) fn profile(
     let mut spans_of_rt = Vec::with_capacity(count);
     let mut causes = Vec::with_capacity(count);
     for _ in 0..count {
+        let o0 = marks();
         let m0 = Mark::now();
         let (t0, a) = (mono_ns(), thread_cpu_ns());
         s.send_message(&msg, None).map_err(|e| format!("{what}: {e}"))?;
@@ -363,16 +449,40 @@ pub(crate) fn profile(
         let m = s.recv_message().map_err(|e| format!("{what}: {e}"))?;
         let (t2, c) = (mono_ns(), thread_cpu_ns());
         causes.push(Cause::between(&m0, &Mark::now()));
+        for ((v, before), after) in others.iter_mut().zip(&o0).zip(marks()) {
+            // A thread whose counters could not be read (gone) counts as
+            // undisturbed: there is nothing to attribute.
+            v.push(match (before, after) {
+                (Some(x), Some(y)) => Cause::between(x, &y),
+                _ => Cause::default(),
+            });
+        }
         if m.map(|m| m.data.len()) != Some(size) {
             return Err(format!("{what}: the echo was cut short"));
         }
         spans_of_rt.push((t0, t1, t2, a, b, c));
     }
-    let (hit, disturbed) = settle(&causes);
+    let (mut hit, disturbed) = tally(&causes);
+    let mut threads = Vec::with_capacity(watched.len());
+    for (w, c) in watched.iter().zip(&others) {
+        let (h, d) = tally(c);
+        for (a, b) in hit.iter_mut().zip(h) {
+            *a |= b;
+        }
+        threads.push(ThreadDisturbed { thread: w.0.clone(), disturbed: d });
+    }
+    // Every round trip disturbed on some thread leaves nothing undisturbed:
+    // the statistics are then over all of them, and the row says so
+    // (`all_disturbed`) — they are not relabelled undisturbed.
+    let all_disturbed = !hit.is_empty() && hit.iter().all(|&h| h);
+    let out: Vec<bool> = if all_disturbed { vec![false; hit.len()] } else { hit };
     let mut windows = Vec::with_capacity(count);
-    for (&(t0, t1, t2, a, b, c), &hit) in spans_of_rt.iter().zip(&hit) {
-        windows.push((t0, t2, hit));
-        if !hit {
+    let mut disturbed_rtt = Vec::new();
+    for (&(t0, t1, t2, a, b, c), &out) in spans_of_rt.iter().zip(&out) {
+        windows.push((t0, t2, out));
+        if out {
+            disturbed_rtt.push(t2 - t0);
+        } else {
             cpu_send.push(b - a);
             cpu_recv.push(c - b);
             wait_recv.push((t2 - t1).saturating_sub(c - b));
@@ -389,11 +499,19 @@ pub(crate) fn profile(
     let outliers = rtt.iter().filter(|&&r| r as f64 > 5.0 * rtt_med).count();
     let kept = rtt.len();
     let mut phases = Vec::new();
+    // Every traced phase's samples (start, duration), for the journeys.
+    let mut timed: Vec<(String, Vec<(u64, u64)>)> = Vec::new();
     let app = rec.threads.iter().find(|t| t.name == "e8-app");
     if let Some(app) = app {
         let w = &windows;
-        phases.extend(phase("send_message (application write)", kept, clean(w, spans(app, Point::AppWrite))));
-        phases.extend(phase("recv_message (application read)", kept, clean(w, spans(app, Point::AppRead))));
+        for (name, point) in [
+            ("send_message (application write)", Point::AppWrite),
+            ("recv_message (application read)", Point::AppRead),
+        ] {
+            let v = spans(app, point);
+            phases.extend(phase(name, kept, clean(w, v.clone())));
+            timed.push((name.into(), v));
+        }
     }
     phases.extend(phase("  of which host CPU in send_message", kept, cpu_send));
     phases.extend(phase("  of which host CPU in recv_message", kept, cpu_recv));
@@ -407,23 +525,27 @@ pub(crate) fn profile(
             send.extend(spans(t, Point::SendCall));
             recv.extend(spans(t, Point::RecvCall));
         }
+        timed.push((format!("send system calls ({label})"), send.clone()));
+        timed.push((format!("receive system calls ({label})"), recv.clone()));
         phases.extend(phase(&format!("send system call ({label})"), kept, clean(&windows, send)));
         phases.extend(phase(&format!("receive system call ({label})"), kept, clean(&windows, recv)));
     }
     if let Some(app) = thread_named(&rec, "e8-app")
         && let Some(eng) = engine_of(&rec, app)
     {
-        phases.extend(phase(
-            "TN crossing: application push → engine pop (engine wake-up)",
-            kept,
-            clean(&windows, wake_crossings(&rec, app, eng, 0, 2_000)),
-        ));
-        phases.extend(phase(
-            "FN crossing: engine push → application pop (application wake-up)",
-            kept,
-            clean(&windows, wake_crossings(&rec, eng, app, 1, 2_000)),
-        ));
+        for (name, from, to, ring) in [
+            ("TN crossing: application push → engine pop (engine wake-up)", app, eng, 0),
+            ("FN crossing: engine push → application pop (application wake-up)", eng, app, 1),
+        ] {
+            // A crossing's sample is (arrival, duration): its start is the
+            // arrival less the duration.
+            let v: Vec<(u64, u64)> =
+                wake_crossings(&rec, from, to, ring, 2_000).into_iter().map(|(t, d)| (t - d, d)).collect();
+            phases.extend(phase(name, kept, clean(&windows, v.iter().map(|&(s, d)| (s + d, d)).collect())));
+            timed.push((name.into(), v));
+        }
     }
+    let journeys = journeys_of(&spans_of_rt, &out, &timed);
     // The peer: the echo server's engine from its first packet of a
     // message in to its last echo out is the far side's share.
     Ok(ProfileRow {
@@ -442,7 +564,46 @@ pub(crate) fn profile(
         disturbed,
         phases,
         trace_dropped: rec.dropped,
+        threads,
+        journeys,
+        all_disturbed,
+        kept,
+        rtt_percentiles: percentiles(rtt),
+        disturbed_rtt_percentiles: percentiles(disturbed_rtt),
     })
+}
+
+/// The journeys of a profile: its undisturbed round trips at the median,
+/// the 99th percentile and the longest (nearest rank), each with the time
+/// of every traced phase that started inside it ([`Journey`]; the
+/// application's write and read cover the round trip, the other phases
+/// lie inside them).
+fn journeys_of(
+    rts: &[(u64, u64, u64, u64, u64, u64)],
+    hit: &[bool],
+    timed: &[(String, Vec<(u64, u64)>)],
+) -> Vec<Journey> {
+    let mut kept: Vec<(u64, u64, u64)> =
+        rts.iter().zip(hit).filter(|(_, h)| !**h).map(|(r, _)| (r.2 - r.0, r.0, r.2)).collect();
+    if kept.is_empty() {
+        return Vec::new();
+    }
+    kept.sort_unstable();
+    let at = |q: f64| kept[((kept.len() - 1) as f64 * q).round() as usize];
+    [("median", at(0.5)), ("p99", at(0.99)), ("longest", at(1.0))]
+        .into_iter()
+        .map(|(which, (rtt, t0, t2))| Journey {
+            which: which.into(),
+            rtt_ns: rtt,
+            parts: timed
+                .iter()
+                .map(|(name, v)| {
+                    (name.clone(), v.iter().filter(|s| s.0 >= t0 && s.0 <= t2).map(|s| s.1).sum())
+                })
+                .filter(|p| p.1 > 0)
+                .collect(),
+        })
+        .collect()
 }
 
 /// The monitor records process-wide: tests that start and finish a
@@ -547,6 +708,25 @@ mod tests {
         assert_eq!(p.disturbed.measured, 30);
         assert!(p.protocol_cpu_per_rt_ns > 0.0, "{p:?}");
         assert!(p.phases.iter().any(|ph| ph.phase.starts_with("FN crossing") && ph.per_rt > 0.5), "{p:?}");
+        // Session 20: the engine thread and the echo server watched per
+        // round trip, every round trip counted on each; three journeys
+        // whose write and read lie inside their round trip; percentiles.
+        assert!(p.threads.iter().any(|t| t.thread.starts_with("engine thread")), "{:?}", p.threads);
+        assert!(p.threads.iter().any(|t| t.thread.starts_with("echo server")), "{:?}", p.threads);
+        assert!(p.threads.iter().all(|t| t.disturbed.measured == 30), "{:?}", p.threads);
+        assert_eq!(
+            p.journeys.iter().map(|j| j.which.as_str()).collect::<Vec<_>>(),
+            ["median", "p99", "longest"]
+        );
+        for j in &p.journeys {
+            let write = j.parts.iter().find(|x| x.0.starts_with("send_message")).map_or(0, |x| x.1);
+            assert!(write > 0 && write < j.rtt_ns, "{j:?}");
+        }
+        assert!(p.journeys[0].rtt_ns <= p.journeys[2].rtt_ns);
+        assert_eq!(p.rtt_percentiles.len(), 101);
+        assert!(p.kept > 0 && p.kept <= p.round_trips, "{} of {}", p.kept, p.round_trips);
+        assert!(!p.all_disturbed || p.kept == p.round_trips);
+        assert!(p.rtt_percentiles.windows(2).all(|w| w[0] <= w[1]));
         let q = profile(ModeName::Integrated, Mode::integrated(), echo.addr, 1, 30, None).unwrap();
         assert!(q.phases.iter().any(|ph| ph.phase.starts_with("send system call (application)")), "{q:?}");
     }

@@ -37,6 +37,7 @@ pub mod e8;
 mod e8_calib;
 mod e8_disturb;
 mod e8_measure;
+mod e8_peer;
 mod e8_place;
 pub mod e9;
 pub mod experiment;

@@ -143,6 +143,20 @@
 //!   checked one holds adds the difference, [`Extended::monitored`]. κ is
 //!   the instrument's cost, not the host's; it is a term of the model only
 //!   in so far as the model is checked against the instrument.
+//! * **Δ_b, the acknowledgement's way back at the length** (Session 20):
+//!   predicted from the ping-pong, C(l) is the data's one way out
+//!   δ_0 + ρ_δ·l plus a minimum-length one way back δ_0. The
+//!   acknowledgement of a synchronous send leaves the sink when its
+//!   application has taken the message and handed the engine its read
+//!   credit (the engine holds the acknowledgement for the application's
+//!   answer up to the reply hold, and a posted block ends the hold): the
+//!   way back holds the sink's two wake-ups, its application's and its
+//!   engine's, as the echo's turnaround in a ping-pong does. Those
+//!   wake-ups are shorter at the end of a message of several packets (a
+//!   thread that slept briefly, or not at all, between its blocks), so
+//!   the way back is shorter by Δ_b(l) = (δ_e + δ_i)(l) − (δ_e + δ_i)(0),
+//!   the ping-pong's two wake-ups at the length less a minimum-length
+//!   message's: C(l) adds Δ_b (signed; 0 in the seed's structure).
 //! * **No receive command**: the seed's receive posted a control block
 //!   (δ_w + ρ_w·l_c in H_r); an engine delivers data unasked, so
 //!   H_r' = W(l) + R(l) (above) in place of H_r's δ_i + 2δ_r +
@@ -255,11 +269,17 @@ pub struct Extended {
     /// own probe) adds to a CPU-time interval it bounds.
     #[serde(default)]
     pub clock_read: f64,
+    /// Δ_b: how much shorter (negative) or longer an acknowledgement's way
+    /// back is at the length predicted than a minimum-length one way
+    /// (the sink's two wake-ups at that length less a minimum-length
+    /// message's); signed, added to C(l). 0: the seed's structure.
+    #[serde(default)]
+    pub wake_back: f64,
 }
 
 impl Extended {
     /// The added parameters by name.
-    pub fn named(&self) -> [(&'static str, f64); 27] {
+    pub fn named(&self) -> [(&'static str, f64); 28] {
         [
             ("acks_send", self.acks_send),
             ("ack_round", self.ack_round),
@@ -288,16 +308,17 @@ impl Extended {
             ("delta_r_cpu", self.delta_r_cpu),
             ("rho_r_cpu", self.rho_r_cpu),
             ("clock_read", self.clock_read),
+            ("wake_back", self.wake_back),
         ]
     }
 
     /// Every parameter finite and non-negative (the seed's first), but
-    /// Δ_s only finite: a difference of two measured wake-ups, which is
-    /// negative when a synchronous send's wake-ups are the quicker.
+    /// Δ_s and Δ_b only finite: differences of measured wake-ups, negative
+    /// when the wake-ups compared are the quicker.
     pub fn validate(&self) -> Result<(), String> {
         self.seed.validate()?;
         for (name, v) in self.named() {
-            if name == "wake_sync" {
+            if name == "wake_sync" || name == "wake_back" {
                 if !v.is_finite() {
                     return Err(format!("{name}: {v} must be a finite time (it may be negative)"));
                 }
@@ -337,12 +358,13 @@ impl Extended {
         self.write_entry(l) - (p.delta_w + p.rho_w * (p.l_c + l))
     }
 
-    /// C(l) = C_0 + γ·l + (n_a − 1)·R_a: the processor's completion of a
-    /// synchronous send, one acknowledgement round and the extra ones (a
-    /// send of one round adds nothing, whatever R_a, even unmeasured).
+    /// C(l) = C_0 + γ·l + (n_a − 1)·R_a + Δ_b: the processor's completion
+    /// of a synchronous send, one acknowledgement round and the extra ones
+    /// (a send of one round adds nothing, whatever R_a, even unmeasured),
+    /// the way back's wake-ups at the length (0 unless set).
     pub fn completion(&self, l: f64) -> f64 {
         let extra = self.extra_rounds();
-        self.c_0 + self.gamma * l + if extra > 0.0 { extra * self.ack_round } else { 0.0 }
+        self.c_0 + self.gamma * l + if extra > 0.0 { extra * self.ack_round } else { 0.0 } + self.wake_back
     }
 
     /// n_a − 1 (0 when n_a ≤ 1): the acknowledgement rounds beyond the
@@ -495,6 +517,7 @@ mod tests {
             delta_r_cpu: p.delta_r,
             rho_r_cpu: p.rho_r,
             clock_read: 0.0,
+            wake_back: 0.0,
         }
     }
 
@@ -601,6 +624,28 @@ mod tests {
         assert!(Extended { u_0: f64::NAN, ..busy }.async_throughput(64.0).is_nan());
         let bad = Extended { wake_sync: f64::INFINITY, ..x };
         assert!(bad.validate().unwrap_err().starts_with("wake_sync:"));
+    }
+
+    #[test]
+    fn the_way_back_at_the_length_shortens_the_completion_and_the_period() {
+        let p = Params::SEED_004;
+        let x = Extended { c_0: 80e-6, gamma: 1e-9, delta_e: 10e-6, ..neutral(p) };
+        // The sink's wake-ups 6 µs shorter at this length: C and T_t' 6 µs
+        // shorter, nothing else moves (δ', H_t', T_r' hold no way back).
+        let back = Extended { wake_back: -6e-6, ..x };
+        back.validate().unwrap();
+        let l = 65536.0;
+        assert!((back.completion(l) - x.completion(l) + 6e-6).abs() < 1e-15);
+        assert!((back.period_send(l) - x.period_send(l) + 6e-6).abs() < 1e-12);
+        assert_eq!(back.delay(l), x.delay(l));
+        assert_eq!(back.host_send(l), x.host_send(l));
+        assert_eq!(back.period_recv(l), x.period_recv(l));
+        // Signed: a longer way back validates; a non-finite one does not.
+        Extended { wake_back: 2e-6, ..x }.validate().unwrap();
+        let bad = Extended { wake_back: f64::NAN, ..x };
+        assert!(bad.validate().unwrap_err().starts_with("wake_back:"));
+        // Unset it is the seed's structure: a minimum-length way back.
+        assert_eq!(neutral(p).wake_back, 0.0);
     }
 
     #[test]

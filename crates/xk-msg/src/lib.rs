@@ -62,6 +62,13 @@ impl std::error::Error for TooShort {}
 
 /// The message interface shared by [`Contig`] and [`Rope`].
 pub trait Msg: Sized + fmt::Debug {
+    /// Whether this form copies a message at every layer crossing by design
+    /// (the [`Limit`] form, seed 000's Estelle records). A layer that could
+    /// write its output straight into a buffer the layer below lends
+    /// (`xk_core::Layer::flush_into`) must then make a message of it
+    /// instead, or the crossing's copy the form exists to show would vanish.
+    const COPIES_AT_CROSSING: bool = false;
+
     /// An empty message with `headroom` bytes reserved for headers.
     fn with_headroom(headroom: usize) -> Self;
 
@@ -118,6 +125,15 @@ pub trait Msg: Sized + fmt::Debug {
 
     /// Copies the whole message into `dst[..len]`; counted as a copy.
     fn copy_to_slice(&self, dst: &mut [u8]) -> Result<(), TooShort> {
+        let len = self.frame_into(dst)?;
+        copies::count_copy(len);
+        Ok(())
+    }
+
+    /// Copies a frame into the buffer a device sends it from and returns
+    /// its length; not counted, as a driver's copy to the kernel is not
+    /// (the copy counts are the protocol path's, the same on every path).
+    fn frame_into(&self, dst: &mut [u8]) -> Result<usize, TooShort> {
         let len = self.len();
         if dst.len() < len {
             return Err(TooShort { needed: len, available: dst.len() });
@@ -127,8 +143,7 @@ pub trait Msg: Sized + fmt::Debug {
             dst[off..off + c.len()].copy_from_slice(c);
             off += c.len();
         });
-        copies::count_copy(len);
-        Ok(())
+        Ok(len)
     }
 
     /// The message as one `Bytes`; free when it is one piece, else a counted copy.

@@ -75,6 +75,8 @@ impl<const L: usize> fmt::Debug for Limit<L> {
 }
 
 impl<const L: usize> Msg for Limit<L> {
+    const COPIES_AT_CROSSING: bool = true;
+
     fn with_headroom(headroom: usize) -> Self {
         Limit(Contig::with_headroom(headroom))
     }

@@ -60,6 +60,9 @@ pub enum Point {
     RingPop,
     /// The engine queued application data. a: seq, b: bytes.
     Write,
+    /// A journey goes on under another id: the ring block (`journey`)
+    /// the engine wrote as the data whose journey is `a` (flow, seq).
+    Link,
     /// The application took data from the engine. a: seq, b: bytes.
     Read,
     /// The engine built a packet. a: seq, b: user data bytes.
@@ -74,14 +77,40 @@ pub enum Point {
     StateChange,
     /// A timer fired. a: context, b: timer code.
     Timer,
-    /// Congestion window changed. a: context, b: window (bytes, saturating).
+    /// A congestion-control decision changed the window. a: window
+    /// (bytes), b: cause ([`cause`]).
     Window,
+    /// A congestion-control decision changed the slow-start threshold
+    /// (recorded beside its `Window` event, only when the threshold
+    /// moved). a: threshold (bytes; `u64::MAX`: none), b: cause.
+    Ssthresh,
+    /// A rate-control decision: the pacing rate changed, or a packet waits
+    /// for rate control. a: rate (wire bytes/s, 0 unpaced), b: wait (ns,
+    /// saturating; 0: nothing waits).
+    Rate,
+    /// A flow-control decision: the peer's allocation advanced. a: the
+    /// allocation edge (sequence number), b: bytes it lets us send beyond
+    /// the acknowledged (saturating).
+    FlowWindow,
+    /// The engine builds a packet (span, checksum included). a: packet
+    /// bytes.
+    PacketBuild,
+    /// The engine parses an arrived datagram (span, checksum included).
+    /// a: datagram bytes.
+    PacketParse,
+    /// A checksum is computed (b: 0) or verified (b: 1) (span). a: bytes.
+    Checksum,
     /// An RTT sample. a: context, b: sample in ns (saturating).
     Rtt,
-    /// Send system call (span). a: datagrams, b: bytes (on `End`).
+    /// Send system call (span: one driver flush, one or more system calls).
+    /// a: datagrams, b: bytes.
     SendCall,
-    /// Receive system call (span). a: datagrams, b: bytes (on `End`).
+    /// Receive system call (span). a: datagrams (with GRO: the segments of
+    /// the one coalesced datagram read, the GRO train), b: bytes.
     RecvCall,
+    /// One GSO super-datagram the kernel took (instant, inside a
+    /// `SendCall`). a: segments (the GSO train), b: bytes.
+    GsoTrain,
     /// The emulator took a datagram in. a: bytes.
     EmuArrive,
     /// The emulator released a datagram. a: bytes.
@@ -90,12 +119,13 @@ pub enum Point {
 
 impl Point {
     /// Every point, in order.
-    pub const ALL: [Point; 18] = [
+    pub const ALL: [Point; 26] = [
         Point::AppWrite,
         Point::AppRead,
         Point::RingPush,
         Point::RingPop,
         Point::Write,
+        Point::Link,
         Point::Read,
         Point::PacketSent,
         Point::PacketReceived,
@@ -104,9 +134,16 @@ impl Point {
         Point::StateChange,
         Point::Timer,
         Point::Window,
+        Point::Ssthresh,
+        Point::Rate,
+        Point::FlowWindow,
+        Point::PacketBuild,
+        Point::PacketParse,
+        Point::Checksum,
         Point::Rtt,
         Point::SendCall,
         Point::RecvCall,
+        Point::GsoTrain,
         Point::EmuArrive,
         Point::EmuRelease,
     ];
@@ -116,7 +153,7 @@ impl Point {
         match self {
             Point::AppWrite | Point::AppRead => Layer::App,
             Point::RingPush | Point::RingPop => Layer::Ring,
-            Point::SendCall | Point::RecvCall => Layer::Driver,
+            Point::SendCall | Point::RecvCall | Point::GsoTrain => Layer::Driver,
             Point::EmuArrive | Point::EmuRelease => Layer::Emu,
             _ => Layer::Engine,
         }
@@ -130,6 +167,7 @@ impl Point {
             Point::RingPush => "ring_push",
             Point::RingPop => "ring_pop",
             Point::Write => "write",
+            Point::Link => "link",
             Point::Read => "read",
             Point::PacketSent => "packet_sent",
             Point::PacketReceived => "packet_received",
@@ -138,13 +176,32 @@ impl Point {
             Point::StateChange => "state_change",
             Point::Timer => "timer",
             Point::Window => "window",
+            Point::Ssthresh => "ssthresh",
+            Point::Rate => "rate",
+            Point::FlowWindow => "flow_window",
+            Point::PacketBuild => "packet_build",
+            Point::PacketParse => "packet_parse",
+            Point::Checksum => "checksum",
             Point::Rtt => "rtt",
             Point::SendCall => "send_call",
             Point::RecvCall => "recv_call",
+            Point::GsoTrain => "gso_train",
             Point::EmuArrive => "emu_arrive",
             Point::EmuRelease => "emu_release",
         }
     }
+}
+
+/// Cause codes of [`Point::Window`] and [`Point::Ssthresh`] (their `b`).
+pub mod cause {
+    /// An acknowledgement (growth, a model update).
+    pub const ACK: u32 = 0;
+    /// A loss began a congestion episode.
+    pub const LOSS: u32 = 1;
+    /// The retransmission timer ran out.
+    pub const TIMEOUT: u32 = 2;
+    /// A spurious reduction undone.
+    pub const UNDO: u32 = 3;
 }
 
 /// One tracepoint hit: 32 bytes, plain data.

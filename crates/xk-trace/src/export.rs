@@ -6,7 +6,9 @@
 //! row, named "thread/layer" — spans as `B`/`E` pairs, instants as
 //! zero-length complete slices (`X`, so that flow arrows can bind to them),
 //! and one flow (`s` … `t` … `f`) per journey that has more than one event,
-//! in time order. Timestamps are microseconds with nanosecond decimals.
+//! in time order — a journey that goes on under another id (a `link`
+//! event: a ring block written as data) is one flow with it, named by the
+//! first id. Timestamps are microseconds with nanosecond decimals.
 //!
 //! JSON lines: one object per event, ordered by time, every field named —
 //! for `jq`, pandas and scripts.
@@ -14,7 +16,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use crate::event::{Event, Phase};
+use crate::event::{Event, Phase, Point};
 use crate::recorder::{Recording, ThreadEvents};
 
 /// Which format [`write`] produces.
@@ -54,6 +56,32 @@ fn quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"?\"".into())
 }
 
+/// Each journey's flow: the first id of the chain of `link` events it is
+/// on (itself when none).
+fn flow_roots(merged: &[(&ThreadEvents, Event)]) -> HashMap<u64, u64> {
+    let mut up: HashMap<u64, u64> = HashMap::new();
+    for (_, e) in merged {
+        if e.point == Point::Link && e.journey != 0 && e.a != 0 && e.a != e.journey {
+            up.entry(e.a).or_insert(e.journey);
+        }
+    }
+    let mut roots = HashMap::new();
+    // Each key's root is found on its own: the order does not matter.
+    #[allow(clippy::iter_over_hash_type)]
+    for &j in up.keys() {
+        let mut r = j;
+        // Bounded: a corrupt chain that loops ends somewhere.
+        for _ in 0..64 {
+            match up.get(&r) {
+                Some(&u) if u != j => r = u,
+                _ => break,
+            }
+        }
+        roots.insert(j, r);
+    }
+    roots
+}
+
 fn track(t: &ThreadEvents, e: &Event) -> u64 {
     u64::from(t.tid) * 8 + e.point.layer() as u64
 }
@@ -63,10 +91,12 @@ pub fn chrome(rec: &Recording, pid: u32, process: &str, out: impl Write) -> io::
     let mut out = io::BufWriter::new(out);
     let merged = rec.merged();
     // Events per journey, to know each one's first and last.
+    let roots = flow_roots(&merged);
+    let flow = |j: u64| roots.get(&j).copied().unwrap_or(j);
     let mut count: HashMap<u64, (usize, usize)> = HashMap::new();
     for (_, e) in &merged {
         if e.journey != 0 {
-            count.entry(e.journey).or_insert((0, 0)).0 += 1;
+            count.entry(flow(e.journey)).or_insert((0, 0)).0 += 1;
         }
     }
     writeln!(
@@ -115,7 +145,7 @@ pub fn chrome(rec: &Recording, pid: u32, process: &str, out: impl Write) -> io::
             )?,
         }
         if e.journey != 0
-            && let Some(c) = count.get_mut(&e.journey)
+            && let Some(c) = count.get_mut(&flow(e.journey))
             && c.0 > 1
         {
             c.1 += 1;
@@ -128,7 +158,7 @@ pub fn chrome(rec: &Recording, pid: u32, process: &str, out: impl Write) -> io::
             write!(
                 out,
                 ",\n{{\"ph\":\"{ph}\",\"name\":\"journey\",\"cat\":\"journey\",\"id\":\"0x{:x}\",\"ts\":{ts},\"pid\":{pid},\"tid\":{tr}{bp}}}",
-                e.journey
+                flow(e.journey)
             )?;
         }
     }
@@ -164,7 +194,7 @@ pub fn json_lines(rec: &Recording, pid: u32, out: impl Write) -> io::Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Point, journey};
+    use crate::event::journey;
 
     fn sample() -> Recording {
         let j = journey(5, 0);
@@ -205,6 +235,43 @@ mod tests {
             .collect();
         assert_eq!(names, ["app \"1\"/app", "app \"1\"/ring", "engine/ring"]);
         assert!(evs.iter().any(|e| e["ph"] == "B" && e["ts"] == 1.0));
+    }
+
+    #[test]
+    fn a_linked_journey_is_one_flow() {
+        let (ring, data, other) = (journey(5, 0), journey(77, 0), journey(78, 0));
+        let rec = Recording {
+            threads: vec![ThreadEvents {
+                tid: 1,
+                name: "engine".into(),
+                events: vec![
+                    Event::instant(1_000, Point::RingPop, ring, 0, 0),
+                    Event::instant(1_100, Point::Link, ring, data, 0),
+                    Event::instant(1_200, Point::Write, data, 0, 10),
+                    Event::instant(1_300, Point::PacketSent, data, 0, 10),
+                    Event::instant(1_400, Point::PacketSent, other, 0, 10),
+                    Event::instant(1_500, Point::Read, other, 0, 10),
+                ],
+            }],
+            dropped: 0,
+        };
+        let mut v = Vec::new();
+        chrome(&rec, 1, "t", &mut v).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&v).unwrap();
+        let flows: Vec<(String, String)> = doc["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "journey")
+            .map(|e| (e["id"].as_str().unwrap().to_owned(), e["ph"].as_str().unwrap().to_owned()))
+            .collect();
+        let r = format!("0x{ring:x}");
+        let o = format!("0x{other:x}");
+        let want: Vec<(String, String)> = [(&r, "s"), (&r, "t"), (&r, "t"), (&r, "f"), (&o, "s"), (&o, "f")]
+            .iter()
+            .map(|(a, b)| ((*a).clone(), (*b).to_owned()))
+            .collect();
+        assert_eq!(flows, want);
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! * **No clock here.** Every [`Event`] carries the time its caller gives
 //!   (nanoseconds on `CLOCK_MONOTONIC`, so traces of two processes on one
 //!   host line up). The protocol engine is handed `now` on every call and
-//!   passes it on; the driver reads the clock it already reads.
+//!   passes it on; the driver reads the clock it already reads, or a
+//!   cheaper one it calibrates against it from the processor's tick
+//!   counter, [`cycles`] (the one thing here that is not plain Rust).
 //! * **Free when off, cheap when on.** Whether tracepoints exist at all is
 //!   decided at compile time by the instrumented crate (`xtp-proto`'s
 //!   `Subscriber::ENABLED`, `xk-driver`'s `trace` feature). Compiled in,
@@ -27,11 +29,13 @@
 //! thread's events ([`Recording`]); [`export`] writes them, [`profile()`]
 //! summarises them.
 
+mod cycles;
 mod event;
 pub mod export;
 pub mod profile;
 mod recorder;
 
-pub use event::{Event, Layer, Phase, Point, journey};
+pub use cycles::cycles;
+pub use event::{Event, Layer, Phase, Point, cause, journey};
 pub use profile::{PhaseProfile, profile};
 pub use recorder::{Config, Recording, ThreadEvents, enabled, finish, name_thread, record, start};

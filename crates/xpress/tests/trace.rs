@@ -55,6 +55,28 @@ for w in writes:
     j = w["args"]["journey"]
     assert j in sent and sent[j] >= w["ts"], ("write without its packet", j)
     assert flows["0x" + j.lstrip("0")] == ["s", "f"], flows.get("0x" + j.lstrip("0"))
+# Packets are built and parsed as spans, each with its checksum span
+# inside (computed when built, b 0; verified when parsed, b 1), on the
+# same track.
+stack = collections.defaultdict(list)
+spans = collections.Counter()
+for e in evs:
+    if e["ph"] == "B":
+        if e["name"] == "checksum":
+            outer = stack[e["tid"]][-1] if stack[e["tid"]] else None
+            want = "packet_build" if e["args"]["b"] == 0 else "packet_parse"
+            assert outer == want, ("checksum outside its packet span", e, outer)
+        stack[e["tid"]].append(e["name"])
+        spans[e["name"]] += 1
+    elif e["ph"] == "E":
+        assert stack[e["tid"]].pop() == e["name"], e
+assert spans["packet_build"] >= count and spans["packet_parse"] >= count, spans
+assert spans["checksum"] == spans["packet_build"] + spans["packet_parse"], spans
+# Receive calls carry their bytes; flow control's decisions are there.
+for e in evs:
+    if e["ph"] == "E" and e["name"] == "recv_call":
+        assert e["args"]["b"] >= 32 * e["args"]["a"] > 0, e
+assert any(e["name"] == "flow_window" for e in evs), "no flow-control decision traced"
 sends = sum(1 for e in evs if e["ph"] == "B" and e["name"] == "send_call")
 recvs = sum(1 for e in evs if e["ph"] == "B" and e["name"] == "recv_call")
 assert sends >= count and recvs >= count, (sends, recvs)
@@ -75,6 +97,11 @@ for w in writes:
     assert seen["packet_received"] <= seen["read"]
     # One clock (CLOCK_MONOTONIC) in both processes: the server received after the client sent.
     assert seen["packet_received"] >= sent[j] * 1000 - 1000, (seen, sent[j])
+# The server parsed each datagram it accepted inside a parse span.
+parses = [l for l in srv if l["point"] == "packet_parse"]
+assert [l["phase"] for l in parses[:2]] == ["B", "E"], parses[:2]
+assert sum(1 for l in parses if l["phase"] == "E") >= sum(1 for l in srv if l["point"] == "packet_received")
+assert any(l["point"] == "checksum" and l["b"] == 1 for l in srv)
 packets = sum(1 for e in evs if e["ph"] == "X" and e["name"] in ("packet_sent", "packet_received"))
 print(len(evs), len(srv), packets)
 "#;

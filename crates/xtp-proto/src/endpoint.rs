@@ -10,13 +10,14 @@ use xk_core::{Arena, ArenaId, DemuxMap};
 use xk_rand::Rng;
 use xk_time::{Duration, HeapQueue, Instant, TimerId, TimerQueue};
 use xtp_wire::{
-    Address, Body, DiagSegment, HeaderRepr, Options, PacketRepr, PacketType, RTN, diag_code, diag_value,
+    Address, Body, DiagSegment, HeaderRepr, Options, PacketRepr, PacketType, RTN, Verify, diag_code,
+    diag_value,
 };
 
 use crate::admission::RecentKeys;
 use crate::config::{ContextConfig, EndpointConfig};
 use crate::context::{Chunk, Context, Sink, State};
-use crate::events::{DropReason, Event, NoTrace, Subscriber, Trace};
+use crate::events::{DropReason, Event, NoTrace, Subscriber, Trace, Work};
 use crate::peers::{PeerChange, PeerWatch};
 use crate::rate::TokenBucket;
 
@@ -875,7 +876,26 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CA
     /// `handle_datagram`, with the lookup's result when the caller made it.
     fn handle(&mut self, now: Instant, from: SocketAddr, data: Bytes, found: Option<Option<ArenaId>>) {
         self.stats.datagrams_in += 1;
-        let repr = match PacketRepr::parse(&data) {
+        // Parse and checksum as spans, timed by the subscriber (the engine
+        // reads no clock).
+        let len = data.len();
+        let sub = &mut self.subscriber;
+        let traced = S::ENABLED && sub.recording();
+        if traced {
+            sub.on_trace(now, &Trace::Span { work: Work::Parse, begin: true, len });
+        }
+        // Untraced, the plain parse (see `Context::emit` for why).
+        let parsed = if traced {
+            PacketRepr::parse_observed(&data, Verify::Checksum, |begin| {
+                sub.on_trace(now, &Trace::Span { work: Work::ChecksumVerify, begin, len });
+            })
+        } else {
+            PacketRepr::parse(&data)
+        };
+        if traced {
+            sub.on_trace(now, &Trace::Span { work: Work::Parse, begin: false, len });
+        }
+        let repr = match parsed {
             Ok(r) => r,
             Err(e) => {
                 self.stats.malformed += 1;

@@ -164,6 +164,33 @@ pub enum TimerKind {
     LossTimer,
 }
 
+/// What changed a congestion window ([`Trace::WindowChange`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WindowCause {
+    /// An acknowledgement (growth, or a BBR model update).
+    Ack,
+    /// A loss began a new congestion episode.
+    Loss,
+    /// The retransmission timer (WTIMER) ran out.
+    Timeout,
+    /// The last reduction proved spurious and was undone.
+    Undo,
+}
+
+/// Engine work timed as a span ([`Trace::Span`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Work {
+    /// Building a packet into the caller's buffer (copy-in of the data,
+    /// the checksum included).
+    Build,
+    /// Parsing (and verifying) an arrived datagram.
+    Parse,
+    /// Computing the checksum of a packet being built.
+    ChecksumCompute,
+    /// Verifying the checksum of an arrived packet.
+    ChecksumVerify,
+}
+
 /// Why a packet was dropped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DropReason {
@@ -287,12 +314,52 @@ pub enum Trace {
         /// Which.
         timer: TimerKind,
     },
-    /// Congestion window changed.
+    /// The congestion controller changed its window or threshold: a
+    /// congestion-control decision.
     WindowChange {
         /// Context.
         ctx: ContextId,
+        /// What decided it.
+        cause: WindowCause,
         /// New congestion window in bytes.
         cwnd: u64,
+        /// New slow-start threshold in bytes (`u64::MAX`: none, or a
+        /// controller without one).
+        ssthresh: u64,
+    },
+    /// A rate-control decision: the pacing rate changed, or a packet had
+    /// to wait for rate control or pacing (RTIMER set).
+    RateDecision {
+        /// Context.
+        ctx: ContextId,
+        /// Pacing rate in wire bytes per second (0: unpaced).
+        rate: u64,
+        /// How long the next packet waits (zero: the rate changed, nothing
+        /// waits).
+        wait: Duration,
+    },
+    /// A flow-control decision: the peer's allocation (the highest byte it
+    /// lets us send, exclusive) advanced.
+    FlowWindow {
+        /// Context.
+        ctx: ContextId,
+        /// The new allocation edge (a sequence number).
+        alloc: u64,
+        /// Bytes we may now send beyond what the peer acknowledged.
+        window: u64,
+    },
+    /// Engine work with a duration begins (`begin`) or ends: packet build
+    /// and parse, checksum computation and verification. The engine reads
+    /// no clock, and the `now` it reports is the same at both edges: a
+    /// subscriber that times the work reads its own clock here.
+    Span {
+        /// Which work.
+        work: Work,
+        /// Beginning (true) or end.
+        begin: bool,
+        /// Bytes the work covers (the packet's length; 0 at a parse's
+        /// beginning only when the datagram was empty).
+        len: usize,
     },
     /// An informational DIAG arrived (the context goes on).
     DiagReceived {
@@ -327,6 +394,16 @@ pub trait Subscriber {
     /// One event at `now`.
     fn on_trace(&mut self, now: Instant, trace: &Trace) {
         let _ = (now, trace);
+    }
+
+    /// Whether it records now, asked before an event is built (where
+    /// `ENABLED`): a subscriber compiled in but not recording (the
+    /// driver's, between recordings) then costs a load and a branch per
+    /// tracepoint, not a call and an event, and the engine takes its
+    /// untraced paths (plain packet build and parse). Must be cheap.
+    #[inline]
+    fn recording(&self) -> bool {
+        true
     }
 }
 

@@ -30,7 +30,11 @@
 //!   packets leave on both paths, at the same instants. The endpoint writes
 //!   each packet into a scratch buffer that stays in the cache; the frame
 //!   is copied once, at its length, into a shared 64 KiB arena (one split
-//!   each, as the direct drivers receive).
+//!   each, as the direct drivers receive). A device that lends its own
+//!   transmit buffer (the compiled stack's `poll_transmit_into`: a
+//!   driver's batch buffer, the simulator host's) gets the packet written
+//!   straight into it ([`Layer::flush_into`]), as the direct endpoint's
+//!   driver does: no scratch, no arena, no copy.
 //! * Events go up after every verb in the graph; in the compiled stack
 //!   (`Cx::PULLS_EVENTS`) when the application polls: `Layer::poll_up`
 //!   returns one event per call, taken straight from the endpoint (the
@@ -94,6 +98,9 @@ pub struct XtpProtocol<M, Q: TimerQueue<ArenaId> = HeapQueue<ArenaId>, const CAC
     scratch: Vec<u8>,
     /// The largest packet the endpoint sends.
     max_packet: usize,
+    /// Packets written into `scratch` and copied into a frame (the device
+    /// did not lend its buffer: the graph, a copying form, a short buffer).
+    frames_copied: u64,
     /// The sender `demux` read from the frame `pop` gets next (the
     /// dispatcher calls them back to back for one message).
     from: Option<SocketAddr>,
@@ -123,6 +130,7 @@ impl<M: Msg, Q: TimerQueue<ArenaId> + Default, const CACHE: bool> XtpProtocol<M,
             tx: BytesMut::new(),
             scratch: Vec::new(),
             max_packet,
+            frames_copied: 0,
             from: None,
             reading: None,
             _msg: PhantomData,
@@ -133,6 +141,14 @@ impl<M: Msg, Q: TimerQueue<ArenaId> + Default, const CACHE: bool> XtpProtocol<M,
 impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE> {
     /// The pseudo-session a datagram without a context demuxes to.
     pub const UNBOUND: ArenaId = ArenaId::from_parts(u32::MAX, u32::MAX);
+
+    /// Packets written into the protocol's own scratch buffer and copied
+    /// into a frame: every packet in the graph; none in a compiled stack
+    /// whose device lends its transmit buffer
+    /// (`Stack::poll_transmit_into`), where the endpoint writes there.
+    pub fn frames_copied(&self) -> u64 {
+        self.frames_copied
+    }
 
     /// The engine (counters, context state).
     pub fn endpoint(&self) -> &Endpoint<NoTrace, Q, CACHE> {
@@ -440,10 +456,30 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
                 self.tx = BytesMut::with_capacity(TX_ARENA.max(n));
             }
             self.tx.extend_from_slice(&self.scratch[..n]);
+            self.frames_copied += 1;
             cx.transmit_to(t.dst, self.tx.split());
         }
         // Sending can end contexts (the last acknowledgement of a close).
         self.drain_events(cx);
+    }
+
+    #[inline]
+    fn flush_into(&mut self, cx: &mut C, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        // The endpoint writes the packet where the device sends from, as
+        // the direct driver has it write into its batch arena: no scratch
+        // buffer, no frame, no copy. Not where the frame needs a device
+        // header (the graph; a constant, so this test compiles away), nor
+        // in a form that copies at every crossing by design (Limit), nor
+        // into a buffer too short for the largest packet: those take the
+        // frame path and the stack copies the frame in.
+        if C::DEVICE_HEADER != 0 || M::COPIES_AT_CROSSING || buf.len() < self.max_packet {
+            self.flush(cx);
+            return None;
+        }
+        let sent = self.ep.poll_transmit(cx.now(), &mut buf[..self.max_packet]).map(|t| (t.dst, t.len));
+        // Sending can end contexts (the last acknowledgement of a close).
+        self.drain_events(cx);
+        sent
     }
 
     #[inline]

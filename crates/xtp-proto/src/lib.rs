@@ -39,7 +39,9 @@ pub use endpoint::{
     ConnectError, ContextId, ContextStats, CopyCount, Endpoint, EndpointStats, ListenError, Transmit,
     WriteError,
 };
-pub use events::{CloseReason, DropReason, Event, NoTrace, Recorder, Subscriber, TimerKind, Trace};
+pub use events::{
+    CloseReason, DropReason, Event, NoTrace, Recorder, Subscriber, TimerKind, Trace, WindowCause, Work,
+};
 pub use layer::XtpProtocol;
 pub use peers::PeerChange;
 pub use ranges::RangeSet;

@@ -11,7 +11,7 @@ use xk_core::{
     Addr, ArenaId, Control, ControlReply, Event, Graph, GraphBuilder, Part, Participants, ProtocolId,
     PushError, SessionId,
 };
-use xk_msg::{Contig, Msg, Rope};
+use xk_msg::{Contig, Limit, Msg, Rope};
 use xk_time::{Duration, HeapQueue, Instant};
 use xtp_proto::{ContextConfig, EndpointConfig, XtpProtocol};
 use xtp_testkit::{GraphWire, StackPair, StackWire};
@@ -141,12 +141,37 @@ fn receive_copy_changes_nothing<M: Msg + 'static>() {
         assert_eq!(copied.now, plain.now, "virtual time after size {size}");
     }
     assert_eq!(copied.b.stats().demux_drops, 0);
+    // The copy is made, once per frame, at its length: what the plain wire
+    // handed over as frames, the copying wire moved as bytes; and XTP wrote
+    // each of those packets where the wire lent it room (no frame of its
+    // own), where the plain wire's frames were each copied out of XTP's
+    // scratch buffer.
+    let plain_frames = plain.a.protocol().frames_copied() + plain.b.protocol().frames_copied();
+    assert!(plain_frames > 0);
+    assert_eq!(copied.a.protocol().frames_copied() + copied.b.protocol().frames_copied(), 0);
+    assert_eq!((copied.copied, plain.copied), (copied.moved, 0), "bytes copied: every frame's, once");
+    assert_eq!(copied.moved, plain.moved, "the same bytes crossed both wires");
 }
 
 #[test]
 fn the_wires_receive_copy_changes_nothing() {
     receive_copy_changes_nothing::<Contig>();
     receive_copy_changes_nothing::<Rope>();
+}
+
+/// The copying form (seed 000's Limit) keeps its device crossing when the
+/// device lends its buffer: XTP still makes each packet a message (whose
+/// making copies a record), so the crossing the form exists to show is
+/// not optimised away; the packets are the other forms'.
+#[test]
+fn the_copying_form_still_crosses_to_the_device_as_a_message() {
+    let (mut w, s) = stack_wire::<Limit<2_000>>();
+    w.receive_copy = true;
+    w.a.push(s, Limit::from_shared(Bytes::from_static(b"ten bytes!"))).unwrap();
+    let r = run(&mut w, 10, true);
+    assert_eq!(r.3, 10, "the echo came back");
+    let frames = w.a.protocol().frames_copied() + w.b.protocol().frames_copied();
+    assert_eq!(frames as usize, r.0 + r.1, "every datagram was a frame of its own");
 }
 
 /// Cuts what the application saw into messages at each EOM.

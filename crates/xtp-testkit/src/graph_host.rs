@@ -11,7 +11,9 @@
 //! simulator hands datagrams over as `Vec<u8>`: the node copies each into a
 //! buffer with the composition's headroom in front (where the direct `Host`
 //! hands the `Vec` over as it is), and frames going out into the
-//! simulator's `Vec` (one copy, as `Host` does).
+//! simulator's `Vec`: one copy, as `Host` makes — from the node's buffer
+//! the compiled stack's protocol wrote into (`poll_transmit_into`), or
+//! from the graph's frame (`poll_transmit_to`).
 
 use std::marker::PhantomData;
 use std::net::SocketAddr;
@@ -20,6 +22,8 @@ use bytes::BytesMut;
 use xk_core::device::DeviceStack;
 use xk_msg::Msg;
 use xk_sim::Node;
+
+use crate::MAX_DATAGRAM;
 use xk_time::Instant;
 
 /// What runs on top of a [`GraphHost`]'s composition `S` (of messages
@@ -36,13 +40,15 @@ pub struct GraphHost<M, S, A> {
     pub stack: S,
     /// The application.
     pub app: A,
+    /// Where the composition writes each frame going out.
+    buf: Vec<u8>,
     _msg: PhantomData<fn() -> M>,
 }
 
 impl<M: Msg, S: DeviceStack<M>, A: GraphApp<M, S>> GraphHost<M, S, A> {
     /// A node for `stack`, `app` on top.
     pub fn new(stack: S, app: A) -> Self {
-        GraphHost { stack, app, _msg: PhantomData }
+        GraphHost { stack, app, buf: Vec::new(), _msg: PhantomData }
     }
 }
 
@@ -63,8 +69,18 @@ impl<M: Msg, S: DeviceStack<M>, A: GraphApp<M, S>> Node for GraphHost<M, S, A> {
 
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
         self.stack.advance(now);
-        let (dst, frame) = self.stack.poll_transmit_to()?;
-        Some((dst, frame.to_vec()))
+        // One copy into the simulator's `Vec` either way, as `Host` makes:
+        // the compiled stack's protocol writes into the host's buffer
+        // (then copied out), the graph's frame is copied out as it is.
+        if !S::LENDS {
+            let (dst, frame) = self.stack.poll_transmit_to()?;
+            return Some((dst, frame.to_vec()));
+        }
+        if self.buf.len() < MAX_DATAGRAM {
+            self.buf.resize(MAX_DATAGRAM, 0);
+        }
+        let (dst, n) = self.stack.poll_transmit_into(&mut self.buf)?;
+        Some((dst, self.buf[..n].to_vec()))
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {

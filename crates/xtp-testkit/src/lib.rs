@@ -66,6 +66,10 @@ mod stepping;
 mod wire;
 
 pub use graph_host::{GraphApp, GraphHost};
+
+/// The largest UDP datagram: the size of the transmit buffer a node or a
+/// wire lends a composition (`DeviceStack::poll_transmit_into`).
+const MAX_DATAGRAM: usize = 65_535;
 pub use graph_wire::GraphWire;
 pub use host::{App, Host, Meter, NoMeter, Pair, pair};
 pub use stack_pair::StackPair;

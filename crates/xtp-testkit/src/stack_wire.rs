@@ -1,9 +1,13 @@
 //! Two compiled stacks (`xk_core::compiled::Stack`) joined by a perfect
 //! wire: [`GraphWire`](crate::GraphWire) for the compiled path. Frames move
 //! with their peer beside them (no device header to rewrite), without
-//! copying unless [`StackWire::receive_copy`] asks for the copy a socket's
-//! receive makes, with the same clock rule as `Wire`: `step` of virtual
-//! time per delivered frame, jumps to the next timer.
+//! copying unless [`StackWire::receive_copy`] asks for a socket's shape:
+//! the sender writes each frame into the wire's transmit buffer
+//! (`Stack::poll_transmit_into`, as a driver lends its batch buffer) and
+//! the receiver gets a copy of it in a receive arena (the kernel's copy),
+//! exactly as `Wire`'s `Delivery::Arena` treats the direct endpoint. Same
+//! clock rule as `Wire`: `step` of virtual time per delivered frame, jumps
+//! to the next timer.
 
 use std::net::SocketAddr;
 
@@ -13,6 +17,7 @@ use xk_core::compiled::{DeviceCx, Stack};
 use xk_msg::Msg;
 use xk_time::{Duration, Instant};
 
+use crate::MAX_DATAGRAM;
 use crate::stepping::{self, Stepped};
 
 /// Stack `a` at `aa` and `b` at `ba`, joined by a perfect wire.
@@ -31,13 +36,19 @@ pub struct StackWire<M, P> {
     pub step: Duration,
     /// Frames addressed to neither stack (dropped).
     pub stray: u64,
-    /// Copy each frame into a shared 64 KiB receive arena before the
+    /// Have the sender write each frame into the wire's transmit buffer
+    /// and copy it from there into a shared 64 KiB receive arena before the
     /// receiver sees it, as `Wire`'s `Delivery::Arena` does for the direct
-    /// path: the stand-in for the kernel's copy to the receiving process,
-    /// which a compiled stack over a real socket pays too. Off by default
-    /// (frames move as they are).
+    /// path: the stand-in for a driver's send buffer and the kernel's copy
+    /// to the receiving process, which a compiled stack over a real socket
+    /// pays too. Off by default (frames move as they are).
     pub receive_copy: bool,
+    /// Bytes copied into the receive arena (0 unless `receive_copy`).
+    pub copied: u64,
+    /// Bytes of the frames sent over the wire, copied or not.
+    pub moved: u64,
     rx: BytesMut,
+    tx: Vec<u8>,
 }
 
 impl<M: Msg, P: Layer<M, DeviceCx<M>>> StackWire<M, P> {
@@ -52,22 +63,25 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> StackWire<M, P> {
             step: Duration::ZERO,
             stray: 0,
             receive_copy: false,
+            copied: 0,
+            moved: 0,
             rx: BytesMut::new(),
+            tx: Vec::new(),
         }
     }
 
     /// Delivers everything `a` sends to `b`; returns how many frames.
     pub fn from_a(&mut self) -> usize {
-        let StackWire { a, aa, b, ba, now, step, stray, receive_copy, rx } = self;
-        let rx = receive_copy.then_some(rx);
-        deliver(a, *aa, b, *ba, now, *step, stray, rx)
+        let StackWire { a, aa, b, ba, now, step, stray, receive_copy, copied, moved, rx, tx } = self;
+        let copy = receive_copy.then_some(SocketBufs { rx, tx, copied });
+        deliver(a, *aa, b, *ba, now, *step, stray, moved, copy)
     }
 
     /// Delivers everything `b` sends to `a`; returns how many frames.
     pub fn from_b(&mut self) -> usize {
-        let StackWire { a, aa, b, ba, now, step, stray, receive_copy, rx } = self;
-        let rx = receive_copy.then_some(rx);
-        deliver(b, *ba, a, *aa, now, *step, stray, rx)
+        let StackWire { a, aa, b, ba, now, step, stray, receive_copy, copied, moved, rx, tx } = self;
+        let copy = receive_copy.then_some(SocketBufs { rx, tx, copied });
+        deliver(b, *ba, a, *aa, now, *step, stray, moved, copy)
     }
 
     /// Moves datagrams both ways until both are quiet (bounded).
@@ -111,6 +125,30 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stepped for StackWire<M, P> {
     }
 }
 
+/// The buffers of the socket-shaped delivery (`receive_copy`).
+struct SocketBufs<'w> {
+    rx: &'w mut BytesMut,
+    tx: &'w mut Vec<u8>,
+    copied: &'w mut u64,
+}
+
+impl SocketBufs<'_> {
+    /// The next frame `from` writes into the transmit buffer, copied into
+    /// the receive arena.
+    fn next<M: Msg, P: Layer<M, DeviceCx<M>>>(&mut self, from: &mut Stack<M, P>) -> Option<(SocketAddr, M)> {
+        if self.tx.len() < MAX_DATAGRAM {
+            self.tx.resize(MAX_DATAGRAM, 0);
+        }
+        let (dst, n) = from.poll_transmit_into(self.tx)?;
+        if self.rx.capacity() < n {
+            *self.rx = BytesMut::with_capacity(64 * 1024);
+        }
+        self.rx.extend_from_slice(&self.tx[..n]);
+        *self.copied += n as u64;
+        Some((dst, M::from_received(self.rx.split())))
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn deliver<M: Msg, P: Layer<M, DeviceCx<M>>>(
     from: &mut Stack<M, P>,
@@ -120,27 +158,24 @@ fn deliver<M: Msg, P: Layer<M, DeviceCx<M>>>(
     now: &mut Instant,
     step: Duration,
     stray: &mut u64,
-    mut rx: Option<&mut BytesMut>,
+    moved: &mut u64,
+    mut copy: Option<SocketBufs<'_>>,
 ) -> usize {
     let mut n = 0;
     from.advance(*now);
-    while let Some((dst, frame)) = from.poll_transmit() {
+    loop {
+        let next = match copy.as_mut() {
+            Some(c) => c.next(from),
+            None => from.poll_transmit(),
+        };
+        let Some((dst, frame)) = next else { break };
         n += 1;
+        *moved += frame.len() as u64;
         *now += step;
         if dst != ta {
             *stray += 1;
             continue;
         }
-        let frame = match rx.as_deref_mut() {
-            Some(rx) => {
-                if rx.capacity() < frame.len() {
-                    *rx = BytesMut::with_capacity(64 * 1024);
-                }
-                frame.for_each_chunk(|c| rx.extend_from_slice(c));
-                M::from_received(rx.split())
-            }
-            None => frame,
-        };
         to.advance(*now);
         to.receive(fa, frame);
         from.advance(*now);

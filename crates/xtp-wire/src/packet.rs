@@ -124,9 +124,28 @@ impl<'a> PacketRepr<'a> {
 
     /// Parses a packet, checking the checksum or not.
     pub fn parse_with(bytes: &'a [u8], verify: Verify) -> Result<PacketRepr<'a>, ParseError> {
+        Self::parse_observed(bytes, verify, |_| {})
+    }
+
+    /// [`PacketRepr::parse_with`], calling `around_checksum(true)` just
+    /// before the checksum is verified and `around_checksum(false)` just
+    /// after — so a monitor can time the checksum apart from the rest of
+    /// the parse (this crate reads no clock). With a closure that does
+    /// nothing it is `parse_with`, instruction for instruction.
+    #[inline]
+    pub fn parse_observed(
+        bytes: &'a [u8],
+        verify: Verify,
+        mut around_checksum: impl FnMut(bool),
+    ) -> Result<PacketRepr<'a>, ParseError> {
         let p = Packet::new_checked(bytes)?;
-        if verify == Verify::Checksum && !p.verify_checksum() {
-            return Err(ParseError::Checksum { stored: p.check(), expected: p.expected_checksum() });
+        if verify == Verify::Checksum {
+            around_checksum(true);
+            let ok = p.verify_checksum();
+            around_checksum(false);
+            if !ok {
+                return Err(ParseError::Checksum { stored: p.check(), expected: p.expected_checksum() });
+            }
         }
         let ptype = PacketType::from_code(p.ptype_code())?;
         let options = p.options();
@@ -185,6 +204,18 @@ impl<'a> PacketRepr<'a> {
     /// Writes the packet into `buf[..buffer_len()]`, filling `dlen`, version,
     /// the BTAG option (from the body) and the checksum. Returns the length.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, EmitError> {
+        self.emit_observed(buf, |_| {})
+    }
+
+    /// [`PacketRepr::emit`], calling `around_checksum(true)` just before the
+    /// checksum is computed and `around_checksum(false)` just after (as
+    /// [`PacketRepr::parse_observed`]).
+    #[inline]
+    pub fn emit_observed(
+        &self,
+        buf: &mut [u8],
+        mut around_checksum: impl FnMut(bool),
+    ) -> Result<usize, EmitError> {
         let len = self.buffer_len();
         if buf.len() < len {
             return Err(EmitError::BufferTooSmall { needed: len, available: buf.len() });
@@ -236,7 +267,53 @@ impl<'a> PacketRepr<'a> {
             Body::Diag(d) => d.emit(&mut w)?,
         }
         debug_assert_eq!(w.pos(), len);
+        around_checksum(true);
         Packet::new_unchecked(&mut buf[..len]).fill_checksum();
+        around_checksum(false);
         Ok(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checksum hooks a monitor times the checksum with: called around
+    /// the checksum, and only there — the checksum is already filled when
+    /// the closing call comes, and a parse that skips it calls nothing.
+    #[test]
+    fn observed_emit_and_parse_bracket_the_checksum() {
+        let p = PacketRepr {
+            header: HeaderRepr {
+                key: 9,
+                options: Options::default(),
+                ptype: PacketType::Data,
+                sort: 0,
+                sync: 1,
+                seq: 100,
+            },
+            body: Body::Data { btag: None, data: &[1, 2, 3, 4, 5] },
+        };
+        let mut buf = [0u8; 64];
+        let mut calls = Vec::new();
+        let n = p
+            .emit_observed(&mut buf, |begin| {
+                calls.push(begin);
+            })
+            .unwrap();
+        assert_eq!(calls, [true, false]);
+        assert!(Packet::new_checked(&buf[..n]).unwrap().verify_checksum());
+        calls.clear();
+        let back = PacketRepr::parse_observed(&buf[..n], Verify::Checksum, |b| calls.push(b)).unwrap();
+        assert_eq!(back, p);
+        assert_eq!(calls, [true, false]);
+        calls.clear();
+        PacketRepr::parse_observed(&buf[..n], Verify::Skip, |b| calls.push(b)).unwrap();
+        assert!(calls.is_empty());
+        // A bad checksum is still bracketed, then refused.
+        buf[n - 1] ^= 0xff;
+        let e = PacketRepr::parse_observed(&buf[..n], Verify::Checksum, |b| calls.push(b));
+        assert!(matches!(e, Err(ParseError::Checksum { .. })));
+        assert_eq!(calls, [true, false]);
     }
 }

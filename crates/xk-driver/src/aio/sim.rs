@@ -435,7 +435,7 @@ impl SimNet {
         let host = w.host(node);
         let port = host.port(want)?;
         let local = SocketAddr::new(host.ip, port);
-        let ep = Endpoint::with_subscriber(cfg, seed, EngineTrace { epoch: 0 });
+        let ep = Endpoint::with_subscriber(cfg, seed, EngineTrace::virtual_time());
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(Backend::Sim(SimSocket { ep, local }))),
             nudge: self.0.nudge.clone(),

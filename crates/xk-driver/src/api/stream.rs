@@ -171,6 +171,7 @@ impl XtpStream {
     /// Sends one message: `data` with EOM at its end, tagged with `btag`.
     pub fn send_message(&mut self, data: &[u8], btag: Option<u64>) -> io::Result<()> {
         let t0 = trace::span_start();
+        trace::take_noted(); // a stale hand-off is not this write's
         let len = data.len();
         loop {
             self.wait_for_room()?;
@@ -183,7 +184,7 @@ impl XtpStream {
             break;
         }
         let r = self.shared.borrow_mut().core.flush();
-        trace::span_end(t0, Point::AppWrite, len as u64, 1);
+        trace::span_end_journey(t0, Point::AppWrite, trace::take_noted(), len as u64, 1);
         r
     }
 
@@ -291,6 +292,7 @@ impl Write for XtpStream {
             return Ok(0);
         }
         let t0 = trace::span_start();
+        trace::take_noted(); // a stale hand-off is not this write's
         loop {
             self.wait_for_room()?;
             let mut s = self.shared.borrow_mut();
@@ -300,7 +302,7 @@ impl Write for XtpStream {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 r => r?,
             }
-            trace::span_end(t0, Point::AppWrite, buf.len() as u64, 0);
+            trace::span_end_journey(t0, Point::AppWrite, trace::take_noted(), buf.len() as u64, 0);
             return Ok(buf.len());
         }
     }

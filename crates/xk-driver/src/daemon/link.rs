@@ -7,6 +7,7 @@
 //!
 //! ```text
 //!    0  magic "XPRSHM01"     8  ring capacity C (bytes, power of two)
+//!   16  the rings' name for the tracing monitor (TN; FN is it + 1)
 //!   64  TN head  (client)  128  TN tail  (daemon)
 //!  192  FN head  (daemon)  256  FN tail  (client)
 //!  320  client bell: parked u32, gone u32, rung u64, sleeps u64, full u64, copied u64
@@ -43,10 +44,21 @@ use super::codec;
 use crate::engine::doorbell::{self, WANT_ALL, WANT_DATA, WANT_SPACE, WANT_URGENT};
 use crate::engine::serve::Port;
 use crate::engine::{AppLink, BlockError, CtxHandle, FromEngine, RingStats, ToEngine};
+use crate::trace::RingTrace;
+
+/// The monitor's counts of a segment's (TN, FN) rings.
+fn ring_traces(seg: &Segment) -> (RingTrace, RingTrace) {
+    let name = seg.u64_at(OFF_TRACE).load(Ordering::Relaxed);
+    (RingTrace::new(name), RingTrace::new(name.wrapping_add(1)))
+}
 
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"XPRSHM01");
 const OFF_MAGIC: usize = 0;
 const OFF_CAP: usize = 8;
+/// The monitor's name of the TN ring (FN's is one more): both processes
+/// compute a block's journey from it ([`RingTrace`]). Only a name: a
+/// client that writes another one only mislabels its own trace.
+const OFF_TRACE: usize = 16;
 const CLIENT_BELL: usize = 320;
 const DAEMON_BELL: usize = 384;
 const DATA: usize = 4096;
@@ -67,6 +79,12 @@ pub(super) fn layouts(cap: usize) -> (RingLayout, RingLayout) {
 /// Writes the header of a fresh segment.
 pub(crate) fn init_segment(seg: &Segment, cap: usize) {
     seg.u64_at(OFF_CAP).store(cap as u64, Ordering::SeqCst);
+    // Unique across daemons (pid) and their sessions (count); even, so FN
+    // (the name + 1) never names another session's TN.
+    static SESSIONS: AtomicU64 = AtomicU64::new(0);
+    let n = SESSIONS.fetch_add(1, Ordering::Relaxed);
+    let name = xk_trace::journey(u64::from(std::process::id()), n) & !1;
+    seg.u64_at(OFF_TRACE).store(name, Ordering::SeqCst);
     seg.u64_at(OFF_MAGIC).store(MAGIC, Ordering::SeqCst);
 }
 
@@ -181,6 +199,9 @@ pub(crate) struct ShmLink {
     /// Room the last refused block needed (what "full" means while
     /// waiting for space: a large write needs more than a small block).
     need: usize,
+    /// The monitor's counts of TN (pushed here) and FN (popped here).
+    tn_trace: RingTrace,
+    fn_trace: RingTrace,
 }
 
 impl ShmLink {
@@ -198,8 +219,11 @@ impl ShmLink {
         let wake = theirs.clone();
         let bad = |e: Corrupt| io::Error::new(io::ErrorKind::InvalidData, e.to_string());
         let rx = Consumer::new(seg.clone(), fnr, Box::new(move || wake.ring(WANT_SPACE))).map_err(bad)?;
+        let (tn_trace, fn_trace) = ring_traces(&seg);
         let tx = Producer::new(seg, tn).map_err(bad)?;
         Ok(ShmLink {
+            tn_trace,
+            fn_trace,
             tx,
             rx,
             mine,
@@ -242,6 +266,7 @@ impl ShmLink {
     fn push_block(&mut self, kind: u32, w: &codec::Writer, payload: Option<&[u8]>, urgent: bool) -> bool {
         match push(&mut self.tx, kind, w, payload, &self.mine) {
             Ok(true) => {
+                self.tn_trace.crossed(true, true);
                 self.need = codec::META_MAX + 64;
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 true
@@ -285,6 +310,7 @@ impl AppLink for ShmLink {
                 return None;
             }
         };
+        self.fn_trace.crossed(false, true);
         // Zero copy unless views already hold half the ring.
         let view = self.rx.held() <= self.cap / 2;
         if !view && rec.kind == codec::DATA {
@@ -413,6 +439,9 @@ pub(crate) struct ShmPort {
     pub(crate) hung_up: bool,
     /// Why the client's rings are unusable, if they are.
     pub(crate) broken: Option<String>,
+    /// The monitor's counts of TN (popped here) and FN (pushed here).
+    tn_trace: RingTrace,
+    fn_trace: RingTrace,
 }
 
 impl ShmPort {
@@ -430,8 +459,22 @@ impl ShmPort {
         let theirs = Arc::new(Bell::new(seg.clone(), true, client_fd));
         let wake = theirs.clone();
         let rx = Consumer::new(seg.clone(), tn, Box::new(move || wake.ring(WANT_SPACE)))?;
+        let (tn_trace, fn_trace) = ring_traces(&seg);
         let tx = Producer::new(seg, fnr)?;
-        Ok(ShmPort { rx, tx, mine, theirs, cap, sock, pid, uid, hung_up: false, broken: None })
+        Ok(ShmPort {
+            rx,
+            tx,
+            mine,
+            theirs,
+            cap,
+            sock,
+            pid,
+            uid,
+            hung_up: false,
+            broken: None,
+            tn_trace,
+            fn_trace,
+        })
     }
 
     /// The client said goodbye before its socket closed.
@@ -478,6 +521,7 @@ impl Port for ShmPort {
                 return None;
             }
         };
+        self.tn_trace.crossed(false, false);
         let view = self.rx.held() <= self.cap / 2;
         if !view && codec::has_payload(rec.kind) {
             self.mine.add(3, rec.len as u64);
@@ -492,6 +536,7 @@ impl Port for ShmPort {
         let (kind, w, payload) = codec::encode_from_engine(&b);
         match push(&mut self.tx, kind, &w, payload.map(|p| &p[..]), &self.mine) {
             Ok(true) => {
+                self.fn_trace.crossed(true, false);
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 Ok(())
             }

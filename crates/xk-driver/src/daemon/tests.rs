@@ -348,3 +348,47 @@ fn writes_past_the_bound_are_refused_and_the_context_aborted() {
     assert_eq!(ctx, h);
     assert_ne!(reason, xtp_proto::CloseReason::Graceful, "{reason:?}");
 }
+
+/// The monitor on the daemon's shared rings: the client's push and the
+/// daemon's pop of a block carry one journey (each side computes it from
+/// the ring's name in the segment and its own count), in both directions,
+/// and two sessions' rings are named apart. The engine-thread mode's rings
+/// are checked end to end in `tests/trace.rs`.
+#[cfg(feature = "trace")]
+#[test]
+fn ring_crossings_carry_one_journey_across_the_segment() {
+    use xk_trace::{Point, Recording};
+    xk_trace::start(xk_trace::Config::default());
+    let (_s1, mut port, mut app) = pair();
+    let (_s2, mut port2, mut app2) = pair();
+    for i in 0..3u8 {
+        assert!(app.try_send_write(CtxHandle(1), &[i; 100], true, None));
+    }
+    assert!(app2.try_send_write(CtxHandle(1), &[9; 10], true, None));
+    for _ in 0..3 {
+        assert!(matches!(port.try_recv(), Some(Ok(ToEngine::Write { .. }))));
+    }
+    assert!(port2.try_recv().is_some());
+    port.try_send(FromEngine::Listening { port: 8, result: Ok(()) }, true).unwrap();
+    assert!(app.try_recv().is_some());
+    let rec: Recording = xk_trace::finish();
+    // This test's thread only: the recorder is process-wide, and the other
+    // daemon tests running beside it push and pop blocks of their own.
+    let me = std::thread::current().name().unwrap_or_default().to_string();
+    let all: Vec<_> = rec.merged().into_iter().filter(|(t, _)| t.name == me).map(|(_, e)| e).collect();
+    let of = |p: Point, b: u32| {
+        all.iter().filter(|e| e.point == p && e.b == b).map(|e| e.journey).collect::<Vec<_>>()
+    };
+    let (pushed, popped) = (of(Point::RingPush, 0), of(Point::RingPop, 0));
+    assert_eq!(pushed.len(), 4);
+    assert!(pushed.iter().all(|j| *j != 0));
+    // The same blocks, in order per session; session 2's block is its own.
+    let mut p = pushed.clone();
+    let mut q = popped.clone();
+    p.sort_unstable();
+    q.sort_unstable();
+    assert_eq!(p, q);
+    assert_eq!(pushed.iter().collect::<std::collections::HashSet<_>>().len(), 4);
+    assert_eq!(of(Point::RingPush, 1), of(Point::RingPop, 1), "FN: the daemon's push is the client's pop");
+    assert_eq!(of(Point::RingPush, 1).len(), 1);
+}

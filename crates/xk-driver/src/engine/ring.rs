@@ -16,9 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use rtrb::{Consumer, Producer, RingBuffer};
 use xk_time::Duration;
-use xk_trace::{Point, journey};
 
-use crate::trace;
+use crate::trace::RingTrace;
 
 use super::doorbell::{self, WANT_ALL, WANT_DATA, WANT_SPACE, WANT_URGENT};
 
@@ -88,14 +87,9 @@ pub(crate) struct Link<O, I> {
     theirs: Arc<Doorbell>,
     /// The application's side (for [`Link::stats`]).
     app: bool,
-    /// The tracing monitor's names of the sending and receiving rings, and
-    /// the blocks each has carried: both sides count alike (one producer,
-    /// one consumer, in order), so the n-th block pushed is the n-th popped
-    /// and both compute its journey without it carrying one.
-    tx_ring: u64,
-    rx_ring: u64,
-    pushed: u64,
-    popped: u64,
+    /// The monitor's counts of the sending and receiving rings.
+    tx_trace: RingTrace,
+    rx_trace: RingTrace,
 }
 
 /// Ring numbers for the tracing monitor, process-wide.
@@ -115,10 +109,8 @@ pub(crate) fn pair<A, E>(slots: usize) -> io::Result<(Link<A, E>, Link<E, A>)> {
         mine: app_bell.clone(),
         theirs: engine_bell.clone(),
         app: true,
-        tx_ring: tn,
-        rx_ring: fnr,
-        pushed: 0,
-        popped: 0,
+        tx_trace: RingTrace::new(tn),
+        rx_trace: RingTrace::new(fnr),
     };
     let engine = Link {
         tx: fn_tx,
@@ -126,10 +118,8 @@ pub(crate) fn pair<A, E>(slots: usize) -> io::Result<(Link<A, E>, Link<E, A>)> {
         mine: engine_bell,
         theirs: app_bell,
         app: false,
-        tx_ring: fnr,
-        rx_ring: tn,
-        pushed: 0,
-        popped: 0,
+        tx_trace: RingTrace::new(fnr),
+        rx_trace: RingTrace::new(tn),
     };
     Ok((app, engine))
 }
@@ -140,13 +130,7 @@ impl<O, I> Link<O, I> {
     pub(crate) fn try_send(&mut self, block: O, urgent: bool) -> Result<(), O> {
         match self.tx.push(block) {
             Ok(()) => {
-                if trace::COMPILED {
-                    let n = self.pushed;
-                    self.pushed += 1;
-                    if trace::active() {
-                        trace::instant(Point::RingPush, journey(self.tx_ring, n), n, u32::from(!self.app));
-                    }
-                }
+                self.tx_trace.crossed(true, self.app);
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 Ok(())
             }
@@ -160,13 +144,7 @@ impl<O, I> Link<O, I> {
     /// Takes a block, if one is waiting.
     pub(crate) fn try_recv(&mut self) -> Option<I> {
         let b = self.rx.pop().ok()?;
-        if trace::COMPILED {
-            let n = self.popped;
-            self.popped += 1;
-            if trace::active() {
-                trace::instant(Point::RingPop, journey(self.rx_ring, n), n, u32::from(self.app));
-            }
-        }
+        self.rx_trace.crossed(false, self.app);
         // Only an atomic load unless the other side sleeps for space.
         self.theirs.ring(WANT_SPACE);
         Some(b)

@@ -61,6 +61,7 @@ use xtp_proto::{ContextId, Event, WriteError};
 use super::EngineConfig;
 use super::block::{BlockError, CtxHandle, FromEngine, ToEngine};
 use crate::driver::Driver;
+use crate::trace;
 use crate::transport::Transport;
 
 /// Longest blocking wait, so that a loop looks around regularly.
@@ -100,6 +101,8 @@ struct Queued {
     data: Bytes,
     eom: bool,
     btag: Option<u64>,
+    /// The ring block's journey (the monitor's; 0 when not recording).
+    journey: u64,
 }
 
 /// The engine's view of one context.
@@ -397,7 +400,7 @@ impl<T: Transport, P: Port> Engine<T, P> {
                     return;
                 }
                 c.posted += data.len() as u64;
-                c.queued.push_back(Queued { data, eom, btag });
+                c.queued.push_back(Queued { data, eom, btag, journey: trace::take_noted() });
                 self.push_queued(id);
                 if !self.writers.contains(&id) {
                     self.writers.push(id);
@@ -479,6 +482,7 @@ impl<T: Transport, P: Port> Engine<T, P> {
         let ep = self.d.endpoint();
         let mut failed = None;
         while let Some(q) = c.queued.front() {
+            trace::note(q.journey, false);
             match ep.write(now, id, q.data.clone(), q.eom, q.btag) {
                 Ok(()) => {
                     c.written += q.data.len() as u64;

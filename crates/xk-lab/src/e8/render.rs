@@ -309,7 +309,10 @@ fn profiles(rows: &[&ProfileRow], page: &mut Page) {
             &["phase", "per round trip", "min", "median", "p99", "max"],
             &t,
         );
+        super::pato::journeys_table(r, page);
     }
+    super::pato::threads_table(rows, page);
+    super::pato::figures(rows, page);
 }
 
 fn host_table(rows: &[&ProfileRow], page: &mut Page) {
@@ -326,8 +329,19 @@ fn host_table(rows: &[&ProfileRow], page: &mut Page) {
                 us(r.protocol_cpu_per_rt_ns),
                 format!("{:.2}", r.wakeups_per_rt),
                 format!("{:.3}", r.preemptions_per_rt),
-                r.disturbed.describe(),
-                format!("{} of {}", r.outliers, r.round_trips - r.disturbed.disturbed),
+                if r.all_disturbed {
+                    format!(
+                        "{} — every round trip disturbed on some thread: statistics over all",
+                        r.disturbed.describe()
+                    )
+                } else {
+                    r.disturbed.describe()
+                },
+                format!(
+                    "{} of {}",
+                    r.outliers,
+                    if r.kept > 0 { r.kept } else { r.round_trips - r.disturbed.disturbed }
+                ),
             ]
         })
         .collect();
@@ -341,7 +355,7 @@ fn host_table(rows: &[&ProfileRow], page: &mut Page) {
     seed_row("seed 004 off-host (1993)", "1 and 65536", "1 interrupt per message");
     seed_row("seed 004 in-host UNIX XTP (1993)", "65536", "26 interrupts per message");
     page.table(
-        "Host overhead per mode: the application thread's CPU time per call (CLOCK_THREAD_CPUTIME_ID; send_message is an asynchronous post: it returns once the message is queued) and per round trip, the engine thread's or daemon's CPU time per round trip (/proc schedstat), the application thread's sleeps (voluntary context switches, each ended by a wake-up) and preemptions per round trip; µs. Round trips the operating system disturbed (the application thread preempted, page-faulted or moved to another CPU during it) are counted per cause and kept out of the medians and phases; unexplained outliers are undisturbed round trips over 5× the median. Seed rows: §5's interrupt counts",
+        "Host overhead per mode: the application thread's CPU time per call (CLOCK_THREAD_CPUTIME_ID; send_message is an asynchronous post: it returns once the message is queued) and per round trip, the engine thread's or daemon's CPU time per round trip (/proc schedstat), the application thread's sleeps (voluntary context switches, each ended by a wake-up) and preemptions per round trip; µs. Round trips the operating system disturbed (the application thread — or, since Session 20, any other thread the round trip involves, the per-thread table — preempted, page-faulted or moved to another CPU during it) are kept out of the medians and phases, the application thread's counted per cause in this column (a profile whose every round trip was disturbed on some thread has its statistics over all of them, and says so here); unexplained outliers are undisturbed round trips over 5× the median. Seed rows: §5's interrupt counts",
         &["mode", "bytes", "one-way latency (½ median round trip)", "host CPU / send (post)", "host CPU / receive", "host CPU / round trip (mean)", "engine or daemon CPU / round trip (mean)", "wake-ups / round trip", "preemptions / round trip", "disturbed by the OS", "unexplained outliers"],
         &t,
     );
@@ -656,38 +670,64 @@ fn model_tables(
 /// come from the operation checked and which from others. In
 /// `QUANTITIES`' order.
 const KIND: [&str; 5] = [
-    "decomposition: every term (δ_0, δ_e, δ_i, write and read entries) a piece of the same ping-pong round trips",
+    "decomposition: every term (δ_0, δ_e, δ_i, write and read entries) a piece of the same ping-pong round trips (its prediction from another operation, the synchronous sends' one way: the cross-operation table)",
     "decomposition: C_1(l), R_a and Δ_s are spans of the same synchronous sends (n_a counted on them); the rest from the ping-pong",
-    "near-identity: T, U and I come from the same pipelined windows as the period ((U + I + the rest of the machine)/cores is the period, up to /proc/stat's ticks)",
+    "near-identity: T, U and I come from the same pipelined windows as the period ((U + I + the rest of the machine)/cores is the period, up to /proc/stat's ticks; its prediction from the synchronous sends' work: the cross-operation table)",
     "prediction from another operation: every term from the ping-pong; only n_d and n_a counted on the sends checked",
     "decomposition: W(l) and R(l) are the CPU time inside and outside the waits of the same receives, which add up to it",
 ];
 
-fn figures(checks: &[Check], page: &mut Page) {
-    let series = |c: &Check, label: &str| -> Vec<(String, Vec<(f64, f64)>)> {
-        vec![
-            (format!("{label} measured"), c.points.iter().map(|p| (p.0, p.1 * c.scale)).collect()),
-            (format!("{label} seed form"), c.points.iter().map(|p| (p.0, p.2 * c.scale)).collect()),
-            (format!("{label} extended"), c.points.iter().map(|p| (p.0, p.3 * c.scale)).collect()),
-        ]
+/// The figures plot what is compared with the measurements (Session 20;
+/// the audit: they had plotted the fits): each quantity measured, seed
+/// 004's form (calibrated here on every length) and the prediction from
+/// other operations — δ from the synchronous sends' one way, τ_s from the
+/// ping-pong, τ_a from the synchronous sends' work, H_r from the sink's
+/// receives and the monitor's reads; H_t's extended form is itself that
+/// prediction (every term from the ping-pong). A prediction the rows did
+/// not record is left out of its figure.
+fn figures(checks: &[Check], cross: &[Check], page: &mut Page) {
+    type Series = Vec<(String, Vec<(f64, f64)>)>;
+    let curve = |c: &Check, label: String, slot: usize| -> (String, Vec<(f64, f64)>) {
+        let v = |p: &(f64, f64, f64, f64)| match slot {
+            1 => p.1,
+            2 => p.2,
+            _ => p.3,
+        };
+        (label, c.points.iter().map(|p| (p.0, v(p) * c.scale)).filter(|p| p.1.is_finite()).collect())
+    };
+    let predicted = |prefix: &str| cross.iter().find(|c| c.name.starts_with(prefix) && !c.unrecorded);
+    // Measured and seed form from the quantity's check; the prediction
+    // from `cross` (or the check's extended form when that is the
+    // prediction).
+    let series = |c: &Check, short: &str, cross_prefix: Option<&str>| -> Series {
+        let mut v = vec![curve(c, format!("{short} measured"), 1), curve(c, format!("{short} seed form"), 2)];
+        match cross_prefix {
+            Some(prefix) => {
+                if let Some(x) = predicted(prefix) {
+                    v.push(curve(x, format!("{short} predicted from other operations"), 3));
+                }
+            }
+            None => v.push(curve(c, format!("{short} predicted from the ping-pong"), 3)),
+        }
+        v
     };
     if let Some(c) = checks.first() {
         page.figure(
-            plot("Latency vs message size (seed 004 Fig. 5)", ("message size (bytes)", "one-way latency (µs)"), &series(c, "δ"), (true, true)),
-            "Latency, engine-thread mode, application to application: measured and the model's predictions (seed's form and extended) from the parameters calibrated here.",
+            plot("Latency vs message size (seed 004 Fig. 5)", ("message size (bytes)", "one-way latency (µs)"), &series(c, "δ", Some("latency δ from")), (true, true)),
+            "Latency, engine-thread mode, application to application: measured (the ping-pong's half round trip), seed 004's form calibrated here, and the prediction from another operation (the synchronous sends' one way to the sink application, a line per regime: one packet, several).",
         );
     }
     if checks.len() >= 3 {
-        let mut s = series(&checks[1], "τ_s");
-        s.extend(series(&checks[2], "τ_a"));
+        let mut s = series(&checks[1], "τ_s", Some("τ_s from the ping-pong only"));
+        s.extend(series(&checks[2], "τ_a", Some("asynchronous throughput τ_a from")));
         page.figure(
             plot("Throughput vs message size (seed 004 Fig. 6)", ("message size (bytes)", "throughput (Mbit/s)"), &s, (true, true)),
-            "Synchronous (each send waits for its acknowledgement) and asynchronous (pipelined) throughput: measured and predicted.",
+            "Synchronous (each send waits for its acknowledgement) and asynchronous (pipelined) throughput: measured, seed 004's form calibrated here, and the predictions from other operations (τ_s from the ping-pong's terms; τ_a from the synchronous sends' work per length and the stream's period at the shortest length).",
         );
     }
     if checks.len() >= 5 {
-        let mut s = series(&checks[3], "H_t");
-        s.extend(series(&checks[4], "H_r"));
+        let mut s = series(&checks[3], "H_t", None);
+        s.extend(series(&checks[4], "H_r", Some("H_r from the sink")));
         page.figure(
             plot(
                 "Host time per message vs size",
@@ -695,7 +735,7 @@ fn figures(checks: &[Check], page: &mut Page) {
                 &s,
                 (true, true),
             ),
-            "Host (application thread) CPU time per send and per receive: measured and predicted.",
+            "Host (application thread) CPU time per send and per receive: measured, seed 004's form calibrated here, and the predictions from other operations (H_t from the ping-pong's terms; H_r from the sink's receives plus the monitor's clock reads).",
         );
     }
 }
@@ -736,7 +776,7 @@ pub(super) fn render(p: &Params, rows: &[Row], notes: &[String], page: &mut Page
     recv_parts_table(&cal_rows, &cal.model, page);
     placement_table(&cal_rows, page);
     pipeline_table(&cal_rows, page);
-    figures(&checks, page);
+    figures(&checks, &cross, page);
     page.reading(&reading(p, &profile, &cal_rows, &cal, &checks, &held_checks, &base, &cross, &refs));
 }
 
@@ -832,13 +872,38 @@ fn reading(
     }
     measured += cal_rows.iter().map(|r| r.disturbed.measured).sum::<usize>();
     if measured > 0 {
+        let mut others = Disturbed::default();
+        for d in profile.iter().flat_map(|r| &r.threads) {
+            others.add(&d.disturbed);
+        }
         s += &format!(
-            "The operating system disturbed {} of the {measured} measured round trips and synchronous sends (the application thread preempted {} times, minor page faults in {}, major in {}, moved to another CPU in {}); they are counted per row and kept out of every statistic rather than averaged in; {} undisturbed profile round trips still took over 5× the median — outliers the application thread's counters do not explain (the engine thread's and the peer's scheduling are not watched per operation). ",
+            "The operating system disturbed {} of the {measured} measured round trips and synchronous sends on the application thread (preempted {} times, minor page faults in {}, major in {}, moved to another CPU in {}); in the profiles every other thread the round trips involve is watched per round trip too (the engine thread, the daemon's threads, the echo server's, from /proc): {} — each thread's in the per-thread table. Disturbed round trips (on any watched thread, a preemption included) are counted per row and kept out of every statistic rather than averaged in (the profiles' figures show them apart; a profile whose every round trip was disturbed on some thread has its statistics over all of them, and its row says so){}; {} undisturbed profile round trips still took over 5× the median — outliers no watched thread's counters explain (the calibration sweep's engine and peer threads are watched per run, not per operation). ",
             hit.disturbed,
             hit.preempted,
             hit.minor_faults,
             hit.major_faults,
             hit.migrated,
+            if others.measured > 0 {
+                format!(
+                    "summed over the threads and profiles (a round trip counts once per thread it was disturbed on), {} of {} thread-round-trips disturbed (preempted {}, minor page faults {}, major {}, migrated {})",
+                    others.disturbed,
+                    others.measured,
+                    others.preempted,
+                    others.minor_faults,
+                    others.major_faults,
+                    others.migrated
+                )
+            } else {
+                "none recorded (results written before Session 20)".into()
+            },
+            {
+                let all: Vec<String> = profile
+                    .iter()
+                    .filter(|r| r.all_disturbed)
+                    .map(|r| format!("{} {} B", r.mode.label(), r.size))
+                    .collect();
+                if all.is_empty() { String::new() } else { format!(" — this run: {}", all.join(", ")) }
+            },
             profile.iter().map(|r| r.outliers).sum::<usize>(),
         );
     }
@@ -933,7 +998,7 @@ fn reading(
     // Which checks are predictions and which only check that measured
     // parts add up (an independent review of session 14 found the reading
     // claimed more than this).
-    s += "How independent the checks are (review of session 15): only H_t is a prediction from other operations — every time in it is measured on the ping-pong, but the counts n_d and n_a are counted on the very synchronous sends it is checked against, so at a length where sends took more than one acknowledgement round its further rounds are counted on the outcome, not predicted. The others are decompositions: the latency δ's terms (δ_0, δ_e, δ_i, the write and read entries) are pieces of the same round trips whose half it is compared with; τ_s's C(l), R_a and Δ_s are spans of the same synchronous sends; τ_a's T, U and I come from the same pipelined windows as its period, and (U + I + the rest of the machine)/cores is that period by construction, up to /proc/stat's ticks; H_r's W(l) and R(l) are the CPU time inside and outside the waits of the same receives whose time is checked, so they add up to it by construction: its check tests only that R is a line in l and W a cost per block, not a prediction (its prediction from other operations is the cross-operation one below). Their agreement shows that the measured parts add up to the whole, not that the model predicts. The held-out column does not change that: a parameter fitted at other lengths and evaluated at the held-out one tests how well lines interpolate across lengths, and the summary's baseline is a line through the checked quantity's own measurements at the same lengths, with the same weights and regimes. For τ_s in particular, the held-out lengths test C_1 (C_0 + γ·l, fitted on the sends acknowledged in one round) and Δ_s; R_a is tested only at a held-out length whose sends took two rounds: ";
+    s += "How independent the checks are (review of session 15): of the extended form's checks in the table above, only H_t is a prediction from other operations (δ, τ_s, τ_a and H_r each have theirs in the cross-operation table, Sessions 16–20) — every time in it is measured on the ping-pong, but the counts n_d and n_a are counted on the very synchronous sends it is checked against, so at a length where sends took more than one acknowledgement round its further rounds are counted on the outcome, not predicted. The others are decompositions: the latency δ's terms (δ_0, δ_e, δ_i, the write and read entries) are pieces of the same round trips whose half it is compared with; τ_s's C(l), R_a and Δ_s are spans of the same synchronous sends; τ_a's T, U and I come from the same pipelined windows as its period, and (U + I + the rest of the machine)/cores is that period by construction, up to /proc/stat's ticks; H_r's W(l) and R(l) are the CPU time inside and outside the waits of the same receives whose time is checked, so they add up to it by construction: its check tests only that R is a line in l and W a cost per block, not a prediction (its prediction from other operations is the cross-operation one below). Their agreement shows that the measured parts add up to the whole, not that the model predicts. The held-out column does not change that: a parameter fitted at other lengths and evaluated at the held-out one tests how well lines interpolate across lengths, and the summary's baseline is a line through the checked quantity's own measurements at the same lengths, with the same weights and regimes. For τ_s in particular, the held-out lengths test C_1 (C_0 + γ·l, fitted on the sends acknowledged in one round) and Δ_s; R_a is tested only at a held-out length whose sends took two rounds: ";
     for (c, b) in held.iter().zip(base) {
         s += &format!(
             "{} {} (baseline {}), ",
@@ -954,7 +1019,7 @@ fn reading(
         "worst held-out |error| of the extended form and of the baseline: the baseline does as well or better for {as_good} of the {} quantities. ",
         held.len().min(base.len())
     );
-    s += "Predicted from another operation instead (the cross-operation table: τ_s with C(l) as the ping-pong's processor one way out plus a minimum-length one way back, with n_a = 1 — the ping-pong does not say how many acknowledgement rounds a send takes, so the rounds counted on the sends are not put into their own prediction — the wake-ups the ping-pong's own at the length, no read entry; H_r from the sink's receives during the synchronous sends plus the monitor's clock reads): ";
+    s += "Predicted from another operation instead (the cross-operation table: δ from the synchronous sends' one way to the application, a line per regime — one packet, several; τ_a from the stream's period at the shortest length and the synchronous sends' work per length; C(l) and τ_s with C(l) as the ping-pong's processor one way out plus a one way back whose wake-ups are the ping-pong's at the length (Δ_b), n_a = 1 — the ping-pong does not say how many acknowledgement rounds a send takes, so the rounds counted on the sends are not put into their own prediction — the wake-ups the ping-pong's own at the length, no read entry; H_r from the sink's receives during the synchronous sends plus the monitor's clock reads): ";
     for c in cross {
         if c.unrecorded {
             s += &format!("{} not recorded in these rows; ", c.name);
@@ -990,6 +1055,7 @@ fn reading(
     if let (Some(x), Some(d)) = (cross.get(2), checks.get(4)) {
         s += &recv_cross_text(x, d, refs, cal_rows, &cal.model);
     }
+    s += &super::predict::reading_text(cal_rows, cross, refs, checks.first());
     let sleeps = xk_stats::median(cal_rows.iter().map(|r| r.sync_wakeups));
     let most = cal_rows.iter().map(|r| r.sync_wakeups).fold(f64::NAN, f64::max);
     if sleeps.is_finite() {
@@ -1124,7 +1190,8 @@ fn reading(
         }
         s += "Where a host time misses, the table of a synchronous send's two parts shows which term did (the doorbell's and the wake-up's CPU cost vary from run to run and between the ping-pong and the synchronous sends by more than 10 %: whether the woken thread's CPU is idle, and whether waker and sleeper share a CPU, are not in the model); where τ_a misses, the pipelined accounting shows which of U and I moved between the lengths. ";
     }
-    s += "Errors are from one run under the machine's load at the time (see the header's load average); the repeatability table gives each measured value's own standard error over the rounds, a lower bound on its noise (between runs the values move by more at some lengths), and the tables keep every measured value.";
+    s += &super::predict::then_and_now(cal_rows, checks, cross);
+    s += " Errors are from one run under the machine's load at the time (see the header's load average); the repeatability table gives each measured value's own standard error over the rounds, a lower bound on its noise (between runs the values move by more at some lengths), and the tables keep every measured value.";
     s
 }
 

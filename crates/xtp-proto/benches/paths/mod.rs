@@ -14,15 +14,20 @@
 //! difference that cancels within a batch would pass it; `tests/layer.rs`
 //! is the check on the packets).
 //!
-//! Copies: the direct wire copies each datagram once, from the buffer the
-//! sender wrote it into to a shared 64 KiB receive arena (`Delivery::Arena`,
-//! as the UDP driver receives). The framework's XTP writes each packet into
-//! a scratch buffer and copies it once into its 64 KiB transmit arena; the
-//! compiled stack's wire then makes the same receive copy as the direct
-//! one (`StackWire::receive_copy`, since Session 19: before, it handed the
-//! frame over, so the framework's own copy stood in for the kernel's and the
-//! ratio left it out). The graph's wire still hands its frame over: one
-//! pass there, two on the compiled path, one on the direct path.
+//! Copies: the direct wire has each endpoint write its packet into the
+//! wire's transmit buffer and copies it once into a shared 64 KiB receive
+//! arena (`Delivery::Arena`, as a driver sends from its buffer and the
+//! kernel copies to the receiver). The compiled stack's wire does the same
+//! (`StackWire::receive_copy`): XTP writes each packet into the buffer the
+//! wire lends (`Stack::poll_transmit_into`, `Layer::flush_into`) and the
+//! wire copies it into its receive arena — one pass over the bytes on both
+//! paths, since Session 20. Before (Session 19), the compiled XTP wrote
+//! into a scratch buffer and copied each packet into a frame of its own,
+//! one pass more; before Session 19 the wire handed that frame over without
+//! the receive copy, so the framework's copy stood in for the kernel's.
+//! The graph's wire still hands its frames over (XTP copies each out of
+//! its scratch buffer): one pass there, as on the direct path, but a
+//! different one.
 //!
 //! The echoes pass each delivered chunk on with its end-of-message mark
 //! (`push_part` on both framework paths, `write(.., eom, ..)` on the direct

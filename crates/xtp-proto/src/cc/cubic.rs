@@ -344,6 +344,10 @@ impl CongestionController for Cubic {
         self.s.cwnd
     }
 
+    fn ssthresh(&self) -> u64 {
+        self.s.ssthresh
+    }
+
     /// As [`window_pacing`], except while refilling after a loss ended slow
     /// start: the data in flight is far below the window (the overshoot's
     /// losses took much of it, and the window is now the pipe), and 1.25 × the window per RTT would send

@@ -81,6 +81,11 @@ pub trait CongestionController {
     fn on_spurious(&mut self);
     /// Bytes allowed in flight (`u64::MAX` = unlimited).
     fn window(&self) -> u64;
+    /// Slow-start threshold in bytes, for the monitor (`u64::MAX`: none
+    /// yet, or a controller without one).
+    fn ssthresh(&self) -> u64 {
+        u64::MAX
+    }
     /// Pacing rate in bytes/s (`None` = send as the window allows).
     fn pacing_rate(&self, srtt: Option<Duration>) -> Option<u64>;
     /// Whether the controller is still probing for the path's capacity.
@@ -208,6 +213,9 @@ impl CongestionController for Controller {
     }
     fn window(&self) -> u64 {
         each!(self, c => c.window())
+    }
+    fn ssthresh(&self) -> u64 {
+        each!(self, c => c.ssthresh())
     }
     fn pacing_rate(&self, srtt: Option<Duration>) -> Option<u64> {
         each!(self, c => c.pacing_rate(srtt))

@@ -77,6 +77,9 @@ impl CongestionController for NewReno {
     fn window(&self) -> u64 {
         self.s.cwnd
     }
+    fn ssthresh(&self) -> u64 {
+        self.s.ssthresh
+    }
 
     fn pacing_rate(&self, srtt: Option<Duration>) -> Option<u64> {
         window_pacing(self.s.cwnd, srtt, self.in_slow_start())

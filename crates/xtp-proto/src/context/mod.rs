@@ -24,7 +24,7 @@ pub use state::{Input, State};
 
 use crate::cc::{Ack, CongestionController, Controller};
 use crate::config::{ContextConfig, EndpointConfig};
-use crate::events::{CloseReason, Event, Subscriber, TimerKind, Trace};
+use crate::events::{CloseReason, Event, Subscriber, TimerKind, Trace, WindowCause, Work};
 use crate::rate::TokenBucket;
 use crate::rtt::RttEstimator;
 use crate::{ContextId, ContextStats};
@@ -73,7 +73,7 @@ impl<S: Subscriber> Sink<'_, S> {
     /// subscriber wants events.
     #[inline(always)]
     pub(crate) fn trace(&mut self, f: impl FnOnce() -> Trace) {
-        if S::ENABLED {
+        if S::ENABLED && self.subscriber.recording() {
             self.subscriber.on_trace(self.now, &f());
         }
     }
@@ -604,7 +604,7 @@ impl Context {
                 self.timeout_at = Some(now);
                 self.episode = None;
                 self.prr = None;
-                sink.trace(|| Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
+                self.trace_window(WindowCause::Timeout, sink);
             }
             // Synchronising handshake: a status request with a fresh sync;
             // its answer tells what the peer holds.
@@ -947,7 +947,14 @@ impl Context {
                 delivery_rate: info.delivery_rate,
                 app_limited: self.last_round_peak.max(self.round_peak) < cwnd / 2,
             };
+            let traced = S::ENABLED && sink.subscriber.recording();
+            let ssthresh = if traced { self.cc.ssthresh() } else { 0 };
             self.cc.on_ack(&ack);
+            // Growth (or a model update) is a decision too; an
+            // acknowledgement that changed nothing is not reported.
+            if traced && (self.cc.window() != cwnd || self.cc.ssthresh() != ssthresh) {
+                self.trace_window(WindowCause::Ack, sink);
+            }
         }
         let new_episode = self.on_lost(now, lost, sink);
         if new_episode && let Some(p) = &mut self.prr {
@@ -955,8 +962,13 @@ impl Context {
             // allowance (the retransmission) goes out now, not a report later.
             p.on_delivered(acked, self.send.una);
         }
-        if !self.cfg.noflow {
-            self.peer_alloc = self.peer_alloc.max(c.alloc);
+        if !self.cfg.noflow && c.alloc > self.peer_alloc {
+            self.peer_alloc = c.alloc;
+            sink.trace(|| Trace::FlowWindow {
+                ctx: self.id,
+                alloc: c.alloc,
+                window: c.alloc.saturating_sub(self.send.una),
+            });
         }
         if !self.cfg.noerr && self.data_since_sreq > 0 && self.send.in_flight() >= self.cc.window() {
             // The window shut on packets sent without a status request (it
@@ -999,7 +1011,7 @@ impl Context {
                     .reduces_proportionally()
                     .then(|| prr::Prr::new(self.send.nxt, in_flight + lost.bytes));
                 self.stats.congestion_events += 1;
-                sink.trace(|| Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
+                self.trace_window(WindowCause::Loss, sink);
                 true
             }
         }
@@ -1009,7 +1021,17 @@ impl Context {
     fn undo<S: Subscriber>(&mut self, sink: &mut Sink<'_, S>) {
         self.cc.on_spurious();
         self.stats.undone += 1;
-        sink.trace(|| Trace::WindowChange { ctx: self.id, cwnd: self.cc.window() });
+        self.trace_window(WindowCause::Undo, sink);
+    }
+
+    /// Reports the controller's window and threshold after a decision.
+    fn trace_window<S: Subscriber>(&self, cause: WindowCause, sink: &mut Sink<'_, S>) {
+        sink.trace(|| Trace::WindowChange {
+            ctx: self.id,
+            cause,
+            cwnd: self.cc.window(),
+            ssthresh: self.cc.ssthresh(),
+        });
     }
 
     /// WTIMER runs while anything is outstanding (restarted on progress);
@@ -1171,6 +1193,11 @@ impl Context {
 
     /// Whether a data packet of `wire` bytes may leave now under rate
     /// control and pacing; if not, RTIMER is set for when it may.
+    ///
+    /// Not generic over the subscriber (its decision is traced by the
+    /// caller, `trace_rate`): made generic, LLVM stopped inlining the token
+    /// buckets into it and the untraced engine paid for it (callgrind,
+    /// Session 20 review).
     fn may_send(&mut self, now: Instant, wire: usize) -> bool {
         match self.cc.pacing_rate(self.rtt.srtt()) {
             Some(data_rate) => {
@@ -1196,6 +1223,20 @@ impl Context {
         self.bucket.try_take(now, wire);
         self.pacer.try_take(now, wire);
         true
+    }
+
+    /// Reports a rate-control decision after `may_send`: the pacing rate
+    /// changed from `rate_before`, or the packet must wait (`sent` false:
+    /// RTIMER set for when it may leave).
+    fn trace_rate<S: Subscriber>(&self, now: Instant, sent: bool, rate_before: u64, sink: &mut Sink<'_, S>) {
+        if sent && self.pacer.rate() == rate_before {
+            return;
+        }
+        let wait = match self.rtimer {
+            Some(t) if !sent && t > now => t - now,
+            _ => xk_time::Duration::ZERO,
+        };
+        sink.trace(|| Trace::RateDecision { ctx: self.id, rate: self.pacer.rate(), wait });
     }
 
     /// Most spans an ECNTL may carry on this path.
@@ -1338,7 +1379,13 @@ impl Context {
         let retransmit_ok = room_cc > 0 || in_flight == 0;
         if let Some(seg) = self.send.next_segment(self.cfg.mss, room, limit, retransmit_ok) {
             let wire = overhead + seg.btag.map_or(0, |_| 8) + seg.data.len();
-            if !self.may_send(now, wire) {
+            let traced = S::ENABLED && sink.subscriber.recording();
+            let rate_before = if traced { self.pacer.rate() } else { 0 };
+            let sent = self.may_send(now, wire);
+            if traced {
+                self.trace_rate(now, sent, rate_before, sink);
+            }
+            if !sent {
                 return None;
             }
             let end = seg.seq + seg.data.len() as u64;
@@ -1479,17 +1526,39 @@ impl Context {
         if p.buffer_len() > self.max_packet {
             return None;
         }
-        let n = p.emit(buf).ok()?;
-        self.stats.packets_sent += 1;
-        sink.trace(|| Trace::PacketSent {
-            ctx: Some(self.id),
-            flow: self.flow(true),
-            ptype: p.body.ptype(),
-            seq: p.header.seq,
-            data: data.unwrap_or(0),
-            len: n,
-        });
-        Some(n)
+        // Build and checksum as spans: the subscriber times them (the
+        // engine reads no clock). The packet's own event sits inside the
+        // build span, after the checksum.
+        //
+        // Untraced, the plain `emit` (xtp-wire's own out-of-line copy): the
+        // observed one is generic, so monomorphised here it would call
+        // xtp-wire's codec helpers across crates and cost ~7 % more
+        // instructions per round trip with tracing off (callgrind, Session
+        // 20 review). `S::ENABLED` is a constant; a subscriber compiled in
+        // but not recording takes the plain path too.
+        let traced = S::ENABLED && sink.subscriber.recording();
+        let len = if traced { p.buffer_len() } else { 0 };
+        sink.trace(|| Trace::Span { work: Work::Build, begin: true, len });
+        let built = if traced {
+            p.emit_observed(buf, |begin| {
+                sink.trace(|| Trace::Span { work: Work::ChecksumCompute, begin, len })
+            })
+        } else {
+            p.emit(buf)
+        };
+        if let Ok(n) = built {
+            self.stats.packets_sent += 1;
+            sink.trace(|| Trace::PacketSent {
+                ctx: Some(self.id),
+                flow: self.flow(true),
+                ptype: p.body.ptype(),
+                seq: p.header.seq,
+                data: data.unwrap_or(0),
+                len: n,
+            });
+        }
+        sink.trace(|| Trace::Span { work: Work::Build, begin: false, len });
+        built.ok()
     }
 
     pub(crate) fn after_send<S: Subscriber>(
