@@ -11,7 +11,8 @@
 //! * **Drain**: gain ln 2/2 until in flight falls to one BDP;
 //! * **ProbeBw**: a cycle of gains 1.25, 0.75, 1 × 6, one `min_rtt` each;
 //! * **ProbeRtt**: every ten seconds without a new `min_rtt`, four packets in
-//!   flight for 200 ms so the queue drains and the true RTT shows.
+//!   flight for 200 ms and a round trip, so the queue drains and the true
+//!   RTT shows.
 //!
 //! Loss does not reduce the window (v1's choice); a timeout does, until the
 //! next report.
@@ -51,7 +52,8 @@ pub struct Bbr {
     filled_pipe: bool,
     cycle: usize,
     cycle_at: Instant,
-    probe_rtt_until: Option<Instant>,
+    /// When ProbeRtt's data in flight first fell to four packets.
+    probe_rtt_low: Option<Instant>,
     cwnd: u64,
     /// Window before a timeout or ProbeRtt cut it.
     prior_cwnd: u64,
@@ -72,7 +74,7 @@ impl Bbr {
             filled_pipe: false,
             cycle: 0,
             cycle_at: Instant::ZERO,
-            probe_rtt_until: None,
+            probe_rtt_low: None,
             cwnd: initial_window(mss),
             prior_cwnd: 0,
         }
@@ -191,11 +193,27 @@ impl CongestionController for Bbr {
                 }
             }
             Mode::ProbeRtt => {
-                if self.probe_rtt_until.is_none() && ack.in_flight <= 4 * self.mss {
-                    self.probe_rtt_until = Some(now + PROBE_RTT_TIME.max(ack.srtt));
+                if self.probe_rtt_low.is_none() && ack.in_flight <= 4 * self.mss {
+                    self.probe_rtt_low = Some(now);
                 }
-                if self.probe_rtt_until.is_some_and(|t| now >= t) {
-                    self.probe_rtt_until = None;
+                // Done after 200 ms and a round trip at four packets, as
+                // Linux's (`probe_rtt_round_done`): the round is over when a
+                // report echoes a packet sent since the low point. It was
+                // `max(200 ms, SRTT)` from the low point, but the SRTT then
+                // still carries the queue ProbeRtt has just drained, and
+                // reports come once per round trip at four packets: a
+                // deadline past the trickle's first return cost a whole
+                // further round trip at four packets (1 Gbit/s × 500 ms,
+                // SRTT 615 ms against a 500 ms path: 1.0 s instead of 0.5 s,
+                // 880 → 831 Mbit/s over a 10 s count when ProbeRtt followed
+                // a gain-1.25 probe). The SRTT deadline stays for reports
+                // that echo none of our packets.
+                let done = self.probe_rtt_low.is_some_and(|low| {
+                    let held = now.saturating_since(low);
+                    held >= PROBE_RTT_TIME && (ack.sent_at.is_some_and(|s| s >= low) || held >= ack.srtt)
+                });
+                if done {
+                    self.probe_rtt_low = None;
                     self.min_rtt_at = now;
                     self.cwnd = self.cwnd.max(self.prior_cwnd);
                     self.mode = if self.filled_pipe { Mode::ProbeBw } else { Mode::Startup };
@@ -207,7 +225,7 @@ impl CongestionController for Bbr {
         if rtt_expired && self.mode != Mode::ProbeRtt && self.filled_pipe {
             self.mode = Mode::ProbeRtt;
             self.prior_cwnd = self.cwnd;
-            self.probe_rtt_until = None;
+            self.probe_rtt_low = None;
         }
         // The window: grow towards the target, never past it once the pipe
         // is full (in Startup the target itself grows with the estimate).
@@ -306,5 +324,64 @@ mod tests {
         assert_eq!(c.btl_bw(), 10_000_000, "ProbeRtt's trickle did not age the rate out (mode {:?})", c.mode);
         assert_eq!(c.mode, Mode::ProbeBw, "back after 200 ms");
         assert_eq!(c.pacing_rate(None).map(|r| r / 1_000_000), Some((10.0 * CYCLE[c.cycle]) as u64));
+    }
+
+    /// ProbeRtt ends on the first report after 200 ms at four packets that
+    /// echoes a packet sent since the low point (a round trip at four
+    /// packets), even while the smoothed RTT still carries the queue it has
+    /// drained: a 500 ms path, SRTT 615 ms. With the SRTT as the deadline
+    /// the trickle's return at 500 ms fell short of it and the window stayed
+    /// at four packets for a further round trip (Session 21, 1 Gbit/s ×
+    /// 500 ms: 880 → 831 Mbit/s). Not before 200 ms, though a short path's
+    /// trickle returns sooner; and a report that echoes none of our packets
+    /// still ends it after the SRTT.
+    #[test]
+    fn probe_rtt_ends_a_round_trip_after_the_low_point_not_an_inflated_srtt() {
+        let enter = |rtt_ms: u64| {
+            let mut c = Bbr::new(1000);
+            for round in 0..30u64 {
+                let mut a = ack(round * rtt_ms, 200_000, rtt_ms, true);
+                a.delivery_rate = Some((10_000_000, false));
+                a.in_flight = 150_000;
+                c.on_ack(&a);
+            }
+            assert_eq!(c.mode, Mode::ProbeBw);
+            // Ten seconds on, the queue of a probe behind the data: SRTT
+            // 615 ms (or the short path's own), in flight still high.
+            let t = 30 * rtt_ms + MIN_RTT_WINDOW.as_millis() as u64 + 1;
+            let mut a = ack(t, 4_000, rtt_ms + 115, false);
+            a.in_flight = 100_000;
+            c.on_ack(&a);
+            assert_eq!(c.mode, Mode::ProbeRtt);
+            // Drained to four packets.
+            let mut a = ack(t + 100, 4_000, rtt_ms + 115, false);
+            a.in_flight = 4_000;
+            c.on_ack(&a);
+            assert_eq!(c.probe_rtt_low, Some(Instant::from_millis(t + 100)));
+            (c, t + 100)
+        };
+        let echo = |c: &mut Bbr, at: u64, sent: Option<u64>, srtt_ms: u64| {
+            let mut a = ack(at, 1_000, 500, false);
+            a.sent_at = sent.map(Instant::from_millis);
+            a.srtt = Duration::from_millis(srtt_ms);
+            a.in_flight = 4_000;
+            c.on_ack(&a);
+            c.mode
+        };
+        let (mut c, low) = enter(500);
+        assert_eq!(
+            echo(&mut c, low + 499, Some(low - 1), 615),
+            Mode::ProbeRtt,
+            "echoes a packet sent before the low point"
+        );
+        assert_eq!(echo(&mut c, low + 500, Some(low), 615), Mode::ProbeBw, "a round trip at four packets");
+        assert_eq!(c.window(), c.prior_cwnd.max(c.cwnd));
+        let (mut s, low) = enter(20);
+        assert_eq!(echo(&mut s, low + 20, Some(low), 135), Mode::ProbeRtt, "not before 200 ms");
+        assert_eq!(echo(&mut s, low + 199, Some(low + 179), 135), Mode::ProbeRtt, "not before 200 ms");
+        assert_eq!(echo(&mut s, low + 200, Some(low + 180), 135), Mode::ProbeBw, "200 ms and a round trip");
+        let (mut n, low) = enter(500);
+        assert_eq!(echo(&mut n, low + 600, None, 615), Mode::ProbeRtt, "no echo: the SRTT deadline");
+        assert_eq!(echo(&mut n, low + 615, None, 615), Mode::ProbeBw, "no echo: the SRTT deadline");
     }
 }

@@ -72,6 +72,9 @@ pub struct HyStart {
     /// The same over the triples that showed the bottleneck saturated
     /// (see [`HyStart::saturated_rate`]).
     peak_saturated_rate: u64,
+    /// The median rate of the last three buckets when each of them showed
+    /// the bottleneck saturated, 0 otherwise (see [`HyStart::pipe_full`]).
+    saturated_now: u64,
 }
 
 /// An ack-rate bucket being filled: when it opened, the bytes and reports
@@ -235,6 +238,9 @@ impl HyStart {
         };
         if self.recent.iter().all(saturated) {
             self.peak_saturated_rate = self.peak_saturated_rate.max(r[1]);
+            self.saturated_now = r[1];
+        } else {
+            self.saturated_now = 0;
         }
     }
 
@@ -267,6 +273,33 @@ impl HyStart {
     /// sender paced at.
     pub fn saturated_rate(&self) -> u64 {
         self.peak_saturated_rate
+    }
+
+    /// Whether a window of `cwnd` bytes already fills the pipe: the last
+    /// three buckets each showed the bottleneck saturated (their reports
+    /// arrived at least 5/4 as slowly as the data they acknowledge had
+    /// left), and `cwnd` is at least their rate times `min_rtt`. Linux's
+    /// HyStart "ACK train" in a form that works under pacing: its train
+    /// lasts a minimum RTT only once the window is the BDP *and* the paced
+    /// bursts have kept the bottleneck busy for a whole round, by which time
+    /// a queue of a quarter of the BDP has overflowed (a round leaves at
+    /// twice the window per RTT: its burst queues half the window). The
+    /// reports of a burst that overruns the bottleneck show it within a few
+    /// buckets, and their rate is the bottleneck's (or this flow's share of
+    /// it): a window that holds that rate for a minimum RTT keeps it busy,
+    /// and more slow start only builds queue. The rate is only compared, not
+    /// taken as the window (the caller keeps its window, as Linux sets
+    /// ssthresh = cwnd): on a shared bottleneck it is a share, and a window
+    /// cut to it keeps a joining flow at its first share (see the report
+    /// train above). Returns that pipe (bytes) when full; never full without
+    /// a minimum RTT.
+    pub fn pipe_full(&self, cwnd: u64, min_rtt: Duration) -> Option<u64> {
+        if self.saturated_now == 0 || min_rtt == Duration::ZERO {
+            return None;
+        }
+        let pipe = u128::from(self.saturated_now) * min_rtt.as_nanos() / 1_000_000_000;
+        let pipe = u64::try_from(pipe).unwrap_or(u64::MAX);
+        (cwnd >= pipe).then_some(pipe)
     }
 
     /// Starts over (after a loss ends slow start, or a timeout restarts it).
@@ -395,6 +428,42 @@ mod tests {
             h.on_ack(&a);
         }
         assert_eq!(h.saturated_rate(), 0);
+    }
+
+    /// The full-pipe signal: reports 200 µs apart acknowledging 10 KB each
+    /// (50 MB/s) for data that left 100 µs apart — a queue growing at the
+    /// bottleneck — with a 20 ms minimum RTT: a 1 MB pipe. A window of
+    /// 1.1 MB fills it, one of 0.9 MB does not. It must NOT fire for the
+    /// same reports of data that left as they came back (an unsaturated
+    /// round: the rate is the pacer's, a lower bound), nor once the reports
+    /// that follow a saturated stretch are unsaturated again (stale), nor
+    /// without a minimum RTT.
+    #[test]
+    fn saturated_reports_and_a_window_over_their_pipe_mean_the_pipe_is_full() {
+        let feed = |h: &mut HyStart, from: u64, n: u64, send_gap_us: u64| {
+            for i in from..from + n {
+                // A round every 10 ms: the report train (a whole 20 ms
+                // minimum RTT of reports since a round began) never ends
+                // slow start here, so it cannot reset what is read.
+                let mut a = ack(0, 10_000, 20, i % 50 == 0);
+                a.now = Instant::from_micros(20_000 + i * 200);
+                a.sent_at = Some(Instant::from_micros(i * send_gap_us));
+                h.on_ack(&a);
+            }
+        };
+        let rtt = Duration::from_millis(20);
+        let mut h = HyStart::default();
+        feed(&mut h, 0, 100, 100);
+        let pipe = h.pipe_full(1_100_000, rtt).expect("saturated, window over the pipe");
+        assert!((980_000..=1_020_000).contains(&pipe), "pipe {pipe} B");
+        assert_eq!(h.pipe_full(900_000, rtt), None, "window under the pipe");
+        assert_eq!(h.pipe_full(1_100_000, Duration::ZERO), None, "no minimum RTT");
+        // Unsaturated again: the saturated stretch is history.
+        feed(&mut h, 100, 100, 200);
+        assert_eq!(h.pipe_full(u64::MAX, rtt), None, "stale saturation");
+        let mut u = HyStart::default();
+        feed(&mut u, 0, 200, 200);
+        assert_eq!(u.pipe_full(u64::MAX, rtt), None, "reports spaced as the sends: not saturated");
     }
 
     #[test]

@@ -439,16 +439,34 @@ impl Context {
     /// Dynamic right-sizing of the receive buffer (Linux's receive
     /// autotuning, by the same rule): once per round trip, if the
     /// application read at least half a buffer in it, the buffer — not the
-    /// reader — limits the transfer: make it twice what was read.
+    /// reader — limits the transfer: make it twice what was read (a loss's
+    /// recovery holds a window out of order for a round trip while the
+    /// sender goes on). Linux also adds twice the growth over the round
+    /// before, to stay ahead of slow start; measured and not taken
+    /// (docs/PERF.md, Session 20: the receiver's lag is what slows slow
+    /// start near the pipe, and without it shallow queues overflow by a
+    /// doubling).
     fn right_size(&mut self, now: Instant) {
         let Some(srtt) = self.rtt.srtt() else { return };
         let (since, read_then) = self.drs;
-        if now.saturating_since(since) < srtt {
+        let elapsed = now.saturating_since(since);
+        if elapsed < srtt {
             return;
         }
         let copied = self.recv.read - read_then;
         if copied * 2 >= self.recv.buffer() {
-            self.recv.grow_to(copied * 2);
+            // Scaled to the round trip the data sees now: a receiver samples
+            // about once per round trip, so its smoothed RTT trails a growing
+            // queue by seconds at a 1 s path, and a buffer of twice the
+            // reads per SRTT held 1.2 × the sender's window where a loss's
+            // recovery needs about 1.7 × (45 Mbit/s × 1 s with a BDP queue:
+            // the data in flight fell from 12 MB to 2 MB in the recovery, 2 %
+            // of a minute's goodput). The round itself stays one SRTT: a
+            // longer one grew the buffer less often in BBR's startup (1
+            // Gbit/s × 500 ms: −5.6 %).
+            let rtt = srtt.max(self.rtt.latest());
+            let per_rtt = (u128::from(copied) * rtt.as_nanos() / elapsed.as_nanos().max(1)) as u64;
+            self.recv.grow_to(per_rtt.max(copied) * 2);
         }
         self.drs = (now, self.recv.read);
     }
