@@ -235,7 +235,7 @@ impl Experiment for E2 {
         let tcp_cc = rows.iter().find_map(|r| r.tcp_cc.clone()).unwrap_or_else(|| "—".into());
         page.table(
             &format!(
-                "Measured here: steady-state goodput in Mbit/s over {} s per run after slow start (ten round trips, at least 1 s, left out of the count as iperf3 -O does), median of {} run(s), 45 Mbit/s path, emulated by {}; kernel TCP's controller: {tcp_cc}",
+                "Measured here: steady-state goodput in Mbit/s over {} s per run after slow start (ten round trips, at least 1 s, left out of the count as iperf3 -O does), median of the valid runs of {} per point, 45 Mbit/s path, emulated by {}; kernel TCP's controller: {tcp_cc}",
                 p.seconds,
                 p.repetitions,
                 if emulator == "netns" { "xpress netns (both ends in network namespaces)" } else { "the in-process relay on loopback" }
@@ -265,7 +265,7 @@ impl Experiment for E2 {
                 &series,
                 (false, false),
             ),
-            "E2: steady-state goodput against round-trip delay, one line per sender setting (median of the runs; bars: their range).",
+            "E2: steady-state goodput against round-trip delay, one line per sender setting (median of the valid runs; bars: their range).",
         );
         page.reading(&reading(rows));
     }

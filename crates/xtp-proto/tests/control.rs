@@ -27,14 +27,15 @@ fn rate_control_holds_the_configured_rate() {
 
 /// 2 MB over a lossy path with and without FASTNAK, 20 seeds, in "pure XTP
 /// 4.0" (no congestion window; RATE paces the sender below the bottleneck)
-/// with a status request every 1,024 packets (and on the last one sent).
-/// Without FASTNAK a loss is only learnt from the next status reply or a
-/// tail probe, and a lost probe or reply leaves the sender to WTIMER; with it,
-/// the receiver reports each gap as soon as later data arrives. The rate
-/// bounds the transfer time either way (retransmissions are paced too), so
-/// what FASTNAK must show is recovery without timeouts, at no cost in time.
+/// with `sreq_every` 1,024. Since Session 21 data asks for status at least
+/// once a round trip whatever `sreq_every` says, so without FASTNAK a loss
+/// is learnt within about a round trip too (before, only from the next
+/// status reply every 1,024 packets or a tail probe: FASTNAK then saved 2 %
+/// of the time and timeouts). What FASTNAK must show now: recovery without
+/// a timeout, at no cost in time (measured: 11.16 s with it against 11.05 s
+/// without, 29,265 against 29,270 datagrams).
 #[test]
-fn fastnak_shortens_loss_recovery() {
+fn fastnak_recovers_without_timeouts_at_no_cost() {
     let mut totals = [Duration::ZERO; 2];
     let mut retx = [0u64; 2];
     let mut timeouts = [0u64; 2];
@@ -71,7 +72,7 @@ fn fastnak_shortens_loss_recovery() {
         retx[1],
         timeouts[1]
     );
-    assert!(timeouts[1] < timeouts[0], "FASTNAK {} timeouts vs without {}", timeouts[1], timeouts[0]);
+    assert_eq!(timeouts[1], 0, "FASTNAK {} timeouts (without: {})", timeouts[1], timeouts[0]);
     assert!(
         totals[1].as_secs_f64() <= totals[0].as_secs_f64() * 1.01,
         "FASTNAK {:?} vs without {:?}",

@@ -296,14 +296,22 @@ impl SendBuf {
                 j += 1;
             }
             if j < last.len() && last[j].0 <= s.left && s.right <= last[j].1 {
+                debug_assert!(
+                    s.right <= self.una || self.sacked.contains_range(s.left.max(self.una), s.right),
+                    "a span skipped as already held is not in the scoreboard"
+                );
                 continue;
             }
             let left = s.left.max(self.una);
             newly += self.sacked.insert_with(left, s.right, &mut covered);
             self.retx.remove(left, s.right);
         }
-        last.clear();
-        last.extend(spans.iter().map(|s| (s.left, s.right)));
+        // A report without spans (a CNTL, a TCNTL) says nothing new about
+        // what lies beyond rseq: keep the last list, still all held.
+        if !spans.is_empty() {
+            last.clear();
+            last.extend(spans.iter().map(|s| (s.left, s.right)));
+        }
         self.last_spans = last;
         Ok((newly, marked - self.retx.covered()))
     }
