@@ -268,9 +268,10 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
                         self.reading = Some((ctx, upper));
                     }
                 }
-                // Nothing to hand up (checked here: `Acked` comes with
-                // every acknowledgement of a ping-pong's data, and the
-                // call out of line copied it there only to drop it).
+                // Nothing to hand up. Kept in this loop, not left to
+                // `translate`: `Acked` comes with every acknowledgement of a
+                // ping-pong's data, and a call out of line would copy each
+                // there only to drop it.
                 Event::Gap { .. } | Event::Acked { .. } | Event::PeerFinished { .. } => {}
                 ev => {
                     if let Some(up) = self.translate(now, me, ev) {
