@@ -244,11 +244,19 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
 
     /// The next thing to hand up and to whom, taken from the endpoint: the
     /// next chunk of the context being read ([`Self::read_up`]), else the
-    /// endpoint's next event translated (a new context is an `OpenDone`,
-    /// readable data starts reading its context, an ended context is a
-    /// `CloseDone`). `None`: nothing is ready. One event per call, so an
-    /// application that pulls gets each straight from the endpoint, with no
-    /// queue in between.
+    /// endpoint's next event translated (readable data starts reading its
+    /// context; the rest is [`Self::translate`]'s). `None`: nothing is
+    /// ready. One event per call, so an application that pulls gets each
+    /// straight from the endpoint, with no queue in between.
+    ///
+    /// The events of every transfer are handled here: `Readable` (one per
+    /// delivery) and those with nothing to hand up (`Acked`: half of a
+    /// ping-pong's endpoint events). `Incoming` and `Closed`, once per
+    /// context, are [`Self::translate`]'s, out of line, so that this loop
+    /// stays small. (Forcing this function, with `read_up` and `poll_up`,
+    /// inline into the application's poll cost more instructions per round
+    /// trip than this call, Session 21 measured; docs/PERF.md.)
+    #[inline]
     fn next_up(&mut self, now: Instant, me: ProtocolId, pull: bool) -> Option<(Upper, UpEvent<M>)> {
         loop {
             if let Some(up) = self.read_up(now, me, pull) {
@@ -260,37 +268,77 @@ impl<M: Msg, Q: TimerQueue<ArenaId>, const CACHE: bool> XtpProtocol<M, Q, CACHE>
                         self.reading = Some((ctx, upper));
                     }
                 }
-                Event::Incoming { ctx, peer, port, .. } => {
-                    let Some(&(_, upper)) = self.listeners.iter().find(|(p, _)| *p == port) else {
-                        // Accepted by the endpoint for a port since disabled.
-                        self.ep.abort(now, ctx);
-                        continue;
-                    };
-                    self.set_upper(ctx, upper);
-                    let parts = Participants::new(
-                        Part::top_first([Addr::Port(port)]),
-                        Part::top_first([Addr::Inet(peer)]),
-                    );
-                    return Some((
-                        upper,
-                        UpEvent::OpenDone { session: Self::session_of(me, ctx), parts: Box::new(parts) },
-                    ));
-                }
-                Event::Closed { ctx, .. } => {
-                    let upper = if let Some(upper) = self.upper_of(ctx) {
-                        self.upper[ctx.0.index() as usize] = None;
-                        Some(upper)
-                    } else {
-                        let at = self.closing.iter().position(|(c, _)| *c == ctx);
-                        at.map(|at| self.closing.swap_remove(at).1)
-                    };
-                    if let Some(upper) = upper {
-                        return Some((upper, UpEvent::CloseDone { session: Self::session_of(me, ctx) }));
+                // Nothing to hand up. Kept in this loop, not left to
+                // `translate`: `Acked` comes with every acknowledgement of a
+                // ping-pong's data, and a call out of line would copy each
+                // there only to drop it.
+                Event::Gap { .. } | Event::Acked { .. } | Event::PeerFinished { .. } => {}
+                ev => {
+                    if let Some(up) = self.translate(now, me, ev) {
+                        return Some(up);
                     }
                 }
-                Event::Gap { .. } | Event::Acked { .. } | Event::PeerFinished { .. } => {}
             }
         }
+    }
+
+    /// An endpoint event `next_up` does not handle inline, translated: a
+    /// new context is an `OpenDone`, an ended context a `CloseDone`; `None`
+    /// for one with nothing to hand up (an `Incoming` on a port since
+    /// disabled, a context with no upper, the events `next_up` handles).
+    #[inline(never)]
+    fn translate(&mut self, now: Instant, me: ProtocolId, ev: Event) -> Option<(Upper, UpEvent<M>)> {
+        match ev {
+            Event::Incoming { ctx, peer, port, .. } => {
+                let Some(&(_, upper)) = self.listeners.iter().find(|(p, _)| *p == port) else {
+                    // Accepted by the endpoint for a port since disabled.
+                    self.ep.abort(now, ctx);
+                    return None;
+                };
+                self.set_upper(ctx, upper);
+                let parts = Participants::new(
+                    Part::top_first([Addr::Port(port)]),
+                    Part::top_first([Addr::Inet(peer)]),
+                );
+                Some((
+                    upper,
+                    UpEvent::OpenDone { session: Self::session_of(me, ctx), parts: Box::new(parts) },
+                ))
+            }
+            Event::Closed { ctx, .. } => {
+                let upper = if let Some(upper) = self.upper_of(ctx) {
+                    self.upper[ctx.0.index() as usize] = None;
+                    Some(upper)
+                } else {
+                    let at = self.closing.iter().position(|(c, _)| *c == ctx);
+                    at.map(|at| self.closing.swap_remove(at).1)
+                };
+                upper.map(|upper| (upper, UpEvent::CloseDone { session: Self::session_of(me, ctx) }))
+            }
+            // Handled by `next_up` itself.
+            Event::Readable { .. } | Event::Gap { .. } | Event::Acked { .. } | Event::PeerFinished { .. } => {
+                None
+            }
+        }
+    }
+
+    /// [`Layer::receive`] of a frame whose peer is in its device header, or
+    /// is not known (`from` is `None`): `demux` then `pop`. Reached by no
+    /// composition today (the graph calls `demux` and `pop` itself; the
+    /// compiled stack passes the peer), so kept out of `receive`'s inline
+    /// path.
+    #[cold]
+    #[inline(never)]
+    fn receive_framed<C: Cx<M>>(
+        &mut self,
+        cx: &mut C,
+        lower: Option<SessionId>,
+        msg: M,
+    ) -> Result<(), DemuxError>
+    where
+        Self: Layer<M, C>,
+    {
+        xk_core::demux_then_pop(self, cx, lower, msg)
     }
 }
 
@@ -397,7 +445,12 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
         Ok(())
     }
 
-    #[inline]
+    // Every frame of the compiled stack, and a thin translation around
+    // `Endpoint::handle_datagram` (itself out of line): `#[inline]` alone
+    // left it a call of its own, with the frame and the `Result` passed
+    // through memory (about 50 instructions per frame, docs/PERF.md
+    // Session 21). The fallback, which no composition takes, is out of line.
+    #[inline(always)]
     fn receive(
         &mut self,
         cx: &mut C,
@@ -415,7 +468,7 @@ impl<M: Msg, C: Cx<M>, Q: TimerQueue<ArenaId>, const CACHE: bool> Layer<M, C> fo
                 self.drain_events(cx);
                 Ok(())
             }
-            _ => xk_core::demux_then_pop(self, cx, lower, msg),
+            _ => self.receive_framed(cx, lower, msg),
         }
     }
 

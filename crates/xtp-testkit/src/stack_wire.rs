@@ -132,23 +132,14 @@ struct SocketBufs<'w> {
     copied: &'w mut u64,
 }
 
-impl SocketBufs<'_> {
-    /// The next frame `from` writes into the transmit buffer, copied into
-    /// the receive arena.
-    fn next<M: Msg, P: Layer<M, DeviceCx<M>>>(&mut self, from: &mut Stack<M, P>) -> Option<(SocketAddr, M)> {
-        if self.tx.len() < MAX_DATAGRAM {
-            self.tx.resize(MAX_DATAGRAM, 0);
-        }
-        let (dst, n) = from.poll_transmit_into(self.tx)?;
-        if self.rx.capacity() < n {
-            *self.rx = BytesMut::with_capacity(64 * 1024);
-        }
-        self.rx.extend_from_slice(&self.tx[..n]);
-        *self.copied += n as u64;
-        Some((dst, M::from_received(self.rx.split())))
-    }
-}
-
+/// Moves everything `from` (at `fa`) sends to `to` (at `ta`); returns how
+/// many frames. With `copy`, the socket's shape, as `Wire`'s `Link::deliver`
+/// with `Delivery::Arena` moves the direct endpoint's datagrams: `from`
+/// writes each frame into the transmit buffer, which is copied into the
+/// receive arena and split off. A loop of its own for each shape, so that
+/// the frame is never handed between them as a `(peer, message)` value:
+/// in one loop with an `Option` of either, that value was moved four times
+/// per frame and the shape tested at every poll (docs/PERF.md, Session 21).
 #[allow(clippy::too_many_arguments)]
 fn deliver<M: Msg, P: Layer<M, DeviceCx<M>>>(
     from: &mut Stack<M, P>,
@@ -159,26 +150,45 @@ fn deliver<M: Msg, P: Layer<M, DeviceCx<M>>>(
     step: Duration,
     stray: &mut u64,
     moved: &mut u64,
-    mut copy: Option<SocketBufs<'_>>,
+    copy: Option<SocketBufs<'_>>,
 ) -> usize {
     let mut n = 0;
     from.advance(*now);
-    loop {
-        let next = match copy.as_mut() {
-            Some(c) => c.next(from),
-            None => from.poll_transmit(),
-        };
-        let Some((dst, frame)) = next else { break };
-        n += 1;
-        *moved += frame.len() as u64;
-        *now += step;
-        if dst != ta {
-            *stray += 1;
-            continue;
+    if let Some(SocketBufs { rx, tx, copied }) = copy {
+        if tx.len() < MAX_DATAGRAM {
+            tx.resize(MAX_DATAGRAM, 0);
         }
-        to.advance(*now);
-        to.receive(fa, frame);
-        from.advance(*now);
+        while let Some((dst, len)) = from.poll_transmit_into(tx) {
+            n += 1;
+            *moved += len as u64;
+            *now += step;
+            // Copied whoever it is for, as `Wire` copies every datagram.
+            if rx.capacity() < len {
+                *rx = BytesMut::with_capacity(64 * 1024);
+            }
+            rx.extend_from_slice(&tx[..len]);
+            *copied += len as u64;
+            if dst != ta {
+                *stray += 1;
+                continue;
+            }
+            to.advance(*now);
+            to.receive(fa, M::from_received(rx.split()));
+            from.advance(*now);
+        }
+    } else {
+        while let Some((dst, frame)) = from.poll_transmit() {
+            n += 1;
+            *moved += frame.len() as u64;
+            *now += step;
+            if dst != ta {
+                *stray += 1;
+                continue;
+            }
+            to.advance(*now);
+            to.receive(fa, frame);
+            from.advance(*now);
+        }
     }
     n
 }
