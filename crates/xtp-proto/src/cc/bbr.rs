@@ -206,8 +206,9 @@ impl CongestionController for Bbr {
                 // further round trip at four packets (1 Gbit/s × 500 ms,
                 // SRTT 615 ms against a 500 ms path: 1.0 s instead of 0.5 s,
                 // 880 → 831 Mbit/s over a 10 s count when ProbeRtt followed
-                // a gain-1.25 probe). The SRTT deadline stays for reports
-                // that echo none of our packets.
+                // a gain-1.25 probe). The old SRTT deadline still ends it on
+                // any report (one that echoes none of our packets included),
+                // so it never lasts longer than before.
                 let done = self.probe_rtt_low.is_some_and(|low| {
                     let held = now.saturating_since(low);
                     held >= PROBE_RTT_TIME && (ack.sent_at.is_some_and(|s| s >= low) || held >= ack.srtt)

@@ -242,7 +242,7 @@ impl CongestionController for Cubic {
                 // are kept for a loss the last slow-start round may still
                 // have caused (see `on_congestion`).
                 self.s.pipe_full = Some((ack.now, self.s.cwnd));
-                self.s.cwnd = self.s.cwnd.min(pipe.max(ack.in_flight));
+                self.s.cwnd = self.s.cwnd.min(pipe.max(ack.in_flight)).max(2 * self.mss);
                 self.s.refill = Refill::Armed(ack.now);
                 phase = Phase::Exit;
             }
@@ -306,13 +306,26 @@ impl CongestionController for Cubic {
         // Never below β × the window, though: the readings are the exit's,
         // and a joiner read its share of a busy bottleneck there, which it
         // has since outgrown (FAIR: Jain 0.87 when that share was taken).
+        // An undo (`on_spurious`) returns to the state before this loss —
+        // the exit's trimmed window, its readings and `pipe_full` — not to
+        // the window slow start grew to before the exit trimmed it.
+        let pre = self.s;
         let exit = self.s.pipe_full.take();
         if let Some((at, cwnd)) = exit {
             if now.saturating_since(at) <= self.s.min_rtt * 2 {
                 // Answered from the window the loss grew from, as if slow
-                // start had gone on (the exit's own trim is no reduction).
+                // start had gone on (the exit's own trim is no reduction);
+                // but never above the window at the loss: the answer from
+                // the grown window (the pipe, at most (1 + β)/2 of it) can
+                // exceed the exit's trim, and a loss must not raise it.
+                let cur = self.s.cwnd;
                 self.s.cwnd = self.s.cwnd.max(cwnd);
                 self.leave_slow_start_on_loss(now);
+                let s = &mut self.s;
+                s.cwnd = s.cwnd.min(cur);
+                s.ssthresh = s.ssthresh.min(cur);
+                s.w_max = s.w_max.min(cur as f64);
+                s.w_est = s.w_est.min(cur as f64);
             } else {
                 let before = self.s;
                 self.leave_slow_start_on_loss(now);
@@ -321,6 +334,7 @@ impl CongestionController for Cubic {
                     self.reduce(false);
                 }
             }
+            self.saved = Some(pre);
         } else if self.in_slow_start() {
             self.leave_slow_start_on_loss(now);
         } else {
@@ -524,9 +538,6 @@ mod tests {
         assert!((9_900_000..=10_100_000).contains(&w), "the unsaturated pipe, 10 MB: {w}");
     }
 
-    /// Data in flight that comes down to the new window from above and
-    /// stays within a sixteenth of it never opens a gap: the ×1 pacing of
-    /// the refill ends a round trip after the exit.
     /// Reports 1 ms apart acknowledging 60 KB of data that left 0.5 ms
     /// apart (a queue growing at a 60 MB/s bottleneck), RTT 100 ms: a 6 MB
     /// pipe, while the receiver's window holds 4 MB in flight. Slow start
@@ -534,8 +545,10 @@ mod tests {
     /// (not what it grew to unused, nor the 4 MB in flight), with no
     /// reduction counted; a loss of the last slow-start round's data
     /// (within two minimum RTTs) is answered as a slow-start loss from the
-    /// window it grew from, a later one with RFC 9438's β. Below 16 segments
-    /// the window does not end slow start on the signal.
+    /// window it grew from; a later first loss since the exit (the 5 %
+    /// floor's probe meeting pipe + queue) from the pipe the exit measured,
+    /// never below β × the window; the loss after that with RFC 9438's β.
+    /// Below 16 segments the window does not end slow start on the signal.
     #[test]
     fn slow_start_ends_when_the_window_fills_the_saturated_pipe() {
         let feed = |c: &mut Cubic| {
@@ -591,7 +604,7 @@ mod tests {
             (5_900_000.min(cap)..=6_100_000).contains(&l),
             "the first loss after the exit: the pipe, {l}"
         );
-        late.s.ssthresh = late.s.cwnd;
+        assert!(!late.in_slow_start());
         late.on_congestion(Instant::from_millis(100 + at + 900), 4_000_000);
         assert_eq!(late.window(), (l as f64 * BETA) as u64, "then congestion avoidance: β");
         // A joiner's exit read its share (6 MB); grown to 10 MB since, its
@@ -607,6 +620,119 @@ mod tests {
         assert!(exit.is_none_or(|(_, grown)| grown >= 16_000_000), "{exit:?}");
     }
 
+    /// Unsaturated reports at 100 MB/s (a 10 MB pipe at 100 ms) grow the
+    /// window past 10 MB, then reports 1 ms apart acknowledging 60 KB of
+    /// data that left 0.5 ms apart (a saturated 60 MB/s, a 6 MB pipe): the
+    /// exit trims the grown window to the 6 MB pipe. Returns the controller
+    /// at the exit and the report after which it left slow start.
+    fn exit_trimmed_below_the_unsaturated_pipe() -> (Cubic, u64) {
+        let mut c = Cubic::new(1000);
+        for i in 0..300u64 {
+            let mut a = ack(i, 100_000, 100, i % 50 == 0);
+            if i >= 100 {
+                a.bytes = 60_000;
+                a.sent_at = Some(Instant::from_micros(100_000 + (i - 100) * 500));
+            }
+            c.on_ack(&a);
+            if !c.in_slow_start() {
+                return (c, i);
+            }
+        }
+        panic!("slow start did not end: {}", c.window());
+    }
+
+    /// A loss of the last slow-start round's data (within two minimum RTTs
+    /// of the exit) is answered from the window slow start grew to, but
+    /// never leaves the window above what it was at the loss: from 11 MB
+    /// the answer is min(10 MB unsaturated pipe, β × 11 MB) = 7.7 MB, above
+    /// the exit's 6 MB trim.
+    #[test]
+    fn a_loss_right_after_the_full_pipe_exit_never_raises_the_window() {
+        let (c, at) = exit_trimmed_below_the_unsaturated_pipe();
+        let grown = c.s.pipe_full.expect("ended on the full pipe").1;
+        let trimmed = c.window();
+        assert!(grown > 10_000_000 && (5_900_000..=6_100_000).contains(&trimmed), "{grown} -> {trimmed}");
+        let mut l = c;
+        l.on_congestion(Instant::from_millis(at + 50), 4_000_000);
+        assert!(l.window() <= trimmed, "a loss raised the window: {trimmed} -> {}", l.window());
+        assert!(l.s.ssthresh <= trimmed && l.s.w_max <= trimmed as f64 && l.s.w_est <= trimmed as f64);
+        assert!(!l.in_slow_start());
+    }
+
+    /// Undoing that loss returns to the exit's state (its trimmed window,
+    /// still marked as a full-pipe exit), not to the window the exit trimmed.
+    #[test]
+    fn undoing_a_loss_right_after_the_exit_keeps_the_exit_trim() {
+        let (c, at) = exit_trimmed_below_the_unsaturated_pipe();
+        let trimmed = c.window();
+        let mut l = c;
+        l.on_congestion(Instant::from_millis(at + 50), 4_000_000);
+        l.on_spurious();
+        assert_eq!(l.window(), trimmed, "undone to the exit's window");
+        assert_eq!(l.s.pipe_full, c.s.pipe_full, "the exit's mark is back");
+        // Likewise for a later first loss since the exit.
+        let mut late = c;
+        late.on_congestion(Instant::from_millis(at + 500), 4_000_000);
+        late.on_spurious();
+        assert_eq!(late.window(), trimmed);
+        assert_eq!(late.s.pipe_full, c.s.pipe_full);
+    }
+
+    /// The exit keeps the data in flight when it is above the pipe: a
+    /// flow that joined a busy bottleneck reads only its share there, but
+    /// its window is in use (FAIR depends on it keeping that window).
+    /// Reports as in `exit_trimmed_below_the_unsaturated_pipe` (a 6 MB
+    /// saturated pipe, the window grown past 10 MB) with 8 MB in flight.
+    #[test]
+    fn a_joiner_keeps_the_window_it_has_in_flight_at_the_exit() {
+        let mut c = Cubic::new(1000);
+        for i in 0..300u64 {
+            let mut a = ack(i, 100_000, 100, i % 50 == 0);
+            if i >= 100 {
+                a.bytes = 60_000;
+                a.sent_at = Some(Instant::from_micros(100_000 + (i - 100) * 500));
+            }
+            a.in_flight = 8_000_000;
+            c.on_ack(&a);
+            if !c.in_slow_start() {
+                break;
+            }
+        }
+        assert!(!c.in_slow_start());
+        let grown = c.s.pipe_full.expect("ended on the full pipe").1;
+        assert!(grown > 10_000_000, "{grown}");
+        // (The exit's report also grows the window by the 5 %-per-round
+        // floor: 5 % of its 60 KB.)
+        let w = c.window();
+        assert!((8_000_000..=8_003_000).contains(&w), "the data in flight, not the 6 MB pipe: {w}");
+    }
+
+    /// A saturated reading far below the window (reports of 1 B each, 1 ms
+    /// apart, for data that left 0.5 ms apart: about 1 kB/s, a pipe of a
+    /// few hundred bytes at 100 ms) with nothing reported in flight: the exit's trim keeps two
+    /// segments, as every reduction does.
+    #[test]
+    fn the_exit_trim_keeps_two_segments() {
+        let mut c = Cubic::new(1000);
+        for i in 0..400u64 {
+            let mut a = ack(i, 100_000, 100, i % 50 == 0);
+            if i >= 10 {
+                a.bytes = 1;
+                a.sent_at = Some(Instant::from_micros(100_000 + (i - 10) * 500));
+            }
+            c.on_ack(&a);
+            if !c.in_slow_start() {
+                break;
+            }
+        }
+        assert!(c.s.pipe_full.is_some(), "ended on the full pipe: {}", c.window());
+        assert_eq!(c.window(), 2000);
+        assert_eq!(c.ssthresh(), 2000);
+    }
+
+    /// Data in flight that comes down to the new window from above and
+    /// stays within a sixteenth of it never opens a gap: the ×1 pacing of
+    /// the refill ends a round trip after the exit.
     #[test]
     fn a_window_that_stays_full_ends_the_refill_after_a_round_trip() {
         let mut c = Cubic::new(1000);

@@ -287,12 +287,12 @@ impl HyStart {
     /// reports of a burst that overruns the bottleneck show it within a few
     /// buckets, and their rate is the bottleneck's (or this flow's share of
     /// it): a window that holds that rate for a minimum RTT keeps it busy,
-    /// and more slow start only builds queue. The rate is only compared, not
-    /// taken as the window (the caller keeps its window, as Linux sets
-    /// ssthresh = cwnd): on a shared bottleneck it is a share, and a window
-    /// cut to it keeps a joining flow at its first share (see the report
-    /// train above). Returns that pipe (bytes) when full; never full without
-    /// a minimum RTT.
+    /// and more slow start only builds queue. The caller trims its window to
+    /// at most max(pipe, data in flight), not to the pipe alone: on a shared
+    /// bottleneck the rate is a share, and a window cut to it keeps a
+    /// joining flow at its first share (see the report train above), while
+    /// its data in flight is its window in use. Returns that pipe (bytes)
+    /// when full; never full without a minimum RTT.
     pub fn pipe_full(&self, cwnd: u64, min_rtt: Duration) -> Option<u64> {
         if self.saturated_now == 0 || min_rtt == Duration::ZERO {
             return None;

@@ -462,13 +462,17 @@ impl Context {
         if copied * 2 >= self.recv.buffer() {
             // Scaled to the round trip the data sees now: a receiver samples
             // about once per round trip, so its smoothed RTT trails a growing
-            // queue by seconds at a 1 s path, and a buffer of twice the
-            // reads per SRTT held 1.2 × the sender's window where a loss's
-            // recovery needs about 1.7 × (45 Mbit/s × 1 s with a BDP queue:
-            // the data in flight fell from 12 MB to 2 MB in the recovery, 2 %
-            // of a minute's goodput). The round itself stays one SRTT: a
-            // longer one grew the buffer less often in BBR's startup (1
-            // Gbit/s × 500 ms: −5.6 %).
+            // queue by seconds at a 1 s path (1.41 s against the sender's
+            // 1.93 s), and a buffer of twice the reads per SRTT held 1.2 ×
+            // the sender's window where Linux's rule gives 2 × (45 Mbit/s ×
+            // 1 s with a BDP queue: in the recovery the receiver held the
+            // window out of order behind the hole, the data in flight fell
+            // from 12 MB to 2 MB and the link idled, 2 % of a minute's
+            // goodput). The round itself stays one SRTT (measuring it as
+            // the latest RTT gave the same numbers). BBR's −5.6 % at
+            // 1 Gbit/s × 500 ms that came with this rule was ProbeRtt's exit
+            // meeting a shifted cycle, fixed in `cc/bbr.rs` (docs/PERF.md,
+            // Session 21).
             let rtt = srtt.max(self.rtt.latest());
             let per_rtt = (u128::from(copied) * rtt.as_nanos() / elapsed.as_nanos().max(1)) as u64;
             self.recv.grow_to(per_rtt.max(copied) * 2);
