@@ -627,18 +627,30 @@ mod tests {
     /// at the exit and the report after which it left slow start.
     fn exit_trimmed_below_the_unsaturated_pipe() -> (Cubic, u64) {
         let mut c = Cubic::new(1000);
-        for i in 0..300u64 {
+        let at = saturate(&mut c, 100, 60_000, 0)
+            .unwrap_or_else(|| panic!("slow start did not end: {}", c.window()));
+        (c, at)
+    }
+
+    /// Feeds `c` unsaturated reports (100 KB each, 1 ms apart, 100 ms RTT)
+    /// until report `from`, then saturated ones acknowledging `bytes` of
+    /// data that left 0.5 ms apart, every report saying `in_flight`, until
+    /// slow start ends (at most 400 reports).
+    /// Returns the report after which it ended.
+    fn saturate(c: &mut Cubic, from: u64, bytes: u64, in_flight: u64) -> Option<u64> {
+        for i in 0..400u64 {
             let mut a = ack(i, 100_000, 100, i % 50 == 0);
-            if i >= 100 {
-                a.bytes = 60_000;
-                a.sent_at = Some(Instant::from_micros(100_000 + (i - 100) * 500));
+            if i >= from {
+                a.bytes = bytes;
+                a.sent_at = Some(Instant::from_micros(100_000 + (i - from) * 500));
             }
+            a.in_flight = in_flight;
             c.on_ack(&a);
             if !c.in_slow_start() {
-                return (c, i);
+                return Some(i);
             }
         }
-        panic!("slow start did not end: {}", c.window());
+        None
     }
 
     /// A loss of the last slow-start round's data (within two minimum RTTs
@@ -686,19 +698,7 @@ mod tests {
     #[test]
     fn a_joiner_keeps_the_window_it_has_in_flight_at_the_exit() {
         let mut c = Cubic::new(1000);
-        for i in 0..300u64 {
-            let mut a = ack(i, 100_000, 100, i % 50 == 0);
-            if i >= 100 {
-                a.bytes = 60_000;
-                a.sent_at = Some(Instant::from_micros(100_000 + (i - 100) * 500));
-            }
-            a.in_flight = 8_000_000;
-            c.on_ack(&a);
-            if !c.in_slow_start() {
-                break;
-            }
-        }
-        assert!(!c.in_slow_start());
+        assert!(saturate(&mut c, 100, 60_000, 8_000_000).is_some());
         let grown = c.s.pipe_full.expect("ended on the full pipe").1;
         assert!(grown > 10_000_000, "{grown}");
         // (The exit's report also grows the window by the 5 %-per-round
@@ -714,17 +714,7 @@ mod tests {
     #[test]
     fn the_exit_trim_keeps_two_segments() {
         let mut c = Cubic::new(1000);
-        for i in 0..400u64 {
-            let mut a = ack(i, 100_000, 100, i % 50 == 0);
-            if i >= 10 {
-                a.bytes = 1;
-                a.sent_at = Some(Instant::from_micros(100_000 + (i - 10) * 500));
-            }
-            c.on_ack(&a);
-            if !c.in_slow_start() {
-                break;
-            }
-        }
+        saturate(&mut c, 10, 1, 0);
         assert!(c.s.pipe_full.is_some(), "ended on the full pipe: {}", c.window());
         assert_eq!(c.window(), 2000);
         assert_eq!(c.ssthresh(), 2000);
