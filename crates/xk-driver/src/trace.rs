@@ -174,6 +174,28 @@ impl EngineTrace {
     }
 }
 
+impl EngineTrace {
+    /// A span edge's time: the clock now (live) or the engine's `now`,
+    /// never before the last event this engine recorded.
+    fn edge_time(&mut self, now: xk_time::Instant) -> u64 {
+        let t = if self.live { now_ns() } else { self.epoch + now.as_nanos() };
+        self.last = t.max(self.last);
+        self.last
+    }
+
+    /// An instant event's time: the engine's `now`, never before the last
+    /// event this engine recorded. Both rules together keep one engine's
+    /// events in the order it made them, although two clocks stamp them:
+    /// the engine's `now` is read from `CLOCK_MONOTONIC` and can run a few
+    /// microseconds ahead of the tick-counter clock the span edges read
+    /// (its rate's error), which put a packet event after the end of the
+    /// build span it was made in (Session 22: CI failed on it).
+    fn instant_time(&mut self, now: xk_time::Instant) -> u64 {
+        self.last = (self.epoch + now.as_nanos()).max(self.last);
+        self.last
+    }
+}
+
 fn cause_code(c: WindowCause) -> u32 {
     match c {
         WindowCause::Ack => cause::ACK,
@@ -201,8 +223,7 @@ impl Subscriber for EngineTrace {
         }
         let sat = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         if let Trace::Span { work, begin, len } = *trace {
-            let t = if self.live { now_ns() } else { self.epoch + now.as_nanos() };
-            self.last = t;
+            let t = self.edge_time(now);
             let (point, b) = match work {
                 Work::Build => (Point::PacketBuild, 0),
                 Work::Parse => (Point::PacketParse, 0),
@@ -213,7 +234,7 @@ impl Subscriber for EngineTrace {
             xk_trace::record(e(t, point, 0, len as u64, b));
             return;
         }
-        let t = (self.epoch + now.as_nanos()).max(self.last);
+        let t = self.instant_time(now);
         let e = match *trace {
             Trace::Write { flow, seq, len, .. } => {
                 let j = journey(flow, seq);
@@ -279,5 +300,27 @@ impl Subscriber for EngineTrace {
             Trace::DiagReceived { .. } => return,
         };
         xk_trace::record(e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An engine whose `now` runs ahead of the span clock still records
+    /// its events in order: the packet event made inside a build span
+    /// lies between the span's edges.
+    #[test]
+    fn one_engines_events_stay_in_order_across_its_two_clocks() {
+        let epoch = now_ns();
+        let mut t = EngineTrace::new(epoch);
+        let begin = t.edge_time(xk_time::Instant::ZERO);
+        // The engine's clock 50 µs ahead of the span clock.
+        let ahead = xk_time::Instant::from_nanos(begin - epoch + 50_000);
+        let sent = t.instant_time(ahead);
+        let end = t.edge_time(ahead);
+        assert!(begin <= sent && sent <= end, "{begin} {sent} {end}");
+        // And an engine's `now` behind its last span edge is held to it.
+        assert_eq!(t.instant_time(xk_time::Instant::ZERO), end);
     }
 }

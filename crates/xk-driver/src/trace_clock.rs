@@ -7,7 +7,8 @@
 //! count beside it — and extends it by ticks × the calibrated rate; after
 //! [`REANCHOR_NS`] it reads the real clock again. The error is the rate's
 //! error over at most that span: the rate is first measured over
-//! [`CALIBRATE_NS`] (once per process, at the first event) and then
+//! [`CALIBRATE_NS`] (once per process, at the first event; each end a
+//! clock reading bracketed by two tick counts) and then
 //! re-measured at every re-anchoring over everything since, so it only
 //! gets better (after a second, parts in 10⁸). Per thread, time never goes
 //! backwards (a re-anchoring that lands behind the extension is held to
@@ -47,16 +48,35 @@ fn calibrate() -> Option<Calibration> {
     if !tsc {
         return None;
     }
-    let (t0, n0) = (xk_trace::cycles()?, mono_ns());
-    let (mut t1, mut n1) = (t0, n0);
-    while n1 - n0 < CALIBRATE_NS {
-        n1 = mono_ns();
-        t1 = xk_trace::cycles()?;
+    let (t0, n0) = pair()?;
+    let mut n = n0;
+    while n - n0 < CALIBRATE_NS {
+        n = mono_ns();
     }
+    let (t1, n1) = pair()?;
     let ticks = t1.checked_sub(t0).filter(|&t| t > 0)?;
     let rate = ((u128::from(n1 - n0) << 32) / u128::from(ticks)) as u64;
     let reanchor_ticks = ((u128::from(REANCHOR_NS) << 32) / u128::from(rate.max(1))) as u64;
     Some(Calibration { ticks0: t0, ns0: n0, rate: AtomicU64::new(rate), reanchor_ticks })
+}
+
+/// A tick count and a `CLOCK_MONOTONIC` reading taken together: the clock
+/// read between two tick counts, their midpoint, the closest of three
+/// tries. An interrupt or preemption between two bare reads would put
+/// microseconds between them, and a calibration made from such a pair
+/// carries that error into every timestamp.
+fn pair() -> Option<(u64, u64)> {
+    let mut best: Option<(u64, u64, u64)> = None;
+    for _ in 0..3 {
+        let a = xk_trace::cycles()?;
+        let n = mono_ns();
+        let b = xk_trace::cycles()?;
+        let width = b.wrapping_sub(a);
+        if best.is_none_or(|(w, _, _)| width < w) {
+            best = Some((width, a + width / 2, n));
+        }
+    }
+    best.map(|(_, t, n)| (t, n))
 }
 
 thread_local! {
@@ -89,8 +109,7 @@ pub fn now_ns() -> u64 {
 /// Reads the clock, anchors this thread to it and refines the rate.
 #[cold]
 fn reanchor(cal: &Calibration, a: &Cell<(u64, u64, u64)>, last: u64) -> u64 {
-    let n = mono_ns();
-    let Some(t) = xk_trace::cycles() else { return n.max(last) };
+    let Some((t, n)) = pair() else { return mono_ns().max(last) };
     if let Some(ticks) = t.checked_sub(cal.ticks0).filter(|&x| x > 0)
         && n > cal.ns0 + 10 * CALIBRATE_NS
     {
