@@ -42,10 +42,14 @@ impl Reference {
 
 /// Times `x` exchanging `data`, checking every exchange moved what it
 /// should: the bytes each side read, and the datagrams against the
-/// reference's exchange of the same rank (`rank`: the path's exchanges
-/// so far), so each path, the direct one included, times the same round
-/// trips and the same work: a read and a compare per exchange. The
-/// reference is extended before the clock starts.
+/// reference's exchange of the same rank. The rank of an exchange is its
+/// position in `x`'s life: `rank` counts the exchanges `x` has made in
+/// every batch criterion ran before this one, warm-up included, so the
+/// n-th exchange of `x` is compared with the n-th exchange of the
+/// reference (a fresh direct pair, shared by all paths of one workload),
+/// whatever the batch sizes. Each path, the direct one included, so times
+/// the same round trips and the same work: a read and a compare per
+/// exchange. The reference is extended before the clock starts.
 fn time(b: &mut criterion::Bencher<'_>, x: &mut dyn Exchange, data: &Bytes, echo: bool, r: &mut Reference) {
     let want = (data.len(), if echo { data.len() } else { 0 });
     let mut rank = 0usize;
