@@ -435,6 +435,25 @@ mod tests {
         assert!(why.contains("200-byte frame") && why.contains("100-byte transmit buffer"), "{why}");
     }
 
+    /// Three frames queued at once all leave through `poll_transmit`, in
+    /// the order they were pushed: the slot is refilled from the queue
+    /// behind it on each take (fails if `poll_transmit` takes the slot
+    /// alone, `next.take()`, which strands the second and third frames).
+    #[test]
+    fn poll_transmit_returns_every_queued_frame_in_order() {
+        let mut s = Stack::<Contig, _>::new(Sender { fresh: false }).unwrap();
+        let session = s.open(&Participants::default()).unwrap();
+        for m in [&b"one"[..], b"two", b"three"] {
+            s.push(session, Contig::from_shared(xk_msg::Bytes::copy_from_slice(m))).unwrap();
+        }
+        let mut sent = Vec::new();
+        while let Some((to, frame)) = s.poll_transmit() {
+            assert_eq!(to, PEER.parse().unwrap());
+            sent.push(frame.to_vec());
+        }
+        assert_eq!(sent, [&b"one"[..], b"two", b"three"]);
+    }
+
     /// Frames queued before the device asks go out before anything the
     /// protocol writes into the lent buffer: a fresh packet never overtakes
     /// them (fails if `poll_transmit_into` asks `flush_into` first).

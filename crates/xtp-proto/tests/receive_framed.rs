@@ -69,11 +69,12 @@ fn pass(
 ) -> usize {
     Layer::flush(from, fcx);
     let frames = std::mem::take(&mut fcx.frames);
-    for (_, mut frame) in frames.iter().cloned() {
+    let n = frames.len();
+    for (_, mut frame) in frames {
         write_addr(&mut frame[..ADDR_HEADER], fa);
         Layer::receive(to, tcx, None, None, Contig::from_received(frame)).expect("a well-formed frame");
     }
-    frames.len()
+    n
 }
 
 /// With the source in the device header and no `from`, `receive` demuxes
