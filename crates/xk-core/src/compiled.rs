@@ -54,9 +54,25 @@ pub struct DeviceCx<M> {
     events: VecDeque<Event<M>>,
     /// The next frame for the device: a protocol that hands out one frame
     /// per `flush` (XTP) never needs more, and a slot is cheaper than a
-    /// queue. Further frames wait in `more`, in order.
+    /// queue. Further frames wait in `more`, in order. `more` is empty
+    /// whenever `next` is: so the device's poll tests `next` alone, once
+    /// before asking the protocol and once after (two tests per empty
+    /// poll, not four; docs/PERF.md, Session 22).
     next: Option<(SocketAddr, M)>,
     more: VecDeque<(SocketAddr, M)>,
+}
+
+impl<M> DeviceCx<M> {
+    /// Takes the next queued frame, moving the one behind it (if any) into
+    /// the slot (keeps `more` empty while `next` is).
+    #[inline]
+    fn take_next(&mut self) -> Option<(SocketAddr, M)> {
+        let f = self.next.take();
+        if !self.more.is_empty() {
+            self.next = self.more.pop_front();
+        }
+        f
+    }
 }
 
 impl<M: Msg> Cx<M> for DeviceCx<M> {
@@ -85,7 +101,7 @@ impl<M: Msg> Cx<M> for DeviceCx<M> {
     #[inline]
     fn transmit_to(&mut self, peer: SocketAddr, frame: BytesMut) {
         let f = (peer, M::from_received(frame));
-        if self.next.is_none() && self.more.is_empty() {
+        if self.next.is_none() {
             self.next = Some(f);
         } else {
             self.more.push_back(f);
@@ -223,15 +239,11 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
         // flush that sends nothing) is as common as a frame: no store into
         // the slot and no read of it beyond its tag on that path.
         if self.cx.next.is_none() {
-            if self.cx.more.is_empty() {
-                self.proto.flush(&mut self.cx);
-                // Nothing sent: return before `take` writes the slot.
-                self.cx.next.as_ref()?;
-            } else {
-                self.cx.next = self.cx.more.pop_front();
-            }
+            self.proto.flush(&mut self.cx);
+            // Nothing sent: return before `take` writes the slot.
+            self.cx.next.as_ref()?;
         }
-        self.cx.next.take()
+        self.cx.take_next()
     }
 
     /// The next frame written into the device's buffer `buf`, with its
@@ -243,21 +255,16 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> Stack<M, P> {
     /// [`Stack::last_drop`] says which limit).
     #[inline]
     pub fn poll_transmit_into(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
-        if self.cx.next.is_none() && self.cx.more.is_empty() {
+        if self.cx.next.is_none() {
             if let Some(sent) = self.proto.flush_into(&mut self.cx, buf) {
                 return Some(sent);
             }
             // Nothing written and nothing queued (the common empty poll):
             // return before `take` writes the slot.
-            if self.cx.next.is_none() && self.cx.more.is_empty() {
-                return None;
-            }
+            self.cx.next.as_ref()?;
         }
         loop {
-            let (dst, frame) = match self.cx.next.take() {
-                Some(f) => f,
-                None => self.cx.more.pop_front()?,
-            };
+            let (dst, frame) = self.cx.take_next()?;
             match frame.frame_into(buf) {
                 Ok(n) => return Some((dst, n)),
                 Err(e) => self.oversize(e.needed, e.available),
@@ -426,6 +433,25 @@ mod tests {
         assert_eq!(DeviceStack::drops(&s).bad_frames, 1);
         let why = s.last_drop().unwrap();
         assert!(why.contains("200-byte frame") && why.contains("100-byte transmit buffer"), "{why}");
+    }
+
+    /// Three frames queued at once all leave through `poll_transmit`, in
+    /// the order they were pushed: the slot is refilled from the queue
+    /// behind it on each take (fails if `poll_transmit` takes the slot
+    /// alone, `next.take()`, which strands the second and third frames).
+    #[test]
+    fn poll_transmit_returns_every_queued_frame_in_order() {
+        let mut s = Stack::<Contig, _>::new(Sender { fresh: false }).unwrap();
+        let session = s.open(&Participants::default()).unwrap();
+        for m in [&b"one"[..], b"two", b"three"] {
+            s.push(session, Contig::from_shared(xk_msg::Bytes::copy_from_slice(m))).unwrap();
+        }
+        let mut sent = Vec::new();
+        while let Some((to, frame)) = s.poll_transmit() {
+            assert_eq!(to, PEER.parse().unwrap());
+            sent.push(frame.to_vec());
+        }
+        assert_eq!(sent, [&b"one"[..], b"two", b"three"]);
     }
 
     /// Frames queued before the device asks go out before anything the

@@ -42,25 +42,37 @@ impl Reference {
 
 /// Times `x` exchanging `data`, checking every exchange moved what it
 /// should: the bytes each side read, and the datagrams against the
-/// reference's exchange of the same rank (`rank`: the path's exchanges
-/// so far), so each path, the direct one included, times the same round
-/// trips and the same work: a read and a compare per exchange. The
-/// reference is extended before the clock starts.
-fn time(b: &mut criterion::Bencher<'_>, x: &mut dyn Exchange, data: &Bytes, echo: bool, r: &mut Reference) {
+/// reference's exchange of the same rank. The rank of an exchange is its
+/// position in `x`'s life: `rank` lives beside `x` (criterion calls this
+/// once per batch, warm-up and each sample, so a local would restart at 0
+/// while `x` goes on) and counts the exchanges `x` has made in every batch
+/// so far, so the n-th exchange of `x` is compared with the n-th exchange
+/// of the reference (a fresh direct pair, shared by all paths of one
+/// workload), whatever the batch sizes. Each path, the direct one
+/// included, so times the same round trips and the same work: a read and
+/// a compare per exchange. The reference is extended before the clock
+/// starts.
+fn time(
+    b: &mut criterion::Bencher<'_>,
+    x: &mut dyn Exchange,
+    rank: &mut usize,
+    data: &Bytes,
+    echo: bool,
+    r: &mut Reference,
+) {
     let want = (data.len(), if echo { data.len() } else { 0 });
-    let mut rank = 0usize;
     b.iter_custom(|iters| {
-        let end = rank + iters as usize;
+        let end = *rank + iters as usize;
         let counts = r.upto(data, echo, end);
         let start = Instant::now();
-        for &n in &counts[rank..end] {
+        for &n in &counts[*rank..end] {
             let got = x.exchange(data, echo);
             assert_eq!((got.server, got.client), want);
             assert_eq!(got.datagrams as u32, n, "datagrams differ from the direct path's");
             black_box(got);
         }
         let t: Duration = start.elapsed();
-        rank = end;
+        *rank = end;
         t
     })
 }
@@ -72,8 +84,10 @@ fn pingpong(c: &mut Criterion) {
         let data = Bytes::from(vec![0x42u8; size]);
         let mut r = Reference::new();
         for name in NAMES {
-            let mut x = make(name).unwrap();
-            group.bench_function(BenchmarkId::new(name, size), |b| time(b, x.as_mut(), &data, true, &mut r));
+            let (mut x, mut rank) = (make(name).unwrap(), 0);
+            group.bench_function(BenchmarkId::new(name, size), |b| {
+                time(b, x.as_mut(), &mut rank, &data, true, &mut r)
+            });
         }
     }
     group.finish();
@@ -85,8 +99,8 @@ fn bulk(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(data.len() as u64));
     let mut r = Reference::new();
     for name in NAMES {
-        let mut x = make(name).unwrap();
-        group.bench_function(name, |b| time(b, x.as_mut(), &data, false, &mut r));
+        let (mut x, mut rank) = (make(name).unwrap(), 0);
+        group.bench_function(name, |b| time(b, x.as_mut(), &mut rank, &data, false, &mut r));
     }
     group.finish();
 }

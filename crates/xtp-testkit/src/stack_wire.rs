@@ -66,7 +66,9 @@ impl<M: Msg, P: Layer<M, DeviceCx<M>>> StackWire<M, P> {
             copied: 0,
             moved: 0,
             rx: BytesMut::new(),
-            tx: Vec::new(),
+            // The largest datagram, once (as `Wire`'s buffer): not tested
+            // at every delivery.
+            tx: vec![0; MAX_DATAGRAM],
         }
     }
 
@@ -155,9 +157,6 @@ fn deliver<M: Msg, P: Layer<M, DeviceCx<M>>>(
     let mut n = 0;
     from.advance(*now);
     if let Some(SocketBufs { rx, tx, copied }) = copy {
-        if tx.len() < MAX_DATAGRAM {
-            tx.resize(MAX_DATAGRAM, 0);
-        }
         while let Some((dst, len)) = from.poll_transmit_into(tx) {
             n += 1;
             *moved += len as u64;
