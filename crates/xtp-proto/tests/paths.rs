@@ -520,9 +520,13 @@ fn cubic_estimate(p: f64, rtt: Duration) -> f64 {
 }
 
 /// Random loss 0.1–2 % (a BDP drop-tail queue): CUBIC, the default, at
-/// least RFC 9438's estimate; NewReno at least 98 % of the Reno response
-/// function — an exact Reno *is* that model, and its median scatters about
-/// ±2 % around it (each capped at 90 % of the bottleneck). The median of
+/// least RFC 9438's estimate; NewReno at least the Reno response function
+/// with C = sqrt(3/2) (each capped at 90 % of the bottleneck). Mathis's C
+/// is for periodic loss; independent per-packet loss puts the mean above
+/// it (several losses in one window cost one reduction), and the medians
+/// measured 1.001-1.114 × it in Session 22 (the 20 ms, 0.1 % cell lowest:
+/// ~56 loss events in the 30 s counted, so one run scatters by several
+/// per cent; three 60 s seeds of it gave 1.019-1.099). The median of
 /// three seeds per cell: one run's sawtooth is too few loss events for a
 /// mean. Before proportional
 /// rate reduction, status requests every 1/16 window and CUBIC's α = 1
@@ -560,12 +564,11 @@ fn random_loss_meets_the_response_functions() {
                     .collect();
                 runs.sort_by(|a, b| a.goodput.total_cmp(&b.goodput));
                 let r = runs.swap_remove(1);
-                let factor = if cc == Congestion::NewReno { 0.98 } else { 1.0 };
-                let want = factor * model.min(0.9 * path.rate_bps as f64);
+                let want = model.min(0.9 * path.rate_bps as f64);
                 let verdict = if r.goodput >= want {
                     Ok(())
                 } else {
-                    Err(format!("under {:.0} % of the model: {:.2} Mbit/s", factor * 100.0, want / 1e6))
+                    Err(format!("under the model: {:.2} Mbit/s", want / 1e6))
                 };
                 cells.push((path, cc, r, verdict));
             }
