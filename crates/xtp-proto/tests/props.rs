@@ -287,7 +287,8 @@ fn path_bound(total: usize, rate: u64, delay: Duration) -> Duration {
 
 /// Round trips a loss-free transfer spends beyond its serialisation and
 /// slow start's doublings. Two are the path's: the last data's report and
-/// the close (912 of the 972 bounded long-sweep seeds need at most 2). The
+/// the close (912 of the 930 bounded long-sweep seeds with delay >= 20 ms
+/// need at most 2). The
 /// other 8 are an allowance, not a model: on these paths (jitter ±10 % of
 /// the delay, up to 84 ms per round trip against HyStart++'s 4-16 ms
 /// threshold) CUBIC leaves slow start at 110-260 packets with no
