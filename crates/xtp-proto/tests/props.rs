@@ -288,14 +288,14 @@ fn path_bound(total: usize, rate: u64, delay: Duration) -> Duration {
 /// Round trips a loss-free transfer spends beyond its serialisation and
 /// slow start's doublings. Two are the path's: the last data's report and
 /// the close (912 of the 930 bounded long-sweep seeds with delay >= 20 ms
-/// need at most 2). The
-/// other 8 are an allowance, not a model: on these paths (jitter ±10 % of
-/// the delay, up to 84 ms per round trip against HyStart++'s 4-16 ms
-/// threshold) CUBIC leaves slow start at 110-260 packets with no
-/// congestion event, far below the BDP, and grows linearly from there — a
-/// controller defect (PERF Session 22), open. Seeds 7015, 7840 and 8257 of
-/// `long_sweep` need 10.2-11.1 and fail the bound until it is fixed; the
-/// allowance is not widened to hide them.
+/// need at most 2). The other 8 are an allowance, not a model: on these
+/// paths (jitter ±10 % of the delay, up to 84 ms per round trip against
+/// HyStart++'s 4-16 ms threshold) CUBIC's round-minimum delay test fires on
+/// jitter and it leaves slow start at 110-260 packets, with no congestion
+/// event, far below the BDP, then grows linearly — a controller defect
+/// (PERF Session 22), open. Seeds 7015, 7840 and 8257 of `long_sweep` need
+/// 10.2-11.1 and fail the bound until it is fixed; the allowance is not
+/// widened to hide them.
 const OVERHEAD_RTTS: f64 = 10.0;
 
 fn sweep(seeds: std::ops::Range<u64>) {
