@@ -520,11 +520,16 @@ fn cubic_estimate(p: f64, rtt: Duration) -> f64 {
 }
 
 /// Random loss 0.1–2 % (a BDP drop-tail queue): CUBIC, the default, at
-/// least RFC 9438's estimate; NewReno at least 98 % of the Reno response
-/// function — an exact Reno *is* that model, and its median scatters about
-/// ±2 % around it (each capped at 90 % of the bottleneck). The median of
-/// three seeds per cell: one run's sawtooth is too few loss events for a
-/// mean. Before proportional
+/// least RFC 9438's estimate; NewReno at least the Reno response function
+/// with C = sqrt(3/2) ≈ 1.22 (each capped at 90 % of the bottleneck).
+/// sqrt(3/2) is Mathis et al.'s (1997) constant for periodic loss; for
+/// random loss they give C ≈ 1.31 (several losses in one window cost one
+/// reduction), which is why independent per-packet loss sits above
+/// sqrt(3/2) — the medians measured 1.001-1.114 × it in Session 22, the
+/// 20 ms, 0.1 % cell lowest with ~56 loss events in its counted 30 s; the
+/// run length now gives every cell's counted half ~120 expected losses
+/// (up to 4 minutes). The median of three seeds per cell: one run's
+/// sawtooth is too few loss events for a mean. Before proportional
 /// rate reduction, status requests every 1/16 window and CUBIC's α = 1
 /// after the Reno-friendly estimate recovers, 14 of 24 cells were at
 /// 80–98 %.
@@ -546,8 +551,14 @@ fn random_loss_meets_the_response_functions() {
             // propagation delay plus its serialization at the bottleneck.
             let model_rtt = rtt + Duration::from_nanos(1432 * 8 * 1_000_000_000 / path.rate_bps);
             // Enough loss events for a mean: at 200 ms a minute holds only
-            // a handful of sawtooth cycles.
-            let secs = (rtt_ms * 3).max(60);
+            // a handful of sawtooth cycles, and at 0.1 % loss the counted
+            // half of a minute at 20 ms only ~56 (1.001 x Mathis, Session
+            // 22): the counted half should expect 120 losses (the Reno
+            // model's packets/s times p), up to 4 minutes a run.
+            let losses_per_s =
+                mathis(loss, model_rtt).min(0.9 * path.rate_bps as f64) / (1400.0 * 8.0) * loss;
+            let for_losses = ((2.0 * 120.0 / losses_per_s).ceil() as u64).min(240);
+            let secs = (rtt_ms * 3).max(60).max(for_losses);
             for (cc, model) in [
                 (Congestion::NewReno, mathis(loss, model_rtt)),
                 (Congestion::Cubic, cubic_estimate(loss, model_rtt)),
@@ -560,12 +571,11 @@ fn random_loss_meets_the_response_functions() {
                     .collect();
                 runs.sort_by(|a, b| a.goodput.total_cmp(&b.goodput));
                 let r = runs.swap_remove(1);
-                let factor = if cc == Congestion::NewReno { 0.98 } else { 1.0 };
-                let want = factor * model.min(0.9 * path.rate_bps as f64);
+                let want = model.min(0.9 * path.rate_bps as f64);
                 let verdict = if r.goodput >= want {
                     Ok(())
                 } else {
-                    Err(format!("under {:.0} % of the model: {:.2} Mbit/s", factor * 100.0, want / 1e6))
+                    Err(format!("under the model: {:.2} Mbit/s", want / 1e6))
                 };
                 cells.push((path, cc, r, verdict));
             }

@@ -10,8 +10,8 @@
 //! linger; the sender never exceeds the receiver's advertised `alloc`. All at
 //! the default retry limit (8). On seeds whose paths lose nothing (about
 //! one in five), additionally: no WTIMER expiry on either side; on those
-//! that also keep order, the transfer within three times its serialisation
-//! time plus 40 round trips and the 3 s initial timeout.
+//! that also keep order, the transfer within a bound derived from the path
+//! (`path_bound`: serialisation, slow start's doublings and 10 round trips).
 //!
 //! `cargo test -p xtp-proto --test props` runs 1,000 seeds (CI);
 //! `cargo test --release -p xtp-proto --test props -- --ignored` runs the long
@@ -173,13 +173,29 @@ fn run_seed(seed: u64) -> Result<(), String> {
         l.drop_loss + l.drop_queue + l.drop_blackout + l.drop_mtu + l.corrupted
     };
     if loss_free && dropped(c, s) + dropped(s, c) == 0 {
-        // Nothing was lost (no queue overflow either), so any timeout was spurious, and the transfer
-        // is bounded by the path: its serialisation three times over plus
-        // 40 round trips and the 3 s initial timeout.
+        // Nothing was lost (no queue overflow either), so any timeout was
+        // spurious, and the transfer is bounded by the path.
         let elapsed = sim.now() - Instant::ZERO;
-        let bound = Duration::from_secs_f64(3.0 * total as f64 * 8.0 / rate as f64)
-            + (delay * 2) * 40
-            + Duration::from_secs(3);
+        let bound = path_bound(total, rate, delay);
+        if lossless && std::env::var_os("XTP_PROPS_VERBOSE").is_some() {
+            // The per-seed numbers PERF quotes (Session 22): how much of the
+            // bound each order-keeping loss-free seed used, and the round
+            // trips it took beyond serialisation and slow start.
+            let rtt = path_rtt(delay).as_secs_f64();
+            let rounds = (elapsed.as_secs_f64() - serialisation(total, rate)) / rtt
+                - slow_start_rounds(total, rate, delay);
+            eprintln!(
+                "BOUND seed {seed} total {total} rate {rate} delay_ms {} elapsed {:.3} bound {:.3} used {:.3} extra_rtts {rounds:.2}",
+                delay.as_millis(),
+                elapsed.as_secs_f64(),
+                bound.as_secs_f64(),
+                elapsed.as_secs_f64() / bound.as_secs_f64()
+            );
+            if std::env::var_os("XTP_TRACE").is_some() {
+                let ctx = sim.node(c).ctx;
+                eprintln!("  client {:?}", ctx.and_then(|x| sim.node(c).ep.context_stats(x)));
+            }
+        }
         for (who, n) in [("client", c), ("server", s)] {
             let ctx = sim.node(n).ctx;
             if let Some(st) = ctx.and_then(|x| sim.node(n).ep.context_stats(x))
@@ -233,6 +249,54 @@ fn run_seed(seed: u64) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// The longest round trip of a seed's path: its delay plus the most its
+/// jitter (a tenth of the delay, see `link`) adds, each way.
+fn path_rtt(delay: Duration) -> Duration {
+    (delay + delay / 10) * 2
+}
+
+/// Seconds to put `total` bytes on the wire at `rate` bit/s: XTP's 32-byte
+/// header per 1,400 data bytes.
+fn serialisation(total: usize, rate: u64) -> f64 {
+    total as f64 * 8.0 / rate as f64 * 1432.0 / 1400.0
+}
+
+/// Slow start's doublings from the initial window (10 packets) to the
+/// smaller of the transfer and the path's bandwidth-delay product: past the
+/// BDP the window no longer limits, the bottleneck does (serialisation).
+fn slow_start_rounds(total: usize, rate: u64, delay: Duration) -> f64 {
+    let packets = total.div_ceil(1400).max(1) as f64;
+    let bdp = rate as f64 / 8.0 * path_rtt(delay).as_secs_f64() / 1432.0;
+    (packets.min(bdp) / 10.0).max(1.0).log2()
+}
+
+/// The longest a transfer of `total` bytes may take on a loss-free,
+/// order-keeping path of `rate` bit/s and `delay` each way, from the first
+/// packet to both sides closed: its serialisation with 10 % to spare, plus
+/// one round trip (with the path's jitter) per doubling of slow start,
+/// plus OVERHEAD_RTTS round trips and 50 ms (see the constant).
+fn path_bound(total: usize, rate: u64, delay: Duration) -> Duration {
+    let rtt = path_rtt(delay).as_secs_f64();
+    Duration::from_secs_f64(
+        1.1 * serialisation(total, rate)
+            + (slow_start_rounds(total, rate, delay) + OVERHEAD_RTTS) * rtt
+            + 0.05,
+    )
+}
+
+/// Round trips a loss-free transfer spends beyond its serialisation and
+/// slow start's doublings. Two are the path's: the last data's report and
+/// the close (912 of the 930 bounded long-sweep seeds with delay >= 20 ms
+/// need at most 2). The other 8 are an allowance, not a model: on these
+/// paths (jitter ±10 % of the delay, up to 84 ms per round trip against
+/// HyStart++'s 4-16 ms threshold) CUBIC's round-minimum delay test fires on
+/// jitter and it leaves slow start at 110-260 packets, with no congestion
+/// event, far below the BDP, then grows linearly — a controller defect
+/// (PERF Session 22), open. Seeds 7015, 7840 and 8257 of `long_sweep` need
+/// 10.2-11.1 and fail the bound until it is fixed; the allowance is not
+/// widened to hide them.
+const OVERHEAD_RTTS: f64 = 10.0;
 
 fn sweep(seeds: std::ops::Range<u64>) {
     sweep_seeds(seeds);
