@@ -234,13 +234,10 @@ pub struct CalibRow {
     /// block → the sink's engine posts the message's last block; trace), ns.
     #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
     pub sync_proc_oneway_ns: f64,
-    /// Session 21: the processor one way's socket crossing — the sending
-    /// engine's first send call's start → the receiving engine's first
-    /// receive call's end after it (the send system call, the loopback,
-    /// the receiving engine's wake-up and its receive) — in the
-    /// ping-pong's way out (application's engine → echo's), its way back
-    /// (echo's engine → application's) and a synchronous send (sending
-    /// engine → sink's), ns; traced.
+    /// Session 21: the processor one way's socket crossing
+    /// (`e8_measure::crossing`: send call's start → the receiving engine's
+    /// receive call's end) in the ping-pong's way out (application's
+    /// engine → echo's), ns; traced.
     #[serde(default = "crate::experiment::nan", deserialize_with = "crate::experiment::f64_or_nan")]
     pub pp_cross_out_ns: f64,
     /// Session 21: the ping-pong's way back's socket crossing, ns.
@@ -478,8 +475,7 @@ struct Samples {
     sync_sink_wake: Vec<u64>,
     /// The processor's one way per synchronous send (trace), ns.
     sync_proc_oneway: Vec<u64>,
-    /// The socket crossings (trace): the ping-pong's way out and way
-    /// back, a synchronous send's, ns.
+    /// Socket crossings (trace), ns: the ping-pong's out and back, a send's.
     pp_cross: [Vec<u64>; 2],
     sync_cross: Vec<u64>,
     /// C of the sends that took one block; (C, blocks) of those that took
