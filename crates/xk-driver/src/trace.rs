@@ -14,7 +14,7 @@
 //! engine's `now` converts exactly: `epoch + now`.
 
 pub use crate::trace_clock::now_ns;
-use xk_trace::{Event, Point, cause, journey};
+use xk_trace::{Event, Point, cause, journey, wake};
 use xtp_proto::{Subscriber, Trace, WindowCause, Work};
 use xtp_wire::PacketType;
 
@@ -136,6 +136,35 @@ pub(crate) fn span_end_journey(start: u64, point: Point, journey: u64, a: u64, b
         xk_trace::record(Event::begin(start, point, journey, a, b));
         xk_trace::record(Event::end(now_ns(), point, journey, a, b));
     }
+}
+
+/// Records a [`Point::Park`] that began at `start` ([`span_start`]) and
+/// ends now: a blocking wait of `timeout` (`None`: unbounded) that `ppoll`
+/// ended with `r` (how many descriptors were ready, or the error), `ready`
+/// its descriptors' readiness, `bell` whether the first is the sleeper's
+/// doorbell. One place computes the wake cause for every wait.
+#[inline]
+pub(crate) fn park_end(
+    start: u64,
+    timeout: Option<xk_time::Duration>,
+    r: &Result<i32, nix::errno::Errno>,
+    ready: impl Iterator<Item = bool>,
+    bell: bool,
+) {
+    if start == 0 || !active() {
+        return;
+    }
+    let mut why = match r {
+        Ok(0) => wake::TIMER,
+        Err(nix::errno::Errno::EINTR) => wake::INTERRUPTED,
+        _ => 0,
+    };
+    for (i, on) in ready.enumerate() {
+        if on {
+            why |= if i == 0 && bell { wake::BELL } else { wake::SOCKET };
+        }
+    }
+    span_end(start, Point::Park, timeout.map_or(u64::MAX, |d| d.as_nanos() as u64), why);
 }
 
 /// The engine's subscriber: turns each [`Trace`] into an [`Event`] on the

@@ -165,4 +165,41 @@ fn journeys_cross_the_ring_and_reach_the_server() {
     let trains: Vec<_> = of(engine, Point::GsoTrain).collect();
     assert!(trains.iter().any(|t| t.a >= 2 && u64::from(t.b) >= 1000 * t.a), "trains: {trains:?}");
     assert!(rec.merged().windows(2).all(|w| w[0].1.t <= w[1].1.t));
+
+    // Every blocking wait is a `Park` span saying what ended it: the engine
+    // thread wakes for the application's doorbell (its writes) and for the
+    // socket (the echoes), the application for the engine's doorbell (the
+    // replies), the echo server's integrated driver for its socket.
+    let parks = |t: &xk_trace::ThreadEvents| -> Vec<(u64, u64, u64, u32)> {
+        let begins: Vec<_> = of(t, Point::Park).filter(|e| e.phase == Phase::Begin).collect();
+        let ends: Vec<_> = of(t, Point::Park).filter(|e| e.phase == Phase::End).collect();
+        assert_eq!(begins.len(), ends.len(), "{}: park edges unpaired", t.name);
+        begins.iter().zip(&ends).map(|(b, e)| (b.t, e.t, e.a, e.b)).collect()
+    };
+    let woke = |ps: &[(u64, u64, u64, u32)], why: u32| ps.iter().filter(|p| p.3 & why != 0).count();
+    let (ep, cp, sp) = (parks(engine), parks(client), parks(echo));
+    assert!(woke(&ep, xk_trace::wake::BELL) > 0, "engine never woken by its doorbell: {ep:?}");
+    assert!(woke(&ep, xk_trace::wake::SOCKET) > 0, "engine never woken by its socket: {ep:?}");
+    assert!(
+        woke(&cp, xk_trace::wake::BELL) >= count,
+        "application woken {} times for {count} replies",
+        cp.len()
+    );
+    assert_eq!(woke(&cp, xk_trace::wake::SOCKET), 0, "the application has no socket");
+    assert!(woke(&sp, xk_trace::wake::SOCKET) > 0, "echo's driver never woken by its socket: {sp:?}");
+    for (b, e, timeout, why) in ep.iter().chain(&cp).chain(&sp) {
+        assert!(b <= e && *timeout > 0);
+        // A wait the timer ended lasted its timeout (less 1 ms of slack:
+        // the engine asks its timers' remaining time in ns).
+        if *why == xk_trace::wake::TIMER {
+            assert!(e - b + 1_000_000 >= *timeout, "timer wake after {} ns of {timeout}", e - b);
+        }
+    }
+    // Each doorbell wake of the application follows a ring of its bell by
+    // the engine thread (no wake without a ring).
+    let rings: Vec<u64> = of(engine, Point::Bell).map(|e| e.t).collect();
+    for (b, e, _, why) in cp.iter().filter(|p| p.3 & xk_trace::wake::BELL != 0) {
+        assert!(rings.iter().any(|r| r <= e), "wake {b}..{e} ({why}) with no ring before it");
+    }
+    assert!(!of(client, Point::Bell).collect::<Vec<_>>().is_empty(), "the application never rang the engine");
 }

@@ -53,6 +53,9 @@ pub(crate) fn ring(parked: &AtomicU32, rings: &AtomicU64, bell: BorrowedFd<'_>, 
     fence(Ordering::SeqCst);
     if parked.load(Ordering::Relaxed) & what != 0 && parked.swap(0, Ordering::SeqCst) != 0 {
         rings.fetch_add(1, Ordering::Relaxed);
+        // Before the write, so the sleeper's wake latency is measured from
+        // the moment it could first have woken.
+        crate::trace::instant(xk_trace::Point::Bell, 0, u64::from(what), 0);
         // Cannot fail short of the counter overflowing (2^64 - 2 rings).
         let _ = rustix::io::write(bell, &1u64.to_ne_bytes());
     }
@@ -96,7 +99,9 @@ pub(crate) fn sleep(
         .chain(extra.iter().copied())
         .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
         .collect();
+    let t0 = crate::trace::span_start();
     let r = ppoll(&mut fds, ts, None);
+    crate::trace::park_end(t0, timeout, &r, fds.iter().map(|p| p.any().unwrap_or(false)), true);
     woken(parked, bell);
     match r {
         Ok(_) => Ok(fds[1..].iter().map(|p| p.any().unwrap_or(false)).collect()),

@@ -208,6 +208,7 @@ pub(crate) fn reading_text(
                 pieces(rows)
             );
             s += &mid_wake_text(rows);
+            s += &crossing_text(rows);
         }
     }
     if let Some(dec) = delta_dec {
@@ -360,6 +361,52 @@ fn sign_count(c: &Check, over: bool) -> usize {
     c.errors(true).into_iter().filter(|e| e.is_finite() && if over { *e > 0.0 } else { *e < 0.0 }).count()
 }
 
+/// δ as the sends' one way at the length with their socket crossing
+/// swapped for the mean of the ping-pong's two (Session 21): a
+/// decomposition — the crossings are cut from the ping-pong itself — that
+/// shows whether the crossing holds where the operations part; NaN where
+/// a crossing was not recorded.
+pub(crate) fn delay_with_pp_crossings(r: &CalibRow) -> f64 {
+    r.sync_oneway_ns - r.sync_cross_ns + 0.5 * (r.pp_cross_out_ns + r.pp_cross_back_ns)
+}
+
+/// The sentence on the socket crossings (Session 21), from this run's
+/// numbers: per length the ping-pong's way out, its way back and a
+/// synchronous send's crossing (µs), and how far δ is from the sends' one
+/// way with their crossing swapped for the ping-pong's mean — empty when
+/// the crossings were not recorded (results before Session 21).
+pub(crate) fn crossing_text(rows: &[&CalibRow]) -> String {
+    if !rows.iter().any(|r| r.sync_cross_ns.is_finite()) {
+        return String::new();
+    }
+    let per: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} B {:.1} / {:.1} / {:.1}",
+                r.size,
+                r.pp_cross_out_ns / 1e3,
+                r.pp_cross_back_ns / 1e3,
+                r.sync_cross_ns / 1e3
+            )
+        })
+        .collect();
+    let errs: Vec<(usize, f64)> = rows
+        .iter()
+        .map(|r| (r.size, delay_with_pp_crossings(r) / r.delay_ns - 1.0))
+        .filter(|e| e.1.is_finite())
+        .collect();
+    let worst = errs.iter().fold((0, 0.0f64), |a, &b| if b.1.abs() > a.1.abs() { b } else { a });
+    format!(
+        "The socket crossing inside the processor's one way (Session 21: the sending engine's send call's start → the receiving engine's receive call's end; µs, the ping-pong's way out / its way back / a synchronous send's): {}. δ as the sends' one way at the length with their crossing swapped for the mean of the ping-pong's two (a decomposition, the crossings cut from the ping-pong: no verdict) is off by up to {:+.1} % (at {} B; {} of {} lengths within 10 %). ",
+        per.join("; "),
+        100.0 * worst.1,
+        worst.0,
+        errs.iter().filter(|e| e.1.abs() <= 0.10).count(),
+        errs.len()
+    )
+}
+
 /// "−3.1 … +8.2 %": the signed range of a check's errors.
 fn signed_range(c: &Check) -> String {
     let e: Vec<f64> = c.errors(true).into_iter().filter(|e| e.is_finite()).collect();
@@ -403,6 +450,27 @@ mod tests {
         let d = delay_from_sends(&refs, &cal.model);
         assert!(d.unrecorded && d.points.iter().all(|p| p.3.is_nan()));
         assert!(delay_references(&refs).iter().all(|c| c.unrecorded));
+    }
+
+    #[test]
+    fn the_crossing_swap_takes_the_ping_pongs_mean_crossing_for_the_sends() {
+        let x = Extended { mss: 1400.0, ..exact_model() };
+        let mut rows = rows_of(&x, &[1, 14_000], 1400);
+        // Not recorded (results before Session 21): no sentence.
+        let refs: Vec<&CalibRow> = rows.iter().collect();
+        assert_eq!(crossing_text(&refs), "");
+        // The sends' crossing 26 µs, the ping-pong's 26 out and 13 back:
+        // the sends' one way less 6.5 µs is the ping-pong's one way.
+        for r in &mut rows {
+            r.sync_cross_ns = 26e3;
+            r.pp_cross_out_ns = 26e3;
+            r.pp_cross_back_ns = 13e3;
+            r.sync_oneway_ns = r.delay_ns + 6.5e3;
+        }
+        let refs: Vec<&CalibRow> = rows.iter().collect();
+        assert!(rows.iter().all(|r| (delay_with_pp_crossings(r) - r.delay_ns).abs() < 1e-6));
+        let t = crossing_text(&refs);
+        assert!(t.contains("1 B 26.0 / 13.0 / 26.0") && t.contains("2 of 2 lengths within 10 %"), "{t}");
     }
 
     #[test]
