@@ -56,7 +56,7 @@ pub(crate) fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io
     let ts = timeout.map(|d| TimeSpec::from_duration(std::time::Duration::from_nanos(d.as_nanos() as u64)));
     let t0 = crate::trace::span_start();
     let r = ppoll(&mut fds, ts, None);
-    crate::trace::park_end(t0, timeout, &r, fds.iter().map(|p| p.any().unwrap_or(false)), false);
+    crate::trace::park_end(t0, timeout, &r, fds.iter().map(|p| p.any().unwrap_or(false)), 0..0);
     match r {
         Ok(n) => Ok(n > 0),
         Err(Errno::EINTR) => Ok(false),

@@ -38,4 +38,6 @@ mod recorder;
 pub use cycles::cycles;
 pub use event::{Event, Layer, Phase, Point, cause, journey, wake};
 pub use profile::{PhaseProfile, profile};
-pub use recorder::{Config, Recording, ThreadEvents, enabled, finish, name_thread, record, start};
+pub use recorder::{
+    Config, Recording, ThreadEvents, enabled, finish, name_thread, record, record_span, start,
+};

@@ -188,6 +188,27 @@ pub fn record(event: Event) {
     });
 }
 
+/// Records a span's two edges, `begin` then `end`, into the calling
+/// thread's buffer together if a recording runs: [`finish`] takes a
+/// buffer under its lock, so it sees both edges or neither (two
+/// [`record`] calls let it end the recording between them and keep a
+/// begin without its end).
+#[inline]
+pub fn record_span(begin: Event, end: Event) {
+    if !enabled() {
+        return;
+    }
+    with_buffer(|b| {
+        let generation = GENERATION.load(Ordering::Relaxed);
+        for e in [begin, end] {
+            if b.buf.len() == b.buf.capacity() || b.generation != generation {
+                b.make_room(generation);
+            }
+            b.buf.push(e);
+        }
+    });
+}
+
 /// Names the calling thread in exports and, while a recording runs,
 /// allocates its buffer now (call it when a thread on the data path starts,
 /// so its first event does not allocate).

@@ -101,7 +101,7 @@ pub(crate) fn sleep(
         .collect();
     let t0 = crate::trace::span_start();
     let r = ppoll(&mut fds, ts, None);
-    crate::trace::park_end(t0, timeout, &r, fds.iter().map(|p| p.any().unwrap_or(false)), true);
+    crate::trace::park_end(t0, timeout, &r, fds.iter().map(|p| p.any().unwrap_or(false)), 0..1);
     woken(parked, bell);
     match r {
         Ok(_) => Ok(fds[1..].iter().map(|p| p.any().unwrap_or(false)).collect()),

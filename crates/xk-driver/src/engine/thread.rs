@@ -97,6 +97,6 @@ fn sleep_on<T: Transport>(
 ) -> io::Result<()> {
     match e.split(0) {
         (fd, Some(link)) => link.park(data, false, space, Some(fd), Some(sleep)).map(|_| ()),
-        (fd, None) => super::serve::wait_readable(&[fd], sleep).map(|_| ()),
+        (fd, None) => super::serve::wait_readable(&[fd], 1, sleep).map(|_| ()),
     }
 }

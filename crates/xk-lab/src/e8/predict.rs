@@ -372,39 +372,46 @@ pub(crate) fn delay_with_pp_crossings(r: &CalibRow) -> f64 {
 
 /// The sentence on the socket crossings (Session 21), from this run's
 /// numbers: per length the ping-pong's way out, its way back and a
-/// synchronous send's crossing (µs), and how far δ is from the sends' one
-/// way with their crossing swapped for the ping-pong's mean — empty when
-/// the crossings were not recorded (results before Session 21).
+/// synchronous send's crossing (µs; "–" for one not recorded at that
+/// length), and how far δ is from the sends' one way with their crossing
+/// swapped for the ping-pong's mean over the lengths where all three were
+/// recorded — empty when no crossing was recorded (results before Session
+/// 21), and without the comparison when no length has all three. Never
+/// prints NaN.
 pub(crate) fn crossing_text(rows: &[&CalibRow]) -> String {
-    if !rows.iter().any(|r| r.sync_cross_ns.is_finite()) {
+    let recorded = |r: &CalibRow| [r.pp_cross_out_ns, r.pp_cross_back_ns, r.sync_cross_ns];
+    if !rows.iter().any(|r| recorded(r).iter().any(|x| x.is_finite())) {
         return String::new();
     }
+    let us = |x: f64| if x.is_finite() { format!("{:.1}", x / 1e3) } else { "–".to_owned() };
     let per: Vec<String> = rows
         .iter()
+        .filter(|r| recorded(r).iter().any(|x| x.is_finite()))
         .map(|r| {
-            format!(
-                "{} B {:.1} / {:.1} / {:.1}",
-                r.size,
-                r.pp_cross_out_ns / 1e3,
-                r.pp_cross_back_ns / 1e3,
-                r.sync_cross_ns / 1e3
-            )
+            let [o, b, x] = recorded(r);
+            format!("{} B {} / {} / {}", r.size, us(o), us(b), us(x))
         })
         .collect();
     let errs: Vec<(usize, f64)> = rows
         .iter()
+        .filter(|r| r.delay_ns > 0.0)
         .map(|r| (r.size, delay_with_pp_crossings(r) / r.delay_ns - 1.0))
         .filter(|e| e.1.is_finite())
         .collect();
-    let worst = errs.iter().fold((0, 0.0f64), |a, &b| if b.1.abs() > a.1.abs() { b } else { a });
-    format!(
-        "The socket crossing inside the processor's one way (Session 21: the sending engine's send call's start → the receiving engine's receive call's end; µs, the ping-pong's way out / its way back / a synchronous send's): {}. δ as the sends' one way at the length with their crossing swapped for the mean of the ping-pong's two (a decomposition, the crossings cut from the ping-pong: no verdict) is off by up to {:+.1} % (at {} B; {} of {} lengths within 10 %). ",
-        per.join("; "),
-        100.0 * worst.1,
-        worst.0,
-        errs.iter().filter(|e| e.1.abs() <= 0.10).count(),
-        errs.len()
-    )
+    let mut s = format!(
+        "The socket crossing inside the processor's one way (Session 21: the sending engine's send call's start → the receiving engine's receive call's end; µs, the ping-pong's way out / its way back / a synchronous send's): {}. ",
+        per.join("; ")
+    );
+    if let Some(worst) = errs.iter().copied().reduce(|a, b| if b.1.abs() > a.1.abs() { b } else { a }) {
+        s += &format!(
+            "δ as the sends' one way at the length with their crossing swapped for the mean of the ping-pong's two (a decomposition: the crossings are cut from the ping-pong itself, so this is not a prediction) is off by up to {:+.1} % (at {} B; {} of {} lengths within 10 %). ",
+            100.0 * worst.1,
+            worst.0,
+            errs.iter().filter(|e| e.1.abs() <= 0.10).count(),
+            errs.len()
+        );
+    }
+    s
 }
 
 /// "−3.1 … +8.2 %": the signed range of a check's errors.
@@ -471,6 +478,21 @@ mod tests {
         assert!(rows.iter().all(|r| (delay_with_pp_crossings(r) - r.delay_ns).abs() < 1e-6));
         let t = crossing_text(&refs);
         assert!(t.contains("1 B 26.0 / 13.0 / 26.0") && t.contains("2 of 2 lengths within 10 %"), "{t}");
+        // A length without a send's crossing (none of its sends traced
+        // whole) and one where the ping-pong's way back was lost: shown as
+        // "–", left out of the comparison, never NaN.
+        rows[0].sync_cross_ns = f64::NAN;
+        rows[1].pp_cross_back_ns = f64::NAN;
+        let refs: Vec<&CalibRow> = rows.iter().collect();
+        let t = crossing_text(&refs);
+        assert!(!t.contains("NaN") && !t.contains("inf"), "{t}");
+        assert!(t.contains("1 B 26.0 / 13.0 / –") && t.contains("14000 B 26.0 / – / 26.0"), "{t}");
+        assert!(!t.contains("lengths within 10 %"), "compared with no length whole: {t}");
+        // One length whole again: the comparison counts it alone.
+        rows[0].sync_cross_ns = 26e3;
+        let refs: Vec<&CalibRow> = rows.iter().collect();
+        let t = crossing_text(&refs);
+        assert!(t.contains("at 1 B; 1 of 1 lengths within 10 %"), "{t}");
     }
 
     #[test]
