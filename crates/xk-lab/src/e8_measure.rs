@@ -642,6 +642,7 @@ pub(crate) static TRACE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xk_trace::Event;
 
     #[test]
     fn a_crossing_runs_from_the_send_call_to_the_first_receive_ending_after_it() {
@@ -656,7 +657,6 @@ mod tests {
         assert_eq!(crossing(&sends, &recvs, 250, 350), None);
         assert_eq!(crossing(&sends, &recvs, 330, 500), None);
     }
-    use xk_trace::Event;
 
     #[test]
     fn cpu_line_is_parsed_strictly() {

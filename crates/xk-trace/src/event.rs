@@ -114,12 +114,15 @@ pub enum Point {
     /// A thread blocks waiting (span: the `ppoll` that sleeps — the engine
     /// thread's park on its doorbell and socket, or the integrated mode's
     /// and the application's wait). a: the timeout asked (ns, saturating;
-    /// `u64::MAX`: none), b: what woke it ([`wake`] bits; 0: returned with
-    /// nothing readable before its timeout, spurious).
+    /// `u64::MAX`: none), b: what woke it ([`wake`] bits; a timeout is
+    /// [`wake::TIMER`]; 0 only when `ppoll` failed with an error other
+    /// than `EINTR`).
     Park,
     /// A doorbell rung: the eventfd write that wakes the other side of a
     /// ring, which had parked for what was made available (instant, on the
-    /// waker's thread). a: what the sleeper waited for (its `parked` bits).
+    /// waker's thread). a: what the sleeper waited for (its `parked` bits,
+    /// as the ring's swap took them; a superset of what the waker made
+    /// available when the sleeper waited for more than one thing).
     Bell,
     /// The emulator took a datagram in. a: bytes.
     EmuArrive,
