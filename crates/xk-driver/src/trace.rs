@@ -14,7 +14,7 @@
 //! engine's `now` converts exactly: `epoch + now`.
 
 pub use crate::trace_clock::now_ns;
-use xk_trace::{Event, Point, cause, journey};
+use xk_trace::{Event, Point, cause, journey, wake};
 use xtp_proto::{Subscriber, Trace, WindowCause, Work};
 use xtp_wire::PacketType;
 
@@ -87,18 +87,24 @@ impl RingTrace {
     }
 
     /// A block crossed: pushed (`push`) or popped, on the application's
-    /// side (`app`) or the engine's. Records `RingPush`/`RingPop` (b: 0
-    /// towards the engine, 1 from it) and notes the journey for the
+    /// side (`app`) or the engine's, at `at` ([`span_start`] read before
+    /// the push published the block; 0: now). Records `RingPush`/`RingPop`
+    /// (b: 0 towards the engine, 1 from it) and notes the journey for the
     /// hand-off: the application's write span takes its first push, the
-    /// engine's write into the endpoint the block it popped.
+    /// engine's write into the endpoint the block it popped. A push's time
+    /// must be read before it publishes: read after, the other side can
+    /// pop the block (and record its pop) first while the pusher is
+    /// preempted between the two, and the pop then precedes its push.
     #[inline]
-    pub(crate) fn crossed(&mut self, push: bool, app: bool) {
+    pub(crate) fn crossed(&mut self, push: bool, app: bool, at: u64) {
         if COMPILED {
             let n = self.n;
             self.n += 1;
             if active() {
                 let j = journey(self.ring, n);
-                instant(if push { Point::RingPush } else { Point::RingPop }, j, n, u32::from(push != app));
+                let point = if push { Point::RingPush } else { Point::RingPop };
+                let t = if at != 0 { at } else { now_ns() };
+                xk_trace::record(Event::instant(t, point, j, n, u32::from(push != app)));
                 if push == app {
                     note(j, push);
                 }
@@ -133,9 +139,43 @@ pub(crate) fn span_end(start: u64, point: Point, a: u64, b: u32) {
 #[inline]
 pub(crate) fn span_end_journey(start: u64, point: Point, journey: u64, a: u64, b: u32) {
     if start != 0 && active() {
-        xk_trace::record(Event::begin(start, point, journey, a, b));
-        xk_trace::record(Event::end(now_ns(), point, journey, a, b));
+        // Both edges in one call: a recording ended between two calls
+        // would keep the begin alone.
+        xk_trace::record_span(
+            Event::begin(start, point, journey, a, b),
+            Event::end(now_ns(), point, journey, a, b),
+        );
     }
+}
+
+/// Records a [`Point::Park`] that began at `start` ([`span_start`]) and
+/// ends now: a blocking wait of `timeout` (`None`: unbounded) that `ppoll`
+/// ended with `r` (how many descriptors were ready, or the error), `ready`
+/// its descriptors' readiness, `bells` the positions of the sleeper's
+/// doorbells (eventfds) among them, every other descriptor a socket. One
+/// place computes the wake cause for every wait.
+#[inline]
+pub(crate) fn park_end(
+    start: u64,
+    timeout: Option<xk_time::Duration>,
+    r: &Result<i32, nix::errno::Errno>,
+    ready: impl Iterator<Item = bool>,
+    bells: std::ops::Range<usize>,
+) {
+    if start == 0 || !active() {
+        return;
+    }
+    let mut why = match r {
+        Ok(0) => wake::TIMER,
+        Err(nix::errno::Errno::EINTR) => wake::INTERRUPTED,
+        _ => 0,
+    };
+    for (i, on) in ready.enumerate() {
+        if on {
+            why |= if bells.contains(&i) { wake::BELL } else { wake::SOCKET };
+        }
+    }
+    span_end(start, Point::Park, timeout.map_or(u64::MAX, |d| d.as_nanos() as u64), why);
 }
 
 /// The engine's subscriber: turns each [`Trace`] into an [`Event`] on the

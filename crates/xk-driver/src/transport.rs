@@ -54,7 +54,10 @@ pub trait Transport {
 pub(crate) fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<bool> {
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
     let ts = timeout.map(|d| TimeSpec::from_duration(std::time::Duration::from_nanos(d.as_nanos() as u64)));
-    match ppoll(&mut fds, ts, None) {
+    let t0 = crate::trace::span_start();
+    let r = ppoll(&mut fds, ts, None);
+    crate::trace::park_end(t0, timeout, &r, fds.iter().map(|p| p.any().unwrap_or(false)), 0..0);
+    match r {
         Ok(n) => Ok(n > 0),
         Err(Errno::EINTR) => Ok(false),
         Err(e) => Err(io::Error::from_raw_os_error(e as i32)),

@@ -341,6 +341,34 @@ fn crossings(from: &[u64], to: &[u64]) -> Vec<(u64, u64)> {
     out
 }
 
+/// The (start, end) of every `point` span on the thread `tid`, sorted.
+pub(crate) fn calls(rec: &Recording, tid: u32, point: Point) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = rec
+        .threads
+        .iter()
+        .filter(|t| t.tid == tid)
+        .flat_map(|t| spans(t, point))
+        .map(|(b, d)| (b, b + d))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// A processor one way's socket crossing (Session 21): from the sending
+/// engine's first send call (`sends`, its `SendCall` spans) starting in
+/// [`from`, `upto`] to the end of the receiving engine's first receive
+/// call (`recvs`) ending after that send call and by `upto` — the send
+/// system call (on loopback it runs the delivery and the receiver's
+/// wake-up), the receiving engine's wake-up and its receive call; None
+/// when either is not traced.
+pub(crate) fn crossing(sends: &[(u64, u64)], recvs: &[(u64, u64)], from: u64, upto: u64) -> Option<u64> {
+    let i = sends.partition_point(|s| s.0 < from);
+    let &(sb, s_end) = sends.get(i).filter(|s| s.0 <= upto)?;
+    let j = recvs.partition_point(|r| r.1 < s_end);
+    let &(_, r_end) = recvs.get(j).filter(|r| r.1 <= upto)?;
+    Some(r_end - sb)
+}
+
 /// Times of `point` instants with argument `b` on the thread numbered
 /// `tid` in the recording.
 pub(crate) fn instants(rec: &Recording, tid: u32, point: Point, b: u32) -> Vec<u64> {
@@ -615,6 +643,20 @@ pub(crate) static TRACE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 mod tests {
     use super::*;
     use xk_trace::Event;
+
+    #[test]
+    fn a_crossing_runs_from_the_send_call_to_the_first_receive_ending_after_it() {
+        // Send calls (start, end) and receive calls: the first send call
+        // at or after `from`, the first receive ending after it, by `upto`.
+        let sends = [(10, 15), (100, 110), (300, 320)];
+        let recvs = [(5, 12), (90, 112), (105, 130), (400, 420)];
+        assert_eq!(crossing(&sends, &recvs, 50, 200), Some(112 - 100));
+        // A receive ending before the send call ended is not its arrival.
+        assert_eq!(crossing(&sends, &recvs, 0, 200), Some(112 - 10));
+        // Nothing received by `upto`, no send call in the window: None.
+        assert_eq!(crossing(&sends, &recvs, 250, 350), None);
+        assert_eq!(crossing(&sends, &recvs, 330, 500), None);
+    }
 
     #[test]
     fn cpu_line_is_parsed_strictly() {

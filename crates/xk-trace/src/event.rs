@@ -111,6 +111,19 @@ pub enum Point {
     /// One GSO super-datagram the kernel took (instant, inside a
     /// `SendCall`). a: segments (the GSO train), b: bytes.
     GsoTrain,
+    /// A thread blocks waiting (span: the `ppoll` that sleeps — the engine
+    /// thread's park on its doorbell and socket, or the integrated mode's
+    /// and the application's wait). a: the timeout asked (ns, saturating;
+    /// `u64::MAX`: none), b: what woke it ([`wake`] bits; a timeout is
+    /// [`wake::TIMER`]; 0 only when `ppoll` failed with an error other
+    /// than `EINTR`).
+    Park,
+    /// A doorbell rung: the eventfd write that wakes the other side of a
+    /// ring, which had parked for what was made available (instant, on the
+    /// waker's thread). a: what the sleeper waited for (its `parked` bits,
+    /// as the ring's swap took them; a superset of what the waker made
+    /// available when the sleeper waited for more than one thing).
+    Bell,
     /// The emulator took a datagram in. a: bytes.
     EmuArrive,
     /// The emulator released a datagram. a: bytes.
@@ -119,7 +132,7 @@ pub enum Point {
 
 impl Point {
     /// Every point, in order.
-    pub const ALL: [Point; 26] = [
+    pub const ALL: [Point; 28] = [
         Point::AppWrite,
         Point::AppRead,
         Point::RingPush,
@@ -144,6 +157,8 @@ impl Point {
         Point::SendCall,
         Point::RecvCall,
         Point::GsoTrain,
+        Point::Park,
+        Point::Bell,
         Point::EmuArrive,
         Point::EmuRelease,
     ];
@@ -153,7 +168,7 @@ impl Point {
         match self {
             Point::AppWrite | Point::AppRead => Layer::App,
             Point::RingPush | Point::RingPop => Layer::Ring,
-            Point::SendCall | Point::RecvCall | Point::GsoTrain => Layer::Driver,
+            Point::SendCall | Point::RecvCall | Point::GsoTrain | Point::Park | Point::Bell => Layer::Driver,
             Point::EmuArrive | Point::EmuRelease => Layer::Emu,
             _ => Layer::Engine,
         }
@@ -186,6 +201,8 @@ impl Point {
             Point::SendCall => "send_call",
             Point::RecvCall => "recv_call",
             Point::GsoTrain => "gso_train",
+            Point::Park => "park",
+            Point::Bell => "bell",
             Point::EmuArrive => "emu_arrive",
             Point::EmuRelease => "emu_release",
         }
@@ -202,6 +219,18 @@ pub mod cause {
     pub const TIMEOUT: u32 = 2;
     /// A spurious reduction undone.
     pub const UNDO: u32 = 3;
+}
+
+/// What ended a [`Point::Park`] (its `b`, bits; several can hold).
+pub mod wake {
+    /// The sleeper's doorbell (eventfd) was readable: the other side rang.
+    pub const BELL: u32 = 1;
+    /// A socket was readable: a datagram waits.
+    pub const SOCKET: u32 = 2;
+    /// The timeout passed (`ppoll` returned 0): the sleeper's timer.
+    pub const TIMER: u32 = 4;
+    /// A signal interrupted the wait (`EINTR`).
+    pub const INTERRUPTED: u32 = 8;
 }
 
 /// One tracepoint hit: 32 bytes, plain data.

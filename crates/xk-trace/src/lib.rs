@@ -36,6 +36,8 @@ pub mod profile;
 mod recorder;
 
 pub use cycles::cycles;
-pub use event::{Event, Layer, Phase, Point, cause, journey};
+pub use event::{Event, Layer, Phase, Point, cause, journey, wake};
 pub use profile::{PhaseProfile, profile};
-pub use recorder::{Config, Recording, ThreadEvents, enabled, finish, name_thread, record, start};
+pub use recorder::{
+    Config, Recording, ThreadEvents, enabled, finish, name_thread, record, record_span, start,
+};

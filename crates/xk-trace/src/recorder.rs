@@ -103,9 +103,23 @@ struct Buffer {
 }
 
 impl Buffer {
-    /// Makes room for one more event of recording `generation`.
+    /// Appends `events` (one, or a span's two edges) to the current
+    /// recording, making room for all of them first: over the event budget
+    /// `make_room` drops the partial buffer, and room made per event could
+    /// drop a span's `begin` and keep its `end` alone.
+    #[inline]
+    fn push(&mut self, events: &[Event]) {
+        let generation = GENERATION.load(Ordering::Relaxed);
+        if self.buf.capacity() - self.buf.len() < events.len() || self.generation != generation {
+            self.make_room(generation, events.len());
+        }
+        self.buf.extend_from_slice(events);
+    }
+
+    /// Makes room for `n` more events of recording `generation` (`n` is at
+    /// most a few, far below the chunk size).
     #[cold]
-    fn make_room(&mut self, generation: u64) {
+    fn make_room(&mut self, generation: u64, n: usize) {
         if self.generation != generation {
             self.buf.clear();
             self.full.clear();
@@ -115,13 +129,13 @@ impl Buffer {
                 self.max_events = c.max_events;
             }
         }
-        if self.buf.len() < self.buf.capacity() {
+        if self.buf.capacity() - self.buf.len() >= n {
             return;
         }
         if self.buf.is_empty() {
-            self.buf.reserve_exact(self.chunk);
+            self.buf.reserve_exact(self.chunk.max(n));
         } else if KEPT.fetch_add(self.buf.len(), Ordering::Relaxed) + self.buf.len() <= self.max_events {
-            let full = std::mem::replace(&mut self.buf, Vec::with_capacity(self.chunk));
+            let full = std::mem::replace(&mut self.buf, Vec::with_capacity(self.chunk.max(n)));
             self.full.push(full);
         } else {
             KEPT.fetch_sub(self.buf.len(), Ordering::Relaxed);
@@ -179,13 +193,20 @@ pub fn record(event: Event) {
     if !enabled() {
         return;
     }
-    with_buffer(|b| {
-        let generation = GENERATION.load(Ordering::Relaxed);
-        if b.buf.len() == b.buf.capacity() || b.generation != generation {
-            b.make_room(generation);
-        }
-        b.buf.push(event);
-    });
+    with_buffer(|b| b.push(&[event]));
+}
+
+/// Records a span's two edges, `begin` then `end`, into the calling
+/// thread's buffer together if a recording runs: [`finish`] takes a
+/// buffer under its lock, so it sees both edges or neither (two
+/// [`record`] calls let it end the recording between them and keep a
+/// begin without its end).
+#[inline]
+pub fn record_span(begin: Event, end: Event) {
+    if !enabled() {
+        return;
+    }
+    with_buffer(|b| b.push(&[begin, end]));
 }
 
 /// Names the calling thread in exports and, while a recording runs,
@@ -197,7 +218,7 @@ pub fn name_thread(name: &str) {
         if enabled() {
             let generation = GENERATION.load(Ordering::Relaxed);
             if b.buf.capacity() == 0 || b.generation != generation {
-                b.make_room(generation);
+                b.make_room(generation, 1);
             }
         }
     });
@@ -254,7 +275,7 @@ pub fn finish() -> Recording {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Point, journey};
+    use crate::event::{Phase, Point, journey};
 
     /// One test for the process-global recorder (tests run in parallel).
     #[test]
@@ -300,6 +321,35 @@ mod tests {
         let rec = finish();
         assert_eq!(rec.len() as u64 + rec.dropped, 40);
         assert!(rec.len() <= 30);
+        // At the budget a span keeps both edges or neither: chunks of 3,
+        // budget 4. An instant and a span fill the first chunk (kept); the
+        // next span starts the second; the third span's `end` would not fit
+        // and making room drops the partial buffer — with room made per
+        // edge the `end` went into the emptied buffer alone, and was kept.
+        // (On a new thread: this one's buffer keeps its earlier capacity.)
+        start(Config { chunk: 3, max_events: 4 });
+        std::thread::Builder::new()
+            .name("spans".into())
+            .spawn(|| {
+                name_thread("spans");
+                record(Event::instant(1, Point::Read, 0, 0, 0));
+                for n in 0..3u64 {
+                    record_span(
+                        Event::begin(10 * n, Point::PacketBuild, 0, n, 0),
+                        Event::end(10 * n + 5, Point::PacketBuild, 0, n, 0),
+                    );
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let rec = finish();
+        let main =
+            rec.threads.iter().find(|t| t.name == "spans").expect("the span thread's first chunk kept");
+        let phases: Vec<Phase> =
+            main.events.iter().filter(|e| e.point == Point::PacketBuild).map(|e| e.phase).collect();
+        assert!(!phases.is_empty() && phases.len().is_multiple_of(2), "span edges unpaired: {phases:?}");
+        assert!(phases.chunks(2).all(|p| p == [Phase::Begin, Phase::End]), "span edges unpaired: {phases:?}");
         record(Event::instant(1, Point::Write, 0, 0, 0));
         assert!(finish().is_empty(), "nothing recorded between recordings");
     }

@@ -266,7 +266,7 @@ impl ShmLink {
     fn push_block(&mut self, kind: u32, w: &codec::Writer, payload: Option<&[u8]>, urgent: bool) -> bool {
         match push(&mut self.tx, kind, w, payload, &self.mine) {
             Ok(true) => {
-                self.tn_trace.crossed(true, true);
+                self.tn_trace.crossed(true, true, 0);
                 self.need = codec::META_MAX + 64;
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 true
@@ -310,7 +310,7 @@ impl AppLink for ShmLink {
                 return None;
             }
         };
-        self.fn_trace.crossed(false, true);
+        self.fn_trace.crossed(false, true, 0);
         // Zero copy unless views already hold half the ring.
         let view = self.rx.held() <= self.cap / 2;
         if !view && rec.kind == codec::DATA {
@@ -521,7 +521,7 @@ impl Port for ShmPort {
                 return None;
             }
         };
-        self.tn_trace.crossed(false, false);
+        self.tn_trace.crossed(false, false, 0);
         let view = self.rx.held() <= self.cap / 2;
         if !view && codec::has_payload(rec.kind) {
             self.mine.add(3, rec.len as u64);
@@ -536,7 +536,7 @@ impl Port for ShmPort {
         let (kind, w, payload) = codec::encode_from_engine(&b);
         match push(&mut self.tx, kind, &w, payload.map(|p| &p[..]), &self.mine) {
             Ok(true) => {
-                self.fn_trace.crossed(true, false);
+                self.fn_trace.crossed(true, false, 0);
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 Ok(())
             }

@@ -166,7 +166,7 @@ impl<T: Transport> Daemon<T> {
             // then neither take another's wake-up (by reading a shared
             // eventfd) nor be woken for another's blocks.
             fds.extend(ports.iter().map(|p| p.mine.fd()));
-            match wait_readable(&fds, if partial { sleep.min(LOOK_EVERY) } else { sleep }) {
+            match wait_readable(&fds, bells, if partial { sleep.min(LOOK_EVERY) } else { sleep }) {
                 Ok(rd) => {
                     look |= rd[1..bells].iter().any(|&b| b);
                     for (p, _) in ports.iter().zip(&rd[bells..]).filter(|(_, rung)| **rung) {

@@ -51,8 +51,16 @@ pub(crate) fn want(data: bool, urgent_only: bool, space: bool) -> u32 {
 /// `parked` if it sleeps for it (counting the wake-up in `rings`).
 pub(crate) fn ring(parked: &AtomicU32, rings: &AtomicU64, bell: BorrowedFd<'_>, what: u32) {
     fence(Ordering::SeqCst);
-    if parked.load(Ordering::Relaxed) & what != 0 && parked.swap(0, Ordering::SeqCst) != 0 {
+    if parked.load(Ordering::Relaxed) & what == 0 {
+        return;
+    }
+    let waited = parked.swap(0, Ordering::SeqCst);
+    if waited != 0 {
         rings.fetch_add(1, Ordering::Relaxed);
+        // Before the write, so the sleeper's wake latency is measured from
+        // the moment it could first have woken. The sleeper's bits (the
+        // event's documented `a`), not `what`.
+        crate::trace::instant(xk_trace::Point::Bell, 0, u64::from(waited), 0);
         // Cannot fail short of the counter overflowing (2^64 - 2 rings).
         let _ = rustix::io::write(bell, &1u64.to_ne_bytes());
     }
@@ -96,7 +104,9 @@ pub(crate) fn sleep(
         .chain(extra.iter().copied())
         .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
         .collect();
+    let t0 = crate::trace::span_start();
     let r = ppoll(&mut fds, ts, None);
+    crate::trace::park_end(t0, timeout, &r, fds.iter().map(|p| p.any().unwrap_or(false)), 0..1);
     woken(parked, bell);
     match r {
         Ok(_) => Ok(fds[1..].iter().map(|p| p.any().unwrap_or(false)).collect()),

@@ -128,9 +128,10 @@ impl<O, I> Link<O, I> {
     /// Posts a block; gives it back when the ring is full. A block that is
     /// not `urgent` does not wake a side sleeping for urgent blocks only.
     pub(crate) fn try_send(&mut self, block: O, urgent: bool) -> Result<(), O> {
+        let at = crate::trace::span_start();
         match self.tx.push(block) {
             Ok(()) => {
-                self.tx_trace.crossed(true, self.app);
+                self.tx_trace.crossed(true, self.app, at);
                 self.theirs.ring(if urgent { WANT_DATA | WANT_URGENT } else { WANT_DATA });
                 Ok(())
             }
@@ -144,7 +145,7 @@ impl<O, I> Link<O, I> {
     /// Takes a block, if one is waiting.
     pub(crate) fn try_recv(&mut self) -> Option<I> {
         let b = self.rx.pop().ok()?;
-        self.rx_trace.crossed(false, self.app);
+        self.rx_trace.crossed(false, self.app, 0);
         // Only an atomic load unless the other side sleeps for space.
         self.theirs.ring(WANT_SPACE);
         Some(b)

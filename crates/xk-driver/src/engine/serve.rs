@@ -676,11 +676,26 @@ impl<T: Transport, P: Port> Engine<T, P> {
 }
 
 /// Waits up to `timeout` until one of `fds` is readable (or hung up);
-/// returns which are. An interrupted wait counts as a timeout.
-pub(crate) fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<Vec<bool>> {
+/// returns which are. An interrupted wait counts as a timeout. `fds` from
+/// `bells` on are doorbells (eventfds), the ones before sockets: the
+/// `Park` tracepoint names what woke the wait by that.
+pub(crate) fn wait_readable(
+    fds: &[BorrowedFd<'_>],
+    bells: usize,
+    timeout: Duration,
+) -> io::Result<Vec<bool>> {
     let mut polls: Vec<PollFd<'_>> = fds.iter().map(|fd| PollFd::new(*fd, PollFlags::POLLIN)).collect();
     let ts = TimeSpec::from_duration(std::time::Duration::from_nanos(timeout.as_nanos() as u64));
-    match ppoll(&mut polls, Some(ts), None) {
+    let t0 = crate::trace::span_start();
+    let r = ppoll(&mut polls, Some(ts), None);
+    crate::trace::park_end(
+        t0,
+        Some(timeout),
+        &r,
+        polls.iter().map(|p| p.any().unwrap_or(false)),
+        bells..fds.len(),
+    );
+    match r {
         Ok(_) => Ok(polls.iter().map(|p| p.any().unwrap_or(false)).collect()),
         Err(Errno::EINTR) => Ok(vec![false; fds.len()]),
         Err(e) => Err(io::Error::from(e)),

@@ -97,6 +97,10 @@ fn sleep_on<T: Transport>(
 ) -> io::Result<()> {
     match e.split(0) {
         (fd, Some(link)) => link.park(data, false, space, Some(fd), Some(sleep)).map(|_| ()),
-        (fd, None) => super::serve::wait_readable(&[fd], sleep).map(|_| ()),
+        (fd, None) => {
+            // The socket alone: doorbells would start at `fds.len()` (none).
+            let fds = [fd];
+            super::serve::wait_readable(&fds, fds.len(), sleep).map(|_| ())
+        }
     }
 }

@@ -1021,6 +1021,9 @@ pub(crate) mod tests {
                     // The sink wakes as the ping-pong's application does.
                     sync_sink_wake_ns: ns(seed.delta_i),
                     sync_proc_oneway_ns: ns(seed.delta_0 + seed.rho_delta * l),
+                    pp_cross_out_ns: f64::NAN,
+                    pp_cross_back_ns: f64::NAN,
+                    sync_cross_ns: f64::NAN,
                     pipe_runq_ns: 0.0,
                     pipe_slices: 0.0,
                     pipe_other_cpu_ns: 0.0,

@@ -208,6 +208,7 @@ pub(crate) fn reading_text(
                 pieces(rows)
             );
             s += &mid_wake_text(rows);
+            s += &crossing_text(rows);
         }
     }
     if let Some(dec) = delta_dec {
@@ -360,6 +361,59 @@ fn sign_count(c: &Check, over: bool) -> usize {
     c.errors(true).into_iter().filter(|e| e.is_finite() && if over { *e > 0.0 } else { *e < 0.0 }).count()
 }
 
+/// δ as the sends' one way at the length with their socket crossing
+/// swapped for the mean of the ping-pong's two (Session 21): a
+/// decomposition — the crossings are cut from the ping-pong itself — that
+/// shows whether the crossing holds where the operations part; NaN where
+/// a crossing was not recorded.
+pub(crate) fn delay_with_pp_crossings(r: &CalibRow) -> f64 {
+    r.sync_oneway_ns - r.sync_cross_ns + 0.5 * (r.pp_cross_out_ns + r.pp_cross_back_ns)
+}
+
+/// The sentence on the socket crossings (Session 21), from this run's
+/// numbers: per length the ping-pong's way out, its way back and a
+/// synchronous send's crossing (µs; "–" for one not recorded at that
+/// length), and how far δ is from the sends' one way with their crossing
+/// swapped for the ping-pong's mean over the lengths where all three were
+/// recorded — empty when no crossing was recorded (results before Session
+/// 21), and without the comparison when no length has all three. Never
+/// prints NaN.
+pub(crate) fn crossing_text(rows: &[&CalibRow]) -> String {
+    let recorded = |r: &CalibRow| [r.pp_cross_out_ns, r.pp_cross_back_ns, r.sync_cross_ns];
+    if !rows.iter().any(|r| recorded(r).iter().any(|x| x.is_finite())) {
+        return String::new();
+    }
+    let us = |x: f64| if x.is_finite() { format!("{:.1}", x / 1e3) } else { "–".to_owned() };
+    let per: Vec<String> = rows
+        .iter()
+        .filter(|r| recorded(r).iter().any(|x| x.is_finite()))
+        .map(|r| {
+            let [o, b, x] = recorded(r);
+            format!("{} B {} / {} / {}", r.size, us(o), us(b), us(x))
+        })
+        .collect();
+    let errs: Vec<(usize, f64)> = rows
+        .iter()
+        .filter(|r| r.delay_ns > 0.0)
+        .map(|r| (r.size, delay_with_pp_crossings(r) / r.delay_ns - 1.0))
+        .filter(|e| e.1.is_finite())
+        .collect();
+    let mut s = format!(
+        "The socket crossing inside the processor's one way (Session 21: the sending engine's send call's start → the receiving engine's receive call's end; µs, the ping-pong's way out / its way back / a synchronous send's): {}. ",
+        per.join("; ")
+    );
+    if let Some(worst) = errs.iter().copied().reduce(|a, b| if b.1.abs() > a.1.abs() { b } else { a }) {
+        s += &format!(
+            "δ as the sends' one way at the length with their crossing swapped for the mean of the ping-pong's two (a decomposition: the crossings are cut from the ping-pong itself, so this is not a prediction) is off by up to {:+.1} % (at {} B; {} of {} lengths within 10 %). ",
+            100.0 * worst.1,
+            worst.0,
+            errs.iter().filter(|e| e.1.abs() <= 0.10).count(),
+            errs.len()
+        );
+    }
+    s
+}
+
 /// "−3.1 … +8.2 %": the signed range of a check's errors.
 fn signed_range(c: &Check) -> String {
     let e: Vec<f64> = c.errors(true).into_iter().filter(|e| e.is_finite()).collect();
@@ -403,6 +457,42 @@ mod tests {
         let d = delay_from_sends(&refs, &cal.model);
         assert!(d.unrecorded && d.points.iter().all(|p| p.3.is_nan()));
         assert!(delay_references(&refs).iter().all(|c| c.unrecorded));
+    }
+
+    #[test]
+    fn the_crossing_swap_takes_the_ping_pongs_mean_crossing_for_the_sends() {
+        let x = Extended { mss: 1400.0, ..exact_model() };
+        let mut rows = rows_of(&x, &[1, 14_000], 1400);
+        // Not recorded (results before Session 21): no sentence.
+        let refs: Vec<&CalibRow> = rows.iter().collect();
+        assert_eq!(crossing_text(&refs), "");
+        // The sends' crossing 26 µs, the ping-pong's 26 out and 13 back:
+        // the sends' one way less 6.5 µs is the ping-pong's one way.
+        for r in &mut rows {
+            r.sync_cross_ns = 26e3;
+            r.pp_cross_out_ns = 26e3;
+            r.pp_cross_back_ns = 13e3;
+            r.sync_oneway_ns = r.delay_ns + 6.5e3;
+        }
+        let refs: Vec<&CalibRow> = rows.iter().collect();
+        assert!(rows.iter().all(|r| (delay_with_pp_crossings(r) - r.delay_ns).abs() < 1e-6));
+        let t = crossing_text(&refs);
+        assert!(t.contains("1 B 26.0 / 13.0 / 26.0") && t.contains("2 of 2 lengths within 10 %"), "{t}");
+        // A length without a send's crossing (none of its sends traced
+        // whole) and one where the ping-pong's way back was lost: shown as
+        // "–", left out of the comparison, never NaN.
+        rows[0].sync_cross_ns = f64::NAN;
+        rows[1].pp_cross_back_ns = f64::NAN;
+        let refs: Vec<&CalibRow> = rows.iter().collect();
+        let t = crossing_text(&refs);
+        assert!(!t.contains("NaN") && !t.contains("inf"), "{t}");
+        assert!(t.contains("1 B 26.0 / 13.0 / –") && t.contains("14000 B 26.0 / – / 26.0"), "{t}");
+        assert!(!t.contains("lengths within 10 %"), "compared with no length whole: {t}");
+        // One length whole again: the comparison counts it alone.
+        rows[0].sync_cross_ns = 26e3;
+        let refs: Vec<&CalibRow> = rows.iter().collect();
+        let t = crossing_text(&refs);
+        assert!(t.contains("at 1 B; 1 of 1 lengths within 10 %"), "{t}");
     }
 
     #[test]
