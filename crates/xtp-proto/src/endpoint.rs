@@ -484,10 +484,19 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CA
         if self.contexts.len() >= self.cfg.max_contexts {
             return Err(ConnectError::Full { limit: "max_contexts", value: self.cfg.max_contexts as u64 });
         }
-        if self.cfg.max_packet < crate::context::MIN_PACKET {
-            return Err(ConnectError::InvalidConfig(
-                "max_packet must be at least 105 bytes (an IPv6 FIRST with BTAG and one byte of data)",
-            ));
+        // Checked for the peer's family: over IPv6 the engine takes 20
+        // bytes more of `max_packet` for the IP header, and a FIRST there
+        // (40-byte address) needs all of MIN_PACKET. Checked against the
+        // IPv4 figure alone, 105 let an IPv6 FIRST with BTAG be 104 bytes
+        // of segments in 85 of packet: nothing could ever leave.
+        let v6 = if peer.is_ipv6() { 20 } else { 0 };
+        if self.cfg.max_packet < crate::context::MIN_PACKET + v6 {
+            return Err(ConnectError::InvalidConfig(if v6 == 0 {
+                "max_packet must be at least 105 bytes (an IPv6 FIRST with BTAG and one byte of data)"
+            } else {
+                "max_packet must be at least 125 bytes towards an IPv6 peer (105 for an IPv6 FIRST \
+                 with BTAG and one byte of data, and IPv6's header is 20 bytes longer than IPv4's)"
+            }));
         }
         let id = self.new_context(now, peer, port, true, cfg, None);
         self.wake(id.0);
