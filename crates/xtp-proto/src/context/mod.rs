@@ -839,7 +839,9 @@ impl Context {
             if maxdata != 0 {
                 let packet = xtp_wire::HEADER_LEN.saturating_add(maxdata as usize);
                 self.max_packet = self.max_packet.min(packet);
-                let seg = self.seg.min(self.max_packet - xtp_wire::HEADER_LEN);
+                // Saturating: `listen` and `accept` keep `max_packet` at 105
+                // or more, but a peer's spec must never be able to panic us.
+                let seg = self.seg.min(self.max_packet.saturating_sub(xtp_wire::HEADER_LEN)).max(1);
                 if seg < self.seg {
                     self.seg = seg;
                     self.cc.set_mss(seg);
