@@ -533,7 +533,13 @@ pub fn check_mss(mss: usize, packet: usize, mtu: Option<usize>, raw: bool, ipv6:
     if (MIN_MSS..=max).contains(&mss) {
         return Ok(());
     }
+    // `packet` is the route's MTU less IPv4 and UDP, or the 1,500-byte cap
+    // (`path_mtu::max_packet_for_mtu`) when the route is larger (loopback's
+    // 65,536): then the limit comes from the cap, and the message says so.
     let route = match mtu {
+        Some(m) if xk_driver::path_mtu::is_capped(m) => {
+            format!(" with packets capped at {packet} bytes, a 1,500-byte MTU's (this route's MTU is {m})")
+        }
         Some(m) => format!(" on this route (MTU {m})"),
         None => String::new(),
     };

@@ -42,10 +42,11 @@ pub fn max_packet_for_mtu(mtu: usize) -> usize {
     mtu.saturating_sub(IPV4_HEADER + UDP_HEADER).min(default)
 }
 
-/// `max_packet` for the route to `to`; the engine's default when the
-/// kernel cannot say (the error is returned for the caller to report).
-pub fn max_packet_to(to: IpAddr) -> Result<usize, (usize, io::Error)> {
-    route_mtu(to).map(max_packet_for_mtu).map_err(|e| (xtp_proto::EndpointConfig::default().max_packet, e))
+/// Whether [`max_packet_for_mtu`] is the 1,500-byte cap rather than the
+/// route's own figure (loopback, jumbo frames), so an error naming the
+/// limit can say where it comes from.
+pub fn is_capped(mtu: usize) -> bool {
+    mtu.saturating_sub(IPV4_HEADER + UDP_HEADER) > max_packet_for_mtu(mtu)
 }
 
 #[cfg(test)]
@@ -58,12 +59,14 @@ mod tests {
         assert_eq!(max_packet_for_mtu(1500), 1472);
         assert_eq!(max_packet_for_mtu(65_536), 1472);
         assert_eq!(max_packet_for_mtu(10), 0);
+        assert!(is_capped(65_536) && is_capped(1501));
+        assert!(!is_capped(1500) && !is_capped(238));
     }
 
     #[test]
     fn loopback_has_a_route_mtu() {
         let mtu = route_mtu(IpAddr::from([127, 0, 0, 1])).unwrap();
         assert!(mtu >= 1500, "{mtu}");
-        assert_eq!(max_packet_to(IpAddr::from([127, 0, 0, 1])).unwrap(), 1472);
+        assert_eq!(max_packet_for_mtu(mtu), 1472);
     }
 }

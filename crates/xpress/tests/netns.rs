@@ -188,8 +188,10 @@ fn kernel_tcp_over_the_packet_radio_channel() {
 /// XTP over the same channel with no `--mss`: the client sizes its packets
 /// from the route's MTU (238, the TUN's: 178 bytes of data per packet over
 /// UDP, 186 over raw IP) and its FIRST tells the server, so no packet is
-/// dropped for size either way (before Session 22 every full XTP packet,
-/// 1,472 bytes, was: nothing arrived). Over UDP and over raw IP 36.
+/// dropped for size either way. Before Session 22 the client's 1,472-byte
+/// packets never reached the link: the kernel refused the send ("socket:
+/// Message too long (os error 90)", the TUN's MTU being 238) and the run
+/// ended at once; the link dropped nothing. Over UDP and over raw IP 36.
 #[test]
 fn xtp_over_the_packet_radio_channel_without_mss() {
     if !is_root() {
