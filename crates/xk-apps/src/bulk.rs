@@ -86,7 +86,8 @@ pub struct BulkConfig {
     /// it) and a cap on what we send beyond the lowest unacknowledged byte.
     pub window: Option<usize>,
     /// Most data bytes per XTP packet this side sends; `None`: the most one
-    /// packet carries on the path (`max_mss`), as TCP's MSS follows the MTU.
+    /// packet carries on the route (`max_mss` of `PathConfig::max_packet`),
+    /// as TCP's MSS follows the route's MTU.
     pub mss: Option<usize>,
     /// Report every this long.
     pub interval: Option<Duration>,
@@ -491,7 +492,8 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
                         (start it with `xpress serve --mss`)"
                 .into());
         }
-        check_mss(m, cfg.path.raw.is_some(), cfg.to.is_ipv6())?;
+        let (packet, mtu) = cfg.path.max_packet(cfg.to);
+        check_mss(m, packet, mtu, cfg.path.raw.is_some(), cfg.to.is_ipv6())?;
     }
     if cfg.transport == Transport::Udp {
         return Err(UDP_BULK_REFUSAL.into());
@@ -502,27 +504,49 @@ pub fn check(cfg: &BulkConfig) -> Result<(), String> {
 /// The smallest segment `--mss` accepts.
 pub const MIN_MSS: usize = 16;
 
-/// The most data one XTP packet carries at the engine's packet size (a
-/// 1,500-byte MTU): over UDP 1,440 bytes on IPv4 and 1,420 on IPv6, over
-/// raw IP 1,448 (no UDP header: kernel TCP's segment with timestamps).
-pub fn max_mss(raw: bool, ipv6: bool) -> usize {
-    let packet = xtp_proto::EndpointConfig::default().max_packet
-        + if raw { xk_driver::driver::UDP_HEADER } else { 0 }
-        - if ipv6 { 20 } else { 0 };
-    packet - xtp_wire::HEADER_LEN
+/// The most data one XTP packet carries when the endpoint's packets may be
+/// `packet` bytes (`EndpointConfig::max_packet`, measured over IPv4 and
+/// UDP: `PathConfig::max_packet` from the route's MTU, or the engine's
+/// default 1,472 for a 1,500-byte MTU): the packet less XTP's 32-byte
+/// header, 20 bytes less on IPv6, 8 more over raw IP (no UDP header). At
+/// 1,472: 1,440 over UDP on IPv4, 1,420 on IPv6, 1,448 raw (kernel TCP's
+/// segment with timestamps); on packet-radio-9600's 238-byte MTU: 178.
+pub fn max_mss(packet: usize, raw: bool, ipv6: bool) -> usize {
+    (packet + if raw { xk_driver::driver::UDP_HEADER } else { 0 })
+        .saturating_sub(if ipv6 { 20 } else { 0 })
+        .saturating_sub(xtp_wire::HEADER_LEN)
 }
 
-/// Refuses a `--mss` the path cannot carry (it would be cut without a
-/// word) or too small to be useful, naming the limit.
-pub fn check_mss(mss: usize, raw: bool, ipv6: bool) -> Result<(), String> {
-    let max = max_mss(raw, ipv6);
+/// The engine's default packet (a 1,500-byte MTU), for a side that does not
+/// know its route (a server: it learns each client's from its FIRST).
+pub fn default_packet() -> usize {
+    xtp_proto::EndpointConfig::default().max_packet
+}
+
+/// Refuses a `--mss` the path cannot carry (it would be cut without a word,
+/// or dropped on a smaller link) or too small to be useful, naming the
+/// limit and where it comes from (`mtu`: the route's, when known). An error
+/// rather than a silent clamp: a user who asks for a segment size measures
+/// with it, and a clamped run would report numbers for another one.
+pub fn check_mss(mss: usize, packet: usize, mtu: Option<usize>, raw: bool, ipv6: bool) -> Result<(), String> {
+    let max = max_mss(packet, raw, ipv6);
     if (MIN_MSS..=max).contains(&mss) {
         return Ok(());
     }
+    // `packet` is the route's MTU less IPv4 and UDP, or the 1,500-byte cap
+    // (`path_mtu::max_packet_for_mtu`) when the route is larger (loopback's
+    // 65,536): then the limit comes from the cap, and the message says so.
+    let route = match mtu {
+        Some(m) if xk_driver::path_mtu::is_capped(m) => {
+            format!(" with packets capped at {packet} bytes, a 1,500-byte MTU's (this route's MTU is {m})")
+        }
+        Some(m) => format!(" on this route (MTU {m})"),
+        None => String::new(),
+    };
     let path = match (raw, ipv6) {
-        (true, _) => "over raw IP".to_string(),
-        (false, true) => "over UDP on IPv6".to_string(),
-        (false, false) => format!("over UDP on IPv4; {} with --raw", max_mss(true, false)),
+        (true, _) => format!("over raw IP{route}"),
+        (false, true) => format!("over UDP on IPv6{route}"),
+        (false, false) => format!("over UDP on IPv4{route}; {} with --raw", max_mss(packet, true, false)),
     };
     Err(format!("--mss {mss}: must be {MIN_MSS} to {max} bytes (the most data one packet carries {path})"))
 }

@@ -93,7 +93,9 @@ fn open<S: xtp_proto::Subscriber>(
     // The path's segment unless --mss says otherwise, as TCP's MSS follows
     // the route's MTU: the engine cuts the FIRST's address and traffic
     // segments and a BTAG out of the same packet, so a full segment fits.
-    c.mss = cfg.mss.unwrap_or_else(|| crate::bulk::max_mss(cfg.path.raw.is_some(), to.is_ipv6()));
+    // The route's MTU sets the packet (`PathConfig::max_packet`).
+    let packet = cfg.path.max_packet(cfg.to).0;
+    c.mss = cfg.mss.unwrap_or_else(|| crate::bulk::max_mss(packet, cfg.path.raw.is_some(), to.is_ipv6()));
     if let Some(w) = cfg.window {
         // Ours to receive in (so with -R the server sends within it), and
         // a cap on what our sending contexts let out (so without -R it

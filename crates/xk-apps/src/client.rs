@@ -58,6 +58,37 @@ impl PathConfig {
         Ok(())
     }
 
+    /// The largest XTP packet towards `to` (`EndpointConfig::max_packet`:
+    /// the route's MTU less IPv4 and UDP, at most the engine's default) and
+    /// the route's MTU; the default and `None` when the kernel cannot say.
+    /// Through a relay (`--via`) it is the route to the relay: the
+    /// emulated link's MTU is the relay's to enforce.
+    pub fn max_packet(&self, to: SocketAddr) -> (usize, Option<usize>) {
+        let dst = self.via.unwrap_or(to);
+        match xk_driver::path_mtu::route_mtu(dst.ip()) {
+            Ok(mtu) => (xk_driver::path_mtu::max_packet_for_mtu(mtu), Some(mtu)),
+            Err(_) => (crate::bulk::default_packet(), None),
+        }
+    }
+
+    /// The endpoint settings of a client towards `to`: the driver's client
+    /// defaults with the route's packet size. A route whose MTU is below
+    /// IPv4's 576-byte minimum is a slow link (packet radio, a serial
+    /// line): there the 3 s connect timeout gets 10 s, as kernel TCP's
+    /// connect in `bulk`. On packet-radio-9600 the initiator's first
+    /// window (13 FIRSTs of 210 bytes: 13 x 238 B at 9,600 bit/s, 2.6 s
+    /// before the channel's framing and key-up) holds the half-duplex
+    /// channel before the server's answer can key up, and 3 s
+    /// ended every XTP run with "no answer" while the answer was queued.
+    fn endpoint(&self, to: SocketAddr) -> xtp_proto::EndpointConfig {
+        let (max_packet, mtu) = self.max_packet(to);
+        let mut ep = xtp_proto::EndpointConfig { max_packet, ..xk_driver::api::client_config() };
+        if mtu.is_some_and(|m| m < 576) {
+            ep.connect_timeout = Some(xk_time::Duration::from_secs(10));
+        }
+        ep
+    }
+
     /// The driver and the address to send to for the server `to`.
     pub(crate) fn open(&self, to: SocketAddr) -> Result<(ClientDriver, SocketAddr), String> {
         if self.raw.is_some() && self.via.is_some() {
@@ -72,7 +103,7 @@ impl PathConfig {
                     std::net::IpAddr::V4(v4) => SocketAddr::from((v4, 0)),
                     std::net::IpAddr::V6(_) => return Err(format!("--to {to}: --raw supports IPv4 only")),
                 };
-                let mut d = Driver::bind_raw(ip, xk_driver::api::client_config(), time_seed(), dc)
+                let mut d = Driver::bind_raw(ip, self.endpoint(to), time_seed(), dc)
                     .map_err(|e| format!("raw IP 36 on {ip}: {e}"))?;
                 if let Some(p) = &self.pcap {
                     crate::capture::install(&mut d, p, Some(to))?;
@@ -82,8 +113,8 @@ impl PathConfig {
             None => {
                 let dst = self.via.unwrap_or(to);
                 let local = crate::addr::any_for(dst);
-                let mut d = UdpDriver::bind_with(local, xk_driver::api::client_config(), time_seed(), dc)
-                    .map_err(|e| {
+                let mut d =
+                    UdpDriver::bind_with(local, self.endpoint(dst), time_seed(), dc).map_err(|e| {
                         let hint = if e.raw_os_error() == Some(nix::libc::EAFNOSUPPORT) {
                             " (IPv6 is disabled on this host)"
                         } else {

@@ -23,9 +23,10 @@ pub fn describe(reason: &CloseReason) -> String {
             crate::format::bytes(*acked)
         ),
         // The engine's sentence names the address and the likely cause.
-        CloseReason::NoAnswer { .. } | CloseReason::Unconfirmed { .. } | CloseReason::Unvalidated { .. } => {
-            reason.to_string()
-        }
+        CloseReason::NoAnswer { .. }
+        | CloseReason::Unconfirmed { .. }
+        | CloseReason::Unvalidated { .. }
+        | CloseReason::SpecRefused { .. } => reason.to_string(),
         CloseReason::Refused { code, value, text } => {
             let what = if text.is_empty() {
                 diag_value_name(*value).or(diag_code_name(*code)).unwrap_or("no reason given")

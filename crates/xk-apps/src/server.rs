@@ -59,8 +59,9 @@ pub struct ServeConfig {
     /// Congestion controller of accepted XTP contexts.
     pub cc: Congestion,
     /// Most data bytes per packet the server's XTP contexts send (`-R`);
-    /// `None`: the most one packet carries on the path
-    /// (`bulk::max_mss`: 1,440 over UDP on IPv4, 1,420 on IPv6, 1,448 raw).
+    /// `None`: the most one packet carries at a 1,500-byte MTU
+    /// (`bulk::max_mss`: 1,440 over UDP on IPv4, 1,420 on IPv6, 1,448 raw),
+    /// which the engine cuts to each client's advertised `maxdata`.
     pub mss: Option<usize>,
     /// Do not use UDP GSO/GRO.
     pub no_offload: bool,
@@ -412,7 +413,11 @@ fn serve_xtp<T: Io>(
     // wildcard IPv6 listener also serves IPv4 peers; the engine cuts an
     // IPv6 peer's packets 20 bytes shorter by itself.
     let v6_only = cfg.listen.is_ipv6() && !cfg.listen.ip().is_unspecified();
-    ccfg.mss = cfg.mss.unwrap_or_else(|| crate::bulk::max_mss(cfg.raw, v6_only));
+    // A server does not know its clients' routes: each client's FIRST
+    // says how much data one packet may carry to it (`maxdata`, G28), and
+    // the engine cuts this segment to that.
+    ccfg.mss =
+        cfg.mss.unwrap_or_else(|| crate::bulk::max_mss(crate::bulk::default_packet(), cfg.raw, v6_only));
     for port in [ECHO_PORT, DISCARD_PORT, VERIFY_PORT, SOURCE_PORT] {
         ep.listen(port, ccfg.clone()).map_err(|e| format!("XTP port {port}: {e}"))?;
     }

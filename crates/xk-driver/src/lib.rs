@@ -47,6 +47,7 @@ pub mod lanes;
 pub mod netns;
 pub mod netns_buffers;
 pub mod pacer;
+pub mod path_mtu;
 pub mod raw;
 pub mod relay;
 pub mod trace;

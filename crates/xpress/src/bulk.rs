@@ -82,9 +82,13 @@ pub(crate) struct BulkArgs {
     #[arg(long, value_name = "BYTES", value_parser = args::size)]
     window: Option<usize>,
     /// Most data bytes per XTP packet we send. Default: the most one packet
-    /// carries on the path (as TCP's MSS follows the MTU): 1,440 over UDP on
-    /// IPv4, 1,420 on IPv6, 1,448 over --raw (TCP's segment with
-    /// timestamps); a smaller value overrides it.
+    /// carries on the route to the server, as TCP's MSS follows the MTU: the
+    /// route's MTU (at most 1,500) less IP, UDP (not with --raw) and XTP's
+    /// 32-byte header: 1,440 over UDP on IPv4 at 1,500, 1,420 on IPv6,
+    /// 1,448 over --raw, 178 on a 238-byte packet-radio link. The server's
+    /// packets follow the size our first packet advertises. A larger value
+    /// than the route carries is an error naming the limit (not clamped:
+    /// the run would measure another segment than the one asked for).
     #[arg(long, value_name = "BYTES")]
     mss: Option<usize>,
     /// Print the result as one line of JSON (intervals included).

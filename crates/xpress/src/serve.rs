@@ -31,8 +31,10 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = Congestion::Cubic, value_name = "NAME")]
     cc: Congestion,
     /// Most data bytes per XTP packet the server sends (`bulk -R`).
-    /// Default: the most one packet carries on the path: 1,440 over UDP on
-    /// IPv4, 1,420 on an IPv6 address, 1,448 over --raw.
+    /// Default: 1,440 over UDP on IPv4, 1,420 on an IPv6 address, 1,448 over
+    /// --raw (a 1,500-byte MTU), cut for each client to the size its first
+    /// packet advertises (its route's MTU: 178 from a 238-byte
+    /// packet-radio link). At most those; a larger value is an error.
     #[arg(long, value_name = "BYTES")]
     mss: Option<usize>,
     /// Do not use UDP GSO/GRO.
@@ -213,7 +215,7 @@ fn run_graph(a: &ServeArgs, file: &std::path::Path) -> Result<(), String> {
 
 fn run_traced(a: &ServeArgs) -> Result<(), String> {
     if let Some(m) = a.mss {
-        xk_apps::bulk::check_mss(m, a.raw, a.listen.is_ipv6())?;
+        xk_apps::bulk::check_mss(m, xk_apps::bulk::default_packet(), None, a.raw, a.listen.is_ipv6())?;
     }
     let stop = args::ctrl_c()?;
     let cfg = ServeConfig {

@@ -33,7 +33,10 @@ fn bad_input_is_refused_naming_the_flag_and_the_reason() {
         (&["bulk", "-i", "0.001"], &["-i 0.001: report at most every 10 ms"]),
         (&["bulk", "-O", "2"], &["--omit", "only with -t"]),
         (&["bulk", "--window", "10"], &["--window 10: at least 1500 bytes"]),
-        (&["bulk", "--mss", "5"], &["--mss 5: must be 16 to 1440 bytes", "1448 with --raw"]),
+        (
+            &["bulk", "--mss", "5"],
+            &["--mss 5: must be 16 to 1440 bytes", "1448 with --raw", "capped at 1472 bytes"],
+        ),
         (&["bulk", "--mss", "9000"], &["--mss 9000: must be 16 to 1440 bytes"]),
         (&["bulk", "--mss", "1448", "-R"], &["--mss", "with -R the server sends", "serve --mss"]),
         (&["bulk", "--mss", "1448", "--transport", "tcp"], &["--mss: XTP only"]),

@@ -185,6 +185,48 @@ fn kernel_tcp_over_the_packet_radio_channel() {
     assert_clean(marker);
 }
 
+/// XTP over the same channel with no `--mss`: the client sizes its packets
+/// from the route's MTU (238, the TUN's: 178 bytes of data per packet over
+/// UDP, 186 over raw IP) and its FIRST tells the server, so no packet is
+/// dropped for size either way. Before Session 22 the client's 1,472-byte
+/// packets never reached the link: the kernel refused the send ("socket:
+/// Message too long (os error 90)", the TUN's MTU being 238) and the run
+/// ended at once; the link dropped nothing. Over UDP and over raw IP 36.
+#[test]
+fn xtp_over_the_packet_radio_channel_without_mss() {
+    if !is_root() {
+        eprintln!("skipped: xpress netns needs root (namespaces, TUN); CI runs this as root");
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (raw, marker) in [(false, "--duration 61.5"), (true, "--duration 61.625")] {
+        let (serve_raw, bulk_raw) = if raw { (" --raw", " --raw 10.200.0.2") } else { ("", "") };
+        let server = format!("exec {X} serve --listen 10.200.0.1:3636{serve_raw} {marker}");
+        let report = std::env::temp_dir().join(format!("xpress-radio-xtp-{}-{raw}.json", std::process::id()));
+        let out = Command::new(X)
+            .args(["netns", "--link", "profile packet-radio-9600 txdelay 50ms", "--a", &server, "--b"])
+            .arg(format!("{X} bulk --to 10.200.0.1:3636{bulk_raw} -n 5000 -J"))
+            .arg("--report")
+            .arg(&report)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "raw {raw}: {}", String::from_utf8_lossy(&out.stderr));
+        torn_down(&out);
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&report);
+        let bits = json(&out)["gbit_per_s"].as_f64().unwrap() * 1e9;
+        eprintln!("5 KB of XTP (raw {raw}) over packet-radio-9600: {bits:.0} bit/s goodput; emulator: {r}");
+        let (f, v) = (&r["forward"], &r["reverse"]);
+        assert_eq!(f["drop_mtu"].as_u64(), Some(0), "raw {raw}: XTP packets fit the 238-byte MTU: {r}");
+        assert_eq!(v["drop_mtu"].as_u64(), Some(0), "raw {raw}: and the server's: {r}");
+        assert!(
+            bits > 1000.0 && bits < 9600.0,
+            "raw {raw}: goodput {bits:.0} bit/s on a 9,600 bit/s channel"
+        );
+        assert_clean(marker);
+    }
+}
+
 /// `netns --pcap`: what crossed the link, as IP packets stock tshark reads.
 #[test]
 fn netns_pcap_holds_the_packets_that_crossed_the_link() {

@@ -246,6 +246,8 @@ pub enum ConnectError {
 pub enum ListenError {
     /// Something already listens on the port.
     PortInUse(u16),
+    /// The endpoint's or the listener's configuration cannot work.
+    InvalidConfig(&'static str),
 }
 
 /// Why a write failed.
@@ -275,6 +277,7 @@ impl fmt::Display for ListenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ListenError::PortInUse(p) => write!(f, "XTP port {p} already has a listener"),
+            ListenError::InvalidConfig(w) => write!(f, "invalid listener configuration: {w}"),
         }
     }
 }
@@ -454,6 +457,15 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CA
     /// creating contexts configured by `cfg` (the FIRST's service and options
     /// take precedence).
     pub fn listen(&mut self, port: u16, cfg: ContextConfig) -> Result<(), ListenError> {
+        // As `connect` checks: below MIN_PACKET even an IPv4 peer's spec
+        // (its maxdata cut to our path) leaves no room for our TCNTL, and
+        // a responder that can never answer should say so here, not fall
+        // silent at the first FIRST. IPv6 peers (125) are checked per FIRST.
+        if self.cfg.max_packet < crate::context::MIN_PACKET {
+            return Err(ListenError::InvalidConfig(
+                "max_packet must be at least 105 bytes (an IPv6 FIRST with BTAG and one byte of data)",
+            ));
+        }
         if self.listeners.contains(&port) {
             return Err(ListenError::PortInUse(port));
         }
@@ -484,10 +496,19 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CA
         if self.contexts.len() >= self.cfg.max_contexts {
             return Err(ConnectError::Full { limit: "max_contexts", value: self.cfg.max_contexts as u64 });
         }
-        if self.cfg.max_packet < crate::context::MIN_PACKET {
-            return Err(ConnectError::InvalidConfig(
-                "max_packet must be at least 105 bytes (an IPv6 FIRST with BTAG and one byte of data)",
-            ));
+        // Checked for the peer's family: over IPv6 the engine takes 20
+        // bytes more of `max_packet` for the IP header, and a FIRST there
+        // (40-byte address) needs all of MIN_PACKET. Checked against the
+        // IPv4 figure alone, 105 let an IPv6 FIRST with BTAG be 104 bytes
+        // of segments in 85 of packet: nothing could ever leave.
+        let v6 = if peer.is_ipv6() { 20 } else { 0 };
+        if self.cfg.max_packet < crate::context::MIN_PACKET + v6 {
+            return Err(ConnectError::InvalidConfig(if v6 == 0 {
+                "max_packet must be at least 105 bytes (an IPv6 FIRST with BTAG and one byte of data)"
+            } else {
+                "max_packet must be at least 125 bytes towards an IPv6 peer (105 for an IPv6 FIRST \
+                 with BTAG and one byte of data, and IPv6's header is 20 bytes longer than IPv4's)"
+            }));
         }
         let id = self.new_context(now, peer, port, true, cfg, None);
         self.wake(id.0);
@@ -1019,6 +1040,14 @@ impl<S: Subscriber, Q: TimerQueue<ArenaId>, const CACHE: bool> Endpoint<S, Q, CA
         if self.per_peer.get(&from).copied().unwrap_or(0) >= self.cfg.max_contexts_per_peer {
             self.stats.refused_peer_limit += 1;
             self.refuse(now, from, key, "max_contexts_per_peer", "too many contexts (max_contexts_per_peer)");
+            return None;
+        }
+        // The same per-family budget `connect` checks (G28): towards an IPv6
+        // peer 20 more bytes of `max_packet` go to the IP header, and below
+        // 125 our TCNTL (88 B) cannot leave, so the context would stay
+        // silent until the peer gave up. Refused with a reason instead.
+        if from.is_ipv6() && self.cfg.max_packet < crate::context::MIN_PACKET + 20 {
+            self.refuse(now, from, key, "max_packet", "max_packet below 125 for an IPv6 peer");
             return None;
         }
         if !self.admit(now, from, key, repr_len(repr)) {

@@ -53,6 +53,14 @@ pub enum CloseReason {
         /// The limit that shed it.
         limit: &'static str,
     },
+    /// We refused the peer's traffic spec: its `maxdata` (the most data
+    /// it takes per packet) is below our `floor` (docs/PROTOCOL.md, G28).
+    SpecRefused {
+        /// The peer's `maxdata`.
+        maxdata: u32,
+        /// [`crate::MIN_MAXDATA`].
+        floor: u32,
+    },
     /// The peer refused the context (DIAG, e.g. no listener).
     Refused {
         /// DIAG code.
@@ -78,6 +86,10 @@ impl std::fmt::Display for CloseReason {
             CloseReason::Refused { code, value, text } => {
                 write!(f, "refused by the peer: DIAG {code}/{value} \"{text}\"")
             }
+            CloseReason::SpecRefused { maxdata, floor } => write!(
+                f,
+                "refused the peer's traffic spec: maxdata {maxdata} is below the {floor}-byte floor"
+            ),
             CloseReason::Unvalidated { limit } => {
                 write!(f, "freed before the peer proved its address (limit {limit})")
             }

@@ -334,7 +334,16 @@ impl World {
                     }
                 }
                 Body::Ecntl(e) => e.control.rseq = value,
-                Body::Tcntl { control, .. } => control.xkey = value,
+                Body::Tcntl { control, .. } if field & 8 == 0 => control.xkey = value,
+                // A hostile traffic spec (G28): the peer's maxdata caps our
+                // packets and below the floor refuses the context, so a
+                // FIRST's, TCNTL's or JCNTL's is rewritten to an edge value
+                // or an arbitrary one.
+                Body::Tcntl { traffic, .. } | Body::Jcntl { traffic, .. } | Body::First { traffic, .. } => {
+                    if forge_maxdata(traffic, value) {
+                        self.mark(24);
+                    }
+                }
                 Body::Diag(d) => d.code = (value % 9) as u32,
                 _ => repr.header.ptype = PacketType::Cntl,
             },
@@ -442,6 +451,17 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// Rewrites an explicit traffic spec's `maxdata`: the edges around
+/// "no constraint" (0), the floor (72, 73, 74: `MIN_MAXDATA` is 73), the
+/// header arithmetic's limits (1, u32::MAX − 1, u32::MAX) half the time,
+/// any value otherwise. Returns whether there was a spec to rewrite.
+fn forge_maxdata(traffic: &mut xtp_wire::TrafficSegment, value: u64) -> bool {
+    const EDGES: [u32; 8] = [0, 1, 72, 73, 74, 105, u32::MAX - 1, u32::MAX];
+    let xtp_wire::TrafficSpec::Explicit { maxdata, .. } = &mut traffic.spec else { return false };
+    *maxdata = if value & 1 == 0 { EDGES[(value >> 1) as usize % EDGES.len()] } else { (value >> 1) as u32 };
+    true
 }
 
 /// Runs one input. `Err` names the invariant that failed; a panic is a

@@ -34,7 +34,7 @@ pub mod rtt;
 pub mod stack;
 
 pub use config::{Congestion, ContextConfig, EndpointConfig};
-pub use context::{Chunk, INITIAL_ALLOC, Input, State};
+pub use context::{Chunk, INITIAL_ALLOC, Input, MIN_MAXDATA, State};
 pub use endpoint::{
     ConnectError, ContextId, ContextStats, CopyCount, Endpoint, EndpointStats, ListenError, Transmit,
     WriteError,

@@ -303,7 +303,7 @@ pub(crate) fn reason_error(reason: &CloseReason) -> io::Error {
         CloseReason::LocalAbort => io::ErrorKind::ConnectionAborted,
         CloseReason::PeerAbort { .. } => io::ErrorKind::ConnectionReset,
         CloseReason::Timeout { .. } => io::ErrorKind::TimedOut,
-        CloseReason::Refused { .. } => io::ErrorKind::ConnectionRefused,
+        CloseReason::Refused { .. } | CloseReason::SpecRefused { .. } => io::ErrorKind::ConnectionRefused,
         CloseReason::NoAnswer { .. } | CloseReason::Unconfirmed { .. } => io::ErrorKind::TimedOut,
         CloseReason::Unvalidated { .. } => io::ErrorKind::ConnectionAborted,
     };

@@ -125,6 +125,7 @@ impl Writer {
             CloseReason::Unconfirmed { peer, after } => self.u8(5).addr(*peer).u64(after.as_nanos() as u64),
             CloseReason::Unvalidated { limit } => self.u8(6).text(limit),
             CloseReason::Refused { code, value, text } => self.u8(7).u32(*code).u32(*value).text(text),
+            CloseReason::SpecRefused { maxdata, floor } => self.u8(8).u32(*maxdata).u32(*floor),
         }
     }
     fn error(&mut self, e: &BlockError) -> &mut Self {
@@ -281,6 +282,7 @@ impl<'a> Reader<'a> {
                 value: self.u32("DIAG value")?,
                 text: self.text("DIAG text")?,
             },
+            8 => CloseReason::SpecRefused { maxdata: self.u32("maxdata")?, floor: self.u32("floor")? },
             _ => return Err(corrupt("unknown close reason")),
         })
     }

@@ -60,6 +60,18 @@ pub struct Bbr {
 }
 
 impl Bbr {
+    /// The segment shrank to `mss` (the peer's `maxdata`, docs/PROTOCOL.md
+    /// G28): floors and growth count in the new segment, and a window still
+    /// at its initial ten segments becomes ten of the new size (the peer's
+    /// answer that brings `maxdata` is the first report, before growth).
+    pub fn set_mss(&mut self, mss: u64) {
+        let mss = mss.max(1);
+        if self.cwnd == initial_window(self.mss) {
+            self.cwnd = initial_window(mss);
+        }
+        self.mss = mss;
+    }
+
     /// A controller for segments of `mss` bytes.
     pub fn new(mss: u64) -> Self {
         Bbr {

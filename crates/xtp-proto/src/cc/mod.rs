@@ -184,6 +184,17 @@ impl Controller {
             Congestion::Disabled => Controller::Disabled(Disabled),
         }
     }
+
+    /// The segment shrank to `mss` bytes (the peer's `maxdata`, G28).
+    pub fn set_mss(&mut self, mss: usize) {
+        let mss = mss as u64;
+        match self {
+            Controller::Cubic(c) => c.set_mss(mss),
+            Controller::Bbr(c) => c.set_mss(mss),
+            Controller::NewReno(c) => c.set_mss(mss),
+            Controller::Disabled(_) => {}
+        }
+    }
 }
 
 /// Runs `$e` with `$c` bound to the concrete controller.
@@ -267,6 +278,22 @@ pub(crate) mod tests {
             } else {
                 assert_eq!(c.window(), 10_000, "{name}: initial window of 10 segments");
             }
+        }
+    }
+
+    /// The peer's smaller `maxdata` (G28) reaches the controller: the
+    /// initial window is ten of the new segments and the floor after a
+    /// timeout counts in them too (a 1,400-byte floor on a 178-byte path
+    /// would be eight packets, not two).
+    #[test]
+    fn a_smaller_segment_rescales_the_window() {
+        for which in [Congestion::Cubic, Congestion::Bbr, Congestion::NewReno] {
+            let mut c = Controller::new(which, 1400);
+            c.set_mss(178);
+            assert_eq!(c.window(), 1780, "{}: ten segments of 178", c.name());
+            c.on_timeout(Instant::from_secs(1));
+            let floor = if which == Congestion::Bbr { 4 * 178 } else { 2 * 178 };
+            assert_eq!(c.window(), floor, "{}: the floor counts in the new segment", c.name());
         }
     }
 }

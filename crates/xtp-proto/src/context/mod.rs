@@ -45,6 +45,14 @@ const ECNTL_BASE: usize = 32 + 24;
 /// The smallest `max_packet` XTP can work with: an IPv6 FIRST with BTAG and
 /// one byte of data (32 header + 40 address + 24 traffic + 8 tag + 1).
 pub(crate) const MIN_PACKET: usize = 105;
+/// The smallest `maxdata` a peer may advertise (docs/PROTOCOL.md, G28):
+/// we take `32 + maxdata` as the largest packet it accepts, and every
+/// packet we send once the key exchange is done (TCNTL 88 bytes, an ECNTL
+/// with 3 spans, a DIAG with 65 bytes of text) fits in [`MIN_PACKET`]. A
+/// smaller `maxdata` refuses the context (DIAG code 1, value 6) rather
+/// than stall it on packets that can never leave; 0 means "no constraint"
+/// (the digest, §3.2) and is accepted.
+pub const MIN_MAXDATA: u32 = (MIN_PACKET - xtp_wire::HEADER_LEN) as u32;
 
 /// A loss episode: losses of data sent before `start` belong to it and do
 /// not reduce the window again.
@@ -118,6 +126,11 @@ pub(crate) struct Context {
     /// Data bytes in a full DATA packet: the controller's segment (with the
     /// header, what the pacer counts for it).
     seg: usize,
+    /// The `maxdata` we advertise: what a packet on our path carries after
+    /// the header (`max_packet` less 32, before the peer's `maxdata` cut
+    /// it), so a peer whose end of the path is larger sends nothing our
+    /// end cannot take (G28). Not `cfg.mss`: that is what *we* send.
+    maxdata: usize,
     retries: u32,
     wtimer: Option<Instant>,
     /// Tail-loss probe: a status request 2 SRTT (at least 1 ms) after the
@@ -207,11 +220,12 @@ pub(crate) fn ends_context(code: u32) -> bool {
     )
 }
 
-fn traffic(cfg: &ContextConfig) -> TrafficSegment {
+/// Our traffic spec; `maxdata` is the most data we take in one packet.
+fn traffic(cfg: &ContextConfig, maxdata: usize) -> TrafficSegment {
     TrafficSegment {
         service: cfg.service,
         spec: TrafficSpec::Explicit {
-            maxdata: cfg.mss as u32,
+            maxdata: maxdata.min(u32::MAX as usize) as u32,
             inrate: cfg.in_rate,
             inburst: cfg.in_burst,
             outrate: cfg.out_rate,
@@ -261,6 +275,7 @@ impl Context {
             pacer: TokenBucket::new(0, 1, now),
             max_packet,
             seg,
+            maxdata: max_packet.saturating_sub(xtp_wire::HEADER_LEN),
             retries: 0,
             wtimer: None,
             ptimer: None,
@@ -699,8 +714,10 @@ impl Context {
         }
         match &p.body {
             Body::Data { btag, data } | Body::First { btag, data, .. } => {
-                if let Body::First { traffic, .. } = &p.body {
-                    self.apply_peer_traffic(traffic, now);
+                if let Body::First { traffic, .. } = &p.body
+                    && !self.apply_peer_traffic(traffic, now, ep, sink)
+                {
+                    return;
                 }
                 self.on_data(h, *btag, datagram.slice_ref(data), sink);
             }
@@ -719,7 +736,9 @@ impl Context {
                     // bound, even when we have nothing else to send.
                     self.reply_echo.get_or_insert(h.sync);
                 }
-                self.apply_peer_traffic(traffic, now);
+                if !self.apply_peer_traffic(traffic, now, ep, sink) {
+                    return;
+                }
                 // A TCNTL has no room for spans: it acknowledges, gives an
                 // RTT sample, but is no evidence of loss beyond rseq.
                 self.on_control(now, h, &control.control, &[], false, sink);
@@ -796,8 +815,38 @@ impl Context {
         }
     }
 
-    fn apply_peer_traffic(&mut self, t: &TrafficSegment, now: Instant) {
-        if let TrafficSpec::Explicit { inrate, inburst, .. } = t.spec {
+    /// Takes the peer's traffic spec (FIRST, TCNTL, JCNTL): its `maxdata`
+    /// caps our segment, its `inrate`/`inburst` our rate. Returns false when
+    /// the spec is refused (the context is closing with a DIAG).
+    fn apply_peer_traffic<S: Subscriber>(
+        &mut self,
+        t: &TrafficSegment,
+        now: Instant,
+        ep: &EndpointConfig,
+        sink: &mut Sink<'_, S>,
+    ) -> bool {
+        if let TrafficSpec::Explicit { maxdata, inrate, inburst, .. } = t.spec {
+            if maxdata != 0 && maxdata < MIN_MAXDATA {
+                self.refuse_spec(maxdata, now, ep, sink);
+                return false;
+            }
+            // Never a packet larger than the peer accepts (G28): its
+            // maxdata may be smaller than ours because its end of the path
+            // is (its route's MTU, a packet-radio hop) even when ours is
+            // not. As ours, it counts what follows the header, so a BTAG
+            // and an ECNTL's spans come out of it too. Only ever downwards:
+            // a later TCNTL cannot undo it.
+            if maxdata != 0 {
+                let packet = xtp_wire::HEADER_LEN.saturating_add(maxdata as usize);
+                self.max_packet = self.max_packet.min(packet);
+                // Saturating: `listen` and `accept` keep `max_packet` at 105
+                // or more, but a peer's spec must never be able to panic us.
+                let seg = self.seg.min(self.max_packet.saturating_sub(xtp_wire::HEADER_LEN)).max(1);
+                if seg < self.seg {
+                    self.seg = seg;
+                    self.cc.set_mss(seg);
+                }
+            }
             self.peer_inrate = inrate;
             // Our sending rate: the smaller of our outrate and the peer's inrate.
             let ours = self.cfg.out_rate;
@@ -818,6 +867,28 @@ impl Context {
                 u64::from(burst)
             };
             self.bucket.set(u64::from(rate), burst, now);
+        }
+        true
+    }
+
+    /// Refuses a peer whose `maxdata` is below [`MIN_MAXDATA`]: DIAG code 1
+    /// (context refused) value 6 (traffic specification refused) with END.
+    fn refuse_spec<S: Subscriber>(
+        &mut self,
+        maxdata: u32,
+        now: Instant,
+        ep: &EndpointConfig,
+        sink: &mut Sink<'_, S>,
+    ) {
+        if self.state.is_live() {
+            self.need_end = true;
+            self.need_diag = Some((
+                diag_code::CONTEXT_REFUSED,
+                diag_value::TRAFFIC_SPEC_REFUSED,
+                "maxdata below the 73-byte floor",
+            ));
+            let reason = CloseReason::SpecRefused { maxdata, floor: MIN_MAXDATA };
+            self.close_with(Input::Abort, reason, now, ep, sink);
         }
     }
 

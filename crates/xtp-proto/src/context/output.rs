@@ -221,7 +221,7 @@ impl Context {
                 TrafficControlSegment { control: self.control(), reserved: 0, xkey: self.local_key };
             let p = PacketRepr {
                 header: header(self, o, PacketType::Tcntl, self.send.nxt),
-                body: Body::Tcntl { control, traffic: traffic(&self.cfg) },
+                body: Body::Tcntl { control, traffic: traffic(&self.cfg, self.maxdata) },
             };
             // A TCNTL carries no spans: if we hold data beyond rseq, the
             // same answer follows as an ECNTL, or the sender would take the
@@ -253,8 +253,12 @@ impl Context {
         // 3. Data: retransmissions first, then new data within flow and
         //    congestion limits, paced by the rate bucket and the pacer.
         let first = self.initiator && !self.established;
-        let overhead =
-            32 + if first { self.first_address().buffer_len() + traffic(&self.cfg).buffer_len() } else { 0 };
+        let overhead = 32
+            + if first {
+                self.first_address().buffer_len() + traffic(&self.cfg, self.maxdata).buffer_len()
+            } else {
+                0
+            };
         let room = self.max_packet.saturating_sub(overhead);
         let flow = if self.cfg.noflow { u64::MAX } else { self.peer_alloc };
         // A fixed send window counts from the lowest unacknowledged byte.
@@ -264,21 +268,21 @@ impl Context {
         let cwnd = self.cc.window();
         let in_flight = self.send.in_flight();
         let mut room_cc = match &self.prr {
-            Some(p) => p.allowance(cwnd, in_flight, self.cfg.mss as u64),
+            Some(p) => p.allowance(cwnd, in_flight, self.seg as u64),
             None => cwnd.saturating_sub(in_flight),
         };
         // Sender-side silly-window avoidance (RFC 1122 §4.2.3.4): while data
         // is in flight, wait until the window admits a full packet rather
         // than cut a small one to fit it (a window in bytes, as CUBIC's, would
         // otherwise fill the path with fragments of packets).
-        let full = self.cfg.mss.min(room.saturating_sub(8)).max(1) as u64;
+        let full = self.seg.min(room.saturating_sub(8)).max(1) as u64;
         if room_cc < full && in_flight > 0 {
             room_cc = 0;
         }
         let limit = flow.min(self.send.nxt.saturating_add(room_cc));
         // Retransmissions are data in flight like any other: within the window.
         let retransmit_ok = room_cc > 0 || in_flight == 0;
-        if let Some(seg) = self.send.next_segment(self.cfg.mss, room, limit, retransmit_ok) {
+        if let Some(seg) = self.send.next_segment(self.seg, room, limit, retransmit_ok) {
             let wire = overhead + seg.btag.map_or(0, |_| 8) + seg.data.len();
             let traced = S::ENABLED && sink.subscriber.recording();
             let rate_before = if traced { self.pacer.rate() } else { 0 };
@@ -308,7 +312,7 @@ impl Context {
             self.data_since_sreq += 1;
             // With a small window every reply counts: ask at least every quarter
             // window, so one lost report does not stall the sender until WTIMER.
-            let window_pkts = (cwnd / self.cfg.mss.max(1) as u64).max(1);
+            let window_pkts = (cwnd / self.seg.max(1) as u64).max(1);
             let every = u64::from(self.cfg.sreq_every).min((window_pkts / 16).max(2)) as u32;
             // And at least once a round trip: at a low rate 16 packets
             // take longer than the timeout, and a report only comes when
@@ -337,7 +341,7 @@ impl Context {
             let body = if first {
                 Body::First {
                     address: self.first_address(),
-                    traffic: traffic(&self.cfg),
+                    traffic: traffic(&self.cfg, self.maxdata),
                     btag: seg.btag,
                     data: &seg.data,
                 }
@@ -420,7 +424,7 @@ impl Context {
             if self.initiator && !self.established {
                 let body = Body::First {
                     address: self.first_address(),
-                    traffic: traffic(&self.cfg),
+                    traffic: traffic(&self.cfg, self.maxdata),
                     btag: None,
                     data: &[],
                 };
