@@ -25,19 +25,9 @@ fn link(line: &str) -> LinkParams {
 /// end of the path). Returns the length of every DATA packet the client
 /// sent: they all follow the server's TCNTL (before it, the client sends
 /// FIRSTs at its own size: it cannot know better yet).
-fn data_packets_towards(a: SocketAddr, b: SocketAddr, server_packet: usize) -> Vec<usize> {
-    let small = EndpointConfig { max_packet: server_packet, ..EndpointConfig::default() };
-    let mut server = Endpoint::new(small, 41);
-    server.listen(7, ContextConfig::stream()).unwrap();
-    let mut w = Wire::new(server, a, Endpoint::new(EndpointConfig::default(), 42), b, Instant::from_secs(1));
-    let mut cfg = ContextConfig::stream();
-    cfg.mss = 1440;
-    let c = w.b.connect(w.now, a, 7, cfg).unwrap();
-    let total = 60_000;
-    // Several messages, so BTAGs ride on packets after the first too.
-    for (i, len) in [20_000, 1, 39_999].into_iter().enumerate() {
-        w.b.write(w.now, c, Bytes::from(vec![7u8; len]), true, Some(i as u64 + 1)).unwrap();
-    }
+/// Runs the wire until side `a` (the server) has read `total` bytes of the
+/// context it accepted (at most 30 s of virtual time).
+fn receive_all(w: &mut Wire, total: usize) {
     let (mut got, mut sctx) = (0, None);
     for _ in 0..3000 {
         w.run(Duration::from_millis(10));
@@ -54,6 +44,22 @@ fn data_packets_towards(a: SocketAddr, b: SocketAddr, server_packet: usize) -> V
         }
     }
     assert_eq!(got, total, "every byte arrived");
+}
+
+fn data_packets_towards(a: SocketAddr, b: SocketAddr, server_packet: usize) -> Vec<usize> {
+    let small = EndpointConfig { max_packet: server_packet, ..EndpointConfig::default() };
+    let mut server = Endpoint::new(small, 41);
+    server.listen(7, ContextConfig::stream()).unwrap();
+    let mut w = Wire::new(server, a, Endpoint::new(EndpointConfig::default(), 42), b, Instant::from_secs(1));
+    let mut cfg = ContextConfig::stream();
+    cfg.mss = 1440;
+    let c = w.b.connect(w.now, a, 7, cfg).unwrap();
+    let total = 60_000;
+    // Several messages, so BTAGs ride on packets after the first too.
+    for (i, len) in [20_000, 1, 39_999].into_iter().enumerate() {
+        w.b.write(w.now, c, Bytes::from(vec![7u8; len]), true, Some(i as u64 + 1)).unwrap();
+    }
+    receive_all(&mut w, total);
     let sizes: Vec<usize> = w
         .b_to_a
         .iter()
@@ -393,22 +399,7 @@ fn a_peer_advertising_more_than_our_path_does_not_raise_our_packets() {
             w.run(Duration::from_millis(10));
         }
     }
-    let (mut got, mut sctx) = (0, None);
-    for _ in 0..3000 {
-        w.run(Duration::from_millis(10));
-        while let Some(e) = w.a.poll_event() {
-            if let Event::Incoming { ctx, .. } = e {
-                sctx = Some(ctx);
-            }
-        }
-        while let Some(r) = sctx.and_then(|s| w.a.read(w.now, s)) {
-            got += r.data.len();
-        }
-        if got == total {
-            break;
-        }
-    }
-    assert_eq!(got, total, "every byte arrived");
+    receive_all(&mut w, total);
     let data =
         w.b_to_a.iter().filter(|p| matches!(PacketRepr::parse(p).unwrap().body, Body::Data { .. })).count();
     assert!(data > 100, "DATA packets followed the server's TCNTL: {data}");
