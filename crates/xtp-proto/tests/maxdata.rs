@@ -105,37 +105,9 @@ fn max_packet_too_small_for_an_ipv6_first_is_refused_at_connect() {
 /// END, and its application sees why.
 #[test]
 fn a_maxdata_below_the_floor_refuses_the_context() {
-    use xtp_wire::{
-        Address, AddressSegment, HeaderRepr, Options, PacketType, Service, TrafficSegment, TrafficSpec,
-    };
     let mut server = Endpoint::new(EndpointConfig::default(), 41);
     server.listen(7, ContextConfig::stream()).unwrap();
-    let maxdata = MIN_MAXDATA - 1;
-    let addr = Address::Ipv4 {
-        dst: std::net::Ipv4Addr::LOCALHOST,
-        src: std::net::Ipv4Addr::UNSPECIFIED,
-        dport: 7,
-        sport: 0,
-    };
-    let first = emit(&PacketRepr {
-        header: HeaderRepr {
-            key: 0x5eed,
-            options: Options::EOM,
-            ptype: PacketType::First,
-            sort: 0,
-            sync: 1,
-            seq: 0,
-        },
-        body: Body::First {
-            address: AddressSegment { domain: 0, addr },
-            traffic: TrafficSegment {
-                service: Service::Stream,
-                spec: TrafficSpec::Explicit { maxdata, inrate: 0, inburst: 0, outrate: 0, outburst: 0 },
-            },
-            btag: None,
-            data: b"hello",
-        },
-    });
+    let first = first_with_maxdata(MIN_MAXDATA - 1, false);
     let now = Instant::from_secs(1);
     server.handle_datagram(now, "10.0.0.2:2".parse().unwrap(), first);
     let mut buf = vec![0u8; 2048];
